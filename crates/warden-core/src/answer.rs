@@ -1,0 +1,303 @@
+//! Every text a caller (a model, through its client) can read from mcp-warden.
+//!
+//! Nothing else in the crate formats a caller-facing message: stages decide *what*
+//! went wrong and hand the facts to a function here. Each text is tested byte for
+//! byte below, because models and client code match on them.
+//!
+//! Names and keys come from callers and may be huge or carry control characters;
+//! [`shown`] bounds and escapes them the same way everywhere, so a hidden and an
+//! absent tool name are always rendered identically (G2).
+
+use std::fmt::Write as _;
+
+/// JSON-RPC "invalid params", the code MCP uses for unknown tools and malformed requests.
+pub const INVALID_PARAMS: i64 = -32602;
+
+/// The longest name or key, in characters, echoed back to a caller.
+const SHOWN_MAX_CHARS: usize = 128;
+
+/// N1.
+pub const TOOL_NAME_REQUIRED: &str = "Tool name is required.";
+/// G4: the grant source failed while deciding a call.
+pub const ACCESS_NOT_VERIFIED: &str = "Error: Tool access could not be verified.";
+/// E2 and H3: anything that went wrong that the caller did not cause.
+pub const INTERNAL_ERROR: &str = "Error: An internal error occurred while executing the tool.";
+/// I1: the same idempotency key is still running.
+pub const ALREADY_RUNNING: &str = "This call is already running. Retry once it finished.";
+
+/// A name or key as shown to a caller: at most 128 characters, control characters escaped.
+pub fn shown(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len().min(SHOWN_MAX_CHARS + 8));
+    for (i, c) in raw.chars().enumerate() {
+        if i == SHOWN_MAX_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// G2: a hidden tool, an absent tool and a call without a caller all get this.
+pub fn unknown_tool(name: &str) -> String {
+    format!("Unknown tool '{}'.", shown(name))
+}
+
+/// N2: arguments that are not an object, for a tool the caller may call.
+pub fn arguments_not_object(tool: &str) -> String {
+    format!(
+        "Invalid arguments for tool '{}': arguments must be a JSON object.",
+        shown(tool)
+    )
+}
+
+/// One undeclared key and the hint chosen for it, if any (A3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownKey {
+    pub key: String,
+    pub hint: Option<String>,
+}
+
+/// A3 `reject`: the answer naming every undeclared key, with hints and the allowed list.
+pub fn unknown_parameters(tool: &str, unknown: &[UnknownKey], allowed: &[String]) -> String {
+    let mut out = String::new();
+    match unknown {
+        [one] => {
+            let _ = writeln!(
+                out,
+                "Error: Unknown parameter '{}' for tool '{}'.",
+                shown(&one.key),
+                shown(tool)
+            );
+            if let Some(hint) = &one.hint {
+                let _ = writeln!(out, "Did you mean: {hint}?");
+            }
+        }
+        many => {
+            let _ = writeln!(out, "Error: Unknown parameters for tool '{}':", shown(tool));
+            for u in many {
+                match &u.hint {
+                    Some(hint) => {
+                        let _ = writeln!(out, "  '{}' — did you mean: {hint}?", shown(&u.key));
+                    }
+                    None => {
+                        let _ = writeln!(out, "  '{}'", shown(&u.key));
+                    }
+                }
+            }
+        }
+    }
+    out.push_str(&allowed_parameters(allowed));
+    out
+}
+
+fn allowed_parameters(allowed: &[String]) -> String {
+    if allowed.is_empty() {
+        "This tool takes no parameters.".to_owned()
+    } else {
+        format!("Allowed parameters: {}.", allowed.join(", "))
+    }
+}
+
+/// One schema violation, named by the argument it concerns (A5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Violation {
+    /// A required argument was not sent (and has no default).
+    Missing { argument: String },
+    /// An argument's value does not fit its declaration; `expected` is read off the declaration.
+    Invalid { argument: String, expected: String },
+    /// The arguments as a whole break a rule not tied to one argument.
+    Whole,
+}
+
+/// A5: every violation, one per line, in one answer.
+pub fn schema_violations(violations: &[Violation]) -> String {
+    let mut out = String::new();
+    for (i, v) in violations.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        match v {
+            Violation::Missing { argument } => {
+                let _ = write!(
+                    out,
+                    "Error: Missing required argument '{}'.",
+                    shown(argument)
+                );
+            }
+            Violation::Invalid { argument, expected } => {
+                let _ = write!(
+                    out,
+                    "Error: Invalid value for argument '{}': expected {expected}.",
+                    shown(argument)
+                );
+            }
+            Violation::Whole => {
+                out.push_str("Error: The arguments do not match the schema the tool declares.");
+            }
+        }
+    }
+    out
+}
+
+/// A7: the caller sent an argument the configuration fixes.
+pub fn pinned_argument(argument: &str, tool: &str) -> String {
+    format!(
+        "Error: Argument '{}' of tool '{}' is set by the gateway and cannot be chosen by the caller.",
+        shown(argument),
+        shown(tool)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn fixed_texts_are_exact() {
+        assert_eq!(TOOL_NAME_REQUIRED, "Tool name is required.");
+        assert_eq!(
+            ACCESS_NOT_VERIFIED,
+            "Error: Tool access could not be verified."
+        );
+        assert_eq!(
+            INTERNAL_ERROR,
+            "Error: An internal error occurred while executing the tool."
+        );
+        assert_eq!(
+            ALREADY_RUNNING,
+            "This call is already running. Retry once it finished."
+        );
+    }
+
+    #[test]
+    fn unknown_tool_text() {
+        assert_eq!(unknown_tool("notes.secret"), "Unknown tool 'notes.secret'.");
+    }
+
+    #[test]
+    fn shown_escapes_control_characters_and_bounds_length() {
+        assert_eq!(shown("a\nb\u{7}"), "a\\u{a}b\\u{7}");
+        let long = "x".repeat(1000);
+        let s = shown(&long);
+        assert_eq!(s.chars().count(), 129);
+        assert!(s.ends_with('…'));
+        assert_eq!(shown("ünï"), "ünï");
+    }
+
+    #[test]
+    fn one_unknown_key_with_hint() {
+        let text = unknown_parameters(
+            "azdo_builds",
+            &[UnknownKey {
+                key: "minFinishTime".into(),
+                hint: Some("minTime".into()),
+            }],
+            &names(&["org", "project", "top", "branch", "minTime", "maxTime"]),
+        );
+        assert_eq!(
+            text,
+            "Error: Unknown parameter 'minFinishTime' for tool 'azdo_builds'.\n\
+             Did you mean: minTime?\n\
+             Allowed parameters: org, project, top, branch, minTime, maxTime."
+        );
+    }
+
+    #[test]
+    fn one_unknown_key_without_hint() {
+        let text = unknown_parameters(
+            "azdo_builds",
+            &[UnknownKey {
+                key: "fooBar".into(),
+                hint: None,
+            }],
+            &names(&["org", "top"]),
+        );
+        assert_eq!(
+            text,
+            "Error: Unknown parameter 'fooBar' for tool 'azdo_builds'.\n\
+             Allowed parameters: org, top."
+        );
+    }
+
+    #[test]
+    fn several_unknown_keys() {
+        let text = unknown_parameters(
+            "azdo_builds",
+            &[
+                UnknownKey {
+                    key: "minFinishTime".into(),
+                    hint: Some("minTime".into()),
+                },
+                UnknownKey {
+                    key: "fooBar".into(),
+                    hint: None,
+                },
+            ],
+            &names(&["org", "project", "top", "branch", "minTime", "maxTime"]),
+        );
+        assert_eq!(
+            text,
+            "Error: Unknown parameters for tool 'azdo_builds':\n  \
+             'minFinishTime' — did you mean: minTime?\n  \
+             'fooBar'\n\
+             Allowed parameters: org, project, top, branch, minTime, maxTime."
+        );
+    }
+
+    #[test]
+    fn parameterless_tool_says_so() {
+        let text = unknown_parameters(
+            "ping",
+            &[UnknownKey {
+                key: "x".into(),
+                hint: None,
+            }],
+            &[],
+        );
+        assert_eq!(
+            text,
+            "Error: Unknown parameter 'x' for tool 'ping'.\nThis tool takes no parameters."
+        );
+    }
+
+    #[test]
+    fn schema_violation_lines() {
+        let text = schema_violations(&[
+            Violation::Missing {
+                argument: "title".into(),
+            },
+            Violation::Invalid {
+                argument: "top".into(),
+                expected: "integer".into(),
+            },
+            Violation::Whole,
+        ]);
+        assert_eq!(
+            text,
+            "Error: Missing required argument 'title'.\n\
+             Error: Invalid value for argument 'top': expected integer.\n\
+             Error: The arguments do not match the schema the tool declares."
+        );
+    }
+
+    #[test]
+    fn other_texts() {
+        assert_eq!(
+            arguments_not_object("notes.create_note"),
+            "Invalid arguments for tool 'notes.create_note': arguments must be a JSON object."
+        );
+        assert_eq!(
+            pinned_argument("is_public", "notes.create_note"),
+            "Error: Argument 'is_public' of tool 'notes.create_note' is set by the gateway and cannot be chosen by the caller."
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! The values that travel through the pipeline: who calls, what the call became,
+//! and how it was answered.
+
+use crate::catalogue::ToolEntry;
+use crate::meta::Meta;
+use crate::policy::UnknownMode;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// The identity a call is made on behalf of (G1).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Caller {
+    pub name: String,
+    pub groups: Vec<String>,
+}
+
+impl Caller {
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            groups: Vec::new(),
+        }
+    }
+}
+
+/// How the gateway answers a call itself, without the tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// A tool result with `isError: true` and this text: the model reads it and can correct itself.
+    ToolError(String),
+    /// A JSON-RPC error object.
+    RpcError { code: i64, message: String },
+}
+
+impl Answer {
+    pub fn text(&self) -> &str {
+        match self {
+            Answer::ToolError(t) => t,
+            Answer::RpcError { message, .. } => message,
+        }
+    }
+
+    /// The MCP `CallToolResult` for a tool error; `None` for a JSON-RPC error.
+    pub fn to_tool_result(&self) -> Option<Value> {
+        match self {
+            Answer::ToolError(text) => Some(serde_json::json!({
+                "content": [{"type": "text", "text": text}],
+                "isError": true
+            })),
+            Answer::RpcError { .. } => None,
+        }
+    }
+}
+
+/// Why the pipeline answered a call itself (for the audit trail and metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The call named no tool (N1).
+    NoToolName,
+    /// Hidden, absent, or no caller (G1, G2): indistinguishable to the caller.
+    UnknownTool,
+    /// The grant source failed (G4).
+    GrantFailure,
+    /// The arguments were not an object (N2), had unknown keys (A3 reject),
+    /// broke the schema (A5), or set a pinned argument (A7).
+    InvalidArguments,
+}
+
+/// What the argument stages noticed and did, whatever the outcome.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallReport {
+    /// R1: the `reason` the caller gave, removed before the call goes upstream.
+    pub reason: Option<String>,
+    /// A2: (alias, canonical) pairs renamed.
+    pub aliased: Vec<(String, String)>,
+    /// A3: the undeclared keys the call carried, and the mode applied to them.
+    pub unknown_keys: Vec<String>,
+    pub unknown_mode: Option<UnknownMode>,
+}
+
+/// A call the pipeline lets through, as it should go upstream.
+#[derive(Debug, Clone)]
+pub struct Forward {
+    pub tool: Arc<ToolEntry>,
+    /// The arguments to send, in the caller's key order.
+    pub arguments: Map<String, Value>,
+    /// Whether any stage changed the arguments. When false they are exactly what
+    /// the caller sent (absent `arguments` reads as `{}`).
+    pub rewritten: bool,
+    /// The bounded `_meta` (N3), for hooks; the upstream gets the caller's own.
+    pub meta: Meta,
+}
+
+/// The pipeline's verdict on one call.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// Run it upstream.
+    Forward(Forward),
+    /// Answer it here.
+    Answer { answer: Answer, refusal: Refusal },
+}
+
+/// An [`Outcome`] with the report of what the stages saw.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub outcome: Outcome,
+    pub report: CallReport,
+}

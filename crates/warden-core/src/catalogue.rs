@@ -1,0 +1,602 @@
+//! The tool catalogue: every tool a gateway (or host) offers, built once from
+//! `tools/list` answers.
+//!
+//! Everything the argument stages need per call is prepared here, when the
+//! catalogue is built, so a call does no schema work (A1): the canonical parameter
+//! list in declaration order, the compiled JSON Schema validator, the texts naming
+//! each parameter's expected value, and the declaration callers are shown.
+//! A schema that cannot be used is reported as a [`BuildProblem`] and the tool is
+//! skipped by the argument stages (A4), never a panic.
+
+use crate::policy::{LayeredPolicy, ToolPolicy};
+use crate::stage::schema::describe_expected;
+use serde_json::{json, Map, Value};
+use std::collections::{HashMap, HashSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// Longest tool name a caller sees (the conformance suite's limit).
+pub const MAX_NAME_LEN: usize = 64;
+/// Deepest schema nesting we compile; deeper documents are unusable, not a stack overflow.
+const MAX_SCHEMA_DEPTH: usize = 64;
+/// Deepest declaration kept at all (serde_json's own parser stops at 128).
+const MAX_DECLARATION_DEPTH: usize = 128;
+const REASON: &str = "reason";
+
+/// How the argument stages treat one tool (A4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgCheck {
+    /// The schema declares its parameters (possibly none: a parameterless tool).
+    Declared,
+    /// `additionalProperties: true`: any key is welcome; the unknown-key stage skips it.
+    Open,
+    /// No usable schema; both argument stages skip it. The text says why.
+    Unusable(String),
+}
+
+/// One tool, ready for calls.
+pub struct ToolEntry {
+    /// The name callers see and call (`notes.create_note`).
+    pub name: String,
+    /// The upstream that runs it.
+    pub upstream: String,
+    /// The upstream's own name for it.
+    pub upstream_name: String,
+    /// The declaration as the upstream sent it.
+    pub declaration: Value,
+    /// The declaration callers are shown (renamed, pins hidden, reason added, closed).
+    pub published: Value,
+    pub policy: ToolPolicy,
+    pub check: ArgCheck,
+    /// Canonical parameters in declaration order, pinned ones included.
+    pub params: Vec<String>,
+    /// The parameters a caller may send, in declaration order (no pinned ones).
+    pub visible_params: Vec<String>,
+    /// Parameters that declare a `default` (never named as missing).
+    pub(crate) defaulted: HashSet<String>,
+    /// For each parameter, what a valid value looks like, in words.
+    pub(crate) expected: HashMap<String, String>,
+    pub(crate) validator: Option<jsonschema::Validator>,
+    /// Whether the declaration itself names `reason` as a parameter.
+    pub(crate) declares_reason: bool,
+}
+
+impl std::fmt::Debug for ToolEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolEntry")
+            .field("name", &self.name)
+            .field("upstream", &self.upstream)
+            .field("check", &self.check)
+            .field("params", &self.params)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolEntry {
+    pub fn has_validator(&self) -> bool {
+        self.validator.is_some()
+    }
+}
+
+/// Something wrong with an upstream's tool list, found while building.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildProblem {
+    pub upstream: String,
+    /// The tool's upstream name, or a placeholder when it had none.
+    pub tool: String,
+    pub problem: String,
+    /// Whether the tool was left out of the catalogue entirely (else only its checks are off).
+    pub dropped: bool,
+}
+
+/// Where the per-tool policy comes from while building.
+pub trait PolicySource {
+    fn policy_for(&self, upstream: &str, tool: &str) -> ToolPolicy;
+}
+
+impl PolicySource for LayeredPolicy {
+    fn policy_for(&self, upstream: &str, tool: &str) -> ToolPolicy {
+        self.resolve(upstream, tool)
+    }
+}
+
+impl PolicySource for ToolPolicy {
+    fn policy_for(&self, _: &str, _: &str) -> ToolPolicy {
+        self.clone()
+    }
+}
+
+/// All tools, in listing order, by the names callers see.
+#[derive(Debug, Default)]
+pub struct Catalogue {
+    tools: Vec<Arc<ToolEntry>>,
+    index: HashMap<String, usize>,
+}
+
+impl Catalogue {
+    pub fn builder(policy: &dyn PolicySource) -> CatalogueBuilder<'_> {
+        CatalogueBuilder {
+            policy,
+            catalogue: Catalogue::default(),
+            problems: Vec::new(),
+        }
+    }
+
+    /// Builds a catalogue from one upstream's tool declarations, unprefixed.
+    pub fn from_tools(
+        tools: &[Value],
+        policy: &dyn PolicySource,
+    ) -> (Catalogue, Vec<BuildProblem>) {
+        let mut b = Catalogue::builder(policy);
+        b.add_upstream("", false, tools);
+        b.build()
+    }
+
+    /// Looks a tool up by the name callers see. Reads the index only (G3).
+    pub fn get(&self, name: &str) -> Option<&Arc<ToolEntry>> {
+        self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    pub fn tools(&self) -> &[Arc<ToolEntry>] {
+        &self.tools
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+pub struct CatalogueBuilder<'p> {
+    policy: &'p dyn PolicySource,
+    catalogue: Catalogue,
+    problems: Vec<BuildProblem>,
+}
+
+impl CatalogueBuilder<'_> {
+    /// Adds one upstream's `tools` array. With `prefix`, names become `upstream.tool`.
+    pub fn add_upstream(&mut self, upstream: &str, prefix: bool, tools: &[Value]) -> &mut Self {
+        for decl in tools {
+            let Some(own_name) = decl.get("name").and_then(Value::as_str) else {
+                self.problems.push(BuildProblem {
+                    upstream: upstream.to_owned(),
+                    tool: "<unnamed>".to_owned(),
+                    problem: "a tool declaration has no string 'name'".to_owned(),
+                    dropped: true,
+                });
+                continue;
+            };
+            // Checked before anything copies the declaration: copying recurses.
+            if nesting_exceeds(decl, MAX_DECLARATION_DEPTH) {
+                self.problems.push(BuildProblem {
+                    upstream: upstream.to_owned(),
+                    tool: own_name.to_owned(),
+                    problem: format!(
+                        "the declaration nests deeper than {MAX_DECLARATION_DEPTH} levels"
+                    ),
+                    dropped: true,
+                });
+                continue;
+            }
+            let seen = seen_name(upstream, own_name, prefix);
+            if self.catalogue.index.contains_key(&seen) {
+                self.problems.push(BuildProblem {
+                    upstream: upstream.to_owned(),
+                    tool: own_name.to_owned(),
+                    problem: format!("the name '{seen}' is already taken by another tool"),
+                    dropped: true,
+                });
+                continue;
+            }
+            let policy = self.policy.policy_for(upstream, own_name);
+            let entry = build_entry(upstream, own_name, seen.clone(), decl, policy);
+            if let ArgCheck::Unusable(why) = &entry.check {
+                self.problems.push(BuildProblem {
+                    upstream: upstream.to_owned(),
+                    tool: own_name.to_owned(),
+                    problem: format!("argument checks are off for this tool: {why}"),
+                    dropped: false,
+                });
+            }
+            self.catalogue
+                .index
+                .insert(seen, self.catalogue.tools.len());
+            self.catalogue.tools.push(Arc::new(entry));
+        }
+        self
+    }
+
+    pub fn build(self) -> (Catalogue, Vec<BuildProblem>) {
+        (self.catalogue, self.problems)
+    }
+}
+
+/// The name callers see: `upstream.tool` with a prefix, kept to 64 characters of
+/// `[A-Za-z0-9_./-]`. Other characters become `_`; a name too long is cut and
+/// given a short hash of the full name so two long names stay distinct.
+pub fn seen_name(upstream: &str, tool: &str, prefix: bool) -> String {
+    let full = if prefix && !upstream.is_empty() {
+        format!("{upstream}.{tool}")
+    } else {
+        tool.to_owned()
+    };
+    let mut clean: String = full
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.is_empty() {
+        clean.push('_');
+    }
+    if clean.len() > MAX_NAME_LEN {
+        let hash = fnv1a(full.as_bytes());
+        clean.truncate(MAX_NAME_LEN - 9);
+        clean.push_str(&format!("-{:08x}", hash as u32));
+    }
+    clean
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+    })
+}
+
+fn build_entry(
+    upstream: &str,
+    own_name: &str,
+    seen: String,
+    decl: &Value,
+    policy: ToolPolicy,
+) -> ToolEntry {
+    let schema = decl.get("inputSchema");
+    let (check, params) = match schema {
+        None | Some(Value::Null) => (ArgCheck::Unusable("no inputSchema".into()), Vec::new()),
+        Some(Value::Object(s)) => match s.get("properties") {
+            None => (ArgCheck::Declared, Vec::new()),
+            Some(Value::Object(props)) => (ArgCheck::Declared, props.keys().cloned().collect()),
+            Some(_) => (
+                ArgCheck::Unusable("inputSchema.properties is not an object".into()),
+                Vec::new(),
+            ),
+        },
+        Some(_) => (
+            ArgCheck::Unusable("inputSchema is not an object".into()),
+            Vec::new(),
+        ),
+    };
+    let mut check = check;
+    let open = schema.and_then(|s| s.get("additionalProperties")) == Some(&Value::Bool(true));
+    if check == ArgCheck::Declared && open && !policy.close_schema {
+        check = ArgCheck::Open;
+    }
+
+    let validator = match (&check, schema) {
+        (ArgCheck::Unusable(_), _) | (_, None) => None,
+        (_, Some(schema)) => match compile(schema) {
+            Ok(v) => Some(v),
+            Err(why) => {
+                check = ArgCheck::Unusable(why);
+                None
+            }
+        },
+    };
+
+    let props = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object);
+    let mut expected = HashMap::new();
+    let mut defaulted = HashSet::new();
+    if let Some(props) = props {
+        for (name, prop) in props {
+            expected.insert(name.clone(), describe_expected(prop));
+            if prop.get("default").is_some() {
+                defaulted.insert(name.clone());
+            }
+        }
+    }
+    let visible_params: Vec<String> = params
+        .iter()
+        .filter(|p| !policy.pins.contains_key(*p))
+        .cloned()
+        .collect();
+    let declares_reason = params.iter().any(|p| p == REASON);
+    let published = publish(decl, &seen, &policy, &check);
+    ToolEntry {
+        name: seen,
+        upstream: upstream.to_owned(),
+        upstream_name: own_name.to_owned(),
+        declaration: decl.clone(),
+        published,
+        policy,
+        check,
+        params,
+        visible_params,
+        defaulted,
+        expected,
+        validator,
+        declares_reason,
+    }
+}
+
+/// Compiles a tool's input schema: 2020-12 unless its `$schema` says otherwise.
+/// External references are never fetched (no resolver is built in).
+fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
+    if nesting_exceeds(schema, MAX_SCHEMA_DEPTH) {
+        return Err(format!(
+            "inputSchema nests deeper than {MAX_SCHEMA_DEPTH} levels"
+        ));
+    }
+    let mut options = jsonschema::options();
+    if schema.get("$schema").is_none() {
+        options = options.with_draft(jsonschema::Draft::Draft202012);
+    }
+    match catch_unwind(AssertUnwindSafe(|| options.build(schema))) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("inputSchema does not compile: {e}")),
+        Err(_) => Err("inputSchema could not be compiled".into()),
+    }
+}
+
+/// Whether `v` nests deeper than `max` levels; iterative, so any depth is safe.
+pub(crate) fn nesting_exceeds(v: &Value, max: usize) -> bool {
+    let mut stack: Vec<(&Value, usize)> = vec![(v, 0)];
+    while let Some((v, d)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(a) => Box::new(a.iter()),
+            Value::Object(o) => Box::new(o.values()),
+            _ => continue,
+        };
+        if d >= max {
+            return true;
+        }
+        stack.extend(children.map(|c| (c, d + 1)));
+    }
+    false
+}
+
+/// The declaration callers are shown: the seen name; pinned parameters gone from
+/// `properties` and `required` (A7); a `reason` parameter added (R1); closed (A6).
+fn publish(decl: &Value, seen: &str, policy: &ToolPolicy, check: &ArgCheck) -> Value {
+    let mut out = decl.clone();
+    let Value::Object(top) = &mut out else {
+        return out;
+    };
+    top.insert("name".into(), Value::String(seen.to_owned()));
+    if matches!(check, ArgCheck::Unusable(_)) && !policy.reasons {
+        return out;
+    }
+    let Some(Value::Object(schema)) = top.get_mut("inputSchema") else {
+        return out;
+    };
+    if !policy.pins.is_empty() {
+        if let Some(Value::Object(props)) = schema.get_mut("properties") {
+            for pin in policy.pins.keys() {
+                props.shift_remove(pin);
+            }
+        }
+        if let Some(Value::Array(required)) = schema.get_mut("required") {
+            required.retain(|r| r.as_str().is_none_or(|r| !policy.pins.contains_key(r)));
+        }
+    }
+    if policy.reasons {
+        let props = schema
+            .entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(props) = props {
+            props.entry(REASON).or_insert_with(|| {
+                json!({
+                    "type": "string",
+                    "description": "Why you are calling this tool, in one sentence. Recorded for audit; not passed to the tool."
+                })
+            });
+        }
+    }
+    if policy.close_schema {
+        schema.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::UnknownMode;
+
+    fn tool(name: &str, schema: Value) -> Value {
+        json!({"name": name, "description": "d", "inputSchema": schema})
+    }
+
+    #[test]
+    fn params_in_declaration_order() {
+        let (c, problems) = Catalogue::from_tools(
+            &[tool(
+                "t",
+                json!({"type":"object","properties":{"z":{},"a":{},"m":{}}}),
+            )],
+            &ToolPolicy::default(),
+        );
+        assert!(problems.is_empty());
+        let t = c.get("t").unwrap();
+        assert_eq!(t.params, ["z", "a", "m"]);
+        assert_eq!(t.check, ArgCheck::Declared);
+        assert!(t.has_validator());
+    }
+
+    #[test]
+    fn edge_case_schemas() {
+        let tools = [
+            json!({"name": "none"}),
+            tool("null", Value::Null),
+            tool(
+                "open",
+                json!({"type":"object","properties":{"a":{}},"additionalProperties":true}),
+            ),
+            tool("bare", json!({"type":"object"})),
+            tool(
+                "bad",
+                json!({"type":"object","properties":{"a":{"type":"no-such-type"}}}),
+            ),
+            tool("weird", json!({"type":"object","properties":[1]})),
+            tool("num", json!(5)),
+        ];
+        let (c, problems) = Catalogue::from_tools(&tools, &ToolPolicy::default());
+        assert!(matches!(
+            c.get("none").unwrap().check,
+            ArgCheck::Unusable(_)
+        ));
+        assert!(matches!(
+            c.get("null").unwrap().check,
+            ArgCheck::Unusable(_)
+        ));
+        assert_eq!(c.get("open").unwrap().check, ArgCheck::Open);
+        assert_eq!(c.get("bare").unwrap().check, ArgCheck::Declared);
+        assert!(c.get("bare").unwrap().params.is_empty());
+        assert!(matches!(c.get("bad").unwrap().check, ArgCheck::Unusable(_)));
+        assert!(!c.get("bad").unwrap().has_validator());
+        assert!(matches!(
+            c.get("weird").unwrap().check,
+            ArgCheck::Unusable(_)
+        ));
+        assert!(matches!(c.get("num").unwrap().check, ArgCheck::Unusable(_)));
+        let skipped: Vec<_> = problems.iter().map(|p| p.tool.as_str()).collect();
+        assert_eq!(skipped, ["none", "null", "bad", "weird", "num"]);
+        assert!(problems.iter().all(|p| !p.dropped));
+    }
+
+    #[test]
+    fn close_schema_overrides_open() {
+        let policy = ToolPolicy {
+            close_schema: true,
+            ..Default::default()
+        };
+        let (c, _) = Catalogue::from_tools(
+            &[tool(
+                "open",
+                json!({"type":"object","properties":{"a":{}},"additionalProperties":true}),
+            )],
+            &policy,
+        );
+        let t = c.get("open").unwrap();
+        assert_eq!(t.check, ArgCheck::Declared);
+        assert_eq!(
+            t.published["inputSchema"]["additionalProperties"],
+            json!(false)
+        );
+    }
+
+    #[test]
+    fn honours_draft_07() {
+        // In draft-07, `items` as an array is tuple validation; 2020-12 would reject the schema form.
+        let (c, problems) = Catalogue::from_tools(
+            &[tool(
+                "t",
+                json!({"$schema":"http://json-schema.org/draft-07/schema#","type":"object",
+                       "properties":{"pair":{"type":"array","items":[{"type":"string"},{"type":"integer"}]}}}),
+            )],
+            &ToolPolicy::default(),
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let v = c.get("t").unwrap().validator.as_ref().unwrap();
+        assert!(v.is_valid(&json!({"pair": ["a", 1]})));
+        assert!(!v.is_valid(&json!({"pair": [1, "a"]})));
+    }
+
+    #[test]
+    fn unnamed_and_duplicate_tools_are_dropped() {
+        let (c, problems) = Catalogue::from_tools(
+            &[
+                json!({"inputSchema": {}}),
+                tool("a", json!({})),
+                tool("a", json!({})),
+            ],
+            &ToolPolicy::default(),
+        );
+        assert_eq!(c.len(), 1);
+        assert_eq!(problems.len(), 2);
+        assert!(problems.iter().all(|p| p.dropped));
+    }
+
+    #[test]
+    fn published_declaration() {
+        let mut pins = Map::new();
+        pins.insert("is_public".into(), json!(false));
+        let policy = ToolPolicy {
+            reasons: true,
+            pins,
+            unknown: UnknownMode::Reject,
+            ..Default::default()
+        };
+        let mut b = Catalogue::builder(&policy);
+        b.add_upstream(
+            "notes",
+            true,
+            &[json!({"name":"create_note","x-extra":1,"inputSchema":{"type":"object",
+                "properties":{"title":{"type":"string"},"is_public":{"type":"boolean"},"text":{"type":"string"}},
+                "required":["title","is_public"]}})],
+        );
+        let (c, _) = b.build();
+        let t = c.get("notes.create_note").unwrap();
+        assert_eq!(t.upstream_name, "create_note");
+        assert_eq!(t.visible_params, ["title", "text"]);
+        assert_eq!(
+            serde_json::to_string(&t.published).unwrap(),
+            r#"{"name":"notes.create_note","x-extra":1,"inputSchema":{"type":"object","properties":{"title":{"type":"string"},"text":{"type":"string"},"reason":{"type":"string","description":"Why you are calling this tool, in one sentence. Recorded for audit; not passed to the tool."}},"required":["title"]}}"#
+        );
+    }
+
+    #[test]
+    fn seen_names_are_valid_and_bounded() {
+        assert_eq!(seen_name("fs", "read_file", true), "fs.read_file");
+        assert_eq!(seen_name("fs", "read file!", false), "read_file_");
+        let long = "x".repeat(100);
+        let a = seen_name("up", &long, true);
+        let b = seen_name("up", &format!("{long}y"), true);
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, b);
+        assert_eq!(seen_name("up", "", false), "_");
+    }
+
+    #[test]
+    fn deeply_nested_schemas_are_refused_not_a_crash() {
+        // Built by moving values (json! would serialize its arguments, recursively).
+        let object = |pairs: Vec<(&str, Value)>| {
+            Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+        };
+        let nested = |levels: usize| {
+            let mut s = json!({"type": "string"});
+            for _ in 0..levels {
+                let props = object(vec![("a", s)]);
+                s = object(vec![("type", json!("object")), ("properties", props)]);
+            }
+            s
+        };
+        let tool = |name: &str, schema: Value| {
+            object(vec![("name", json!(name)), ("inputSchema", schema)])
+        };
+        // 40 schema levels nest 80 JSON levels: kept, but too deep to compile.
+        let (c, problems) =
+            Catalogue::from_tools(&[tool("deep", nested(40))], &ToolPolicy::default());
+        assert!(matches!(
+            c.get("deep").unwrap().check,
+            ArgCheck::Unusable(_)
+        ));
+        assert_eq!(problems.len(), 1);
+        // 10,000 levels: dropped before anything copies or recurses over it.
+        let decl = tool("deeper", nested(10_000));
+        let (c, problems) =
+            Catalogue::from_tools(std::slice::from_ref(&decl), &ToolPolicy::default());
+        assert!(c.get("deeper").is_none());
+        assert!(problems[0].dropped);
+        // Dropping a 10,000-level value recurses in serde_json itself; keep it off this thread's stack.
+        std::mem::forget(decl);
+    }
+}

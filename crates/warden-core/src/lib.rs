@@ -1,0 +1,53 @@
+//! # warden-core
+//!
+//! The tool-call pipeline of mcp-warden, free of I/O and of any async runtime, for
+//! any Rust MCP host or server. It decides, for each `tools/list` and `tools/call`,
+//! what a caller may see, whether its arguments are the ones the tool declared,
+//! and what goes upstream:
+//!
+//! normalise → grant → resolve → reasons → aliases → unknown keys → schema → pin
+//!
+//! (the order is written once, in [`pipeline`]). Hooks and the upstream call
+//! run in the host on a [`Outcome::Forward`].
+//!
+//! ```
+//! use std::sync::Arc;
+//! use serde_json::json;
+//! use warden_core::{Caller, Catalogue, Outcome, Pipeline, Session, ToolPolicy, UnknownMode};
+//!
+//! let tools = [json!({"name": "create_note", "inputSchema": {"type": "object",
+//!     "properties": {"title": {"type": "string"}, "text": {"type": "string"}}}})];
+//! let policy = ToolPolicy { unknown: UnknownMode::Reject, ..Default::default() };
+//! let (catalogue, problems) = Catalogue::from_tools(&tools, &policy);
+//! assert!(problems.is_empty());
+//!
+//! let pipeline = Pipeline::new();
+//! let session = Session::new(Arc::new(|w: &warden_core::UnknownKeyWarning| eprintln!("{w:?}")));
+//! let me = Caller::new("local");
+//! let call = json!({"name": "create_note", "arguments": {"title": "Plan", "txt": "Launch"}});
+//! let verdict = pipeline.check(&catalogue, &session, Some(&me), call);
+//! match verdict.outcome {
+//!     Outcome::Answer { answer, .. } => assert_eq!(answer.text(),
+//!         "Error: Unknown parameter 'txt' for tool 'create_note'.\n\
+//!          Did you mean: text?\n\
+//!          Allowed parameters: title, text."),
+//!     Outcome::Forward(_) => unreachable!(),
+//! }
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod answer;
+pub mod call;
+pub mod catalogue;
+pub mod meta;
+pub mod pipeline;
+pub mod policy;
+pub mod stage;
+
+pub use call::{Answer, CallReport, Caller, Forward, Outcome, Refusal, Verdict};
+pub use catalogue::{ArgCheck, BuildProblem, Catalogue, PolicySource, ToolEntry};
+pub use meta::{Meta, MetaLimits};
+pub use pipeline::Pipeline;
+pub use policy::{LayeredPolicy, Overrides, ToolPolicy, UnknownMode};
+pub use stage::grant::{AllowAll, Grant, GrantDecision};
+pub use stage::unknown_keys::{Session, UnknownKeyWarning, WarnSink};

@@ -1,0 +1,429 @@
+//! A5: JSON Schema validation, before anything has a side effect.
+//!
+//! The validator was compiled with the catalogue (A1); a call costs one `is_valid`
+//! when its arguments are fine. Only a failing call walks the validator's errors,
+//! and those are translated: each violation is named by the argument it concerns
+//! and the expected value is described from the tool's own declaration, never
+//! from the validator's wording or a schema path. All violations go in one answer.
+//!
+//! Undeclared top-level keys are the unknown-key stage's business (A3), whatever
+//! the schema says about `additionalProperties`, so `warn` keeps its promise.
+//! Validation sees the call with pinned values applied (A7).
+
+use super::{ArgCall, Step};
+use crate::answer::{self, Violation};
+use crate::call::Answer;
+use jsonschema::error::ValidationErrorKind;
+use serde_json::{Map, Value};
+use std::fmt::Write as _;
+
+pub fn apply(call: &mut ArgCall<'_>) -> Step {
+    let tool = call.tool;
+    let Some(validator) = tool.validator.as_ref().filter(|_| tool.policy.validate) else {
+        return Step::Pass;
+    };
+    let violations = if tool.policy.pins.is_empty() {
+        // Validate the arguments in place: move them into a Value and back, no copy.
+        let instance = Value::Object(std::mem::take(call.args));
+        let violations = check(validator, &instance, tool);
+        if let Value::Object(args) = instance {
+            *call.args = args;
+        }
+        violations
+    } else {
+        let mut with_pins = call.args.clone();
+        for (k, v) in &tool.policy.pins {
+            with_pins.insert(k.clone(), v.clone());
+        }
+        check(validator, &Value::Object(with_pins), tool)
+    };
+    if violations.is_empty() {
+        Step::Pass
+    } else {
+        Step::Answer(Answer::ToolError(answer::schema_violations(&violations)))
+    }
+}
+
+fn check(
+    validator: &jsonschema::Validator,
+    instance: &Value,
+    tool: &crate::catalogue::ToolEntry,
+) -> Vec<Violation> {
+    if validator.is_valid(instance) {
+        return Vec::new();
+    }
+    let mut missing: Vec<String> = Vec::new();
+    let mut invalid: Vec<String> = Vec::new();
+    let mut whole = false;
+    for error in validator.iter_errors(instance) {
+        match first_segment(error.instance_path().as_str()) {
+            Some(arg) => {
+                if !invalid.contains(&arg) {
+                    invalid.push(arg);
+                }
+            }
+            None => match error.kind() {
+                ValidationErrorKind::Required { property } => {
+                    if let Some(p) = property.as_str() {
+                        if !tool.defaulted.contains(p) && !missing.iter().any(|m| m == p) {
+                            missing.push(p.to_owned());
+                        }
+                    }
+                }
+                ValidationErrorKind::AdditionalProperties { .. }
+                | ValidationErrorKind::UnevaluatedProperties { .. } => {}
+                _ => whole = true,
+            },
+        }
+    }
+    // Report in declaration order, then anything undeclared in call order.
+    let mut out = Vec::new();
+    for p in &tool.params {
+        if missing.contains(p) {
+            out.push(Violation::Missing {
+                argument: p.clone(),
+            });
+        }
+        if invalid.contains(p) {
+            out.push(Violation::Invalid {
+                argument: p.clone(),
+                expected: tool
+                    .expected
+                    .get(p)
+                    .cloned()
+                    .unwrap_or_else(|| GENERIC.to_owned()),
+            });
+        }
+    }
+    for m in missing.iter().filter(|m| !tool.params.contains(m)) {
+        out.push(Violation::Missing {
+            argument: m.clone(),
+        });
+    }
+    for i in invalid.iter().filter(|i| !tool.params.contains(i)) {
+        out.push(Violation::Invalid {
+            argument: i.clone(),
+            expected: GENERIC.to_owned(),
+        });
+    }
+    if whole {
+        out.push(Violation::Whole);
+    }
+    out
+}
+
+const GENERIC: &str = "a value matching the tool's declaration";
+
+/// The first property name of a JSON pointer (`/top/0` → `top`), unescaped.
+fn first_segment(pointer: &str) -> Option<String> {
+    let rest = pointer.strip_prefix('/')?;
+    let seg = rest.split('/').next().unwrap_or(rest);
+    Some(seg.replace("~1", "/").replace("~0", "~"))
+}
+
+/// What a valid value of a property looks like, in words a model can act on,
+/// read off its declaration: `integer`, `one of: a, b`, `string of at most 10 characters`.
+pub fn describe_expected(prop: &Value) -> String {
+    describe(prop, 0).unwrap_or_else(|| GENERIC.to_owned())
+}
+
+fn describe(prop: &Value, depth: usize) -> Option<String> {
+    let obj = prop.as_object()?;
+    if depth > 2 {
+        return None;
+    }
+    if let Some(Value::Array(options)) = obj.get("enum") {
+        let shown: Vec<String> = options.iter().map(literal).collect();
+        return Some(format!("one of: {}", shown.join(", ")));
+    }
+    if let Some(c) = obj.get("const") {
+        return Some(format!("the value {}", literal(c)));
+    }
+    let base = match obj.get("type") {
+        Some(Value::String(t)) => Some(typed(t, obj, depth)),
+        Some(Value::Array(ts)) => {
+            let names: Vec<String> = ts
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|t| typed(t, obj, depth))
+                .collect();
+            (!names.is_empty()).then(|| names.join(" or "))
+        }
+        _ => None,
+    };
+    if base.is_some() {
+        return base;
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(alts)) = obj.get(key) {
+            let names: Option<Vec<String>> = alts.iter().map(|a| describe(a, depth + 1)).collect();
+            if let Some(names) = names.filter(|n| !n.is_empty()) {
+                return Some(names.join(" or "));
+            }
+        }
+    }
+    None
+}
+
+fn typed(t: &str, obj: &Map<String, Value>, depth: usize) -> String {
+    let mut out = t.to_owned();
+    let num = |k: &str| obj.get(k).filter(|v| v.is_number()).map(|v| v.to_string());
+    match t {
+        "integer" | "number" => {
+            let mut parts = Vec::new();
+            if let Some(v) = num("minimum") {
+                parts.push(format!("at least {v}"));
+            }
+            if let Some(v) = num("exclusiveMinimum") {
+                parts.push(format!("greater than {v}"));
+            }
+            if let Some(v) = num("maximum") {
+                parts.push(format!("at most {v}"));
+            }
+            if let Some(v) = num("exclusiveMaximum") {
+                parts.push(format!("less than {v}"));
+            }
+            if !parts.is_empty() {
+                let _ = write!(out, " {}", parts.join(" and "));
+            }
+        }
+        "string" => {
+            match (num("minLength"), num("maxLength")) {
+                (Some(a), Some(b)) => {
+                    let _ = write!(out, " of {a} to {b} characters");
+                }
+                (Some(a), None) => {
+                    let _ = write!(out, " of at least {a} characters");
+                }
+                (None, Some(b)) => {
+                    let _ = write!(out, " of at most {b} characters");
+                }
+                (None, None) => {}
+            }
+            if let Some(Value::String(f)) = obj.get("format") {
+                let _ = write!(out, " in {f} format");
+            }
+            if let Some(Value::String(p)) = obj.get("pattern") {
+                let _ = write!(out, " matching the pattern {p}");
+            }
+        }
+        "array" => {
+            if let Some(items) = obj.get("items").and_then(|i| describe(i, depth + 1)) {
+                let _ = write!(out, " of {items}");
+            }
+            match (num("minItems"), num("maxItems")) {
+                (Some(a), Some(b)) => {
+                    let _ = write!(out, " with {a} to {b} items");
+                }
+                (Some(a), None) => {
+                    let _ = write!(out, " with at least {a} items");
+                }
+                (None, Some(b)) => {
+                    let _ = write!(out, " with at most {b} items");
+                }
+                (None, None) => {}
+            }
+        }
+        "object" => {
+            if let Some(Value::Array(req)) = obj.get("required") {
+                let names: Vec<&str> = req.iter().filter_map(Value::as_str).collect();
+                if !names.is_empty() {
+                    let _ = write!(out, " with {}", names.join(", "));
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// A JSON value as a model would write it in prose: strings bare, others as JSON.
+fn literal(v: &Value) -> String {
+    match v {
+        Value::String(s) => answer::shown(s),
+        other => {
+            let s = other.to_string();
+            answer::shown(&s)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::CallReport;
+    use crate::catalogue::Catalogue;
+    use crate::policy::ToolPolicy;
+    use serde_json::json;
+
+    fn run_with(policy: ToolPolicy, schema: Value, args: Value) -> (Step, Map<String, Value>) {
+        let (c, problems) =
+            Catalogue::from_tools(&[json!({"name":"t","inputSchema":schema})], &policy);
+        assert!(problems.is_empty(), "{problems:?}");
+        let mut args = args.as_object().unwrap().clone();
+        let mut report = CallReport::default();
+        let step = apply(&mut ArgCall {
+            tool: c.get("t").unwrap(),
+            args: &mut args,
+            report: &mut report,
+        });
+        (step, args)
+    }
+
+    fn run(schema: Value, args: Value) -> Step {
+        run_with(ToolPolicy::default(), schema, args).0
+    }
+
+    fn error(text: &str) -> Step {
+        Step::Answer(Answer::ToolError(text.into()))
+    }
+
+    fn note_schema() -> Value {
+        json!({"type":"object","properties":{
+            "title":{"type":"string"},"text":{"type":"string"},
+            "top":{"type":"integer","minimum":1},
+            "kind":{"enum":["a","b"]},
+            "size":{"type":"integer","default":10}},
+            "required":["title","text","size"]})
+    }
+
+    #[test]
+    fn valid_call_passes_unchanged() {
+        let (step, args) = run_with(
+            ToolPolicy::default(),
+            note_schema(),
+            json!({"title":"t","text":"x","top":2}),
+        );
+        assert_eq!(step, Step::Pass);
+        assert_eq!(
+            serde_json::to_string(&args).unwrap(),
+            r#"{"title":"t","text":"x","top":2}"#
+        );
+    }
+
+    #[test]
+    fn all_violations_in_one_answer_in_declaration_order() {
+        assert_eq!(
+            run(note_schema(), json!({"kind":"c","top":"3"})),
+            error(
+                "Error: Missing required argument 'title'.\n\
+                 Error: Missing required argument 'text'.\n\
+                 Error: Invalid value for argument 'top': expected integer at least 1.\n\
+                 Error: Invalid value for argument 'kind': expected one of: a, b."
+            )
+        );
+    }
+
+    #[test]
+    fn nested_violation_names_the_top_level_argument() {
+        let schema = json!({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}}});
+        assert_eq!(
+            run(schema, json!({"tags":["a", 2]})),
+            error("Error: Invalid value for argument 'tags': expected array of string.")
+        );
+    }
+
+    #[test]
+    fn undeclared_keys_are_left_to_the_unknown_key_stage() {
+        let schema = json!({"type":"object","properties":{"a":{}},"additionalProperties":false});
+        assert_eq!(run(schema, json!({"a":1,"b":2})), Step::Pass);
+    }
+
+    #[test]
+    fn whole_object_rules_get_a_general_line() {
+        let schema = json!({"type":"object","properties":{"a":{},"b":{}},"minProperties":2});
+        assert_eq!(
+            run(schema, json!({"a":1})),
+            error("Error: The arguments do not match the schema the tool declares.")
+        );
+    }
+
+    #[test]
+    fn validation_sees_pinned_values() {
+        let mut pins = Map::new();
+        pins.insert("is_public".into(), json!(false));
+        let schema = json!({"type":"object","properties":{"title":{"type":"string"},"is_public":{"type":"boolean"}},
+            "required":["title","is_public"]});
+        let policy = ToolPolicy {
+            pins,
+            ..Default::default()
+        };
+        let (step, args) = run_with(policy, schema, json!({"title":"t"}));
+        assert_eq!(step, Step::Pass);
+        assert!(
+            !args.contains_key("is_public"),
+            "the schema stage does not set pins itself"
+        );
+    }
+
+    #[test]
+    fn validate_off_skips() {
+        let policy = ToolPolicy {
+            validate: false,
+            ..Default::default()
+        };
+        assert_eq!(run_with(policy, note_schema(), json!({})).0, Step::Pass);
+    }
+
+    #[test]
+    fn numbers_keep_their_form() {
+        let schema = json!({"type":"object","properties":{"n":{"type":"number"}}});
+        let (step, args) = run_with(
+            ToolPolicy::default(),
+            schema,
+            serde_json::from_str(r#"{"n":1.0}"#).unwrap(),
+        );
+        assert_eq!(step, Step::Pass);
+        assert_eq!(serde_json::to_string(&args).unwrap(), r#"{"n":1.0}"#);
+        let integer = json!({"type":"object","properties":{"n":{"type":"integer"}}});
+        let huge: Value = serde_json::from_str(r#"{"n":123456789012345678901234567890}"#).unwrap();
+        let (step, args) = run_with(ToolPolicy::default(), integer, huge);
+        assert_eq!(step, Step::Pass);
+        assert_eq!(
+            serde_json::to_string(&args).unwrap(),
+            r#"{"n":123456789012345678901234567890}"#
+        );
+    }
+
+    #[test]
+    fn descriptions() {
+        let cases = [
+            (json!({"type":"integer"}), "integer"),
+            (
+                json!({"type":"string","maxLength":10}),
+                "string of at most 10 characters",
+            ),
+            (
+                json!({"type":"string","format":"date-time"}),
+                "string in date-time format",
+            ),
+            (json!({"type":["string","null"]}), "string or null"),
+            (json!({"enum":["a",1,null]}), "one of: a, 1, null"),
+            (json!({"const":"x"}), "the value x"),
+            (
+                json!({"anyOf":[{"type":"string"},{"type":"integer"}]}),
+                "string or integer",
+            ),
+            (
+                json!({"type":"array","items":{"type":"integer"},"minItems":1}),
+                "array of integer with at least 1 items",
+            ),
+            (
+                json!({"type":"number","exclusiveMinimum":0,"maximum":1}),
+                "number greater than 0 and at most 1",
+            ),
+            (json!({}), "a value matching the tool's declaration"),
+            (json!(true), "a value matching the tool's declaration"),
+        ];
+        for (schema, want) in cases {
+            assert_eq!(describe_expected(&schema), want, "{schema}");
+        }
+    }
+
+    #[test]
+    fn first_segment_unescapes() {
+        assert_eq!(first_segment(""), None);
+        assert_eq!(first_segment("/a~1b/0"), Some("a/b".into()));
+        assert_eq!(first_segment("/12"), Some("12".into()));
+    }
+}
