@@ -52,6 +52,8 @@ pub struct ToolEntry {
     pub params: Vec<String>,
     /// The parameters a caller may send, in declaration order (no pinned ones).
     pub visible_params: Vec<String>,
+    /// The same parameters, for lookups on tools with many.
+    pub(crate) param_set: HashSet<String>,
     /// Parameters that declare a `default` (never named as missing).
     pub(crate) defaulted: HashSet<String>,
     /// For each parameter, what a valid value looks like, in words.
@@ -75,6 +77,15 @@ impl std::fmt::Debug for ToolEntry {
 impl ToolEntry {
     pub fn has_validator(&self) -> bool {
         self.validator.is_some()
+    }
+
+    /// Whether `key` is one of the tool's canonical parameters.
+    pub fn declares(&self, key: &str) -> bool {
+        if self.params.len() <= 8 {
+            self.params.iter().any(|p| p == key)
+        } else {
+            self.param_set.contains(key)
+        }
     }
 }
 
@@ -309,6 +320,7 @@ fn build_entry(
         .cloned()
         .collect();
     let declares_reason = params.iter().any(|p| p == REASON);
+    let param_set = params.iter().cloned().collect();
     let published = publish(decl, &seen, &policy, &check);
     ToolEntry {
         name: seen,
@@ -320,6 +332,7 @@ fn build_entry(
         check,
         params,
         visible_params,
+        param_set,
         defaulted,
         expected,
         validator,

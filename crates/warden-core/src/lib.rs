@@ -5,7 +5,7 @@
 //! what a caller may see, whether its arguments are the ones the tool declared,
 //! and what goes upstream:
 //!
-//! normalise → grant → resolve → reasons → aliases → unknown keys → schema → pin
+//! normalise → grant → resolve → reasons → aliases → unknown keys → pin → schema
 //!
 //! (the order is written once, in [`pipeline`]). Hooks and the upstream call
 //! run in the host on a [`Outcome::Forward`].

@@ -117,10 +117,11 @@ impl Pipeline {
             &stage::aliases::apply,
             // Unknown keys on the caller's keys, after aliasing, before validation can trip on them (A3).
             &|c| stage::unknown_keys::apply(c, session),
-            // Schema validation before any side effect; it sees pinned values applied (A5, A7).
-            &stage::schema::apply,
-            // Pins last: refuse a caller-set pin, then set the configured values for the upstream (A7).
+            // Pins before validation: refuse a caller-set pin, then set the configured values,
+            // so validation sees the call exactly as it will go upstream (A7).
             &stage::pin::apply,
+            // Schema validation last, before any side effect: nothing after it changes the call (A5).
+            &stage::schema::apply,
         ];
         for step in steps {
             match step(&mut arg_call) {
@@ -219,6 +220,45 @@ mod tests {
             vec![("body".to_string(), "text".to_string())]
         );
         assert_eq!(f.meta.get("k"), Some(&json!(1)));
+    }
+
+    #[test]
+    fn validation_sees_pinned_values() {
+        let decl = json!({"name":"t","inputSchema":{"type":"object",
+            "properties":{"title":{"type":"string"},"is_public":{"type":"boolean"}},"required":["title","is_public"]}});
+        let mut pins = Map::new();
+        pins.insert("is_public".into(), json!(false));
+        let (c, _) = Catalogue::from_tools(
+            &[decl],
+            &ToolPolicy {
+                pins,
+                ..Default::default()
+            },
+        );
+        let v = check(&c, json!({"name":"t","arguments":{"title":"x"}}));
+        let Outcome::Forward(f) = v.outcome else {
+            panic!("a pinned required argument counts as sent")
+        };
+        assert_eq!(f.arguments.get("is_public"), Some(&json!(false)));
+        let mut bad = Map::new();
+        bad.insert("is_public".into(), json!("no"));
+        let (c, _) = Catalogue::from_tools(
+            &[
+                json!({"name":"t","inputSchema":{"type":"object","properties":{"is_public":{"type":"boolean"}}}}),
+            ],
+            &ToolPolicy {
+                pins: bad,
+                ..Default::default()
+            },
+        );
+        let v = check(&c, json!({"name":"t"}));
+        let Outcome::Answer { answer, .. } = v.outcome else {
+            panic!("a pin that breaks the schema is caught")
+        };
+        assert_eq!(
+            answer.text(),
+            "Error: Invalid value for argument 'is_public': expected boolean."
+        );
     }
 
     #[test]

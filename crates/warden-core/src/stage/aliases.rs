@@ -25,13 +25,11 @@ pub fn apply(call: &mut ArgCall<'_>) -> Step {
 
 /// Renames `from` to `to` in place, keeping the key's position.
 fn rename(args: &mut Map<String, serde_json::Value>, from: &str, to: &str) {
-    let old = std::mem::take(args);
-    for (k, v) in old {
-        if k == from {
-            args.insert(to.to_owned(), v);
-        } else {
-            args.insert(k, v);
-        }
+    let Some(index) = args.keys().position(|k| k == from) else {
+        return;
+    };
+    if let Some(v) = args.shift_remove(from) {
+        args.shift_insert(index, to.to_owned(), v);
     }
 }
 

@@ -8,7 +8,7 @@
 //!
 //! Undeclared top-level keys are the unknown-key stage's business (A3), whatever
 //! the schema says about `additionalProperties`, so `warn` keeps its promise.
-//! Validation sees the call with pinned values applied (A7).
+//! The pin stage runs first, so validation sees pinned values applied (A7).
 
 use super::{ArgCall, Step};
 use crate::answer::{self, Violation};
@@ -22,21 +22,12 @@ pub fn apply(call: &mut ArgCall<'_>) -> Step {
     let Some(validator) = tool.validator.as_ref().filter(|_| tool.policy.validate) else {
         return Step::Pass;
     };
-    let violations = if tool.policy.pins.is_empty() {
-        // Validate the arguments in place: move them into a Value and back, no copy.
-        let instance = Value::Object(std::mem::take(call.args));
-        let violations = check(validator, &instance, tool);
-        if let Value::Object(args) = instance {
-            *call.args = args;
-        }
-        violations
-    } else {
-        let mut with_pins = call.args.clone();
-        for (k, v) in &tool.policy.pins {
-            with_pins.insert(k.clone(), v.clone());
-        }
-        check(validator, &Value::Object(with_pins), tool)
-    };
+    // Validate the arguments in place: move them into a Value and back, no copy.
+    let instance = Value::Object(std::mem::take(call.args));
+    let violations = check(validator, &instance, tool);
+    if let Value::Object(args) = instance {
+        *call.args = args;
+    }
     if violations.is_empty() {
         Step::Pass
     } else {
@@ -335,24 +326,6 @@ mod tests {
         assert_eq!(
             run(schema, json!({"a":1})),
             error("Error: The arguments do not match the schema the tool declares.")
-        );
-    }
-
-    #[test]
-    fn validation_sees_pinned_values() {
-        let mut pins = Map::new();
-        pins.insert("is_public".into(), json!(false));
-        let schema = json!({"type":"object","properties":{"title":{"type":"string"},"is_public":{"type":"boolean"}},
-            "required":["title","is_public"]});
-        let policy = ToolPolicy {
-            pins,
-            ..Default::default()
-        };
-        let (step, args) = run_with(policy, schema, json!({"title":"t"}));
-        assert_eq!(step, Step::Pass);
-        assert!(
-            !args.contains_key("is_public"),
-            "the schema stage does not set pins itself"
         );
     }
 

@@ -94,7 +94,7 @@ pub fn apply(call: &mut ArgCall<'_>, session: &Session) -> Step {
     let unknown: Vec<String> = call
         .args
         .keys()
-        .filter(|k| k.as_str() != REASON && !tool.params.iter().any(|p| p == *k))
+        .filter(|k| k.as_str() != REASON && !tool.declares(k))
         .cloned()
         .collect();
     if unknown.is_empty() {

@@ -1,0 +1,271 @@
+//! `mcp-warden`: the command line. Commands map onto the gateway library; this
+//! file only parses arguments, sets up logging and turns errors into exit codes.
+
+use anyhow::{anyhow, Context};
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use warden_core::Caller;
+use warden_gateway::config::Config;
+use warden_gateway::gateway::{ClientSession, Gateway};
+
+#[derive(Parser)]
+#[command(
+    name = "mcp-warden",
+    version,
+    about = "Governs MCP tool calls between clients and servers",
+    long_about = "mcp-warden sits between MCP clients and MCP servers. For every tools/list and tools/call it \
+decides what a caller may see, checks that the arguments are the ones the tool declared (unknown keys: \
+warn, strip or reject with did-you-mean hints; JSON Schema validation; pinned arguments), and relays \
+everything else unchanged.\n\nLogs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) for more."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args)]
+struct ConfigArg {
+    /// The TOML configuration file.
+    #[arg(long, short, env = "MCP_WARDEN_CONFIG", default_value = "warden.toml")]
+    config: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP clients (stdio: newline-delimited JSON-RPC on stdin/stdout).
+    Run {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Serve on stdin/stdout (the default front).
+        #[arg(long)]
+        stdio: bool,
+    },
+    /// Validate the configuration and print warnings; exit 1 on error.
+    Check {
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Print the tool catalogue one caller would see (starts the upstreams).
+    Tools {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The caller whose view to print (default: gateway.stdio_caller).
+        #[arg(long)]
+        caller: Option<String>,
+        /// Print the declarations as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make one tool call through the pipeline and print the result as JSON.
+    Call {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The caller to act for (default: gateway.stdio_caller).
+        #[arg(long)]
+        caller: Option<String>,
+        /// `_meta` for the call, as a JSON object.
+        #[arg(long)]
+        meta: Option<String>,
+        /// The tool, as callers see it (e.g. notes.create_note).
+        tool: String,
+        /// The arguments, as a JSON object (default: {}).
+        args: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let quiet = !matches!(cli.command, Command::Run { .. });
+    init_logging(quiet);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let default = if quiet { "warn" } else { "info" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_target(false)
+        .init();
+}
+
+fn load(arg: &ConfigArg) -> anyhow::Result<Config> {
+    Ok(Config::load(&arg.config)?)
+}
+
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run { config, stdio: _ } => {
+            let config = load(&config)?;
+            for w in config.warnings() {
+                tracing::warn!("config: {w}");
+            }
+            let gateway = Gateway::new(config);
+            warden_gateway::stdio::serve(gateway)
+                .await
+                .context("serving stdio")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { config } => {
+            let path = config.config.display().to_string();
+            let config = load(&config)?;
+            let warnings = config.warnings();
+            for w in &warnings {
+                println!("warning: {w}");
+            }
+            println!(
+                "{path}: ok ({} upstream(s), {} warning(s))",
+                config.upstream.len(),
+                warnings.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tools {
+            config,
+            caller,
+            json,
+        } => {
+            let config = load(&config)?;
+            let (gateway, session) = start(config, caller).await;
+            let listed = gateway.list_tools(session.caller.as_ref());
+            gateway.shutdown().await;
+            let result = listed.map_err(|e| anyhow!(e))?;
+            let tools = result["tools"].as_array().cloned().unwrap_or_default();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&tools)?);
+            } else {
+                print_table(&tools);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call {
+            config,
+            caller,
+            meta,
+            tool,
+            args,
+        } => {
+            let config = load(&config)?;
+            let args: Value = match args {
+                Some(a) => serde_json::from_str(&a).context("JSON_ARGS is not valid JSON")?,
+                None => Value::Object(Default::default()),
+            };
+            let mut params = serde_json::json!({"name": tool, "arguments": args});
+            if let Some(m) = meta {
+                params["_meta"] = serde_json::from_str(&m).context("--meta is not valid JSON")?;
+            }
+            let (gateway, session) = start(config, caller).await;
+            let body = gateway.call_tool(&session, None, params).await;
+            gateway.shutdown().await;
+            match body {
+                Some(Ok(result)) => {
+                    println!("{}", serde_json::to_string_pretty(&result)?);
+                    let failed = result
+                        .get("isError")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false);
+                    Ok(if failed {
+                        ExitCode::FAILURE
+                    } else {
+                        ExitCode::SUCCESS
+                    })
+                }
+                Some(Err(error)) => {
+                    eprintln!("{}", serde_json::to_string_pretty(&error)?);
+                    Ok(ExitCode::FAILURE)
+                }
+                None => Ok(ExitCode::FAILURE),
+            }
+        }
+    }
+}
+
+/// A gateway with its upstreams started, and a session acting for `caller`.
+async fn start(config: Config, caller: Option<String>) -> (Arc<Gateway>, Arc<ClientSession>) {
+    let name = caller.unwrap_or_else(|| config.gateway.stdio_caller.clone());
+    let caller = Caller {
+        groups: config.groups_of(&name),
+        name,
+    };
+    let gateway = Gateway::new(config);
+    // Messages the upstream sends the client (progress, logs) are shown on stderr.
+    let (tx, mut rx) = mpsc::channel::<Value>(64);
+    tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            eprintln!("{msg}");
+        }
+    });
+    let session = ClientSession::new(Some(caller), tx);
+    gateway.add_session(&session);
+    gateway.connect(None).await;
+    (gateway, session)
+}
+
+fn print_table(tools: &[Value]) {
+    let rows: Vec<(String, String, String)> = tools
+        .iter()
+        .map(|t| {
+            let name = t["name"].as_str().unwrap_or_default().to_owned();
+            let required: Vec<&str> = t
+                .pointer("/inputSchema/required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let params = t
+                .pointer("/inputSchema/properties")
+                .and_then(Value::as_object)
+                .map(|p| {
+                    p.keys()
+                        .map(|k| {
+                            if required.contains(&k.as_str()) {
+                                format!("{k}*")
+                            } else {
+                                k.clone()
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            let desc = t["description"]
+                .as_str()
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            (name, params, desc)
+        })
+        .collect();
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(4);
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(10);
+    println!("{:w0$}  {:w1$}  DESCRIPTION", "TOOL", "PARAMETERS");
+    for (n, p, d) in rows {
+        println!("{n:w0$}  {p:w1$}  {d}");
+    }
+    println!("({} tool(s); * = required)", tools.len());
+}

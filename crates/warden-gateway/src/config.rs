@@ -1,0 +1,654 @@
+//! The gateway's one TOML file: parsing, checking, and turning it into runtime values.
+//!
+//! Keys are checked against the known set before anything is deserialised, so an
+//! unknown or misspelt key is an error that names the file, the key's full path and
+//! the closest known key. Typed structs then carry a doc comment per field.
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use warden_core::{LayeredPolicy, Overrides, UnknownMode};
+
+/// The default upstream call timeout.
+pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+/// The default cap on one JSON-RPC message, in bytes.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub gateway: GatewayConfig,
+    #[serde(default)]
+    pub defaults: DefaultsConfig,
+    #[serde(default)]
+    pub upstream: Vec<UpstreamConfig>,
+    #[serde(default)]
+    pub caller: Vec<CallerConfig>,
+    /// Where the file was read from; relative upstream commands resolve against its folder.
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// The front `run` serves when no flag says otherwise: "stdio".
+    #[serde(default = "default_front")]
+    pub front: String,
+    /// The caller a stdio session acts for (G1).
+    #[serde(default = "default_stdio_caller")]
+    pub stdio_caller: String,
+    /// The largest JSON-RPC message accepted from a client or an upstream, in bytes.
+    #[serde(default = "default_max_message_bytes")]
+    pub max_message_bytes: usize,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            front: default_front(),
+            stdio_caller: default_stdio_caller(),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+fn default_front() -> String {
+    "stdio".into()
+}
+fn default_stdio_caller() -> String {
+    "local".into()
+}
+fn default_max_message_bytes() -> usize {
+    DEFAULT_MAX_MESSAGE_BYTES
+}
+fn default_true() -> bool {
+    true
+}
+fn default_timeout() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DefaultsConfig {
+    /// warn | strip | reject (A3); built-in: warn.
+    pub unknown_arguments: Option<String>,
+    /// JSON Schema validation of arguments (A5); built-in: true.
+    pub validate: Option<bool>,
+    /// The optional `reason` parameter (R1); built-in: false.
+    pub reasons: Option<bool>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Unique name; the tool prefix when `prefix` is on.
+    pub name: String,
+    /// The server's command line, program first. A program given as a relative path
+    /// with a `/` resolves against the config file's folder; a bare name uses PATH.
+    pub command: Vec<String>,
+    /// Extra environment variables for the child.
+    #[serde(default)]
+    pub env: HashMap<String, String>,
+    /// Tools appear as `name.tool` (true) or under their own names (false).
+    #[serde(default = "default_true")]
+    pub prefix: bool,
+    pub unknown_arguments: Option<String>,
+    pub validate: Option<bool>,
+    pub reasons: Option<bool>,
+    /// Per call; past it the caller gets the internal-error answer and the upstream a cancellation.
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+    /// Per tool settings, keyed by the upstream's own tool name.
+    #[serde(default)]
+    pub tools: HashMap<String, ToolConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    /// alias = "canonical" (A2); the first alias for a key wins.
+    #[serde(default)]
+    pub aliases: toml::Table,
+    /// Arguments fixed by configuration (A7).
+    #[serde(default)]
+    pub pin: toml::Table,
+    /// Treat the schema as `additionalProperties: false` (A6).
+    pub close_schema: Option<bool>,
+    pub unknown_arguments: Option<String>,
+    pub validate: Option<bool>,
+    pub reasons: Option<bool>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallerConfig {
+    pub name: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+/// A configuration error: where, what, and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    /// The dotted key path (`upstream[0].tools.create_note.pin`), empty for the whole file.
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Known keys, by section. `*` stands for a user-chosen table name.
+const KNOWN: &[(&str, &[&str])] = &[
+    ("", &["gateway", "defaults", "upstream", "caller"]),
+    ("gateway", &["front", "stdio_caller", "max_message_bytes"]),
+    ("defaults", &["unknown_arguments", "validate", "reasons"]),
+    (
+        "upstream",
+        &[
+            "name",
+            "command",
+            "env",
+            "prefix",
+            "unknown_arguments",
+            "validate",
+            "reasons",
+            "timeout_ms",
+            "tools",
+        ],
+    ),
+    (
+        "upstream.tools.*",
+        &[
+            "aliases",
+            "pin",
+            "close_schema",
+            "unknown_arguments",
+            "validate",
+            "reasons",
+        ],
+    ),
+    ("caller", &["name", "groups"]),
+];
+
+impl Config {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            key: String::new(),
+            message: format!("cannot read the file ({e}); pass --config FILE with a readable file"),
+        })?;
+        let mut config = Config::parse(&text, &file)?;
+        config.path = path.to_path_buf();
+        Ok(config)
+    }
+
+    /// Parses and checks config text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let err = |key: String, message: String| ConfigError {
+            file: file.to_owned(),
+            key,
+            message,
+        };
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            err(
+                String::new(),
+                format!("not valid TOML: {}", e.message().trim()),
+            )
+        })?;
+        check_keys(&table, file)?;
+        let config: Config = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| err(String::new(), e.message().trim().to_owned()))?;
+        config.validate(file)?;
+        Ok(config)
+    }
+
+    fn validate(&self, file: &str) -> Result<(), ConfigError> {
+        let err = |key: String, message: String| ConfigError {
+            file: file.to_owned(),
+            key,
+            message,
+        };
+        if self.gateway.front != "stdio" {
+            return Err(err(
+                "gateway.front".into(),
+                format!(
+                    "'{}' is not a front this build serves; use \"stdio\"",
+                    self.gateway.front
+                ),
+            ));
+        }
+        if self.gateway.max_message_bytes < 1024 {
+            return Err(err(
+                "gateway.max_message_bytes".into(),
+                "must be at least 1024".into(),
+            ));
+        }
+        parse_mode(
+            self.defaults.unknown_arguments.as_deref(),
+            "defaults.unknown_arguments",
+            file,
+        )?;
+        let mut names = HashSet::new();
+        for (i, up) in self.upstream.iter().enumerate() {
+            let at = |k: &str| format!("upstream[{i}].{k}");
+            if up.name.is_empty()
+                || !up
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+            {
+                return Err(err(
+                    at("name"),
+                    format!(
+                        "'{}' is not a usable upstream name; use letters, digits, '_' and '-'",
+                        up.name
+                    ),
+                ));
+            }
+            if !names.insert(up.name.as_str()) {
+                return Err(err(
+                    at("name"),
+                    format!("'{}' names two upstreams; names must be unique", up.name),
+                ));
+            }
+            if up.command.is_empty() || up.command[0].is_empty() {
+                return Err(err(
+                    at("command"),
+                    "must name the program to run, e.g. [\"npx\", \"-y\", \"server\"]".into(),
+                ));
+            }
+            if up.timeout_ms == 0 {
+                return Err(err(at("timeout_ms"), "must be more than 0".into()));
+            }
+            parse_mode(
+                up.unknown_arguments.as_deref(),
+                &at("unknown_arguments"),
+                file,
+            )?;
+            for (tool, tc) in &up.tools {
+                let at = |k: &str| format!("upstream[{i}].tools.{tool}.{k}");
+                parse_mode(
+                    tc.unknown_arguments.as_deref(),
+                    &at("unknown_arguments"),
+                    file,
+                )?;
+                for (alias, canonical) in &tc.aliases {
+                    if !canonical.is_str() {
+                        return Err(err(
+                            at(&format!("aliases.{alias}")),
+                            "an alias maps to the canonical parameter's name, a string".into(),
+                        ));
+                    }
+                }
+                for (pinned, _) in &tc.pin {
+                    if tc.aliases.contains_key(pinned) {
+                        return Err(err(
+                            at("pin"),
+                            format!("'{pinned}' is both pinned and an alias"),
+                        ));
+                    }
+                }
+            }
+        }
+        let mut callers = HashSet::new();
+        for (i, c) in self.caller.iter().enumerate() {
+            if !callers.insert(c.name.as_str()) {
+                return Err(err(
+                    format!("caller[{i}].name"),
+                    format!("'{}' names two callers", c.name),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Risky but valid settings, one sentence each (printed by `check` and at start-up).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.defaults.validate == Some(false) {
+            out.push("defaults.validate = false: arguments reach upstreams without schema validation (A5)".into());
+        }
+        let unprefixed: Vec<&str> = self
+            .upstream
+            .iter()
+            .filter(|u| !u.prefix)
+            .map(|u| u.name.as_str())
+            .collect();
+        if unprefixed.len() > 1 {
+            out.push(format!(
+                "upstreams {} are not prefixed: a tool name both offer is served by the first only",
+                unprefixed.join(", ")
+            ));
+        }
+        if self.upstream.is_empty() {
+            out.push("no [[upstream]] is configured: the gateway offers no tools".into());
+        }
+        for up in &self.upstream {
+            if up.timeout_ms > 600_000 {
+                out.push(format!(
+                    "upstream '{}': timeout_ms = {} lets a hung call hold a caller for over 10 minutes",
+                    up.name, up.timeout_ms
+                ));
+            }
+            if up.validate == Some(false) {
+                out.push(format!(
+                    "upstream '{}': validate = false turns schema validation off",
+                    up.name
+                ));
+            }
+        }
+        if !self
+            .caller
+            .iter()
+            .any(|c| c.name == self.gateway.stdio_caller)
+            && !self.caller.is_empty()
+        {
+            out.push(format!(
+                "gateway.stdio_caller = '{}' is not one of the [[caller]] entries: it has no groups",
+                self.gateway.stdio_caller
+            ));
+        }
+        out
+    }
+
+    /// The argument policy: defaults, then per-upstream, then per-tool layers.
+    pub fn policy(&self) -> LayeredPolicy {
+        let mode = |m: &Option<String>| m.as_deref().and_then(|m| m.parse::<UnknownMode>().ok());
+        let mut policy = LayeredPolicy {
+            defaults: Overrides {
+                unknown: mode(&self.defaults.unknown_arguments),
+                validate: self.defaults.validate,
+                reasons: self.defaults.reasons,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        for up in &self.upstream {
+            policy.upstreams.insert(
+                up.name.clone(),
+                Overrides {
+                    unknown: mode(&up.unknown_arguments),
+                    validate: up.validate,
+                    reasons: up.reasons,
+                    ..Default::default()
+                },
+            );
+            for (tool, tc) in &up.tools {
+                policy.tools.insert(
+                    (up.name.clone(), tool.clone()),
+                    Overrides {
+                        unknown: mode(&tc.unknown_arguments),
+                        validate: tc.validate,
+                        reasons: tc.reasons,
+                        close_schema: tc.close_schema,
+                        aliases: tc
+                            .aliases
+                            .iter()
+                            .filter_map(|(a, c)| Some((a.clone(), c.as_str()?.to_owned())))
+                            .collect(),
+                        pins: tc
+                            .pin
+                            .iter()
+                            .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                            .collect(),
+                    },
+                );
+            }
+        }
+        policy
+    }
+
+    /// The program to start for an upstream, resolved against the config's folder.
+    pub fn program(&self, up: &UpstreamConfig) -> PathBuf {
+        let program = Path::new(&up.command[0]);
+        if program.is_relative() && up.command[0].contains('/') {
+            self.path.parent().unwrap_or(Path::new(".")).join(program)
+        } else {
+            program.to_path_buf()
+        }
+    }
+
+    /// The groups of a caller named in config (none for an unlisted caller).
+    pub fn groups_of(&self, caller: &str) -> Vec<String> {
+        self.caller
+            .iter()
+            .find(|c| c.name == caller)
+            .map(|c| c.groups.clone())
+            .unwrap_or_default()
+    }
+}
+
+fn parse_mode(mode: Option<&str>, key: &str, file: &str) -> Result<(), ConfigError> {
+    match mode.map(str::parse::<UnknownMode>) {
+        Some(Err(message)) => Err(ConfigError {
+            file: file.to_owned(),
+            key: key.to_owned(),
+            message,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Converts a TOML value into JSON (pins are JSON values sent upstream).
+pub fn toml_to_json(v: &toml::Value) -> Value {
+    match v {
+        toml::Value::String(s) => Value::String(s.clone()),
+        toml::Value::Integer(i) => Value::from(*i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+fn known(section: &str) -> Option<&'static [&'static str]> {
+    KNOWN
+        .iter()
+        .find(|(s, _)| *s == section)
+        .map(|(_, keys)| *keys)
+}
+
+/// Walks the tables the schema knows and reports the first unknown key with a did-you-mean.
+fn check_keys(root: &toml::Table, file: &str) -> Result<(), ConfigError> {
+    check_table(root, "", "", file)?;
+    for (section, value) in root {
+        let tables: Vec<(String, &toml::Table)> = match value {
+            toml::Value::Table(t) => vec![(section.clone(), t)],
+            toml::Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| v.as_table().map(|t| (format!("{section}[{i}]"), t)))
+                .collect(),
+            _ => continue,
+        };
+        for (path, table) in tables {
+            check_table(table, section, &path, file)?;
+            if section == "upstream" {
+                if let Some(toml::Value::Table(tools)) = table.get("tools") {
+                    for (tool, cfg) in tools {
+                        if let toml::Value::Table(cfg) = cfg {
+                            check_table(
+                                cfg,
+                                "upstream.tools.*",
+                                &format!("{path}.tools.{tool}"),
+                                file,
+                            )?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_table(
+    table: &toml::Table,
+    section: &str,
+    path: &str,
+    file: &str,
+) -> Result<(), ConfigError> {
+    let Some(keys) = known(section) else {
+        return Ok(());
+    };
+    for key in table.keys() {
+        if keys.contains(&key.as_str()) {
+            continue;
+        }
+        let full = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        let hint = keys
+            .iter()
+            .map(|k| (strsim::levenshtein(key, k), *k))
+            .filter(|(d, k)| *d <= 3.max(k.len() / 3))
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, k)| format!(" Did you mean '{k}'?"))
+            .unwrap_or_default();
+        let where_ = if section.is_empty() {
+            "at the top level".to_owned()
+        } else {
+            format!("in [{section}]")
+        };
+        return Err(ConfigError {
+            file: file.to_owned(),
+            key: full,
+            message: format!(
+                "unknown key {where_}.{hint} Known keys: {}.",
+                keys.join(", ")
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+[gateway]
+stdio_caller = "local"
+
+[defaults]
+unknown_arguments = "warn"
+
+[[upstream]]
+name = "notes"
+command = ["./notes-server", "--flag"]
+unknown_arguments = "reject"
+timeout_ms = 5000
+
+[upstream.tools.create_note]
+aliases = { body = "text" }
+pin = { is_public = false }
+close_schema = true
+"#;
+
+    #[test]
+    fn parses_the_example_shape() {
+        let c = Config::parse(EXAMPLE, "warden.toml").unwrap();
+        assert_eq!(c.upstream[0].timeout_ms, 5000);
+        let p = c.policy().resolve("notes", "create_note");
+        assert_eq!(p.unknown, UnknownMode::Reject);
+        assert_eq!(p.aliases, vec![("body".to_string(), "text".to_string())]);
+        assert_eq!(p.pins.get("is_public"), Some(&Value::Bool(false)));
+        assert!(p.close_schema);
+        assert_eq!(
+            c.policy().resolve("notes", "list_notes").unknown,
+            UnknownMode::Reject
+        );
+    }
+
+    #[test]
+    fn unknown_key_names_file_key_and_fix() {
+        let e = Config::parse("[gateway]\nstdio_caler = \"x\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes."
+        );
+        let e = Config::parse(
+            "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.t]\npinn = {}\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "upstream[0].tools.t.pinn");
+        assert!(e.message.contains("Did you mean 'pin'?"), "{}", e.message);
+        let e = Config::parse("[defaultz]\n", "w.toml").unwrap_err();
+        assert!(e.message.contains("Did you mean 'defaults'?"));
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let e = Config::parse("[defaults]\nunknown_arguments = \"block\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: defaults.unknown_arguments: 'block' is not an unknown-argument mode; use one of: warn, strip, reject"
+        );
+        let e = Config::parse("[[upstream]]\nname=\"a\"\ncommand=[]\n", "w.toml").unwrap_err();
+        assert_eq!(e.key, "upstream[0].command");
+        let e = Config::parse("[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[[upstream]]\nname=\"a\"\ncommand=[\"y\"]\n", "w.toml")
+            .unwrap_err();
+        assert_eq!(e.key, "upstream[1].name");
+        let e = Config::parse("[gateway\n", "w.toml").unwrap_err();
+        assert!(e.message.starts_with("not valid TOML"), "{}", e.message);
+        let e = Config::parse("[[upstream]]\nname=\"a\"\ncommand=\"x\"\n", "w.toml").unwrap_err();
+        assert!(
+            e.message.contains("command") || e.message.contains("sequence"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn warnings_for_risky_settings() {
+        let c = Config::parse(
+            "[defaults]\nvalidate=false\n[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\nprefix=false\n[[upstream]]\nname=\"b\"\ncommand=[\"y\"]\nprefix=false\n",
+            "w.toml",
+        )
+        .unwrap();
+        let w = c.warnings();
+        assert!(w.iter().any(|w| w.contains("validate = false")));
+        assert!(w.iter().any(|w| w.contains("not prefixed")));
+    }
+
+    #[test]
+    fn relative_programs_resolve_against_the_config_folder() {
+        let mut c = Config::parse(EXAMPLE, "w.toml").unwrap();
+        c.path = PathBuf::from("/etc/warden/warden.toml");
+        assert_eq!(
+            c.program(&c.upstream[0]),
+            PathBuf::from("/etc/warden/./notes-server")
+        );
+        c.upstream[0].command[0] = "npx".into();
+        assert_eq!(c.program(&c.upstream[0]), PathBuf::from("npx"));
+    }
+}

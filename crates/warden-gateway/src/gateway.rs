@@ -1,0 +1,987 @@
+//! The gateway proper: one catalogue over several upstreams, client sessions, and
+//! the routing of every message between them.
+//!
+//! Only `initialize`, `ping`, `tools/list` and `tools/call` are governed here; every
+//! other message is relayed as the `serde_json::Value` it arrived as, with ids and
+//! progress tokens mapped both ways so several upstreams (and later several
+//! clients) can share the gateway without their numbering colliding.
+
+use crate::config::Config;
+use crate::jsonrpc::{self, Kind};
+use crate::upstream::{
+    futures_lite::BoxedSend, CallError, Conn, Inbound, PendingReply, Upstream, SUPPORTED_VERSIONS,
+};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use warden_core::{
+    answer, Answer, Caller, Catalogue, LayeredPolicy, Outcome, Pipeline, UnknownKeyWarning,
+};
+
+/// One client connection (a stdio front has exactly one).
+pub struct ClientSession {
+    out: mpsc::Sender<Value>,
+    pub caller: Option<Caller>,
+    warn: warden_core::Session,
+    /// Client request id → (upstream connection, upstream request id), for cancellation.
+    inflight: Mutex<HashMap<String, (Weak<Conn>, u64)>>,
+    /// Id we gave the client for an upstream's request → (connection, the upstream's own id).
+    server_requests: Mutex<HashMap<String, (Weak<Conn>, Value)>>,
+    /// The client's `initialize` params, once it sent them.
+    client_init: RwLock<Option<Value>>,
+}
+
+impl ClientSession {
+    pub fn new(caller: Option<Caller>, out: mpsc::Sender<Value>) -> Arc<Self> {
+        Arc::new(Self {
+            out,
+            caller,
+            warn: warden_core::Session::new(Arc::new(|w: &UnknownKeyWarning| {
+                tracing::warn!(
+                    tool = %w.tool,
+                    unknown = %w.unknown_keys.join(", "),
+                    declared = %w.declared_keys.join(", "),
+                    "a call carried argument(s) the tool does not declare; forwarded unchanged (warn mode)"
+                );
+            })),
+            inflight: Mutex::new(HashMap::new()),
+            server_requests: Mutex::new(HashMap::new()),
+            client_init: RwLock::new(None),
+        })
+    }
+
+    async fn send(&self, msg: Value) {
+        // A closed channel means the client is gone; nothing is left to tell it.
+        let _ = self.out.send(msg).await;
+    }
+
+    /// Sends a message the front wrote itself (a parse error, say).
+    pub async fn send_raw(&self, msg: Value) {
+        self.send(msg).await
+    }
+
+    fn uses(&self, conn: &Arc<Conn>) -> bool {
+        lock(&self.inflight)
+            .values()
+            .any(|(c, _)| c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, conn)))
+    }
+}
+
+/// A JSON-RPC response body: the result, or the error object.
+pub type Body = Result<Value, Value>;
+
+/// How far a request got in its first, in-order phase.
+enum Begun {
+    /// Answered (or, `None`, nothing is due).
+    Done(Option<Body>),
+    /// Queued upstream; the answer is awaited in [`Gateway::finish`].
+    Waiting(Pending),
+}
+
+/// A request relayed upstream whose answer is awaited.
+struct Pending {
+    conn: Arc<Conn>,
+    id: u64,
+    reply: PendingReply,
+    timeout_ms: u64,
+    upstream: String,
+    method: String,
+    /// The tool as the caller named it, for `tools/call`.
+    tool: Option<String>,
+    token: Option<String>,
+    client_key: Option<String>,
+    started: Instant,
+}
+
+async fn respond(session: &ClientSession, id: Value, body: Option<Body>) {
+    let reply = match body {
+        Some(Ok(result)) => jsonrpc::response(id, result),
+        Some(Err(error)) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        None => return,
+    };
+    session.send(reply).await;
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The gateway: configuration, upstreams, the catalogue, and the sessions it serves.
+pub struct Gateway {
+    pub config: Config,
+    pipeline: Pipeline,
+    policy: LayeredPolicy,
+    pub upstreams: Vec<Arc<Upstream>>,
+    /// Per upstream, its last successful tool listing (`None` until one succeeded).
+    listings: RwLock<Vec<Option<Vec<Value>>>>,
+    catalogue: RwLock<Arc<Catalogue>>,
+    sessions: Mutex<Vec<Weak<ClientSession>>>,
+    /// Token sent upstream → (session, the client's own token).
+    progress: Mutex<HashMap<String, (Weak<ClientSession>, Value)>>,
+    next_token: AtomicU64,
+    next_server_request: AtomicU64,
+    /// The initialize params sent to upstreams (replayed on restart).
+    upstream_init: RwLock<Option<Value>>,
+    connected: tokio::sync::OnceCell<()>,
+    shutting_down: AtomicBool,
+    me: Weak<Gateway>,
+}
+
+impl Gateway {
+    pub fn new(config: Config) -> Arc<Gateway> {
+        let policy = config.policy();
+        let upstreams = config
+            .upstream
+            .iter()
+            .enumerate()
+            .map(|(i, u)| {
+                Arc::new(Upstream::new(
+                    i,
+                    u.clone(),
+                    config.program(u),
+                    config.gateway.max_message_bytes,
+                ))
+            })
+            .collect::<Vec<_>>();
+        let n = upstreams.len();
+        Arc::new_cyclic(|me| Gateway {
+            config,
+            pipeline: Pipeline::new(),
+            policy,
+            upstreams,
+            listings: RwLock::new(vec![None; n]),
+            catalogue: RwLock::new(Arc::new(Catalogue::default())),
+            sessions: Mutex::new(Vec::new()),
+            progress: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(1),
+            next_server_request: AtomicU64::new(1),
+            upstream_init: RwLock::new(None),
+            connected: tokio::sync::OnceCell::new(),
+            shutting_down: AtomicBool::new(false),
+            me: me.clone(),
+        })
+    }
+
+    pub fn catalogue(&self) -> Arc<Catalogue> {
+        self.catalogue
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    pub fn add_session(&self, session: &Arc<ClientSession>) {
+        let mut sessions = lock(&self.sessions);
+        sessions.retain(|s| s.strong_count() > 0);
+        sessions.push(Arc::downgrade(session));
+    }
+
+    fn live_sessions(&self) -> Vec<Arc<ClientSession>> {
+        lock(&self.sessions)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    /// Starts every upstream once (later calls wait for the first). `client_init` is
+    /// the client's initialize params, whose version, capabilities and clientInfo the
+    /// upstreams are offered; without one the gateway introduces itself.
+    pub async fn connect(&self, client_init: Option<&Value>) {
+        self.connected
+            .get_or_init(|| async {
+                let init = upstream_init(client_init);
+                *self
+                    .upstream_init
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(init.clone());
+                let inbound = self.inbound();
+                let tasks = self.upstreams.iter().map(|up| {
+                    let (up, inbound, init) = (up.clone(), inbound.clone(), init.clone());
+                    async move { (up.index, up.connect(inbound, &init).await) }
+                });
+                for (index, result) in join_all(tasks).await {
+                    self.record_listing(index, result);
+                }
+                self.rebuild_catalogue();
+            })
+            .await;
+    }
+
+    fn inbound(&self) -> Weak<dyn Inbound> {
+        let me: Weak<Gateway> = self.me.clone();
+        me
+    }
+
+    fn record_listing(&self, index: usize, result: Result<Vec<Value>, String>) -> bool {
+        let name = &self.upstreams[index].name;
+        match result {
+            Ok(tools) => {
+                tracing::info!(upstream = %name, tools = tools.len(), "upstream ready");
+                self.listings.write().unwrap_or_else(|e| e.into_inner())[index] = Some(tools);
+                true
+            }
+            Err(e) => {
+                // The cached listing stays: it is replaced only by a successful one.
+                tracing::error!(upstream = %name, "upstream could not be started or listed: {e}");
+                false
+            }
+        }
+    }
+
+    fn rebuild_catalogue(&self) {
+        let listings = self
+            .listings
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut builder = Catalogue::builder(&self.policy);
+        for (up, tools) in self.upstreams.iter().zip(&listings) {
+            if let Some(tools) = tools {
+                builder.add_upstream(&up.name, up.config.prefix, tools);
+            }
+        }
+        let (catalogue, problems) = builder.build();
+        for p in problems {
+            tracing::warn!(upstream = %p.upstream, tool = %p.tool, dropped = p.dropped, "{}", p.problem);
+        }
+        *self.catalogue.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalogue);
+    }
+
+    /// Upstreams that have no listing to offer, or are not running now.
+    fn unavailable(&self) -> Vec<String> {
+        let listings = self.listings.read().unwrap_or_else(|e| e.into_inner());
+        self.upstreams
+            .iter()
+            .zip(listings.iter())
+            .filter(|(up, l)| l.is_none() || up.conn().is_none())
+            .map(|(up, _)| up.name.clone())
+            .collect()
+    }
+
+    /// The `tools/list` result for a caller, or the reason listing fails.
+    pub fn list_tools(&self, caller: Option<&Caller>) -> Result<Value, String> {
+        let down = self.unavailable();
+        if !down.is_empty() {
+            return Err(format!(
+                "Tool listing failed: upstream {} is not available, so the catalogue would be incomplete. Retry shortly.",
+                down.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        let catalogue = self.catalogue();
+        let tools: Vec<Value> = self
+            .pipeline
+            .list(&catalogue, caller)
+            .into_iter()
+            .cloned()
+            .collect();
+        Ok(json!({ "tools": tools }))
+    }
+
+    /// Runs one `tools/call` through the pipeline and the upstream, start to finish.
+    /// Returns the JSON-RPC response body (`Ok(result)` or `Err(error object)`), or
+    /// `None` when the client cancelled the call (no response is due).
+    pub async fn call_tool(
+        &self,
+        session: &Arc<ClientSession>,
+        client_id: Option<&Value>,
+        params: Value,
+    ) -> Option<Body> {
+        match self.begin_call(session, client_id, params).await {
+            Begun::Done(body) => body,
+            Begun::Waiting(pending) => self.finish(session, pending).await,
+        }
+    }
+
+    /// The part of a call that must happen in arrival order: the pipeline, and
+    /// handing the call to the upstream's queue. Waiting for the answer is [`Gateway::finish`].
+    async fn begin_call(
+        &self,
+        session: &Arc<ClientSession>,
+        client_id: Option<&Value>,
+        mut params: Value,
+    ) -> Begun {
+        let started = Instant::now();
+        let catalogue = self.catalogue();
+        // Move the arguments out (no copy); a placeholder keeps their position.
+        let arguments = params.get_mut("arguments").map(Value::take);
+        let had_arguments = params.get("arguments").is_some();
+        let mut check = Map::new();
+        check.insert(
+            "name".into(),
+            params.get("name").cloned().unwrap_or(Value::Null),
+        );
+        if let Some(args) = arguments {
+            check.insert("arguments".into(), args);
+        }
+        if let Some(meta) = params.get("_meta") {
+            check.insert("_meta".into(), meta.clone());
+        }
+        let verdict = self.pipeline.check(
+            &catalogue,
+            &session.warn,
+            session.caller.as_ref(),
+            Value::Object(check),
+        );
+        let forward = match verdict.outcome {
+            Outcome::Answer { answer, refusal } => {
+                tracing::info!(caller = ?session.caller.as_ref().map(|c| &c.name), ?refusal, unknown = ?verdict.report.unknown_keys, "call answered by the gateway");
+                return Begun::Done(Some(answer_body(answer)));
+            }
+            Outcome::Forward(f) => f,
+        };
+        let tool = forward.tool.clone();
+        if !verdict.report.unknown_keys.is_empty() {
+            tracing::info!(tool = %tool.name, mode = ?verdict.report.unknown_mode, keys = ?verdict.report.unknown_keys, "undeclared argument keys");
+        }
+        let (Some(up), Some(obj)) = (
+            self.upstreams.iter().find(|u| u.name == tool.upstream),
+            params.as_object_mut(),
+        ) else {
+            return Begun::Done(Some(answer_body(Answer::ToolError(
+                answer::INTERNAL_ERROR.into(),
+            ))));
+        };
+        obj.insert("name".into(), Value::String(tool.upstream_name.clone()));
+        if had_arguments || forward.rewritten {
+            obj.insert("arguments".into(), Value::Object(forward.arguments));
+        }
+        let token = self.map_progress_token(session, obj);
+        let params = Value::Object(std::mem::take(obj));
+        match self
+            .begin_relay(
+                up,
+                session,
+                client_id,
+                "tools/call",
+                params,
+                Some(tool.name.clone()),
+                token,
+                started,
+            )
+            .await
+        {
+            Ok(pending) => Begun::Waiting(pending),
+            Err(body) => Begun::Done(body),
+        }
+    }
+
+    /// Replaces the caller's progress token with one unique across sessions and
+    /// remembers the way back. Returns the token sent upstream.
+    fn map_progress_token(
+        &self,
+        session: &Arc<ClientSession>,
+        params: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let meta = params.get_mut("_meta")?.as_object_mut()?;
+        let theirs = meta.get("progressToken")?.clone();
+        let ours = format!("warden-{}", self.next_token.fetch_add(1, Ordering::Relaxed));
+        meta.insert("progressToken".into(), Value::String(ours.clone()));
+        lock(&self.progress).insert(ours.clone(), (Arc::downgrade(session), theirs));
+        Some(ours)
+    }
+
+    /// Queues a request to an upstream on behalf of a client request, keeping the
+    /// id mapping for cancellation while it runs.
+    #[allow(clippy::too_many_arguments)]
+    async fn begin_relay(
+        &self,
+        up: &Upstream,
+        session: &ClientSession,
+        client_id: Option<&Value>,
+        method: &str,
+        params: Value,
+        tool: Option<String>,
+        token: Option<String>,
+        started: Instant,
+    ) -> Result<Pending, Option<Body>> {
+        let pending = |conn, id, reply| Pending {
+            conn,
+            id,
+            reply,
+            timeout_ms: up.timeout_ms(),
+            upstream: up.name.clone(),
+            method: method.to_owned(),
+            tool: tool.clone(),
+            token: token.clone(),
+            client_key: client_id.map(jsonrpc::id_key),
+            started,
+        };
+        let started_call = match up.conn() {
+            Some(conn) => conn
+                .start(method, Some(params), up.timeout_ms())
+                .await
+                .map(|(id, reply)| (conn, id, reply)),
+            None => Err(CallError::Gone),
+        };
+        match started_call {
+            Ok((conn, id, reply)) => {
+                let p = pending(conn, id, reply);
+                if let Some(k) = &p.client_key {
+                    lock(&session.inflight).insert(k.clone(), (Arc::downgrade(&p.conn), id));
+                }
+                Ok(p)
+            }
+            Err(e) => Err(self.failed(&tool, &up.name, method, &token, started, e)),
+        }
+    }
+
+    /// Waits for a relayed request's answer and turns it into the client's response body.
+    async fn finish(&self, session: &ClientSession, p: Pending) -> Option<Body> {
+        let result = p.conn.finish(p.id, p.reply, p.timeout_ms).await;
+        if let Some(k) = &p.client_key {
+            lock(&session.inflight).remove(k);
+        }
+        match result {
+            Ok(response) => {
+                if let Some(t) = &p.token {
+                    lock(&self.progress).remove(t);
+                }
+                tracing::debug!(method = %p.method, tool = ?p.tool, ms = p.started.elapsed().as_millis() as u64, "relayed");
+                Some(response_body(response))
+            }
+            Err(e) => self.failed(&p.tool, &p.upstream, &p.method, &p.token, p.started, e),
+        }
+    }
+
+    /// E2: a relayed request that failed. Details go to the log, never to the caller.
+    fn failed(
+        &self,
+        tool: &Option<String>,
+        upstream: &str,
+        method: &str,
+        token: &Option<String>,
+        started: Instant,
+        e: CallError,
+    ) -> Option<Body> {
+        if let Some(t) = token {
+            lock(&self.progress).remove(t);
+        }
+        if e == CallError::Cancelled {
+            return None;
+        }
+        let ms = started.elapsed().as_millis() as u64;
+        tracing::error!(%upstream, %method, tool = ?tool, ms, "request failed: {e}");
+        Some(match tool {
+            Some(_) => answer_body(Answer::ToolError(answer::INTERNAL_ERROR.into())),
+            None => Err(
+                json!({"code": jsonrpc::INTERNAL_ERROR, "message": "Internal error: the server behind the gateway did not answer."}),
+            ),
+        })
+    }
+
+    /// Handles one message from a client. What must keep arrival order (the pipeline,
+    /// queueing upstream, the gateway's own answers) happens before this returns;
+    /// waiting for an upstream's answer runs in the returned task.
+    pub async fn handle(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        msg: Value,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        match jsonrpc::classify(&msg) {
+            Kind::Request { id, method } => {
+                let id = id.clone();
+                let method = method.to_owned();
+                let params = msg.get("params").cloned();
+                match self.handle_request(session, &id, &method, params).await {
+                    Begun::Done(body) => {
+                        respond(session, id, body).await;
+                        None
+                    }
+                    Begun::Waiting(pending) => {
+                        let (me, session) = (self.clone(), session.clone());
+                        Some(tokio::spawn(async move {
+                            let body = me.finish(&session, pending).await;
+                            respond(&session, id, body).await;
+                        }))
+                    }
+                }
+            }
+            Kind::Notification { method } => {
+                let method = method.to_owned();
+                self.handle_notification(session, &method, msg).await;
+                None
+            }
+            Kind::Response { id } => {
+                let key = jsonrpc::id_key(id);
+                let target = lock(&session.server_requests).remove(&key);
+                match target.and_then(|(conn, their_id)| Some((conn.upgrade()?, their_id))) {
+                    Some((conn, their_id)) => {
+                        let mut msg = msg;
+                        msg["id"] = their_id;
+                        conn.send(msg).await;
+                    }
+                    None => {
+                        tracing::debug!(id = %key, "a client response to no pending request was ignored")
+                    }
+                }
+                None
+            }
+            Kind::Invalid(why) => {
+                let id = msg
+                    .get("id")
+                    .filter(|i| i.is_string() || i.is_number())
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                session
+                    .send(jsonrpc::error(
+                        id,
+                        jsonrpc::INVALID_REQUEST,
+                        &format!("Invalid request: {why}."),
+                    ))
+                    .await;
+                None
+            }
+        }
+    }
+
+    async fn handle_request(
+        &self,
+        session: &Arc<ClientSession>,
+        id: &Value,
+        method: &str,
+        params: Option<Value>,
+    ) -> Begun {
+        let err = |code: i64, message: &str| {
+            Begun::Done(Some(Err(json!({"code": code, "message": message}))))
+        };
+        match method {
+            "initialize" => Begun::Done(Some(Ok(self.initialize(session, params.as_ref()).await))),
+            "ping" => Begun::Done(Some(Ok(json!({})))),
+            "tools/list" => {
+                self.connect(None).await;
+                match self.list_tools(session.caller.as_ref()) {
+                    Ok(result) => Begun::Done(Some(Ok(result))),
+                    Err(message) => err(jsonrpc::INTERNAL_ERROR, &message),
+                }
+            }
+            "tools/call" => {
+                self.connect(None).await;
+                self.begin_call(session, Some(id), params.unwrap_or(Value::Null))
+                    .await
+            }
+            _ => {
+                self.connect(None).await;
+                let Some(up) = self.route(method, params.as_ref()) else {
+                    return err(
+                        jsonrpc::METHOD_NOT_FOUND,
+                        &format!("Method not found: {}", answer::shown(method)),
+                    );
+                };
+                let params = params.unwrap_or_else(|| json!({}));
+                match self
+                    .begin_relay(
+                        &up,
+                        session,
+                        Some(id),
+                        method,
+                        params,
+                        None,
+                        None,
+                        Instant::now(),
+                    )
+                    .await
+                {
+                    Ok(pending) => Begun::Waiting(pending),
+                    Err(body) => Begun::Done(body),
+                }
+            }
+        }
+    }
+
+    /// Which upstream serves a method the gateway does not govern: the one upstream
+    /// that declared the capability it belongs to (the first such, with several).
+    fn route(&self, method: &str, _params: Option<&Value>) -> Option<Arc<Upstream>> {
+        let capability = match method.split('/').next() {
+            Some("resources") => "resources",
+            Some("prompts") => "prompts",
+            Some("completion") => "completions",
+            Some("logging") => "logging",
+            _ => "",
+        };
+        let mut running = self.upstreams.iter().filter(|u| u.conn().is_some());
+        if capability.is_empty() {
+            return if self.upstreams.len() == 1 {
+                running.next().cloned()
+            } else {
+                None
+            };
+        }
+        running
+            .find(|u| {
+                u.info()
+                    .is_some_and(|i| i.capabilities.contains_key(capability))
+            })
+            .cloned()
+    }
+
+    async fn initialize(&self, session: &ClientSession, params: Option<&Value>) -> Value {
+        *session
+            .client_init
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = params.cloned();
+        self.connect(params).await;
+        let requested = params
+            .and_then(|p| p.get("protocolVersion"))
+            .and_then(Value::as_str);
+        let version = match requested {
+            Some(v) if SUPPORTED_VERSIONS.contains(&v) => v,
+            _ => SUPPORTED_VERSIONS[0],
+        };
+        let mut capabilities = Map::new();
+        let mut instructions = Vec::new();
+        for up in &self.upstreams {
+            if let Some(info) = up.info() {
+                merge_capabilities(&mut capabilities, &info.capabilities);
+                if let Some(i) = info.instructions {
+                    instructions.push(i);
+                }
+            }
+        }
+        capabilities.insert("tools".into(), json!({"listChanged": true}));
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "serverInfo": {"name": "mcp-warden", "version": env!("CARGO_PKG_VERSION")},
+        });
+        if !instructions.is_empty() {
+            result["instructions"] = Value::String(instructions.join("\n\n"));
+        }
+        result
+    }
+
+    async fn handle_notification(&self, session: &Arc<ClientSession>, method: &str, msg: Value) {
+        match method {
+            // The gateway initialised each upstream itself.
+            "notifications/initialized" => {}
+            "notifications/cancelled" => {
+                let Some(request_id) = msg.pointer("/params/requestId") else {
+                    return;
+                };
+                let target = lock(&session.inflight)
+                    .get(&jsonrpc::id_key(request_id))
+                    .cloned();
+                if let Some((conn, upstream_id)) = target {
+                    if let Some(conn) = conn.upgrade() {
+                        let reason = msg
+                            .pointer("/params/reason")
+                            .and_then(Value::as_str)
+                            .unwrap_or("cancelled by the client");
+                        conn.cancel(upstream_id, reason);
+                    }
+                }
+            }
+            _ => {
+                for up in &self.upstreams {
+                    if let Some(conn) = up.conn() {
+                        conn.send(msg.clone()).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Re-lists one upstream's tools after `list_changed` or a restart; the cached
+    /// listing is replaced only when this succeeds.
+    async fn refresh(&self, index: usize) -> bool {
+        let result = self.upstreams[index].list_tools().await;
+        let ok = self.record_listing(index, result);
+        if ok {
+            self.rebuild_catalogue();
+        }
+        ok
+    }
+
+    async fn broadcast(&self, msg: Value) {
+        for s in self.live_sessions() {
+            s.send(msg.clone()).await;
+        }
+    }
+
+    async fn route_from_upstream(self: Arc<Self>, index: usize, conn: Arc<Conn>, msg: Value) {
+        let method = msg
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let id = msg.get("id").cloned();
+        match (id, method.as_str()) {
+            (Some(id), "ping") => conn.send(jsonrpc::response(id, json!({}))).await,
+            (Some(their_id), _) => {
+                let sessions = self.live_sessions();
+                let target = sessions
+                    .iter()
+                    .find(|s| s.uses(&conn))
+                    .or(sessions.first())
+                    .cloned();
+                let Some(session) = target else {
+                    conn.send(jsonrpc::error(
+                        their_id,
+                        jsonrpc::INTERNAL_ERROR,
+                        "No client is connected to the gateway.",
+                    ))
+                    .await;
+                    return;
+                };
+                let ours = json!(format!(
+                    "warden-{}",
+                    self.next_server_request.fetch_add(1, Ordering::Relaxed)
+                ));
+                lock(&session.server_requests)
+                    .insert(jsonrpc::id_key(&ours), (Arc::downgrade(&conn), their_id));
+                let mut msg = msg;
+                msg["id"] = ours;
+                session.send(msg).await;
+            }
+            (None, "notifications/progress") => {
+                let token = msg
+                    .pointer("/params/progressToken")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let target = token.and_then(|t| lock(&self.progress).get(&t).cloned());
+                if let Some((session, theirs)) = target {
+                    if let Some(session) = session.upgrade() {
+                        let mut msg = msg;
+                        msg["params"]["progressToken"] = theirs;
+                        session.send(msg).await;
+                    }
+                }
+            }
+            (None, "notifications/cancelled") => {
+                // The upstream withdrew one of its own requests: find what we called it.
+                let Some(their_id) = msg.pointer("/params/requestId").cloned() else {
+                    return;
+                };
+                for session in self.live_sessions() {
+                    let ours = lock(&session.server_requests)
+                        .iter()
+                        .find(|(_, (c, id))| {
+                            *id == their_id && c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, &conn))
+                        })
+                        .map(|(k, _)| k.clone());
+                    if let Some(ours) = ours {
+                        lock(&session.server_requests).remove(&ours);
+                        let mut msg = msg.clone();
+                        msg["params"]["requestId"] =
+                            serde_json::from_str(&ours).unwrap_or(Value::Null);
+                        session.send(msg).await;
+                    }
+                }
+            }
+            (None, "notifications/tools/list_changed") => {
+                if self.refresh(index).await {
+                    self.broadcast(msg).await;
+                }
+            }
+            (None, _) => self.broadcast(msg).await,
+        }
+    }
+
+    fn restart_later(self: Arc<Self>, index: usize) {
+        tokio::spawn(async move {
+            let up = self.upstreams[index].clone();
+            let mut delay = Duration::from_millis(100);
+            loop {
+                tokio::time::sleep(delay).await;
+                if self.shutting_down.load(Ordering::SeqCst) {
+                    return;
+                }
+                let init = self
+                    .upstream_init
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                let init = init.unwrap_or_else(|| upstream_init(None));
+                tracing::info!(upstream = %up.name, "restarting upstream");
+                match up.connect(self.inbound(), &init).await {
+                    Ok(tools) => {
+                        self.record_listing(index, Ok(tools));
+                        self.rebuild_catalogue();
+                        self.broadcast(jsonrpc::notification(
+                            "notifications/tools/list_changed",
+                            None,
+                        ))
+                        .await;
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::error!(upstream = %up.name, "restart failed: {e}; next try in {:?}", delay * 2);
+                        delay = (delay * 2).min(Duration::from_secs(10));
+                    }
+                }
+            }
+        });
+    }
+
+    /// Stops every upstream; no restarts after this.
+    pub async fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        join_all(
+            self.upstreams
+                .iter()
+                .cloned()
+                .map(|u| async move { u.shutdown().await }),
+        )
+        .await;
+    }
+}
+
+impl Inbound for Gateway {
+    fn on_message(&self, upstream: usize, conn: &Arc<Conn>, msg: Value) -> BoxedSend {
+        let me = self.me.upgrade();
+        let conn = conn.clone();
+        Box::pin(async move {
+            if let Some(me) = me {
+                me.route_from_upstream(upstream, conn, msg).await;
+            }
+        })
+    }
+
+    fn on_exit(&self, upstream: usize, generation: u64) {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return;
+        }
+        let current = self.upstreams[upstream].conn().map(|c| c.generation);
+        if current.is_some_and(|g| g != generation) {
+            return; // an older child; a newer one already runs
+        }
+        tracing::warn!(upstream = %self.upstreams[upstream].name, "upstream stopped; it will be restarted");
+        if let Some(me) = self.me.upgrade() {
+            me.restart_later(upstream);
+        }
+    }
+}
+
+/// The initialize params sent upstream: the client's own where there is one.
+fn upstream_init(client: Option<&Value>) -> Value {
+    let requested = client
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_str);
+    let version = match requested {
+        Some(v) if SUPPORTED_VERSIONS.contains(&v) => v,
+        _ => SUPPORTED_VERSIONS[0],
+    };
+    let capabilities = client
+        .and_then(|p| p.get("capabilities"))
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let info = client
+        .and_then(|p| p.get("clientInfo"))
+        .cloned()
+        .unwrap_or_else(|| json!({"name": "mcp-warden", "version": env!("CARGO_PKG_VERSION")}));
+    json!({"protocolVersion": version, "capabilities": capabilities, "clientInfo": info})
+}
+
+/// Merges one upstream's capabilities into the set the gateway offers: objects are
+/// merged key by key, a `true` flag wins, anything else keeps the first value.
+fn merge_capabilities(into: &mut Map<String, Value>, from: &Map<String, Value>) {
+    for (k, v) in from {
+        match (into.get_mut(k), v) {
+            (None, v) => {
+                into.insert(k.clone(), v.clone());
+            }
+            (Some(Value::Object(a)), Value::Object(b)) => merge_capabilities(a, b),
+            (Some(a @ Value::Bool(false)), Value::Bool(true)) => *a = Value::Bool(true),
+            _ => {}
+        }
+    }
+}
+
+/// The JSON-RPC body of a gateway answer.
+fn answer_body(answer: Answer) -> Body {
+    match answer {
+        Answer::ToolError(_) => Ok(answer.to_tool_result().unwrap_or(Value::Null)),
+        Answer::RpcError { code, message } => Err(json!({"code": code, "message": message})),
+    }
+}
+
+/// The body of an upstream's response, passed through unchanged (E3).
+fn response_body(mut response: Value) -> Body {
+    if let Some(result) = response.get_mut("result") {
+        return Ok(result.take());
+    }
+    match response.get_mut("error") {
+        Some(error) => Err(error.take()),
+        None => Err(
+            json!({"code": jsonrpc::INTERNAL_ERROR, "message": "Internal error: the server behind the gateway sent an empty answer."}),
+        ),
+    }
+}
+
+/// Runs futures concurrently on the runtime and collects their outputs in order.
+async fn join_all<F>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        match h.await {
+            Ok(v) => out.push(v),
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_merge() {
+        let mut a = json!({"resources": {"subscribe": false}, "x-custom": {"a": 1}})
+            .as_object()
+            .unwrap()
+            .clone();
+        let b = json!({"resources": {"subscribe": true, "listChanged": true}, "logging": {}})
+            .as_object()
+            .unwrap()
+            .clone();
+        merge_capabilities(&mut a, &b);
+        assert_eq!(
+            Value::Object(a),
+            json!({"resources": {"subscribe": true, "listChanged": true}, "x-custom": {"a": 1}, "logging": {}})
+        );
+    }
+
+    #[test]
+    fn upstream_init_offers_the_clients_terms() {
+        let client = json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}, "clientInfo": {"name": "c"}});
+        assert_eq!(
+            upstream_init(Some(&client)),
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}, "clientInfo": {"name": "c"}})
+        );
+        assert_eq!(upstream_init(None)["protocolVersion"], "2025-11-25");
+        let odd = json!({"protocolVersion": "1999-01-01"});
+        assert_eq!(upstream_init(Some(&odd))["protocolVersion"], "2025-11-25");
+    }
+
+    #[test]
+    fn upstream_bodies_pass_through() {
+        assert_eq!(
+            response_body(json!({"id": 1, "result": {"a": 1}})),
+            Ok(json!({"a": 1}))
+        );
+        assert_eq!(
+            response_body(json!({"id": 1, "error": {"code": -32000, "message": "m", "data": [1]}})),
+            Err(json!({"code": -32000, "message": "m", "data": [1]}))
+        );
+    }
+
+    #[tokio::test]
+    async fn join_all_keeps_order() {
+        let out = join_all((0..5u64).map(|i| async move {
+            tokio::time::sleep(Duration::from_millis(50 - i * 10)).await;
+            i
+        }))
+        .await;
+        assert_eq!(out, [0, 1, 2, 3, 4]);
+    }
+}

@@ -1,0 +1,21 @@
+//! # warden-gateway
+//!
+//! mcp-warden's gateway: the [`warden_core`] pipeline in front of MCP servers.
+//! It reads one TOML [`config::Config`], runs each `[[upstream]]` as a child
+//! process ([`upstream`]), serves clients over the stdio front ([`stdio`]), and
+//! relays every message it does not govern unchanged ([`gateway`]).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = warden_gateway::config::Config::load("warden.toml".as_ref())?;
+//! let gateway = warden_gateway::gateway::Gateway::new(config);
+//! warden_gateway::stdio::serve(gateway).await?;
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod gateway;
+pub mod jsonrpc;
+pub mod stdio;
+pub mod upstream;

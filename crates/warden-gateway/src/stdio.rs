@@ -1,0 +1,150 @@
+//! The stdio front: newline-delimited JSON-RPC on stdin and stdout, logs on stderr.
+//!
+//! Each message is taken as far as arrival order matters before the next line is
+//! read (the handshake, the pipeline, queueing it upstream), so requests reach the
+//! upstream in the order the client wrote them; only waiting for answers runs
+//! concurrently. At end of input (or SIGTERM) the gateway
+//! stops reading, lets calls in flight finish (each is bounded by its upstream's
+//! timeout), writes their answers, and ends the upstream children.
+
+use crate::gateway::{ClientSession, Gateway};
+use crate::jsonrpc::{self, Line};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use warden_core::Caller;
+
+/// How long SIGTERM waits for calls in flight before ending them.
+const TERM_GRACE: Duration = Duration::from_secs(5);
+
+/// Serves the process's stdin and stdout until end of input or SIGTERM.
+pub async fn serve(gateway: Arc<Gateway>) -> std::io::Result<()> {
+    let stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+    let stdout = tokio::io::stdout();
+    serve_on(gateway, stdin, stdout, terminate_signal()).await
+}
+
+async fn terminate_signal() {
+    #[cfg(unix)]
+    {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            term.recv().await;
+            return;
+        }
+    }
+    std::future::pending::<()>().await
+}
+
+/// Serves one client on any reader and writer (the tests use pipes).
+pub async fn serve_on<R, W>(
+    gateway: Arc<Gateway>,
+    mut input: R,
+    output: W,
+    stop: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let name = gateway.config.gateway.stdio_caller.clone();
+    let caller = Caller {
+        groups: gateway.config.groups_of(&name),
+        name,
+    };
+    let (tx, rx) = mpsc::channel::<Value>(1024);
+    let session = ClientSession::new(Some(caller), tx);
+    gateway.add_session(&session);
+    let writer = tokio::spawn(write_messages(rx, output));
+    let max = gateway.config.gateway.max_message_bytes;
+    let mut tasks: Vec<JoinHandle<()>> = Vec::new();
+    let mut stopped = false;
+    tokio::pin!(stop);
+    loop {
+        let line = tokio::select! {
+            line = jsonrpc::read_line(&mut input, max) => line,
+            _ = &mut stop => { stopped = true; break; }
+        };
+        let bytes = match line {
+            Ok(Some(Line::Message(bytes))) => bytes,
+            Ok(Some(Line::TooLong(n))) => {
+                let text = format!(
+                    "Request too large: {n} bytes; the gateway accepts at most {max} (gateway.max_message_bytes)."
+                );
+                session_send(
+                    &session,
+                    jsonrpc::error(Value::Null, jsonrpc::INVALID_REQUEST, &text),
+                )
+                .await;
+                continue;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::error!("reading stdin failed: {e}");
+                break;
+            }
+        };
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let msg: Value = match serde_json::from_slice(&bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                let text = format!("Parse error: {e}.");
+                session_send(
+                    &session,
+                    jsonrpc::error(Value::Null, jsonrpc::PARSE_ERROR, &text),
+                )
+                .await;
+                continue;
+            }
+        };
+        if let Some(waiting) = gateway.handle(&session, msg).await {
+            tasks.push(waiting);
+        }
+        tasks.retain(|t| !t.is_finished());
+    }
+    if stopped {
+        let aborts: Vec<_> = tasks.iter().map(JoinHandle::abort_handle).collect();
+        if tokio::time::timeout(TERM_GRACE, drain(&mut tasks))
+            .await
+            .is_err()
+        {
+            tracing::warn!("calls still running after {TERM_GRACE:?}; ending them");
+            aborts.iter().for_each(|a| a.abort());
+        }
+    } else {
+        drain(&mut tasks).await;
+    }
+    drop(session);
+    let _ = writer.await;
+    gateway.shutdown().await;
+    Ok(())
+}
+
+async fn drain(tasks: &mut Vec<JoinHandle<()>>) {
+    for t in tasks.drain(..) {
+        let _ = t.await;
+    }
+}
+
+async fn session_send(session: &ClientSession, msg: Value) {
+    session.send_raw(msg).await;
+}
+
+async fn write_messages<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Value>, mut out: W) {
+    while let Some(msg) = rx.recv().await {
+        if out.write_all(&jsonrpc::to_line(&msg)).await.is_err() {
+            tracing::error!("writing to stdout failed; the client is gone");
+            return;
+        }
+        if rx.is_empty() && out.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = out.flush().await;
+}

@@ -1,0 +1,490 @@
+//! Upstream MCP servers run as child processes, spoken to over stdio.
+//!
+//! Each [`Upstream`] owns at most one live [`Conn`] at a time. A connection has a
+//! writer task (messages to the child's stdin, bounded), a reader task (responses
+//! resolve pending requests; everything else goes to the [`Inbound`] router, in
+//! order), and a task that turns the child's stderr into log lines. When the child
+//! exits, every pending request learns it at once and the router is told, so the
+//! gateway can answer callers and restart the child with backoff.
+
+use crate::config::UpstreamConfig;
+use crate::jsonrpc::{self, Kind, Line};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot};
+
+/// Protocol versions this gateway speaks, newest first.
+pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// How long the initialize handshake and a tools/list page may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pages of tools/list followed before giving up on a server that never stops paginating.
+const MAX_LIST_PAGES: usize = 1000;
+
+/// How a request to an upstream can fail.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    #[error("the upstream did not answer within {0} ms")]
+    Timeout(u64),
+    #[error("the upstream is not running")]
+    Gone,
+    #[error("the request was cancelled")]
+    Cancelled,
+}
+
+enum Reply {
+    Response(Value),
+    Cancelled,
+}
+
+/// Where an upstream's requests and notifications go (the gateway's router).
+pub trait Inbound: Send + Sync {
+    /// A request or notification from the upstream, in the order it was written.
+    fn on_message(&self, upstream: usize, conn: &Arc<Conn>, msg: Value) -> futures_lite::BoxedSend;
+    /// The child exited or closed its stdout.
+    fn on_exit(&self, upstream: usize, generation: u64);
+}
+
+/// Minimal boxed-future alias, to keep the trait object-safe without a crate for it.
+pub mod futures_lite {
+    pub type BoxedSend = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+}
+
+/// One live child process.
+pub struct Conn {
+    pub upstream: usize,
+    pub generation: u64,
+    name: String,
+    tx: mpsc::Sender<Vec<u8>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
+    next_id: AtomicU64,
+    closed: AtomicBool,
+    child: Mutex<Option<Child>>,
+    /// Tells the writer task to close the child's stdin.
+    stop_writer: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl Conn {
+    /// Sends a request; returns its upstream id and the receiver of its response.
+    pub async fn start(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout_ms: u64,
+    ) -> Result<(u64, PendingReply), CallError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tx);
+        if self.closed.load(Ordering::SeqCst) {
+            self.forget(id);
+            return Err(CallError::Gone);
+        }
+        let line = jsonrpc::to_line(&jsonrpc::request(json!(id), method, params));
+        match tokio::time::timeout(Duration::from_millis(timeout_ms), self.tx.send(line)).await {
+            Ok(Ok(())) => Ok((id, PendingReply(rx))),
+            Ok(Err(_)) => {
+                self.forget(id);
+                Err(CallError::Gone)
+            }
+            Err(_) => {
+                self.forget(id);
+                Err(CallError::Timeout(timeout_ms))
+            }
+        }
+    }
+
+    /// Waits for the response to `id`; on timeout, cancels it upstream.
+    pub async fn finish(
+        &self,
+        id: u64,
+        reply: PendingReply,
+        timeout_ms: u64,
+    ) -> Result<Value, CallError> {
+        match tokio::time::timeout(Duration::from_millis(timeout_ms), reply.0).await {
+            Ok(Ok(Reply::Response(v))) => Ok(v),
+            Ok(Ok(Reply::Cancelled)) => Err(CallError::Cancelled),
+            Ok(Err(_)) => Err(CallError::Gone),
+            Err(_) => {
+                self.cancel(id, "timed out at the gateway");
+                Err(CallError::Timeout(timeout_ms))
+            }
+        }
+    }
+
+    /// One request, start to finish.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout_ms: u64,
+    ) -> Result<Value, CallError> {
+        let (id, reply) = self.start(method, params, timeout_ms).await?;
+        self.finish(id, reply, timeout_ms).await
+    }
+
+    /// Cancels a pending request: its waiter gets [`CallError::Cancelled`] and the
+    /// upstream a `notifications/cancelled`; a late response is dropped.
+    pub fn cancel(&self, id: u64, reason: &str) {
+        let waiter = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        if let Some(w) = waiter {
+            let _ = w.send(Reply::Cancelled);
+            self.notify(jsonrpc::notification(
+                "notifications/cancelled",
+                Some(json!({"requestId": id, "reason": reason})),
+            ));
+        }
+    }
+
+    fn forget(&self, id: u64) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+
+    /// Sends a notification or a response; dropped (and logged) if the child is gone or stalled.
+    pub fn notify(&self, msg: Value) {
+        if self.tx.try_send(jsonrpc::to_line(&msg)).is_err() {
+            tracing::warn!(upstream = %self.name, "a message to the upstream was dropped: it is gone or not reading");
+        }
+    }
+
+    /// Sends a message, waiting for room in the queue (bounded by the child reading).
+    pub async fn send(&self, msg: Value) {
+        if self.tx.send(jsonrpc::to_line(&msg)).await.is_err() {
+            tracing::warn!(upstream = %self.name, "a message to the upstream was dropped: it is gone");
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    fn resolve(&self, id: &Value, msg: Value) {
+        let waiter = id.as_u64().and_then(|id| {
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id)
+        });
+        match waiter {
+            Some(w) => {
+                let _ = w.send(Reply::Response(msg));
+            }
+            None => {
+                tracing::debug!(upstream = %self.name, %id, "response to an unknown or finished request ignored")
+            }
+        }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        if let Some(stop) = self
+            .stop_writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            let _ = stop.send(());
+        }
+        // Dropping every waiter tells each one the upstream is gone.
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Ends the child: closes its stdin, waits briefly, then kills it.
+    pub async fn shutdown(&self) {
+        self.close();
+        let child = self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut child) = child {
+            if tokio::time::timeout(Duration::from_secs(2), child.wait())
+                .await
+                .is_err()
+            {
+                let _ = child.kill().await;
+            }
+        }
+    }
+}
+
+/// A response receiver handed out by [`Conn::start`].
+pub struct PendingReply(oneshot::Receiver<Reply>);
+
+/// What the upstream said about itself in its initialize answer.
+#[derive(Debug, Clone, Default)]
+pub struct ServerInfo {
+    pub protocol_version: String,
+    pub capabilities: Map<String, Value>,
+    pub instructions: Option<String>,
+}
+
+/// A configured upstream server and its current connection.
+pub struct Upstream {
+    pub index: usize,
+    pub name: String,
+    pub config: UpstreamConfig,
+    program: PathBuf,
+    max_message: usize,
+    conn: RwLock<Option<Arc<Conn>>>,
+    info: RwLock<Option<ServerInfo>>,
+    generation: AtomicU64,
+}
+
+impl Upstream {
+    pub fn new(index: usize, config: UpstreamConfig, program: PathBuf, max_message: usize) -> Self {
+        Self {
+            index,
+            name: config.name.clone(),
+            config,
+            program,
+            max_message,
+            conn: RwLock::new(None),
+            info: RwLock::new(None),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// The live connection, if the child is running.
+    pub fn conn(&self) -> Option<Arc<Conn>> {
+        self.conn
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .filter(|c| !c.is_closed())
+    }
+
+    pub fn info(&self) -> Option<ServerInfo> {
+        self.info.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn timeout_ms(&self) -> u64 {
+        self.config.timeout_ms
+    }
+
+    /// Starts the child, runs the initialize handshake, and lists its tools.
+    pub async fn connect(
+        &self,
+        inbound: Weak<dyn Inbound>,
+        init: &Value,
+    ) -> Result<Vec<Value>, String> {
+        let conn = self.spawn(inbound)?;
+        let result = async {
+            let answer = conn
+                .request("initialize", Some(init.clone()), HANDSHAKE_TIMEOUT.as_millis() as u64)
+                .await
+                .map_err(|e| format!("initialize failed: {e}"))?;
+            let result = match (answer.get("result"), answer.get("error")) {
+                (Some(r), _) => r.clone(),
+                (None, Some(e)) => return Err(format!("initialize was refused: {e}")),
+                _ => return Err("initialize answer has neither result nor error".into()),
+            };
+            let info = ServerInfo {
+                protocol_version: result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                capabilities: result.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default(),
+                instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
+            };
+            if !SUPPORTED_VERSIONS.contains(&info.protocol_version.as_str()) {
+                tracing::warn!(upstream = %self.name, version = %info.protocol_version, "upstream answered with a protocol version this gateway does not know; going on");
+            }
+            conn.send(jsonrpc::notification("notifications/initialized", None)).await;
+            *self.info.write().unwrap_or_else(|e| e.into_inner()) = Some(info);
+            self.list_tools_on(&conn).await
+        }
+        .await;
+        if result.is_err() {
+            conn.shutdown().await;
+        }
+        result
+    }
+
+    /// Lists the tools again on the live connection (after `list_changed`).
+    pub async fn list_tools(&self) -> Result<Vec<Value>, String> {
+        let conn = self.conn().ok_or("the upstream is not running")?;
+        self.list_tools_on(&conn).await
+    }
+
+    async fn list_tools_on(&self, conn: &Conn) -> Result<Vec<Value>, String> {
+        let has_tools = self
+            .info()
+            .is_some_and(|i| i.capabilities.contains_key("tools"));
+        if !has_tools {
+            return Ok(Vec::new());
+        }
+        let mut tools = Vec::new();
+        let mut cursor: Option<Value> = None;
+        for _ in 0..MAX_LIST_PAGES {
+            let params = cursor.take().map(|c| json!({"cursor": c}));
+            let answer = conn
+                .request("tools/list", params, HANDSHAKE_TIMEOUT.as_millis() as u64)
+                .await
+                .map_err(|e| format!("tools/list failed: {e}"))?;
+            let result = answer
+                .get("result")
+                .ok_or_else(|| match answer.get("error") {
+                    Some(e) => format!("tools/list was refused: {e}"),
+                    None => "tools/list answer has no result".to_owned(),
+                })?;
+            match result.get("tools") {
+                Some(Value::Array(page)) => tools.extend(page.iter().cloned()),
+                _ => return Err("tools/list result has no 'tools' array".into()),
+            }
+            match result.get("nextCursor") {
+                Some(c) if !c.is_null() => cursor = Some(c.clone()),
+                _ => return Ok(tools),
+            }
+        }
+        Err(format!(
+            "tools/list did not finish within {MAX_LIST_PAGES} pages"
+        ))
+    }
+
+    fn spawn(&self, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn>, String> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.config.command[1..])
+            .envs(&self.config.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
+        let stdin = child.stdin.take().ok_or("child has no stdin")?;
+        let stdout = child.stdout.take().ok_or("child has no stdout")?;
+        let stderr = child.stderr.take().ok_or("child has no stderr")?;
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(1024);
+        let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
+        let conn = Arc::new(Conn {
+            upstream: self.index,
+            generation,
+            name: self.name.clone(),
+            tx,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            child: Mutex::new(Some(child)),
+            stop_writer: Mutex::new(Some(stop_tx)),
+        });
+        *self.conn.write().unwrap_or_else(|e| e.into_inner()) = Some(conn.clone());
+
+        let name = self.name.clone();
+        tokio::spawn(async move {
+            let mut stdin = stdin;
+            loop {
+                let line = tokio::select! {
+                    line = rx.recv() => line,
+                    _ = &mut stop_rx => None,
+                };
+                let Some(line) = line else { break };
+                if let Err(e) = stdin.write_all(&line).await {
+                    tracing::debug!(upstream = %name, "writing to the upstream failed: {e}");
+                    break;
+                }
+                if rx.is_empty() {
+                    let _ = stdin.flush().await;
+                }
+            }
+        });
+
+        let name = self.name.clone();
+        let max = self.max_message;
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr);
+            while let Ok(Some(line)) = jsonrpc::read_line(&mut lines, max).await {
+                if let Line::Message(l) = line {
+                    tracing::info!(upstream = %name, "stderr: {}", String::from_utf8_lossy(&l));
+                }
+            }
+        });
+
+        let reader_conn = conn.clone();
+        let index = self.index;
+        let name = self.name.clone();
+        tokio::spawn(async move {
+            let mut out = BufReader::new(stdout);
+            loop {
+                match jsonrpc::read_line(&mut out, max).await {
+                    Ok(Some(Line::Message(bytes))) => {
+                        if bytes.iter().all(u8::is_ascii_whitespace) {
+                            continue;
+                        }
+                        let msg: Value = match serde_json::from_slice(&bytes) {
+                            Ok(v) => v,
+                            Err(e) => {
+                                tracing::warn!(upstream = %name, "skipped a line that is not JSON: {e}");
+                                continue;
+                            }
+                        };
+                        match jsonrpc::classify(&msg) {
+                            Kind::Response { id } => {
+                                let id = id.clone();
+                                reader_conn.resolve(&id, msg);
+                            }
+                            Kind::Request { .. } | Kind::Notification { .. } => {
+                                if let Some(router) = inbound.upgrade() {
+                                    router.on_message(index, &reader_conn, msg).await;
+                                }
+                            }
+                            Kind::Invalid(why) => {
+                                tracing::warn!(upstream = %name, "skipped an invalid message: {why}");
+                            }
+                        }
+                    }
+                    Ok(Some(Line::TooLong(n))) => {
+                        tracing::warn!(upstream = %name, "skipped a {n}-byte message: larger than gateway.max_message_bytes");
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            reader_conn.close();
+            let status = {
+                let child = reader_conn
+                    .child
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
+                match child {
+                    Some(mut c) => {
+                        match tokio::time::timeout(Duration::from_secs(2), c.wait()).await {
+                            Ok(Ok(s)) => s.to_string(),
+                            _ => {
+                                let _ = c.kill().await;
+                                "killed after closing its stdout".to_owned()
+                            }
+                        }
+                    }
+                    None => "shut down".to_owned(),
+                }
+            };
+            tracing::info!(upstream = %name, "upstream exited ({status})");
+            if let Some(router) = inbound.upgrade() {
+                router.on_exit(index, generation);
+            }
+        });
+        Ok(conn)
+    }
+
+    /// Ends the current child, if any.
+    pub async fn shutdown(&self) {
+        let conn = self.conn.write().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(conn) = conn {
+            conn.shutdown().await;
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! warden-fixture-upstream: an MCP server over stdio for mcp-warden's tests and
+//! benchmarks. Its tools exercise what a gateway must survive and relay:
+//!
+//! - `echo`: returns its arguments verbatim (as text and as structuredContent);
+//! - `slow {ms}`: answers after `ms` milliseconds (cancellable);
+//! - `progress {steps}`: sends `steps` progress notifications, then answers;
+//! - `sample {prompt}`: asks the client for a sampling round trip and returns the answer;
+//! - `crash`: exits the process; `garbage`: writes a non-JSON line, then answers;
+//! - `fail`: an `isError` result; `rpc_error`: a JSON-RPC error with data;
+//! - `add_tool`: declares `late_tool` and sends `notifications/tools/list_changed`.
+//!
+//! Environment: `FIXTURE_EXTRA_TOOLS=N` adds N generated tools; `FIXTURE_PAGE=K`
+//! pages tools/list K at a time; `FIXTURE_FAIL_LIST=1` refuses tools/list;
+//! `FIXTURE_COUNT_FILE=path` appends one line per tool execution.
+
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+type Out = Arc<Mutex<std::io::Stdout>>;
+
+fn send(out: &Out, msg: &Value) {
+    let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = writeln!(o, "{msg}");
+    let _ = o.flush();
+}
+
+fn text(t: &str) -> Value {
+    json!({"content": [{"type": "text", "text": t}]})
+}
+
+fn tools(late: bool) -> Vec<Value> {
+    let mut t = vec![
+        json!({"name": "echo", "description": "Echo the arguments back.", "inputSchema": {"type": "object",
+            "properties": {"text": {"type": "string"}, "n": {"type": "number"}, "flag": {"type": "boolean"}}}}),
+        json!({"name": "slow", "description": "Answer after ms milliseconds.", "inputSchema": {"type": "object",
+            "properties": {"ms": {"type": "integer", "minimum": 0}}, "required": ["ms"]}}),
+        json!({"name": "progress", "description": "Report progress steps, then answer.", "inputSchema": {"type": "object",
+            "properties": {"steps": {"type": "integer", "minimum": 0, "maximum": 1000}}}}),
+        json!({"name": "sample", "description": "Ask the client's model.", "inputSchema": {"type": "object",
+            "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}}),
+        json!({"name": "crash", "description": "Exit the server.", "inputSchema": {"type": "object"}}),
+        json!({"name": "garbage", "description": "Write a non-JSON line, then answer.", "inputSchema": {"type": "object"}}),
+        json!({"name": "fail", "description": "A tool error.", "inputSchema": {"type": "object"}}),
+        json!({"name": "rpc_error", "description": "A JSON-RPC error.", "inputSchema": {"type": "object"}}),
+        json!({"name": "add_tool", "description": "Declare late_tool.", "inputSchema": {"type": "object"}}),
+    ];
+    let extra: usize = std::env::var("FIXTURE_EXTRA_TOOLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for i in 0..extra {
+        let mut props = serde_json::Map::new();
+        for p in 0..10 {
+            props.insert(format!("p{p}"), json!({"type": if p % 2 == 0 { "string" } else { "integer" }, "description": format!("parameter {p}")}));
+        }
+        t.push(
+            json!({"name": format!("gen_{i:03}"), "description": format!("Generated tool {i}."),
+            "inputSchema": {"type": "object", "properties": props, "required": ["p0"]}}),
+        );
+    }
+    if late {
+        t.push(json!({"name": "late_tool", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}}));
+    }
+    t
+}
+
+fn count(name: &str) {
+    if let Ok(path) = std::env::var("FIXTURE_COUNT_FILE") {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{name}");
+        }
+    }
+}
+
+fn main() {
+    let out: Out = Arc::new(Mutex::new(std::io::stdout()));
+    let waiting: Arc<Mutex<HashMap<String, Sender<Value>>>> = Arc::default();
+    let cancelled: Arc<Mutex<HashMap<String, Arc<AtomicBool>>>> = Arc::default();
+    let late = Arc::new(AtomicBool::new(false));
+    let next_id = Arc::new(AtomicU64::new(1));
+    let page: usize = std::env::var("FIXTURE_PAGE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let fail_list = std::env::var("FIXTURE_FAIL_LIST").is_ok();
+
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+        let id = msg.get("id").cloned();
+        let params = msg.get("params").cloned().unwrap_or(json!({}));
+        match (method.as_deref(), id) {
+            (None, Some(id)) => {
+                // A response to one of our requests (sampling).
+                if let Some(tx) = waiting.lock().unwrap().remove(&id.to_string()) {
+                    let _ = tx.send(msg.clone());
+                }
+            }
+            (Some("notifications/cancelled"), None) => {
+                let key = params
+                    .get("requestId")
+                    .map(Value::to_string)
+                    .unwrap_or_default();
+                if let Some(flag) = cancelled.lock().unwrap().get(&key) {
+                    flag.store(true, Ordering::SeqCst);
+                }
+            }
+            (Some(_), None) => {}
+            (Some("initialize"), Some(id)) => {
+                let v = params
+                    .get("protocolVersion")
+                    .cloned()
+                    .unwrap_or(json!("2025-11-25"));
+                send(
+                    &out,
+                    &json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "protocolVersion": v,
+                    "capabilities": {"tools": {"listChanged": true}, "logging": {}, "x-fixture": {"custom": [1, 2.0]}},
+                    "serverInfo": {"name": "warden-fixture-upstream", "version": "0.1.0"}}}),
+                );
+            }
+            (Some("ping"), Some(id)) => {
+                send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}}))
+            }
+            (Some("tools/list"), Some(id)) => {
+                if fail_list {
+                    send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "listing is broken"}}),
+                    );
+                    continue;
+                }
+                let all = tools(late.load(Ordering::SeqCst));
+                let start: usize = params
+                    .get("cursor")
+                    .and_then(Value::as_str)
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(0);
+                let end = if page == 0 {
+                    all.len()
+                } else {
+                    (start + page).min(all.len())
+                };
+                let mut result = json!({"tools": all[start..end]});
+                if end < all.len() {
+                    result["nextCursor"] = json!(end.to_string());
+                }
+                send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
+            }
+            (Some("tools/call"), Some(id)) => {
+                let name = params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let args = params.get("arguments").cloned().unwrap_or(json!({}));
+                count(&name);
+                match name.as_str() {
+                    "echo" => {
+                        let t = serde_json::to_string(&args).unwrap_or_default();
+                        send(
+                            &out,
+                            &json!({"jsonrpc": "2.0", "id": id, "result": {
+                            "content": [{"type": "text", "text": t}], "structuredContent": args}}),
+                        );
+                    }
+                    "crash" => std::process::exit(3),
+                    "garbage" => {
+                        {
+                            let mut o = out.lock().unwrap();
+                            let _ = writeln!(o, "this is not json {{{{");
+                        }
+                        send(
+                            &out,
+                            &json!({"jsonrpc": "2.0", "id": id, "result": text("after garbage")}),
+                        );
+                    }
+                    "fail" => send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id, "result": {
+                        "content": [{"type": "text", "text": "boom"}], "isError": true}}),
+                    ),
+                    "rpc_error" => send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id, "error": {
+                        "code": -32000, "message": "upstream says no", "data": {"why": [1, 2]}}}),
+                    ),
+                    "add_tool" => {
+                        late.store(true, Ordering::SeqCst);
+                        send(
+                            &out,
+                            &json!({"jsonrpc": "2.0", "id": id, "result": text("added")}),
+                        );
+                        send(
+                            &out,
+                            &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+                        );
+                    }
+                    "slow" | "progress" | "sample" => {
+                        let out = out.clone();
+                        let flag = Arc::new(AtomicBool::new(false));
+                        cancelled
+                            .lock()
+                            .unwrap()
+                            .insert(id.to_string(), flag.clone());
+                        let waiting = waiting.clone();
+                        let next_id = next_id.clone();
+                        let token = params.pointer("/_meta/progressToken").cloned();
+                        std::thread::spawn(move || match name.as_str() {
+                            "slow" => {
+                                let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+                                let mut left = ms;
+                                while left > 0 && !flag.load(Ordering::SeqCst) {
+                                    let step = left.min(10);
+                                    std::thread::sleep(Duration::from_millis(step));
+                                    left -= step;
+                                }
+                                if !flag.load(Ordering::SeqCst) {
+                                    send(
+                                        &out,
+                                        &json!({"jsonrpc": "2.0", "id": id, "result": text(&format!("slept {ms} ms"))}),
+                                    );
+                                }
+                            }
+                            "progress" => {
+                                let steps = args.get("steps").and_then(Value::as_u64).unwrap_or(3);
+                                for i in 1..=steps {
+                                    if let Some(t) = &token {
+                                        send(
+                                            &out,
+                                            &json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                                            "progressToken": t, "progress": i, "total": steps, "message": format!("step {i}")}}),
+                                        );
+                                    }
+                                }
+                                send(
+                                    &out,
+                                    &json!({"jsonrpc": "2.0", "id": id, "result": text(&format!("{steps} steps done"))}),
+                                );
+                            }
+                            _ => {
+                                let rid = format!("s{}", next_id.fetch_add(1, Ordering::SeqCst));
+                                let (tx, rx) = channel();
+                                waiting.lock().unwrap().insert(json!(rid).to_string(), tx);
+                                let prompt = args.get("prompt").cloned().unwrap_or(json!(""));
+                                send(
+                                    &out,
+                                    &json!({"jsonrpc": "2.0", "id": rid, "method": "sampling/createMessage", "params": {
+                                    "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}], "maxTokens": 50}}),
+                                );
+                                let answer = rx
+                                    .recv_timeout(Duration::from_secs(30))
+                                    .unwrap_or(json!({}));
+                                let got = answer
+                                    .pointer("/result/content/text")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or("<no answer>");
+                                send(
+                                    &out,
+                                    &json!({"jsonrpc": "2.0", "id": id, "result": text(&format!("model said: {got}"))}),
+                                );
+                            }
+                        });
+                    }
+                    "late_tool" => send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id, "result": text("late")}),
+                    ),
+                    other if other.starts_with("gen_") => send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id, "result": text(other)}),
+                    ),
+                    other => send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": format!("Unknown tool: {other}")}}),
+                    ),
+                }
+            }
+            (Some(_), Some(id)) => send(
+                &out,
+                &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}}),
+            ),
+            (None, None) => {}
+        }
+    }
+}
