@@ -774,9 +774,13 @@ impl Gateway {
                 }
             }
             (None, "notifications/tools/list_changed") => {
-                if self.refresh(index).await {
-                    self.broadcast(msg).await;
-                }
+                // Re-listing needs this connection's reader, which is running us: not inline.
+                let me = self.clone();
+                tokio::spawn(async move {
+                    if me.refresh(index).await {
+                        me.broadcast(msg).await;
+                    }
+                });
             }
             (None, _) => self.broadcast(msg).await,
         }

@@ -1,0 +1,265 @@
+//! A harness that runs the real `mcp-warden` binary over real pipes, in front of
+//! real upstream child processes, and talks JSON-RPC to it line by line.
+
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+pub const WARDEN: &str = env!("CARGO_BIN_EXE_mcp-warden");
+pub const FIXTURE: &str = env!("CARGO_BIN_EXE_warden-fixture-upstream");
+pub const NOTES: &str = env!("CARGO_BIN_EXE_warden-demo-notes");
+
+/// How long any single expected message may take before the test fails (never a hang).
+pub const PATIENCE: Duration = Duration::from_secs(15);
+
+/// A fresh folder for one test's files.
+pub fn scratch(name: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-warden-test-{}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst),
+        name
+    ));
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+/// Writes a config; `{fixture}` and `{notes}` stand for the test upstream binaries.
+pub fn write_config(dir: &PathBuf, toml: &str) -> PathBuf {
+    let path = dir.join("warden.toml");
+    let text = toml
+        .replace("{fixture}", FIXTURE)
+        .replace("{notes}", NOTES)
+        .replace("{dir}", &dir.display().to_string());
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+/// A config with one fixture upstream named `fx`, plus extra TOML.
+pub fn fixture_config(extra_upstream: &str, rest: &str) -> String {
+    format!("[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n{extra_upstream}\n{rest}")
+}
+
+pub struct Warden {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    next_id: i64,
+    /// Messages received while waiting for something else, in order.
+    pub backlog: Vec<Value>,
+    pub dir: PathBuf,
+}
+
+impl Warden {
+    /// Starts `mcp-warden run` on a config text and completes the MCP handshake.
+    pub fn start(name: &str, toml: &str) -> Warden {
+        let mut w = Warden::spawn(name, toml);
+        let init = w.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}, "elicitation": {}},
+                   "clientInfo": {"name": "warden-tests", "version": "1"}}),
+        );
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        w.notify("notifications/initialized", None);
+        w
+    }
+
+    /// Starts `mcp-warden run` without a handshake.
+    pub fn spawn(name: &str, toml: &str) -> Warden {
+        let dir = scratch(name);
+        let config = write_config(&dir, toml);
+        let mut child = Command::new(WARDEN)
+            .args(["run", "--config"])
+            .arg(&config)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start mcp-warden");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Warden {
+            stdin: child.stdin.take(),
+            child,
+            lines: rx,
+            next_id: 1,
+            backlog: Vec::new(),
+            dir,
+        }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write to gateway");
+        stdin.flush().expect("flush");
+    }
+
+    pub fn send(&mut self, msg: &Value) {
+        let mut line = serde_json::to_vec(msg).unwrap();
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    pub fn notify(&mut self, method: &str, params: Option<Value>) {
+        let mut m = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(p) = params {
+            m["params"] = p;
+        }
+        self.send(&m);
+    }
+
+    /// Sends a request and returns its id.
+    pub fn send_request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// The next raw line from the gateway.
+    pub fn recv_line(&mut self) -> String {
+        match self.lines.recv_timeout(PATIENCE) {
+            Ok(l) => l,
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("no message from the gateway within {PATIENCE:?}")
+            }
+            Err(RecvTimeoutError::Disconnected) => panic!("the gateway closed its stdout"),
+        }
+    }
+
+    pub fn recv(&mut self) -> Value {
+        let line = self.recv_line();
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("gateway wrote a non-JSON line ({e}): {line}"))
+    }
+
+    /// Waits for the response with `id`, keeping everything else in the backlog.
+    pub fn response(&mut self, id: &Value) -> Value {
+        self.response_line(id).1
+    }
+
+    /// The response with `id`, as its raw line and parsed.
+    pub fn response_line(&mut self, id: &Value) -> (String, Value) {
+        if let Some(i) = self
+            .backlog
+            .iter()
+            .position(|m| m.get("id") == Some(id) && m.get("method").is_none())
+        {
+            let m = self.backlog.remove(i);
+            return (serde_json::to_string(&m).unwrap(), m);
+        }
+        let deadline = Instant::now() + PATIENCE;
+        while Instant::now() < deadline {
+            let line = self.recv_line();
+            let msg: Value = serde_json::from_str(&line).expect("JSON line");
+            if msg.get("id") == Some(id) && msg.get("method").is_none() {
+                return (line, msg);
+            }
+            self.backlog.push(msg);
+        }
+        panic!("no response to {id} within {PATIENCE:?}");
+    }
+
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.response(&json!(id))
+    }
+
+    /// `tools/call` → the whole response message.
+    pub fn call(&mut self, tool: &str, args: Value) -> Value {
+        self.request("tools/call", json!({"name": tool, "arguments": args}))
+    }
+
+    /// The text of a tool result's first content item.
+    pub fn call_text(&mut self, tool: &str, args: Value) -> String {
+        let r = self.call(tool, args);
+        r.pointer("/result/content/0/text")
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no text in {r}"))
+            .to_owned()
+    }
+
+    /// Waits for a message matching `pred` (from the backlog first).
+    pub fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.backlog.iter().position(&pred) {
+            return self.backlog.remove(i);
+        }
+        let deadline = Instant::now() + PATIENCE;
+        while Instant::now() < deadline {
+            let msg = self.recv();
+            if pred(&msg) {
+                return msg;
+            }
+            self.backlog.push(msg);
+        }
+        panic!("never received {what}");
+    }
+
+    /// Asserts nothing arrives for `d`.
+    pub fn expect_silence(&mut self, d: Duration) {
+        match self.lines.recv_timeout(d) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(line) => panic!("expected silence, got {line}"),
+            Err(RecvTimeoutError::Disconnected) => panic!("the gateway closed its stdout"),
+        }
+    }
+
+    /// Closes the gateway's stdin (end of input), keeping the process.
+    pub fn close_stdin(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    /// Closes stdin and waits for the gateway to exit.
+    pub fn close(mut self) -> ExitStatus {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the gateway did not exit after stdin closed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Warden {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs the CLI to completion: (exit code, stdout, stderr).
+pub fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(WARDEN)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run mcp-warden");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -1,0 +1,432 @@
+//! The gateway as users meet it: the real binary over stdio, real upstream children.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const DEMO: &str = r#"
+[[upstream]]
+name = "notes"
+command = ["{notes}"]
+unknown_arguments = "reject"
+
+[upstream.tools.create_note]
+aliases = { body = "text" }
+pin = { is_public = false }
+"#;
+
+#[test]
+fn demo_config_rejects_aliases_and_pins() {
+    let mut w = Warden::start("demo", DEMO);
+    assert_eq!(
+        w.call_text(
+            "notes.create_note",
+            json!({"title": "Plan", "body": "Ship it"})
+        ),
+        "Created note 1 'Plan' (private)."
+    );
+    assert_eq!(
+        w.call_text("notes.create_note", json!({"title": "Investigate the", "nvestigate": "…", "the rest": "…"})),
+        "Error: Unknown parameters for tool 'notes.create_note':\n  'nvestigate'\n  'the rest'\nAllowed parameters: title, text."
+    );
+    assert_eq!(
+        w.call_text("notes.create_note", json!({"title": "t", "txt": "x"})),
+        "Error: Unknown parameter 'txt' for tool 'notes.create_note'.\nDid you mean: text?\nAllowed parameters: title, text."
+    );
+    assert_eq!(
+        w.call_text("notes.create_note", json!({"title": "Leak", "text": "x", "is_public": true})),
+        "Error: Argument 'is_public' of tool 'notes.create_note' is set by the gateway and cannot be chosen by the caller."
+    );
+    assert_eq!(
+        w.call_text("notes.publish_note", json!({"id": "one"})),
+        "Error: Invalid value for argument 'id': expected integer at least 1."
+    );
+    assert_eq!(
+        w.call_text("notes.create_note", json!({})),
+        "Error: Missing required argument 'title'.\nError: Missing required argument 'text'."
+    );
+    let r = w.call("notes.create_note", json!({"title": "x", "txt": "y"}));
+    assert_eq!(r["result"]["isError"], json!(true));
+    // Nothing refused reached the server: only the first note exists, and it is private.
+    assert_eq!(
+        w.call_text("notes.list_notes", json!({})),
+        "1. Plan [private] Ship it"
+    );
+
+    let list = w.request("tools/list", json!({}));
+    let create = &list["result"]["tools"][0];
+    assert_eq!(create["name"], "notes.create_note");
+    assert_eq!(
+        create["inputSchema"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["title", "text"]
+    );
+}
+
+#[test]
+fn unknown_tool_and_malformed_calls_are_answered_exactly() {
+    let mut w = Warden::start("unknown", DEMO);
+    let mut exchange = |params: Value| {
+        let raw = serde_json::to_string(
+            &json!({"jsonrpc": "2.0", "id": "x", "method": "tools/call", "params": params}),
+        )
+        .unwrap();
+        w.send_raw(format!("{raw}\n").as_bytes());
+        w.response_line(&json!("x")).0
+    };
+    assert_eq!(
+        exchange(json!({"name": "notes.nope", "arguments": [1, 2]})),
+        r#"{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"Unknown tool 'notes.nope'."}}"#
+    );
+    assert_eq!(
+        exchange(json!({"arguments": {}})),
+        r#"{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"Tool name is required."}}"#
+    );
+    assert_eq!(
+        exchange(json!({"name": "notes.list_notes", "arguments": "x"})),
+        r#"{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"Invalid arguments for tool 'notes.list_notes': arguments must be a JSON object."}}"#
+    );
+    // A name with control characters is echoed escaped, never raw.
+    assert_eq!(
+        exchange(json!({"name": "a\nb"})),
+        r#"{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"Unknown tool 'a\\u{a}b'."}}"#
+    );
+}
+
+#[test]
+fn warn_mode_forwards_arguments_byte_for_byte() {
+    let mut w = Warden::start("warn", &fixture_config("", ""));
+    let raw = r#"{"jsonrpc":"2.0","id":"w1","method":"tools/call","params":{"name":"fx.echo","arguments":{"zeta":1.0,"text":"a","big":123456789012345678901234567890,"n":1e-7,"extra":{"b":1,"a":[true,null]}}}}"#;
+    w.send_raw(format!("{raw}\n").as_bytes());
+    let (_, r) = w.response_line(&json!("w1"));
+    let echoed = r
+        .pointer("/result/content/0/text")
+        .and_then(Value::as_str)
+        .unwrap();
+    assert_eq!(
+        echoed,
+        r#"{"zeta":1.0,"text":"a","big":123456789012345678901234567890,"n":1e-7,"extra":{"b":1,"a":[true,null]}}"#
+    );
+}
+
+#[test]
+fn strip_mode_removes_undeclared_keys() {
+    let mut w = Warden::start(
+        "strip",
+        &fixture_config("unknown_arguments = \"strip\"", ""),
+    );
+    assert_eq!(
+        w.call_text("fx.echo", json!({"text": "a", "junk": 1, "n": 2})),
+        r#"{"text":"a","n":2}"#
+    );
+}
+
+#[test]
+fn upstream_results_errors_and_capabilities_pass_through() {
+    let mut w = Warden::spawn("passthrough", &fixture_config("", ""));
+    let init = w.request("initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}));
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    assert_eq!(
+        init["result"]["capabilities"]["x-fixture"],
+        json!({"custom": [1, 2.0]})
+    );
+    assert_eq!(init["result"]["capabilities"]["logging"], json!({}));
+    w.notify("notifications/initialized", None);
+    // An upstream tool error and an upstream JSON-RPC error pass unchanged (E3).
+    let fail = w.call("fx.fail", json!({}));
+    assert_eq!(
+        fail["result"],
+        json!({"content": [{"type": "text", "text": "boom"}], "isError": true})
+    );
+    let id = w.send_request(
+        "tools/call",
+        json!({"name": "fx.rpc_error", "arguments": {}}),
+    );
+    let (line, _) = w.response_line(&json!(id));
+    assert_eq!(
+        line,
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32000,"message":"upstream says no","data":{{"why":[1,2]}}}}}}"#
+        )
+    );
+    // A method the gateway does not govern goes to the (only) upstream.
+    let unknown = w.request("custom/method", json!({}));
+    assert_eq!(unknown["error"]["code"], -32601);
+    assert_eq!(w.request("ping", json!({}))["result"], json!({}));
+    // Upstream garbage on stdout is skipped; the answer still arrives.
+    assert_eq!(w.call_text("fx.garbage", json!({})), "after garbage");
+    assert!(w.close().success());
+}
+
+#[test]
+fn progress_is_relayed_in_order_before_the_answer() {
+    let mut w = Warden::start("progress", &fixture_config("", ""));
+    let id = w.send_request("tools/call", json!({"name": "fx.progress", "arguments": {"steps": 20}, "_meta": {"progressToken": "tok-1"}}));
+    let mut seen = Vec::new();
+    loop {
+        let m = w.recv();
+        if m.get("id") == Some(&json!(id)) {
+            assert_eq!(m["result"]["content"][0]["text"], "20 steps done");
+            break;
+        }
+        assert_eq!(m["method"], "notifications/progress");
+        assert_eq!(
+            m["params"]["progressToken"], "tok-1",
+            "the client's own token comes back"
+        );
+        seen.push(m["params"]["progress"].as_u64().unwrap());
+    }
+    assert_eq!(seen, (1..=20).collect::<Vec<_>>());
+    // A numeric token keeps its type.
+    let id = w.send_request(
+        "tools/call",
+        json!({"name": "fx.progress", "arguments": {"steps": 1}, "_meta": {"progressToken": 7}}),
+    );
+    let p = w.wait_for("progress", |m| m["method"] == "notifications/progress");
+    assert_eq!(p["params"]["progressToken"], json!(7));
+    w.response(&json!(id));
+}
+
+#[test]
+fn cancellation_reaches_the_upstream_and_no_answer_follows() {
+    let mut w = Warden::start("cancel", &fixture_config("", ""));
+    let id = w.send_request(
+        "tools/call",
+        json!({"name": "fx.slow", "arguments": {"ms": 3000}}),
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    w.notify(
+        "notifications/cancelled",
+        Some(json!({"requestId": id, "reason": "user hit stop"})),
+    );
+    // Other requests go on being served; the cancelled one gets no answer.
+    assert_eq!(
+        w.call_text("fx.echo", json!({"text": "still here"})),
+        r#"{"text":"still here"}"#
+    );
+    w.expect_silence(Duration::from_millis(3500));
+    assert!(w.backlog.iter().all(|m| m.get("id") != Some(&json!(id))));
+}
+
+#[test]
+fn a_timeout_answers_e2_and_cancels_upstream() {
+    let mut w = Warden::start("timeout", &fixture_config("timeout_ms = 300", ""));
+    let t = Instant::now();
+    assert_eq!(
+        w.call_text("fx.slow", json!({"ms": 5000})),
+        "Error: An internal error occurred while executing the tool."
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "answered after {:?}",
+        t.elapsed()
+    );
+    // The upstream stopped working on it, so it never answers late; the next call works.
+    assert_eq!(w.call_text("fx.echo", json!({"n": 1})), r#"{"n":1}"#);
+}
+
+#[test]
+fn a_crashed_upstream_answers_e2_and_is_restarted() {
+    let mut w = Warden::start("crash", &fixture_config("", ""));
+    let slow = w.send_request(
+        "tools/call",
+        json!({"name": "fx.slow", "arguments": {"ms": 10000}}),
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    assert_eq!(
+        w.call_text("fx.crash", json!({})),
+        "Error: An internal error occurred while executing the tool."
+    );
+    // The call in flight when the child died is answered too, promptly.
+    let r = w.response(&json!(slow));
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        "Error: An internal error occurred while executing the tool."
+    );
+    assert!(t.elapsed() < Duration::from_secs(3));
+    // Restarted with backoff; clients hear the catalogue changed.
+    w.wait_for("list_changed after restart", |m| {
+        m["method"] == "notifications/tools/list_changed"
+    });
+    assert_eq!(
+        w.call_text("fx.echo", json!({"text": "back"})),
+        r#"{"text":"back"}"#
+    );
+}
+
+#[test]
+fn sampling_round_trip_through_the_gateway() {
+    let mut w = Warden::start("sampling", &fixture_config("", ""));
+    let id = w.send_request(
+        "tools/call",
+        json!({"name": "fx.sample", "arguments": {"prompt": "say hi"}}),
+    );
+    let req = w.wait_for("sampling request", |m| {
+        m["method"] == "sampling/createMessage"
+    });
+    assert_eq!(req["params"]["messages"][0]["content"]["text"], "say hi");
+    let rid = req["id"].clone();
+    w.send(&json!({"jsonrpc": "2.0", "id": rid, "result": {"role": "assistant", "content": {"type": "text", "text": "hi!"}, "model": "m"}}));
+    let r = w.response(&json!(id));
+    assert_eq!(r["result"]["content"][0]["text"], "model said: hi!");
+}
+
+#[test]
+fn list_changed_refreshes_the_catalogue() {
+    let mut w = Warden::start("listchanged", &fixture_config("", ""));
+    let names = |w: &mut Warden| -> Vec<String> {
+        let l = w.request("tools/list", json!({}));
+        l["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(!names(&mut w).contains(&"fx.late_tool".to_owned()));
+    assert_eq!(w.call_text("fx.add_tool", json!({})), "added");
+    w.wait_for("list_changed", |m| {
+        m["method"] == "notifications/tools/list_changed"
+    });
+    assert!(names(&mut w).contains(&"fx.late_tool".to_owned()));
+    assert_eq!(w.call_text("fx.late_tool", json!({"x": "y"})), "late");
+}
+
+#[test]
+fn paginated_listings_are_followed() {
+    let mut w = Warden::start(
+        "pages",
+        "[[upstream]]\nname = \"fx\"\ncommand = [\"{fixture}\"]\nenv = { FIXTURE_PAGE = \"2\", FIXTURE_EXTRA_TOOLS = \"5\" }\n",
+    );
+    let l = w.request("tools/list", json!({}));
+    assert_eq!(l["result"]["tools"].as_array().unwrap().len(), 14);
+}
+
+#[test]
+fn an_upstream_that_cannot_list_fails_the_listing_loudly() {
+    let mut w = Warden::start(
+        "faillist",
+        "[[upstream]]\nname = \"good\"\ncommand = [\"{fixture}\"]\n[[upstream]]\nname = \"bad\"\ncommand = [\"{fixture}\"]\nenv = { FIXTURE_FAIL_LIST = \"1\" }\n",
+    );
+    let id = w.send_request("tools/list", json!({}));
+    let (line, _) = w.response_line(&json!(id));
+    assert_eq!(
+        line,
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"Tool listing failed: upstream 'bad' is not available, so the catalogue would be incomplete. Retry shortly."}}}}"#
+        )
+    );
+    // Tools of the healthy upstream can still be called.
+    assert_eq!(w.call_text("good.echo", json!({"n": 1})), r#"{"n":1}"#);
+}
+
+#[test]
+fn several_upstreams_are_prefixed_and_routed() {
+    let mut w = Warden::start(
+        "multi",
+        "[[upstream]]\nname = \"a\"\ncommand = [\"{fixture}\"]\n[[upstream]]\nname = \"b\"\ncommand = [\"{notes}\"]\n",
+    );
+    let l = w.request("tools/list", json!({}));
+    let names: Vec<&str> = l["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"a.echo") && names.contains(&"b.create_note"),
+        "{names:?}"
+    );
+    assert!(names.iter().all(|n| n.len() <= 64
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c))));
+    assert_eq!(w.call_text("a.echo", json!({"n": 2})), r#"{"n":2}"#);
+    assert_eq!(w.call_text("b.list_notes", json!({})), "No notes yet.");
+}
+
+#[test]
+fn bad_input_gets_clear_errors_and_the_gateway_keeps_serving() {
+    let mut w = Warden::start(
+        "badinput",
+        &fixture_config("", "[gateway]\nmax_message_bytes = 65536\n"),
+    );
+    w.send_raw(b"{not json\n");
+    assert_eq!(w.recv()["error"]["code"], -32700);
+    w.send_raw(b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]\n");
+    let batch = w.recv();
+    assert_eq!(batch["error"]["code"], -32600);
+    assert_eq!(
+        batch["error"]["message"],
+        "Invalid request: JSON-RPC batches are not supported by MCP; send one message per line."
+    );
+    w.send_raw(
+        b"{\"jsonrpc\":\"2.0\",\"id\":\"u\",\"method\":\"ping\",\"params\":{\"s\":\"\xff\xfe\"}}\n",
+    );
+    assert_eq!(w.recv()["error"]["code"], -32700);
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    w.send_raw(
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"d\",\"method\":\"tools/call\",\"params\":{deep}}}\n"
+        )
+        .as_bytes(),
+    );
+    assert_eq!(w.recv()["error"]["code"], -32700);
+    let huge = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"h\",\"method\":\"tools/call\",\"params\":{{\"name\":\"fx.echo\",\"arguments\":{{\"text\":\"{}\"}}}}}}\n", "x".repeat(50 * 1024 * 1024));
+    w.send_raw(huge.as_bytes());
+    let too_big = w.recv();
+    assert_eq!(too_big["error"]["code"], -32600);
+    assert_eq!(
+        too_big["error"]["message"],
+        format!("Request too large: {} bytes; the gateway accepts at most 65536 (gateway.max_message_bytes).", huge.len() - 1)
+    );
+    w.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":999,\"result\":{}}\n"); // a response to nothing
+    w.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}\n");
+    assert_eq!(w.recv()["error"]["code"], -32600);
+    w.send_raw(b"\n   \n");
+    assert_eq!(
+        w.call_text("fx.echo", json!({"text": "alive"})),
+        r#"{"text":"alive"}"#
+    );
+    assert!(w.close().success());
+}
+
+#[test]
+fn end_of_input_finishes_calls_in_flight_then_exits() {
+    let mut w = Warden::start("eof", &fixture_config("", ""));
+    let id = w.send_request(
+        "tools/call",
+        json!({"name": "fx.slow", "arguments": {"ms": 300}}),
+    );
+    w.close_stdin();
+    let r = w.response(&json!(id));
+    assert_eq!(r["result"]["content"][0]["text"], "slept 300 ms");
+    assert!(w.close().success());
+}
+
+#[test]
+fn requests_reach_the_upstream_in_arrival_order() {
+    let dir = scratch("order-count");
+    let count = dir.join("count.txt");
+    let toml = format!(
+        "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\nenv = {{ FIXTURE_COUNT_FILE = \"{}\" }}\n",
+        count.display()
+    );
+    let mut w = Warden::start("order", &toml);
+    let tools = ["echo", "fail", "garbage", "echo", "fail"];
+    let ids: Vec<i64> = tools
+        .iter()
+        .map(|t| w.send_request("tools/call", json!({"name": format!("fx.{t}")})))
+        .collect();
+    for id in ids {
+        w.response(&json!(id));
+    }
+    let seen = std::fs::read_to_string(&count).unwrap();
+    assert_eq!(seen.lines().collect::<Vec<_>>(), tools);
+    let _ = std::fs::remove_dir_all(dir);
+}
