@@ -32,7 +32,7 @@ pub fn scratch(name: &str) -> PathBuf {
 }
 
 /// Writes a config; `{fixture}` and `{notes}` stand for the test upstream binaries.
-pub fn write_config(dir: &PathBuf, toml: &str) -> PathBuf {
+pub fn write_config(dir: &std::path::Path, toml: &str) -> PathBuf {
     let path = dir.join("warden.toml");
     let text = toml
         .replace("{fixture}", FIXTURE)
