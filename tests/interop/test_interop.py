@@ -1,0 +1,190 @@
+"""The gateway between the official Python MCP SDK and the reference servers."""
+
+import json
+import re
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+
+from conftest import EVERYTHING, FILESYSTEM, WARDEN
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def everything(mode="warn", prefix=True):
+    return f"""
+    [[upstream]]
+    name = "ev"
+    command = ["node", "{EVERYTHING}", "stdio"]
+    prefix = {str(prefix).lower()}
+    unknown_arguments = "{mode}"
+    timeout_ms = 20000
+    """
+
+
+@asynccontextmanager
+async def session(command, args, **kwargs):
+    params = StdioServerParameters(command=command, args=args)
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w, **kwargs) as s:
+            await s.initialize()
+            yield s
+
+
+def through_gateway(config_path, **kwargs):
+    return session(WARDEN, ["run", "--config", config_path], **kwargs)
+
+
+def direct_everything(**kwargs):
+    return session("node", [str(EVERYTHING), "stdio"], **kwargs)
+
+
+def text(result):
+    return [c.text for c in result.content if getattr(c, "type", "") == "text"]
+
+
+async def tool_names(s):
+    return [t.name for t in (await s.list_tools()).tools]
+
+
+async def test_list_and_call_through_the_gateway(config):
+    async with through_gateway(config(everything())) as s:
+        names = await tool_names(s)
+        assert "ev.echo" in names and "ev.get-sum" in names
+        assert all(n.startswith("ev.") for n in names)
+        result = await s.call_tool("ev.echo", {"message": "hello"})
+        assert text(result) == ["Echo: hello"]
+        assert not result.is_error
+        result = await s.call_tool("ev.get-sum", {"a": 2, "b": 3})
+        assert "5" in text(result)[0]
+
+
+async def test_unknown_key_in_each_mode(config):
+    async with through_gateway(config(everything("warn"))) as s:
+        result = await s.call_tool("ev.echo", {"message": "hi", "mesage": "typo"})
+        assert text(result) == ["Echo: hi"] and not result.is_error
+    async with through_gateway(config(everything("strip"))) as s:
+        result = await s.call_tool("ev.echo", {"message": "hi", "extra": 1})
+        assert text(result) == ["Echo: hi"] and not result.is_error
+    async with through_gateway(config(everything("reject"))) as s:
+        result = await s.call_tool("ev.get-sum", {"a": 1, "bb": 2})
+        assert result.is_error
+        assert text(result) == [
+            "Error: Unknown parameter 'bb' for tool 'ev.get-sum'.\nDid you mean: b?\nAllowed parameters: a, b."
+        ]
+
+
+async def test_schema_errors_name_the_argument(config):
+    async with through_gateway(config(everything("reject"))) as s:
+        result = await s.call_tool("ev.get-sum", {"a": "one", "b": 2})
+        assert result.is_error
+        assert text(result) == ["Error: Invalid value for argument 'a': expected number."]
+
+
+async def test_progress_through_the_gateway(config):
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append(progress)
+
+    async with through_gateway(config(everything())) as s:
+        result = await s.call_tool(
+            "ev.trigger-long-running-operation", {"duration": 1, "steps": 4}, progress_callback=on_progress
+        )
+        assert not result.is_error
+    assert seen == sorted(seen) and len(seen) == 4, seen
+
+
+async def test_sampling_round_trip(config):
+    asked = []
+
+    async def sampling(context, params):
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="sampled answer"), model="test-model"
+        )
+
+    async with through_gateway(config(everything()), sampling_callback=sampling) as s:
+        # server-everything adds its sampling tool once it knows the client can sample.
+        for _ in range(50):
+            if "ev.trigger-sampling-request" in await tool_names(s):
+                break
+            await anyio.sleep(0.1)
+        result = await s.call_tool("ev.trigger-sampling-request", {"prompt": "write a haiku"})
+        assert not result.is_error
+        assert "sampled answer" in json.dumps([c.model_dump() for c in result.content])
+    assert asked and "write a haiku" in asked[0]
+
+
+async def test_a_cancelled_call_leaves_the_session_usable(config):
+    async with through_gateway(config(everything())) as s:
+        with anyio.move_on_after(0.5):
+            await s.call_tool("ev.trigger-long-running-operation", {"duration": 10, "steps": 10})
+            pytest.fail("the long call should have been cancelled")
+        result = await s.call_tool("ev.echo", {"message": "after cancel"})
+        assert text(result) == ["Echo: after cancel"]
+
+
+async def test_differential_direct_and_through_the_gateway(config):
+    """One client script against the server directly and through the gateway
+    (warn mode, no prefix): the same answers, apart from what the gateway governs."""
+
+    calls = [
+        ("echo", {"message": "same"}),
+        ("get-sum", {"a": 1.5, "b": 2}),
+        ("get-tiny-image", {}),
+        ("get-annotated-message", {"messageType": "error", "includeImage": True}),
+        ("get-structured-content", {"location": "New York"}),
+        ("get-resource-links", {"count": 2}),
+        ("get-resource-reference", {"resourceType": "Text", "resourceId": 1}),
+    ]
+
+    async def script(s):
+        out = {"tools": [t.model_dump() for t in (await s.list_tools()).tools]}
+        out["calls"] = [(await s.call_tool(name, args)).model_dump() for name, args in calls]
+        out["resources"] = (await s.list_resources()).model_dump()
+        out["templates"] = (await s.list_resource_templates()).model_dump()
+        out["prompts"] = (await s.list_prompts()).model_dump()
+        first = out["resources"]["resources"][0]["uri"]
+        out["read"] = (await s.read_resource(first)).model_dump()
+        # The server stamps dynamic resources with the wall clock; that is not ours to compare.
+        return json.loads(re.sub(r"\d{1,2}:\d{2}:\d{2}\s?[AP]M", "<time>", json.dumps(out)))
+
+    async with direct_everything() as s:
+        direct = await script(s)
+    async with through_gateway(config(everything(prefix=False))) as s:
+        gated = await script(s)
+    assert [t["name"] for t in gated["tools"]] == [t["name"] for t in direct["tools"]]
+    assert gated["tools"] == direct["tools"]
+    assert gated["calls"] == direct["calls"]
+    for part in ("resources", "templates", "prompts", "read"):
+        assert gated[part] == direct[part], part
+
+
+async def test_filesystem_server_behind_the_gateway(config, tmp_path):
+    root = tmp_path / "files"
+    root.mkdir()
+    (root / "hello.txt").write_text("hello from disk")
+    body = f"""
+    [[upstream]]
+    name = "fs"
+    command = ["node", "{FILESYSTEM}", "{root}"]
+    unknown_arguments = "reject"
+    """
+    async with through_gateway(config(body)) as s:
+        names = await tool_names(s)
+        assert "fs.read_text_file" in names or "fs.read_file" in names
+        tool = "fs.read_text_file" if "fs.read_text_file" in names else "fs.read_file"
+        result = await s.call_tool(tool, {"path": str(root / "hello.txt")})
+        assert "hello from disk" in text(result)[0]
+        result = await s.call_tool(tool, {"path": str(root / "hello.txt"), "pth": "x"})
+        assert result.is_error
+        assert text(result)[0].startswith(f"Error: Unknown parameter 'pth' for tool '{tool}'.")
