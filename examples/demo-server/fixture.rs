@@ -11,7 +11,9 @@
 //!
 //! Environment: `FIXTURE_EXTRA_TOOLS=N` adds N generated tools; `FIXTURE_PAGE=K`
 //! pages tools/list K at a time; `FIXTURE_FAIL_LIST=1` refuses tools/list;
-//! `FIXTURE_COUNT_FILE=path` appends one line per tool execution.
+//! `FIXTURE_COUNT_FILE=path` appends one line per tool execution;
+//! `FIXTURE_RESOURCES=label` also offers one resource (`fx://label/r1`) and one
+//! prompt (`label_prompt`) that answer with the label.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -92,6 +94,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let fail_list = std::env::var("FIXTURE_FAIL_LIST").is_ok();
+    let label = std::env::var("FIXTURE_RESOURCES").ok();
 
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
@@ -123,12 +126,48 @@ fn main() {
                     .get("protocolVersion")
                     .cloned()
                     .unwrap_or(json!("2025-11-25"));
+                let mut caps = json!({"tools": {"listChanged": true}, "logging": {}, "x-fixture": {"custom": [1, 2.0]}});
+                if label.is_some() {
+                    caps["resources"] = json!({});
+                    caps["prompts"] = json!({});
+                }
                 send(
                     &out,
                     &json!({"jsonrpc": "2.0", "id": id, "result": {
                     "protocolVersion": v,
-                    "capabilities": {"tools": {"listChanged": true}, "logging": {}, "x-fixture": {"custom": [1, 2.0]}},
+                    "capabilities": caps,
                     "serverInfo": {"name": "warden-fixture-upstream", "version": "0.1.0"}}}),
+                );
+            }
+            (Some("resources/list"), Some(id)) if label.is_some() => {
+                let l = label.as_deref().unwrap_or_default();
+                send(
+                    &out,
+                    &json!({"jsonrpc": "2.0", "id": id, "result": {"resources": [
+                    {"uri": format!("fx://{l}/r1"), "name": "r1", "x-extra": {"kept": true}}]}}),
+                );
+            }
+            (Some("resources/read"), Some(id)) if label.is_some() => {
+                let uri = params.get("uri").cloned().unwrap_or(json!(""));
+                send(
+                    &out,
+                    &json!({"jsonrpc": "2.0", "id": id, "result": {"contents": [
+                    {"uri": uri, "mimeType": "text/plain", "text": format!("from {}", label.as_deref().unwrap_or_default())}]}}),
+                );
+            }
+            (Some("prompts/list"), Some(id)) if label.is_some() => {
+                let l = label.as_deref().unwrap_or_default();
+                send(
+                    &out,
+                    &json!({"jsonrpc": "2.0", "id": id, "result": {"prompts": [{"name": format!("{l}_prompt")}]}}),
+                );
+            }
+            (Some("prompts/get"), Some(id)) if label.is_some() => {
+                let l = label.as_deref().unwrap_or_default();
+                send(
+                    &out,
+                    &json!({"jsonrpc": "2.0", "id": id, "result": {"messages": [
+                    {"role": "user", "content": {"type": "text", "text": format!("prompt of {l}")}}]}}),
                 );
             }
             (Some("ping"), Some(id)) => {

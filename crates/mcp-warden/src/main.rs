@@ -81,7 +81,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let quiet = !matches!(cli.command, Command::Run { .. });
     init_logging(quiet);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // One thread serves a stdio session best: every hop between the client, the
+    // pipeline and the upstreams stays on it, with no cross-thread wake-ups.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

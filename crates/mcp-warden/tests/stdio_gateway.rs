@@ -430,3 +430,48 @@ fn requests_reach_the_upstream_in_arrival_order() {
     assert_eq!(seen.lines().collect::<Vec<_>>(), tools);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn resources_and_prompts_are_merged_and_routed_across_upstreams() {
+    let mut w = Warden::start(
+        "resources",
+        "[[upstream]]\nname = \"a\"\ncommand = [\"{fixture}\"]\nenv = { FIXTURE_RESOURCES = \"alpha\" }\n\
+         [[upstream]]\nname = \"b\"\ncommand = [\"{fixture}\"]\nenv = { FIXTURE_RESOURCES = \"beta\" }\n",
+    );
+    let list = w.request("resources/list", json!({}));
+    assert_eq!(
+        list["result"],
+        json!({"resources": [
+            {"uri": "fx://alpha/r1", "name": "r1", "x-extra": {"kept": true}},
+            {"uri": "fx://beta/r1", "name": "r1", "x-extra": {"kept": true}}]})
+    );
+    let read = w.request("resources/read", json!({"uri": "fx://beta/r1"}));
+    assert_eq!(read["result"]["contents"][0]["text"], "from beta");
+    let read = w.request("resources/read", json!({"uri": "fx://alpha/r1"}));
+    assert_eq!(read["result"]["contents"][0]["text"], "from alpha");
+    let prompts = w.request("prompts/list", json!({}));
+    assert_eq!(
+        prompts["result"],
+        json!({"prompts": [{"name": "alpha_prompt"}, {"name": "beta_prompt"}]})
+    );
+    let got = w.request("prompts/get", json!({"name": "beta_prompt"}));
+    assert_eq!(
+        got["result"]["messages"][0]["content"]["text"],
+        "prompt of beta"
+    );
+    // Capabilities the upstreams declared are offered; methods of none are refused.
+    let unknown = w.request("custom/method", json!({}));
+    assert_eq!(unknown["error"]["code"], -32601);
+}
+
+#[test]
+fn sigterm_ends_the_gateway_and_its_children() {
+    let mut w = Warden::start("sigterm", &fixture_config("", ""));
+    assert_eq!(w.call_text("fx.echo", json!({"n": 1})), r#"{"n":1}"#);
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &w.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(w.wait_exit().success());
+}

@@ -119,6 +119,8 @@ pub struct Gateway {
     listings: RwLock<Vec<Option<Vec<Value>>>>,
     catalogue: RwLock<Arc<Catalogue>>,
     sessions: Mutex<Vec<Weak<ClientSession>>>,
+    /// A resource URI (`uri:…`) or prompt name (`prompt:…`) → the upstream that listed it.
+    routes: Mutex<HashMap<String, usize>>,
     /// Token sent upstream → (session, the client's own token).
     progress: Mutex<HashMap<String, (Weak<ClientSession>, Value)>>,
     next_token: AtomicU64,
@@ -156,6 +158,7 @@ impl Gateway {
             catalogue: RwLock::new(Arc::new(Catalogue::default())),
             sessions: Mutex::new(Vec::new()),
             progress: Mutex::new(HashMap::new()),
+            routes: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
             next_server_request: AtomicU64::new(1),
             upstream_init: RwLock::new(None),
@@ -488,6 +491,16 @@ impl Gateway {
                 let id = id.clone();
                 let method = method.to_owned();
                 let params = msg.get("params").cloned();
+                if let Some(field) = merged_field(&method) {
+                    let ups = self.capable(capability_of(&method).unwrap_or_default());
+                    if ups.len() > 1 {
+                        let (me, session) = (self.clone(), session.clone());
+                        return Some(tokio::spawn(async move {
+                            let body = me.merged_list(&method, field, ups).await;
+                            respond(&session, id, Some(body)).await;
+                        }));
+                    }
+                }
                 match self.handle_request(session, &id, &method, params).await {
                     Begun::Done(body) => {
                         respond(session, id, body).await;
@@ -596,28 +609,84 @@ impl Gateway {
 
     /// Which upstream serves a method the gateway does not govern: the one upstream
     /// that declared the capability it belongs to (the first such, with several).
-    fn route(&self, method: &str, _params: Option<&Value>) -> Option<Arc<Upstream>> {
-        let capability = match method.split('/').next() {
-            Some("resources") => "resources",
-            Some("prompts") => "prompts",
-            Some("completion") => "completions",
-            Some("logging") => "logging",
-            _ => "",
-        };
-        let mut running = self.upstreams.iter().filter(|u| u.conn().is_some());
-        if capability.is_empty() {
-            return if self.upstreams.len() == 1 {
-                running.next().cloned()
-            } else {
-                None
+    fn route(&self, method: &str, params: Option<&Value>) -> Option<Arc<Upstream>> {
+        let Some(capability) = capability_of(method) else {
+            // Not tied to a capability: only unambiguous with a single upstream.
+            return match self.upstreams.as_slice() {
+                [only] if only.conn().is_some() => Some(only.clone()),
+                _ => None,
             };
+        };
+        // A resource or prompt seen in a merged listing goes to the upstream that listed it.
+        if let Some(key) = params.and_then(route_key) {
+            let routed = lock(&self.routes).get(&key).copied();
+            if let Some(up) = routed
+                .and_then(|i| self.upstreams.get(i))
+                .filter(|u| u.conn().is_some())
+            {
+                return Some(up.clone());
+            }
         }
-        running
-            .find(|u| {
-                u.info()
-                    .is_some_and(|i| i.capabilities.contains_key(capability))
+        self.capable(capability).into_iter().next()
+    }
+
+    /// Running upstreams that declared `capability`, in config order.
+    fn capable(&self, capability: &str) -> Vec<Arc<Upstream>> {
+        self.upstreams
+            .iter()
+            .filter(|u| {
+                u.conn().is_some()
+                    && u.info()
+                        .is_some_and(|i| i.capabilities.contains_key(capability))
             })
             .cloned()
+            .collect()
+    }
+
+    /// `resources/list`, `resources/templates/list` or `prompts/list` over several
+    /// upstreams: every page of each, concatenated in config order, remembering which
+    /// upstream offers which URI or prompt. One failing upstream fails the listing.
+    async fn merged_list(&self, method: &str, field: &str, ups: Vec<Arc<Upstream>>) -> Body {
+        let mut items = Vec::new();
+        for up in ups {
+            let conn = up.conn().ok_or_else(|| listing_failed(&up.name))?;
+            let mut cursor: Option<Value> = None;
+            loop {
+                let params = match cursor.take() {
+                    Some(c) => json!({"cursor": c}),
+                    None => json!({}),
+                };
+                let response = conn
+                    .request(method, Some(params), up.timeout_ms())
+                    .await
+                    .map_err(|e| {
+                        tracing::error!(upstream = %up.name, %method, "listing failed: {e}");
+                        listing_failed(&up.name)
+                    })?;
+                let result = response_body(response)?;
+                let page = result
+                    .get(field)
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                {
+                    let mut routes = lock(&self.routes);
+                    for item in &page {
+                        if let Some(key) = item_route_key(field, item) {
+                            routes.entry(key).or_insert(up.index);
+                        }
+                    }
+                }
+                items.extend(page);
+                match result.get("nextCursor") {
+                    Some(c) if !c.is_null() => cursor = Some(c.clone()),
+                    _ => break,
+                }
+            }
+        }
+        let mut result = Map::new();
+        result.insert(field.to_owned(), Value::Array(items));
+        Ok(Value::Object(result))
     }
 
     async fn initialize(&self, session: &ClientSession, params: Option<&Value>) -> Value {
@@ -859,6 +928,56 @@ impl Inbound for Gateway {
             me.restart_later(upstream);
         }
     }
+}
+
+/// The capability a method belongs to, for the methods the gateway relays.
+fn capability_of(method: &str) -> Option<&'static str> {
+    match method.split('/').next()? {
+        "resources" => Some("resources"),
+        "prompts" => Some("prompts"),
+        "completion" => Some("completions"),
+        "logging" => Some("logging"),
+        _ => None,
+    }
+}
+
+/// The result field of the list methods merged across upstreams.
+fn merged_field(method: &str) -> Option<&'static str> {
+    match method {
+        "resources/list" => Some("resources"),
+        "resources/templates/list" => Some("resourceTemplates"),
+        "prompts/list" => Some("prompts"),
+        _ => None,
+    }
+}
+
+/// The routing key a request names: a resource URI or a prompt name.
+fn route_key(params: &Value) -> Option<String> {
+    if let Some(uri) = params.get("uri").and_then(Value::as_str) {
+        return Some(format!("uri:{uri}"));
+    }
+    if let Some(name) = params.get("name").and_then(Value::as_str) {
+        return Some(format!("prompt:{name}"));
+    }
+    let r = params.get("ref")?;
+    match r.get("type").and_then(Value::as_str)? {
+        "ref/prompt" => Some(format!("prompt:{}", r.get("name")?.as_str()?)),
+        "ref/resource" => Some(format!("uri:{}", r.get("uri")?.as_str()?)),
+        _ => None,
+    }
+}
+
+fn item_route_key(field: &str, item: &Value) -> Option<String> {
+    match field {
+        "resources" => Some(format!("uri:{}", item.get("uri")?.as_str()?)),
+        "resourceTemplates" => Some(format!("uri:{}", item.get("uriTemplate")?.as_str()?)),
+        "prompts" => Some(format!("prompt:{}", item.get("name")?.as_str()?)),
+        _ => None,
+    }
+}
+
+fn listing_failed(upstream: &str) -> Value {
+    json!({"code": jsonrpc::INTERNAL_ERROR, "message": format!("Listing failed: upstream '{upstream}' is not available, so the list would be incomplete. Retry shortly.")})
 }
 
 /// The initialize params sent upstream: the client's own where there is one.

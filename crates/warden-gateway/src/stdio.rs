@@ -21,10 +21,49 @@ use warden_core::Caller;
 const TERM_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves the process's stdin and stdout until end of input or SIGTERM.
+///
+/// When stdin and stdout are pipes (as MCP clients start servers), they are driven
+/// by the runtime's poller directly; tokio's own stdio handles would hand every
+/// read and write to a blocking thread, which costs a thread hop per message.
+/// Anything else (a file, a terminal) falls back to those handles.
 pub async fn serve(gateway: Arc<Gateway>) -> std::io::Result<()> {
+    let stop = terminate_signal();
+    #[cfg(unix)]
+    {
+        if let (Some(input), Some(output)) = (pipes::stdin(), pipes::stdout()) {
+            tracing::debug!("stdin and stdout are pipes; polling them directly");
+            return serve_on(
+                gateway,
+                BufReader::with_capacity(64 * 1024, input),
+                output,
+                stop,
+            )
+            .await;
+        }
+    }
     let stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
-    let stdout = tokio::io::stdout();
-    serve_on(gateway, stdin, stdout, terminate_signal()).await
+    serve_on(gateway, stdin, tokio::io::stdout(), stop).await
+}
+
+#[cfg(unix)]
+mod pipes {
+    use std::fs::File;
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+
+    fn dup(fd: std::os::fd::BorrowedFd<'_>) -> Option<File> {
+        fd.try_clone_to_owned().ok().map(File::from)
+    }
+
+    /// Stdin as a non-blocking pipe reader, when it is a pipe.
+    pub fn stdin() -> Option<pipe::Receiver> {
+        pipe::Receiver::from_file(dup(std::io::stdin().as_fd())?).ok()
+    }
+
+    /// Stdout as a non-blocking pipe writer, when it is a pipe.
+    pub fn stdout() -> Option<pipe::Sender> {
+        pipe::Sender::from_file(dup(std::io::stdout().as_fd())?).ok()
+    }
 }
 
 async fn terminate_signal() {

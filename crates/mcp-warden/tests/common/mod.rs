@@ -225,6 +225,22 @@ impl Warden {
         drop(self.stdin.take());
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the gateway to exit by itself.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the gateway did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Closes stdin and waits for the gateway to exit.
     pub fn close(mut self) -> ExitStatus {
         drop(self.stdin.take());

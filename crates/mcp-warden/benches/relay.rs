@@ -1,0 +1,191 @@
+//! End-to-end cost of the gateway over stdio (DESIGN.md §4), measured against a
+//! direct call in the same run:
+//!
+//! - N sequential `tools/call` round trips from one client to a stdio echo upstream,
+//!   directly and through `mcp-warden run` (validation on), interleaved in rounds so
+//!   machine noise hits both alike; prints median and p99 of each and the added median.
+//! - Resident memory of the gateway with 3 upstreams and 300+ tools.
+//!
+//! `cargo bench -p mcp-warden --bench relay` (N defaults to 2000; set RELAY_N).
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WARDEN: &str = env!("CARGO_BIN_EXE_mcp-warden");
+const FIXTURE: &str = env!("CARGO_BIN_EXE_warden-fixture-upstream");
+
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next: u64,
+}
+
+impl Peer {
+    fn spawn(cmd: &mut Command) -> Peer {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut p = Peer {
+            child,
+            stdin,
+            stdout,
+            next: 1,
+        };
+        p.rpc("initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}));
+        writeln!(
+            p.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .unwrap();
+        p
+    }
+
+    fn rpc(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        writeln!(
+            self.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "peer closed");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id") == Some(&json!(id)) {
+                return v;
+            }
+        }
+    }
+
+    fn time_call(&mut self, tool: &str) -> Duration {
+        let t = Instant::now();
+        let r = self.rpc(
+            "tools/call",
+            json!({"name": tool, "arguments": {"text": "hello", "n": 42, "flag": true}}),
+        );
+        let d = t.elapsed();
+        assert!(r.get("result").is_some(), "call failed: {r}");
+        d
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn stats(mut v: Vec<Duration>) -> (f64, f64) {
+    v.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    (
+        us(v[v.len() / 2]),
+        us(v[(v.len() * 99 / 100).min(v.len() - 1)]),
+    )
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn config(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("warden.toml");
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // cargo bench -- --list
+    }
+    let n: usize = std::env::var("RELAY_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let dir = std::env::temp_dir().join(format!("warden-relay-bench-{}", std::process::id()));
+    let cfg = config(
+        &dir,
+        &format!("[defaults]\nvalidate = true\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nunknown_arguments = \"reject\"\n"),
+    );
+
+    let mut direct = Peer::spawn(&mut Command::new(FIXTURE));
+    let mut gated = Peer::spawn(
+        Command::new(WARDEN)
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .env("RUST_LOG", "error"),
+    );
+    for _ in 0..200 {
+        direct.time_call("echo");
+        gated.time_call("fx.echo");
+    }
+    let (mut d, mut g) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let rounds = 20;
+    for _ in 0..rounds {
+        for _ in 0..n / rounds {
+            d.push(direct.time_call("echo"));
+        }
+        for _ in 0..n / rounds {
+            g.push(gated.time_call("fx.echo"));
+        }
+    }
+    let (dm, dp) = stats(d);
+    let (gm, gp) = stats(g);
+    println!(
+        "stdio relay, {n} sequential tools/call round trips each, echo upstream, validation on:"
+    );
+    println!("  direct to upstream : median {dm:8.1} µs   p99 {dp:8.1} µs");
+    println!("  through mcp-warden : median {gm:8.1} µs   p99 {gp:8.1} µs");
+    println!(
+        "  added by gateway   : median {:8.1} µs   (target ≤ 50 µs)   ratio {:.2}x",
+        gm - dm,
+        gm / dm
+    );
+    drop(gated);
+
+    let mem_cfg = config(
+        &dir,
+        &(1..=3)
+            .map(|i| format!("[[upstream]]\nname = \"u{i}\"\ncommand = [\"{FIXTURE}\"]\nenv = {{ FIXTURE_EXTRA_TOOLS = \"100\" }}\n"))
+            .collect::<String>(),
+    );
+    let mut mem = Peer::spawn(
+        Command::new(WARDEN)
+            .args(["run", "--config"])
+            .arg(&mem_cfg)
+            .env("RUST_LOG", "error"),
+    );
+    let listed = mem.rpc("tools/list", json!({}));
+    let tools = listed["result"]["tools"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or(0);
+    for i in 0..300 {
+        mem.time_call(&format!("u{}.gen_{:03}", i % 3 + 1, i % 100).replace("gen_", "gen_"));
+    }
+    let rss = rss_kib(mem.child.id());
+    println!("memory: 3 upstreams, {tools} tools, after listing and 300 calls: gateway RSS {:.1} MiB (target ≤ 30 MiB)", rss as f64 / 1024.0);
+    drop(mem);
+    let _ = std::fs::remove_dir_all(dir);
+}
