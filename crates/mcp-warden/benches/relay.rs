@@ -115,9 +115,44 @@ fn config(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
     path
 }
 
+/// A relay that copies lines both ways without reading them (two threads, blocking
+/// pipes): the floor any stdio gateway pays for the two extra pipe hops.
+fn null_relay(program: &str) {
+    let mut child = Command::new(program)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut to_child = child.stdin.take().unwrap();
+    let from_child = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        let mut out = std::io::stdout().lock();
+        for line in from_child.lines() {
+            let Ok(line) = line else { break };
+            if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+                break;
+            }
+        }
+    });
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if writeln!(to_child, "{line}")
+            .and_then(|_| to_child.flush())
+            .is_err()
+        {
+            break;
+        }
+    }
+    drop(to_child);
+    let _ = child.wait();
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // cargo bench -- --list
+    }
+    if std::env::args().nth(1).as_deref() == Some("--null-relay") {
+        return null_relay(FIXTURE);
     }
     let n: usize = std::env::var("RELAY_N")
         .ok()
@@ -129,7 +164,9 @@ fn main() {
         &format!("[defaults]\nvalidate = true\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nunknown_arguments = \"reject\"\n"),
     );
 
+    let me = std::env::current_exe().expect("own path");
     let mut direct = Peer::spawn(&mut Command::new(FIXTURE));
+    let mut null = Peer::spawn(Command::new(&me).arg("--null-relay"));
     let mut gated = Peer::spawn(
         Command::new(WARDEN)
             .args(["run", "--config"])
@@ -138,31 +175,50 @@ fn main() {
     );
     for _ in 0..200 {
         direct.time_call("echo");
+        null.time_call("echo");
         gated.time_call("fx.echo");
     }
-    let (mut d, mut g) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut d, mut z, mut g) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
     let rounds = 20;
     for _ in 0..rounds {
         for _ in 0..n / rounds {
             d.push(direct.time_call("echo"));
         }
         for _ in 0..n / rounds {
+            z.push(null.time_call("echo"));
+        }
+        for _ in 0..n / rounds {
             g.push(gated.time_call("fx.echo"));
         }
     }
     let (dm, dp) = stats(d);
+    let (zm, zp) = stats(z);
     let (gm, gp) = stats(g);
     println!(
         "stdio relay, {n} sequential tools/call round trips each, echo upstream, validation on:"
     );
-    println!("  direct to upstream : median {dm:8.1} µs   p99 {dp:8.1} µs");
-    println!("  through mcp-warden : median {gm:8.1} µs   p99 {gp:8.1} µs");
+    println!("  direct to upstream   : median {dm:8.1} µs   p99 {dp:8.1} µs");
+    println!("  through a null relay : median {zm:8.1} µs   p99 {zp:8.1} µs   (copies lines, reads nothing)");
+    println!("  through mcp-warden   : median {gm:8.1} µs   p99 {gp:8.1} µs");
     println!(
-        "  added by gateway   : median {:8.1} µs   (target ≤ 50 µs)   ratio {:.2}x",
+        "  added by mcp-warden  : median {:8.1} µs over direct (target ≤ 50 µs), ratio {:.2}x",
         gm - dm,
         gm / dm
     );
+    println!(
+        "    of which pipe hops : median {:8.1} µs (null relay over direct)",
+        zm - dm
+    );
+    println!(
+        "    gateway's own work : median {:8.1} µs (mcp-warden over null relay)",
+        gm - zm
+    );
     drop(gated);
+    drop(null);
 
     let mem_cfg = config(
         &dir,

@@ -70,6 +70,9 @@ impl ClientSession {
     }
 }
 
+/// The second phase of a request: waiting for the upstream and answering.
+pub type Waiting = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// A JSON-RPC response body: the result, or the error object.
 pub type Body = Result<Value, Value>;
 
@@ -99,7 +102,7 @@ struct Pending {
 async fn respond(session: &ClientSession, id: Value, body: Option<Body>) {
     let reply = match body {
         Some(Ok(result)) => jsonrpc::response(id, result),
-        Some(Err(error)) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        Some(Err(error)) => jsonrpc::error_response(id, error),
         None => return,
     };
     session.send(reply).await;
@@ -283,7 +286,7 @@ impl Gateway {
             .into_iter()
             .cloned()
             .collect();
-        Ok(json!({ "tools": tools }))
+        Ok(jsonrpc::object([("tools", Value::Array(tools))]))
     }
 
     /// Runs one `tools/call` through the pipeline and the upstream, start to finish.
@@ -480,22 +483,23 @@ impl Gateway {
 
     /// Handles one message from a client. What must keep arrival order (the pipeline,
     /// queueing upstream, the gateway's own answers) happens before this returns;
-    /// waiting for an upstream's answer runs in the returned task.
+    /// waiting for an upstream's answer is the returned future, for the front to run.
     pub async fn handle(
         self: &Arc<Self>,
         session: &Arc<ClientSession>,
-        msg: Value,
-    ) -> Option<tokio::task::JoinHandle<()>> {
+        mut msg: Value,
+    ) -> Option<Waiting> {
         match jsonrpc::classify(&msg) {
             Kind::Request { id, method } => {
                 let id = id.clone();
                 let method = method.to_owned();
-                let params = msg.get("params").cloned();
+                // Moved out, not copied: the arguments may be large.
+                let params = msg.get_mut("params").map(Value::take);
                 if let Some(field) = merged_field(&method) {
                     let ups = self.capable(capability_of(&method).unwrap_or_default());
                     if ups.len() > 1 {
                         let (me, session) = (self.clone(), session.clone());
-                        return Some(tokio::spawn(async move {
+                        return Some(Box::pin(async move {
                             let body = me.merged_list(&method, field, ups).await;
                             respond(&session, id, Some(body)).await;
                         }));
@@ -508,7 +512,7 @@ impl Gateway {
                     }
                     Begun::Waiting(pending) => {
                         let (me, session) = (self.clone(), session.clone());
-                        Some(tokio::spawn(async move {
+                        Some(Box::pin(async move {
                             let body = me.finish(&session, pending).await;
                             respond(&session, id, body).await;
                         }))

@@ -118,26 +118,48 @@ pub fn id_key(id: &Value) -> String {
     id.to_string()
 }
 
+/// A JSON object from owned parts, in order. (`json!` would copy each value
+/// through serialisation; these are moved.)
+pub fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+fn version() -> Value {
+    Value::String("2.0".to_owned())
+}
+
 pub fn response(id: Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
+    object([("jsonrpc", version()), ("id", id), ("result", result)])
+}
+
+/// A response carrying an error object as it came (an upstream's, passed through).
+pub fn error_response(id: Value, error: Value) -> Value {
+    object([("jsonrpc", version()), ("id", id), ("error", error)])
 }
 
 pub fn error(id: Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+    error_response(id, json!({"code": code, "message": message}))
 }
 
 pub fn request(id: Value, method: &str, params: Option<Value>) -> Value {
-    let mut m = json!({"jsonrpc": "2.0", "id": id, "method": method});
-    if let Some(p) = params {
-        m["params"] = p;
+    let mut m = object([
+        ("jsonrpc", version()),
+        ("id", id),
+        ("method", Value::String(method.to_owned())),
+    ]);
+    if let (Some(p), Value::Object(map)) = (params, &mut m) {
+        map.insert("params".to_owned(), p);
     }
     m
 }
 
 pub fn notification(method: &str, params: Option<Value>) -> Value {
-    let mut m = json!({"jsonrpc": "2.0", "method": method});
-    if let Some(p) = params {
-        m["params"] = p;
+    let mut m = object([
+        ("jsonrpc", version()),
+        ("method", Value::String(method.to_owned())),
+    ]);
+    if let (Some(p), Value::Object(map)) = (params, &mut m) {
+        map.insert("params".to_owned(), p);
     }
     m
 }

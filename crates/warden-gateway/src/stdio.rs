@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::JoinSet;
 use warden_core::Caller;
 
 /// How long SIGTERM waits for calls in flight before ending them.
@@ -99,8 +99,17 @@ where
     let session = ClientSession::new(Some(caller), tx);
     gateway.add_session(&session);
     let writer = tokio::spawn(write_messages(rx, output));
+    // Every request arms a timeout. Arming one earlier than the runtime's next
+    // wake-up costs a wake-up write and an extra poll; a one-second tick keeps the
+    // next wake-up close, so call timeouts (a second or more) never trigger that.
+    let ticker = tokio::spawn(async {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+        }
+    });
     let max = gateway.config.gateway.max_message_bytes;
-    let mut tasks: Vec<JoinHandle<()>> = Vec::new();
+    let mut tasks = JoinSet::new();
     let mut stopped = false;
     tokio::pin!(stop);
     loop {
@@ -143,32 +152,30 @@ where
             }
         };
         if let Some(waiting) = gateway.handle(&session, msg).await {
-            tasks.push(waiting);
+            tasks.spawn(waiting);
         }
-        tasks.retain(|t| !t.is_finished());
+        while tasks.try_join_next().is_some() {}
     }
     if stopped {
-        let aborts: Vec<_> = tasks.iter().map(JoinHandle::abort_handle).collect();
         if tokio::time::timeout(TERM_GRACE, drain(&mut tasks))
             .await
             .is_err()
         {
             tracing::warn!("calls still running after {TERM_GRACE:?}; ending them");
-            aborts.iter().for_each(|a| a.abort());
+            tasks.abort_all();
         }
     } else {
         drain(&mut tasks).await;
     }
     drop(session);
+    ticker.abort();
     let _ = writer.await;
     gateway.shutdown().await;
     Ok(())
 }
 
-async fn drain(tasks: &mut Vec<JoinHandle<()>>) {
-    for t in tasks.drain(..) {
-        let _ = t.await;
-    }
+async fn drain(tasks: &mut JoinSet<()>) {
+    while tasks.join_next().await.is_some() {}
 }
 
 async fn session_send(session: &ClientSession, msg: Value) {
