@@ -319,7 +319,7 @@ fn an_upstream_that_cannot_list_fails_the_listing_loudly() {
     assert_eq!(
         line,
         format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"Tool listing failed: upstream 'bad' is not available, so the catalogue would be incomplete. Retry shortly."}}}}"#
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"Listing failed: upstream 'bad' is not available, so the list would be incomplete. Retry shortly."}}}}"#
         )
     );
     // Tools of the healthy upstream can still be called.

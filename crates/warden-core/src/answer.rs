@@ -153,6 +153,54 @@ pub fn pinned_argument(argument: &str, tool: &str) -> String {
     )
 }
 
+// ---- Protocol-level texts the gateway writes (JSON-RPC errors outside the pipeline) ----
+
+/// An upstream the listing needs is down or never listed (never a shorter list).
+pub fn listing_failed(upstreams: &[String]) -> String {
+    let names: Vec<String> = upstreams
+        .iter()
+        .map(|n| format!("'{}'", shown(n)))
+        .collect();
+    format!(
+        "Listing failed: upstream {} is not available, so the list would be incomplete. Retry shortly.",
+        names.join(", ")
+    )
+}
+
+/// A relayed request (not a tool call) got no answer from its upstream.
+pub const UPSTREAM_NO_ANSWER: &str =
+    "Internal error: the server behind the gateway did not answer.";
+/// An upstream answered with neither a result nor an error.
+pub const UPSTREAM_EMPTY_ANSWER: &str =
+    "Internal error: the server behind the gateway sent an empty answer.";
+/// An upstream asked the client something, but no client is connected.
+pub const NO_CLIENT: &str = "No client is connected to the gateway.";
+
+/// Why a message is not a JSON-RPC 2.0 message (completes [`invalid_request`]).
+pub const NOT_A_BATCH: &str =
+    "JSON-RPC batches are not supported by MCP; send one message per line";
+pub const NOT_AN_OBJECT: &str = "a JSON-RPC message must be an object";
+pub const NO_VERSION: &str = "the message must carry \"jsonrpc\": \"2.0\"";
+pub const BAD_ID: &str = "a request id must be a string or a number";
+pub const BAD_METHOD: &str = "\"method\" must be a string";
+pub const NO_KIND: &str = "the message is neither a request, a notification nor a response";
+
+pub fn invalid_request(why: &str) -> String {
+    format!("Invalid request: {why}.")
+}
+
+pub fn parse_error(detail: &str) -> String {
+    format!("Parse error: {detail}.")
+}
+
+pub fn request_too_large(bytes: usize, max: usize) -> String {
+    format!("Request too large: {bytes} bytes; the gateway accepts at most {max} (gateway.max_message_bytes).")
+}
+
+pub fn method_not_found(method: &str) -> String {
+    format!("Method not found: {}", shown(method))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,6 +335,60 @@ mod tests {
              Error: Invalid value for argument 'top': expected integer.\n\
              Error: The arguments do not match the schema the tool declares."
         );
+    }
+
+    #[test]
+    fn gateway_texts() {
+        assert_eq!(
+            listing_failed(&["bad".into()]),
+            "Listing failed: upstream 'bad' is not available, so the list would be incomplete. Retry shortly."
+        );
+        assert_eq!(
+            listing_failed(&["a".into(), "b".into()]),
+            "Listing failed: upstream 'a', 'b' is not available, so the list would be incomplete. Retry shortly."
+        );
+        assert_eq!(
+            UPSTREAM_NO_ANSWER,
+            "Internal error: the server behind the gateway did not answer."
+        );
+        assert_eq!(
+            UPSTREAM_EMPTY_ANSWER,
+            "Internal error: the server behind the gateway sent an empty answer."
+        );
+        assert_eq!(NO_CLIENT, "No client is connected to the gateway.");
+        assert_eq!(
+            invalid_request(NOT_A_BATCH),
+            "Invalid request: JSON-RPC batches are not supported by MCP; send one message per line."
+        );
+        assert_eq!(
+            invalid_request(NO_VERSION),
+            "Invalid request: the message must carry \"jsonrpc\": \"2.0\"."
+        );
+        assert_eq!(
+            invalid_request(NOT_AN_OBJECT),
+            "Invalid request: a JSON-RPC message must be an object."
+        );
+        assert_eq!(
+            invalid_request(BAD_ID),
+            "Invalid request: a request id must be a string or a number."
+        );
+        assert_eq!(
+            invalid_request(BAD_METHOD),
+            "Invalid request: \"method\" must be a string."
+        );
+        assert_eq!(
+            invalid_request(NO_KIND),
+            "Invalid request: the message is neither a request, a notification nor a response."
+        );
+        assert_eq!(
+            parse_error("EOF while parsing"),
+            "Parse error: EOF while parsing."
+        );
+        assert_eq!(
+            request_too_large(70000, 65536),
+            "Request too large: 70000 bytes; the gateway accepts at most 65536 (gateway.max_message_bytes)."
+        );
+        assert_eq!(method_not_found("x/y"), "Method not found: x/y");
     }
 
     #[test]

@@ -274,10 +274,7 @@ impl Gateway {
     pub fn list_tools(&self, caller: Option<&Caller>) -> Result<Value, String> {
         let down = self.unavailable();
         if !down.is_empty() {
-            return Err(format!(
-                "Tool listing failed: upstream {} is not available, so the catalogue would be incomplete. Retry shortly.",
-                down.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")
-            ));
+            return Err(answer::listing_failed(&down));
         }
         let catalogue = self.catalogue();
         let tools: Vec<Value> = self
@@ -475,9 +472,9 @@ impl Gateway {
         tracing::error!(%upstream, %method, tool = ?tool, ms, "request failed: {e}");
         Some(match tool {
             Some(_) => answer_body(Answer::ToolError(answer::INTERNAL_ERROR.into())),
-            None => Err(
-                json!({"code": jsonrpc::INTERNAL_ERROR, "message": "Internal error: the server behind the gateway did not answer."}),
-            ),
+            None => {
+                Err(json!({"code": jsonrpc::INTERNAL_ERROR, "message": answer::UPSTREAM_NO_ANSWER}))
+            }
         })
     }
 
@@ -549,7 +546,7 @@ impl Gateway {
                     .send(jsonrpc::error(
                         id,
                         jsonrpc::INVALID_REQUEST,
-                        &format!("Invalid request: {why}."),
+                        &answer::invalid_request(why),
                     ))
                     .await;
                 None
@@ -585,10 +582,7 @@ impl Gateway {
             _ => {
                 self.connect(None).await;
                 let Some(up) = self.route(method, params.as_ref()) else {
-                    return err(
-                        jsonrpc::METHOD_NOT_FOUND,
-                        &format!("Method not found: {}", answer::shown(method)),
-                    );
+                    return err(jsonrpc::METHOD_NOT_FOUND, &answer::method_not_found(method));
                 };
                 let params = params.unwrap_or_else(|| json!({}));
                 match self
@@ -796,7 +790,7 @@ impl Gateway {
                     conn.send(jsonrpc::error(
                         their_id,
                         jsonrpc::INTERNAL_ERROR,
-                        "No client is connected to the gateway.",
+                        answer::NO_CLIENT,
                     ))
                     .await;
                     return;
@@ -981,7 +975,7 @@ fn item_route_key(field: &str, item: &Value) -> Option<String> {
 }
 
 fn listing_failed(upstream: &str) -> Value {
-    json!({"code": jsonrpc::INTERNAL_ERROR, "message": format!("Listing failed: upstream '{upstream}' is not available, so the list would be incomplete. Retry shortly.")})
+    json!({"code": jsonrpc::INTERNAL_ERROR, "message": answer::listing_failed(&[upstream.to_owned()])})
 }
 
 /// The initialize params sent upstream: the client's own where there is one.
@@ -1034,9 +1028,9 @@ fn response_body(mut response: Value) -> Body {
     }
     match response.get_mut("error") {
         Some(error) => Err(error.take()),
-        None => Err(
-            json!({"code": jsonrpc::INTERNAL_ERROR, "message": "Internal error: the server behind the gateway sent an empty answer."}),
-        ),
+        None => {
+            Err(json!({"code": jsonrpc::INTERNAL_ERROR, "message": answer::UPSTREAM_EMPTY_ANSWER}))
+        }
     }
 }
 

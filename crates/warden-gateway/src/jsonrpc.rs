@@ -5,6 +5,7 @@
 use serde_json::{json, Value};
 use std::io;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use warden_core::answer;
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -86,13 +87,13 @@ pub enum Kind<'a> {
 pub fn classify(msg: &Value) -> Kind<'_> {
     let Some(obj) = msg.as_object() else {
         return Kind::Invalid(if msg.is_array() {
-            "JSON-RPC batches are not supported by MCP; send one message per line"
+            answer::NOT_A_BATCH
         } else {
-            "a JSON-RPC message must be an object"
+            answer::NOT_AN_OBJECT
         });
     };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Kind::Invalid("the message must carry \"jsonrpc\": \"2.0\"");
+        return Kind::Invalid(answer::NO_VERSION);
     }
     let id = obj.get("id").filter(|id| id.is_string() || id.is_number());
     match (obj.get("method"), id) {
@@ -100,16 +101,12 @@ pub fn classify(msg: &Value) -> Kind<'_> {
         (Some(Value::String(method)), None) if !obj.contains_key("id") => {
             Kind::Notification { method }
         }
-        (Some(Value::String(_)), None) => {
-            Kind::Invalid("a request id must be a string or a number")
-        }
-        (Some(_), _) => Kind::Invalid("\"method\" must be a string"),
+        (Some(Value::String(_)), None) => Kind::Invalid(answer::BAD_ID),
+        (Some(_), _) => Kind::Invalid(answer::BAD_METHOD),
         (None, Some(id)) if obj.contains_key("result") || obj.contains_key("error") => {
             Kind::Response { id }
         }
-        (None, _) => {
-            Kind::Invalid("the message is neither a request, a notification nor a response")
-        }
+        (None, _) => Kind::Invalid(answer::NO_KIND),
     }
 }
 

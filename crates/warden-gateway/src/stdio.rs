@@ -120,9 +120,7 @@ where
         let bytes = match line {
             Ok(Some(Line::Message(bytes))) => bytes,
             Ok(Some(Line::TooLong(n))) => {
-                let text = format!(
-                    "Request too large: {n} bytes; the gateway accepts at most {max} (gateway.max_message_bytes)."
-                );
+                let text = warden_core::answer::request_too_large(n, max);
                 session_send(
                     &session,
                     jsonrpc::error(Value::Null, jsonrpc::INVALID_REQUEST, &text),
@@ -142,7 +140,7 @@ where
         let msg: Value = match serde_json::from_slice(&bytes) {
             Ok(v) => v,
             Err(e) => {
-                let text = format!("Parse error: {e}.");
+                let text = warden_core::answer::parse_error(&e.to_string());
                 session_send(
                     &session,
                     jsonrpc::error(Value::Null, jsonrpc::PARSE_ERROR, &text),
