@@ -4,17 +4,6 @@ mod common;
 
 use common::*;
 
-const DEMO: &str = r#"
-[[upstream]]
-name = "notes"
-command = ["{notes}"]
-unknown_arguments = "reject"
-
-[upstream.tools.create_note]
-aliases = { body = "text" }
-pin = { is_public = false }
-"#;
-
 #[test]
 fn check_accepts_a_good_config_and_prints_warnings() {
     let dir = scratch("check-ok");

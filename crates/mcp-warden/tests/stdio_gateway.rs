@@ -6,17 +6,6 @@ use common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-const DEMO: &str = r#"
-[[upstream]]
-name = "notes"
-command = ["{notes}"]
-unknown_arguments = "reject"
-
-[upstream.tools.create_note]
-aliases = { body = "text" }
-pin = { is_public = false }
-"#;
-
 #[test]
 fn demo_config_rejects_aliases_and_pins() {
     let mut w = Warden::start("demo", DEMO);

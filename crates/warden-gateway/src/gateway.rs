@@ -30,8 +30,6 @@ pub struct ClientSession {
     inflight: Mutex<HashMap<String, (Weak<Conn>, u64)>>,
     /// Id we gave the client for an upstream's request → (connection, the upstream's own id).
     server_requests: Mutex<HashMap<String, (Weak<Conn>, Value)>>,
-    /// The client's `initialize` params, once it sent them.
-    client_init: RwLock<Option<Value>>,
 }
 
 impl ClientSession {
@@ -49,7 +47,6 @@ impl ClientSession {
             })),
             inflight: Mutex::new(HashMap::new()),
             server_requests: Mutex::new(HashMap::new()),
-            client_init: RwLock::new(None),
         })
     }
 
@@ -565,7 +562,7 @@ impl Gateway {
             Begun::Done(Some(Err(json!({"code": code, "message": message}))))
         };
         match method {
-            "initialize" => Begun::Done(Some(Ok(self.initialize(session, params.as_ref()).await))),
+            "initialize" => Begun::Done(Some(Ok(self.initialize(params.as_ref()).await))),
             "ping" => Begun::Done(Some(Ok(json!({})))),
             "tools/list" => {
                 self.connect(None).await;
@@ -687,19 +684,9 @@ impl Gateway {
         Ok(Value::Object(result))
     }
 
-    async fn initialize(&self, session: &ClientSession, params: Option<&Value>) -> Value {
-        *session
-            .client_init
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = params.cloned();
+    async fn initialize(&self, params: Option<&Value>) -> Value {
         self.connect(params).await;
-        let requested = params
-            .and_then(|p| p.get("protocolVersion"))
-            .and_then(Value::as_str);
-        let version = match requested {
-            Some(v) if SUPPORTED_VERSIONS.contains(&v) => v,
-            _ => SUPPORTED_VERSIONS[0],
-        };
+        let version = negotiated_version(params);
         let mut capabilities = Map::new();
         let mut instructions = Vec::new();
         for up in &self.upstreams {
@@ -978,15 +965,22 @@ fn listing_failed(upstream: &str) -> Value {
     json!({"code": jsonrpc::INTERNAL_ERROR, "message": answer::listing_failed(&[upstream.to_owned()])})
 }
 
-/// The initialize params sent upstream: the client's own where there is one.
-fn upstream_init(client: Option<&Value>) -> Value {
-    let requested = client
+/// The protocol version to answer an `initialize` with: the one asked for when
+/// the gateway speaks it, else the newest it speaks.
+fn negotiated_version(params: Option<&Value>) -> &'static str {
+    let requested = params
         .and_then(|p| p.get("protocolVersion"))
         .and_then(Value::as_str);
-    let version = match requested {
-        Some(v) if SUPPORTED_VERSIONS.contains(&v) => v,
-        _ => SUPPORTED_VERSIONS[0],
-    };
+    SUPPORTED_VERSIONS
+        .iter()
+        .find(|v| Some(**v) == requested)
+        .copied()
+        .unwrap_or(SUPPORTED_VERSIONS[0])
+}
+
+/// The initialize params sent upstream: the client's own where there is one.
+fn upstream_init(client: Option<&Value>) -> Value {
+    let version = negotiated_version(client);
     let capabilities = client
         .and_then(|p| p.get("capabilities"))
         .cloned()

@@ -15,6 +15,18 @@ pub const WARDEN: &str = env!("CARGO_BIN_EXE_mcp-warden");
 pub const FIXTURE: &str = env!("CARGO_BIN_EXE_warden-fixture-upstream");
 pub const NOTES: &str = env!("CARGO_BIN_EXE_warden-demo-notes");
 
+/// The shipped example's shape: the demo notes server, reject mode, an alias and a pin.
+pub const DEMO: &str = r#"
+[[upstream]]
+name = "notes"
+command = ["{notes}"]
+unknown_arguments = "reject"
+
+[upstream.tools.create_note]
+aliases = { body = "text" }
+pin = { is_public = false }
+"#;
+
 /// How long any single expected message may take before the test fails (never a hang).
 pub const PATIENCE: Duration = Duration::from_secs(15);
 
