@@ -22,6 +22,17 @@ pub const TOOL_NAME_REQUIRED: &str = "Tool name is required.";
 pub const ACCESS_NOT_VERIFIED: &str = "Error: Tool access could not be verified.";
 /// E2 and H3: anything that went wrong that the caller did not cause.
 pub const INTERNAL_ERROR: &str = "Error: An internal error occurred while executing the tool.";
+/// H5 `ask`: the human declined, cancelled, or did not answer in time.
+pub const APPROVAL_REFUSED: &str = "Error: This call needs approval, and approval was refused.";
+/// H5 `ask`: the client cannot ask its user (no elicitation capability).
+pub const APPROVAL_UNAVAILABLE: &str =
+    "Error: This call needs approval, and the client cannot ask for it. Ask for the tool to be allowed instead.";
+
+/// The question put to the human for an `ask` call (flat form: one boolean).
+pub fn approval_question(tool: &str, arguments: &str) -> String {
+    format!("Allow the call to '{}' with these arguments?\n{}", shown(tool), arguments)
+}
+
 /// I1: the same idempotency key is still running.
 pub const ALREADY_RUNNING: &str = "This call is already running. Retry once it finished.";
 
@@ -334,6 +345,19 @@ mod tests {
             "Error: Missing required argument 'title'.\n\
              Error: Invalid value for argument 'top': expected integer.\n\
              Error: The arguments do not match the schema the tool declares."
+        );
+    }
+
+    #[test]
+    fn approval_texts() {
+        assert_eq!(APPROVAL_REFUSED, "Error: This call needs approval, and approval was refused.");
+        assert_eq!(
+            APPROVAL_UNAVAILABLE,
+            "Error: This call needs approval, and the client cannot ask for it. Ask for the tool to be allowed instead."
+        );
+        assert_eq!(
+            approval_question("notes.publish_note", "{\"id\":1}"),
+            "Allow the call to 'notes.publish_note' with these arguments?\n{\"id\":1}"
         );
     }
 

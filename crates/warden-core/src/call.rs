@@ -89,6 +89,8 @@ pub struct Forward {
     pub rewritten: bool,
     /// The bounded `_meta` (N3), for hooks; the upstream gets the caller's own.
     pub meta: Meta,
+    /// The grant said `ask`: a human must approve this call before it runs (H5).
+    pub needs_approval: bool,
 }
 
 /// The pipeline's verdict on one call.

@@ -36,16 +36,20 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod answer;
 pub mod call;
 pub mod catalogue;
+pub mod hooks;
 pub mod meta;
 pub mod pipeline;
 pub mod policy;
 pub mod stage;
 
+pub use access::{Effect, Rule, Rules};
 pub use call::{Answer, CallReport, Caller, Forward, Outcome, Refusal, Verdict};
 pub use catalogue::{ArgCheck, BuildProblem, Catalogue, PolicySource, ToolEntry};
+pub use hooks::{AfterHook, BeforeDecision, BeforeHook, CallContext, CallEnd, DenyReason, HookError};
 pub use meta::{Meta, MetaLimits};
 pub use pipeline::Pipeline;
 pub use policy::{LayeredPolicy, Overrides, ToolPolicy, UnknownMode};

@@ -88,8 +88,8 @@ impl Pipeline {
             Err(answer) => return answered(answer, Refusal::NoToolName, report),
         };
         // Grant before resolving, and for absent names too, so hidden and absent look alike (G2).
-        let tool = match stage::grant::apply(&*self.grant, caller, &call.name, catalogue) {
-            Ok(tool) => tool,
+        let (tool, needs_approval) = match stage::grant::apply(&*self.grant, caller, &call.name, catalogue) {
+            Ok(granted) => granted,
             Err((answer, refusal)) => return answered(answer, refusal, report),
         };
         // Only now may malformed arguments be told apart: the caller may call this tool (N2).
@@ -136,6 +136,7 @@ impl Pipeline {
                 arguments: args,
                 rewritten,
                 meta: call.meta,
+                needs_approval,
             }),
             report,
         }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use warden_core::{LayeredPolicy, Overrides, UnknownMode};
+use warden_core::{Effect, LayeredPolicy, Overrides, Rule, Rules, UnknownMode};
 
 /// The default upstream call timeout.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
@@ -27,6 +27,11 @@ pub struct Config {
     pub upstream: Vec<UpstreamConfig>,
     #[serde(default)]
     pub caller: Vec<CallerConfig>,
+    #[serde(default)]
+    pub access: AccessConfig,
+    /// Access rules, first match wins (G1-G3, H5).
+    #[serde(default)]
+    pub rule: Vec<RuleConfig>,
     /// Where the file was read from; relative upstream commands resolve against its folder.
     #[serde(skip)]
     pub path: PathBuf,
@@ -119,9 +124,38 @@ pub struct ToolConfig {
     pub pin: toml::Table,
     /// Treat the schema as `additionalProperties: false` (A6).
     pub close_schema: Option<bool>,
+    /// The tool reaches arbitrary targets (a URL, a command, a path): granting it
+    /// grants everything it can reach (G5); `check` warns when a rule grants it.
+    #[serde(default)]
+    pub arbitrary_targets: bool,
     pub unknown_arguments: Option<String>,
     pub validate: Option<bool>,
     pub reasons: Option<bool>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AccessConfig {
+    /// allow | deny, when no rule matches; built-in: allow.
+    pub default: Option<String>,
+    /// How long an `ask` waits for the human's answer, in ms.
+    #[serde(default = "default_approval_timeout")]
+    pub approval_timeout_ms: u64,
+}
+
+fn default_approval_timeout() -> u64 {
+    120_000
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// Caller names, `group:NAME`, or `*`.
+    pub callers: Vec<String>,
+    /// Globs over the tool names callers see (`notes.*`).
+    pub tools: Vec<String>,
+    /// allow | deny | ask.
+    pub effect: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -155,7 +189,9 @@ impl std::error::Error for ConfigError {}
 
 /// Known keys, by section. `*` stands for a user-chosen table name.
 const KNOWN: &[(&str, &[&str])] = &[
-    ("", &["gateway", "defaults", "upstream", "caller"]),
+    ("", &["gateway", "defaults", "upstream", "caller", "access", "rule"]),
+    ("access", &["default", "approval_timeout_ms"]),
+    ("rule", &["callers", "tools", "effect"]),
     ("gateway", &["front", "stdio_caller", "max_message_bytes"]),
     ("defaults", &["unknown_arguments", "validate", "reasons"]),
     (
@@ -178,6 +214,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "aliases",
             "pin",
             "close_schema",
+            "arbitrary_targets",
             "unknown_arguments",
             "validate",
             "reasons",
@@ -309,6 +346,7 @@ impl Config {
                 }
             }
         }
+        self.rules_checked(file)?;
         let mut callers = HashSet::new();
         for (i, c) in self.caller.iter().enumerate() {
             if !callers.insert(c.name.as_str()) {
@@ -321,9 +359,46 @@ impl Config {
         Ok(())
     }
 
+    /// The access rules, built; errors name the rule and what is wrong.
+    fn rules_checked(&self, file: &str) -> Result<Rules, ConfigError> {
+        let err = |key: String, message: String| ConfigError { file: file.to_owned(), key, message };
+        let default = match self.access.default.as_deref() {
+            None | Some("allow") => Effect::Allow,
+            Some("deny") => Effect::Deny,
+            Some(other) => {
+                return Err(err("access.default".into(), format!("'{other}' is not a default; use allow or deny")))
+            }
+        };
+        let mut rules = Vec::new();
+        for (i, r) in self.rule.iter().enumerate() {
+            let effect = r.effect.parse::<Effect>().map_err(|m| err(format!("rule[{i}].effect"), m))?;
+            rules.push(Rule::new(&r.callers, &r.tools, effect).map_err(|m| err(format!("rule[{i}]"), m))?);
+        }
+        Ok(Rules { rules, default })
+    }
+
+    /// The access rules (the config was checked when loaded).
+    pub fn rules(&self) -> Rules {
+        self.rules_checked("").unwrap_or_default()
+    }
+
     /// Risky but valid settings, one sentence each (printed by `check` and at start-up).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        let rules = self.rules();
+        for (shadowed, by) in rules.shadowed() {
+            out.push(format!("rule[{shadowed}] never applies: rule[{by}] comes first and matches everything it does"));
+        }
+        for up in &self.upstream {
+            for (tool, tc) in &up.tools {
+                let seen = warden_core::catalogue::seen_name(&up.name, tool, up.prefix);
+                if tc.arbitrary_targets && rules.grants_any(&seen) {
+                    out.push(format!(
+                        "'{seen}' reaches arbitrary targets (arbitrary_targets = true) and is granted: a caller who may call it reaches everything it can name (G5)"
+                    ));
+                }
+            }
+        }
         if self.defaults.validate == Some(false) {
             out.push("defaults.validate = false: arguments reach upstreams without schema validation (A5)".into());
         }
@@ -638,6 +713,34 @@ close_schema = true
         let w = c.warnings();
         assert!(w.iter().any(|w| w.contains("validate = false")));
         assert!(w.iter().any(|w| w.contains("not prefixed")));
+    }
+
+    #[test]
+    fn rules_are_checked_and_warned_about() {
+        let e = Config::parse("[[rule]]\ncallers = [\"*\"]\ntools = [\"a.[x\"]\neffect = \"allow\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: rule[0]: 'a.[x' is not a valid tool glob: unclosed character class; missing ']'"
+        );
+        let e = Config::parse("[[rule]]\ncallers = [\"*\"]\ntools = [\"a\"]\neffect = \"permit\"\n", "w.toml").unwrap_err();
+        assert_eq!(e.to_string(), "w.toml: rule[0].effect: 'permit' is not an effect; use one of: allow, deny, ask");
+        let e = Config::parse("[access]\ndefault = \"ask\"\n", "w.toml").unwrap_err();
+        assert_eq!(e.key, "access.default");
+        let c = Config::parse(
+            "[access]\ndefault = \"deny\"\n\
+             [[rule]]\ncallers = [\"*\"]\ntools = [\"web.*\"]\neffect = \"allow\"\n\
+             [[rule]]\ncallers = [\"alice\"]\ntools = [\"web.fetch\"]\neffect = \"deny\"\n\
+             [[upstream]]\nname = \"web\"\ncommand = [\"x\"]\n[upstream.tools.fetch]\narbitrary_targets = true\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.warnings(),
+            [
+                "rule[1] never applies: rule[0] comes first and matches everything it does",
+                "'web.fetch' reaches arbitrary targets (arbitrary_targets = true) and is granted: a caller who may call it reaches everything it can name (G5)"
+            ]
+        );
     }
 
     #[test]

@@ -17,6 +17,8 @@ use std::sync::Arc;
 pub enum GrantDecision {
     /// The caller sees the tool and may call it.
     Allow,
+    /// The caller sees the tool; each call needs a human's approval first (H5).
+    Ask,
     /// The tool does not exist for this caller.
     Hide,
     /// The grant source could not decide (a webhook down, a rule engine error).
@@ -39,13 +41,14 @@ impl Grant for AllowAll {
     }
 }
 
-/// The grant decision on a call: the entry to run, or the answer to give.
+/// The grant decision on a call: the entry to run and whether it needs approval,
+/// or the answer to give.
 pub fn apply<'c>(
     grant: &dyn Grant,
     caller: Option<&Caller>,
     name: &str,
     catalogue: &'c Catalogue,
-) -> Result<&'c Arc<ToolEntry>, (Answer, Refusal)> {
+) -> Result<(&'c Arc<ToolEntry>, bool), (Answer, Refusal)> {
     let unknown = || {
         (
             Answer::RpcError {
@@ -61,7 +64,8 @@ pub fn apply<'c>(
     };
     let entry = catalogue.get(name);
     match grant.decide(caller, name, entry.map(|e| &**e)) {
-        GrantDecision::Allow => entry.ok_or_else(unknown),
+        GrantDecision::Allow => entry.map(|e| (e, false)).ok_or_else(unknown),
+        GrantDecision::Ask => entry.map(|e| (e, true)).ok_or_else(unknown),
         GrantDecision::Hide => Err(unknown()),
         GrantDecision::Unavailable => Err((
             Answer::ToolError(answer::ACCESS_NOT_VERIFIED.to_owned()),
@@ -89,7 +93,7 @@ pub fn visible<'c>(
                 GrantDecision::Unavailable => base.decide(caller, &t.name, Some(t)),
                 d => d,
             };
-            decision == GrantDecision::Allow
+            matches!(decision, GrantDecision::Allow | GrantDecision::Ask)
         })
         .collect()
 }
