@@ -30,7 +30,9 @@ impl FromStr for Effect {
             "allow" => Ok(Effect::Allow),
             "deny" => Ok(Effect::Deny),
             "ask" => Ok(Effect::Ask),
-            other => Err(format!("'{other}' is not an effect; use one of: allow, deny, ask")),
+            other => Err(format!(
+                "'{other}' is not an effect; use one of: allow, deny, ask"
+            )),
         }
     }
 }
@@ -56,7 +58,9 @@ pub enum CallerSelector {
 impl CallerSelector {
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
-            "" => Err("an empty caller selector matches nobody; use a name, group:NAME or *".into()),
+            "" => {
+                Err("an empty caller selector matches nobody; use a name, group:NAME or *".into())
+            }
             "*" => Ok(CallerSelector::Anyone),
             _ => match s.strip_prefix("group:") {
                 Some("") => Err("'group:' needs a group name".into()),
@@ -89,12 +93,17 @@ impl Rule {
     /// Builds a rule; an invalid selector or glob is an error naming it.
     pub fn new(callers: &[String], tools: &[String], effect: Effect) -> Result<Rule, String> {
         if callers.is_empty() {
-            return Err("a rule needs at least one caller selector (a name, group:NAME or *)".into());
+            return Err(
+                "a rule needs at least one caller selector (a name, group:NAME or *)".into(),
+            );
         }
         if tools.is_empty() {
             return Err("a rule needs at least one tool glob (e.g. \"notes.*\")".into());
         }
-        let callers = callers.iter().map(|c| CallerSelector::parse(c)).collect::<Result<Vec<_>, _>>()?;
+        let callers = callers
+            .iter()
+            .map(|c| CallerSelector::parse(c))
+            .collect::<Result<Vec<_>, _>>()?;
         let matchers = tools
             .iter()
             .map(|t| {
@@ -103,23 +112,32 @@ impl Rule {
                     .map_err(|e| format!("'{t}' is not a valid tool glob: {}", e.kind()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Rule { callers, tool_patterns: tools.to_vec(), tools: matchers, effect })
+        Ok(Rule {
+            callers,
+            tool_patterns: tools.to_vec(),
+            tools: matchers,
+            effect,
+        })
     }
 
     pub fn applies(&self, caller: &Caller, tool: &str) -> bool {
-        self.callers.iter().any(|c| c.matches(caller)) && self.tools.iter().any(|g| g.is_match(tool))
+        self.callers.iter().any(|c| c.matches(caller))
+            && self.tools.iter().any(|g| g.is_match(tool))
     }
 
     /// Whether this rule matches every tool name `pattern` could match (a literal
     /// pattern, or the same glob); used to find shadowed rules.
     fn covers_pattern(&self, pattern: &str) -> bool {
         self.tool_patterns.iter().any(|p| p == "*" || p == pattern)
-            || (!pattern.contains(['*', '?', '[', '{']) && self.tools.iter().any(|g| g.is_match(pattern)))
+            || (!pattern.contains(['*', '?', '[', '{'])
+                && self.tools.iter().any(|g| g.is_match(pattern)))
     }
 
     /// Whether this rule applies to every caller `sel` selects.
     fn covers_caller(&self, sel: &CallerSelector) -> bool {
-        self.callers.iter().any(|c| *c == CallerSelector::Anyone || c == sel)
+        self.callers
+            .iter()
+            .any(|c| *c == CallerSelector::Anyone || c == sel)
     }
 }
 
@@ -133,14 +151,20 @@ pub struct Rules {
 impl Default for Rules {
     /// No rules: everyone may see and call everything (the built-in default).
     fn default() -> Self {
-        Rules { rules: Vec::new(), default: Effect::Allow }
+        Rules {
+            rules: Vec::new(),
+            default: Effect::Allow,
+        }
     }
 }
 
 impl Rules {
     /// The effect for one caller and tool name: the first matching rule's, else the default.
     pub fn effect(&self, caller: &Caller, tool: &str) -> Effect {
-        self.rules.iter().find(|r| r.applies(caller, tool)).map_or(self.default, |r| r.effect)
+        self.rules
+            .iter()
+            .find(|r| r.applies(caller, tool))
+            .map_or(self.default, |r| r.effect)
     }
 
     /// Rules that can never match because an earlier rule takes all their cases:
@@ -150,7 +174,10 @@ impl Rules {
         for (j, later) in self.rules.iter().enumerate() {
             let by = self.rules[..j].iter().position(|earlier| {
                 later.callers.iter().all(|c| earlier.covers_caller(c))
-                    && later.tool_patterns.iter().all(|p| earlier.covers_pattern(p))
+                    && later
+                        .tool_patterns
+                        .iter()
+                        .all(|p| earlier.covers_pattern(p))
             });
             if let Some(i) = by {
                 out.push((j, i));
@@ -161,7 +188,9 @@ impl Rules {
 
     /// Whether some rule (or the default) lets someone call `tool` (allow or ask).
     pub fn grants_any(&self, tool: &str) -> bool {
-        self.rules.iter().any(|r| r.effect != Effect::Deny && r.tools.iter().any(|g| g.is_match(tool)))
+        self.rules
+            .iter()
+            .any(|r| r.effect != Effect::Deny && r.tools.iter().any(|g| g.is_match(tool)))
             || self.default != Effect::Deny
     }
 }
@@ -181,7 +210,10 @@ mod tests {
     use super::*;
 
     fn caller(name: &str, groups: &[&str]) -> Caller {
-        Caller { name: name.into(), groups: groups.iter().map(|g| g.to_string()).collect() }
+        Caller {
+            name: name.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
     }
 
     fn rule(callers: &[&str], tools: &[&str], effect: Effect) -> Rule {
@@ -208,8 +240,14 @@ mod tests {
         assert_eq!(rules.effect(&eve, "notes.list_notes"), Effect::Allow);
         assert_eq!(rules.effect(&eve, "notes.create_note"), Effect::Deny);
         assert_eq!(rules.effect(&alice, "fs.read_file"), Effect::Deny);
-        assert_eq!(rules.decide(&eve, "notes.create_note", None), GrantDecision::Hide);
-        assert_eq!(rules.decide(&alice, "notes.publish_note", None), GrantDecision::Ask);
+        assert_eq!(
+            rules.decide(&eve, "notes.create_note", None),
+            GrantDecision::Hide
+        );
+        assert_eq!(
+            rules.decide(&alice, "notes.publish_note", None),
+            GrantDecision::Ask
+        );
     }
 
     #[test]
@@ -227,9 +265,14 @@ mod tests {
             Rule::new(&s(&["*"]), &s(&["notes.[a"]), Effect::Allow).unwrap_err(),
             "'notes.[a' is not a valid tool glob: unclosed character class; missing ']'"
         );
-        assert!(Rule::new(&s(&[]), &s(&["x"]), Effect::Allow).unwrap_err().contains("caller selector"));
+        assert!(Rule::new(&s(&[]), &s(&["x"]), Effect::Allow)
+            .unwrap_err()
+            .contains("caller selector"));
         assert!(Rule::new(&s(&["group:"]), &s(&["x"]), Effect::Allow).is_err());
-        assert_eq!("maybe".parse::<Effect>().unwrap_err(), "'maybe' is not an effect; use one of: allow, deny, ask");
+        assert_eq!(
+            "maybe".parse::<Effect>().unwrap_err(),
+            "'maybe' is not an effect; use one of: allow, deny, ask"
+        );
     }
 
     #[test]

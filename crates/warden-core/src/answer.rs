@@ -30,7 +30,11 @@ pub const APPROVAL_UNAVAILABLE: &str =
 
 /// The question put to the human for an `ask` call (flat form: one boolean).
 pub fn approval_question(tool: &str, arguments: &str) -> String {
-    format!("Allow the call to '{}' with these arguments?\n{}", shown(tool), arguments)
+    format!(
+        "Allow the call to '{}' with these arguments?\n{}",
+        shown(tool),
+        arguments
+    )
 }
 
 /// I1: the same idempotency key is still running.
@@ -350,7 +354,10 @@ mod tests {
 
     #[test]
     fn approval_texts() {
-        assert_eq!(APPROVAL_REFUSED, "Error: This call needs approval, and approval was refused.");
+        assert_eq!(
+            APPROVAL_REFUSED,
+            "Error: This call needs approval, and approval was refused."
+        );
         assert_eq!(
             APPROVAL_UNAVAILABLE,
             "Error: This call needs approval, and the client cannot ask for it. Ask for the tool to be allowed instead."

@@ -73,7 +73,10 @@ pub enum BeforeDecision {
 pub struct HookError(pub String);
 
 pub trait BeforeHook: Send + Sync {
-    fn before<'a>(&'a self, ctx: &'a CallContext) -> HookFuture<'a, Result<BeforeDecision, HookError>>;
+    fn before<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+    ) -> HookFuture<'a, Result<BeforeDecision, HookError>>;
 }
 
 /// How a call ended, for the after hooks.
@@ -87,7 +90,11 @@ pub struct CallEnd {
 }
 
 pub trait AfterHook: Send + Sync {
-    fn after<'a>(&'a self, ctx: &'a CallContext, end: &'a CallEnd) -> HookFuture<'a, Result<(), HookError>>;
+    fn after<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        end: &'a CallEnd,
+    ) -> HookFuture<'a, Result<(), HookError>>;
 }
 
 /// The combined verdict of the before hooks.
@@ -125,7 +132,11 @@ pub async fn run_before(hooks: &[Arc<dyn BeforeHook>], ctx: &CallContext) -> Bef
 }
 
 /// Runs every after hook once; returns their failures for the host to log.
-pub async fn run_after(hooks: &[Arc<dyn AfterHook>], ctx: &CallContext, end: &CallEnd) -> Vec<HookError> {
+pub async fn run_after(
+    hooks: &[Arc<dyn AfterHook>],
+    ctx: &CallContext,
+    end: &CallEnd,
+) -> Vec<HookError> {
     let mut failures = Vec::new();
     for hook in hooks {
         if let Err(e) = hook.after(ctx, end).await {
@@ -155,7 +166,10 @@ mod tests {
 
     struct Fixed(Result<BeforeDecision, HookError>, AtomicUsize);
     impl BeforeHook for Fixed {
-        fn before<'a>(&'a self, _: &'a CallContext) -> HookFuture<'a, Result<BeforeDecision, HookError>> {
+        fn before<'a>(
+            &'a self,
+            _: &'a CallContext,
+        ) -> HookFuture<'a, Result<BeforeDecision, HookError>> {
             self.1.fetch_add(1, Ordering::SeqCst);
             let d = self.0.clone();
             Box::pin(async move { d })
@@ -178,26 +192,45 @@ mod tests {
     }
 
     fn run(hooks: Vec<Arc<Fixed>>) -> BeforeOutcome {
-        let hooks: Vec<Arc<dyn BeforeHook>> = hooks.into_iter().map(|h| h as Arc<dyn BeforeHook>).collect();
+        let hooks: Vec<Arc<dyn BeforeHook>> = hooks
+            .into_iter()
+            .map(|h| h as Arc<dyn BeforeHook>)
+            .collect();
         block_on(run_before(&hooks, &ctx()))
     }
 
     #[test]
     fn deny_wins_over_answer_in_either_order() {
-        let deny = || hook(Ok(BeforeDecision::Deny(DenyReason::new("not today").unwrap())));
+        let deny = || {
+            hook(Ok(BeforeDecision::Deny(
+                DenyReason::new("not today").unwrap(),
+            )))
+        };
         let answer = || hook(Ok(BeforeDecision::Answer(json!({"content": []}))));
         for hooks in [vec![answer(), deny()], vec![deny(), answer()]] {
-            assert_eq!(run(hooks), BeforeOutcome::Deny(DenyReason::new("not today").unwrap()));
+            assert_eq!(
+                run(hooks),
+                BeforeOutcome::Deny(DenyReason::new("not today").unwrap())
+            );
         }
-        assert_eq!(run(vec![hook(Ok(BeforeDecision::Pass)), answer()]), BeforeOutcome::Answer(json!({"content": []})));
+        assert_eq!(
+            run(vec![hook(Ok(BeforeDecision::Pass)), answer()]),
+            BeforeOutcome::Answer(json!({"content": []}))
+        );
         assert_eq!(run(vec![]), BeforeOutcome::Pass);
     }
 
     #[test]
     fn a_failing_hook_fails_the_call_and_stops() {
         let later = hook(Ok(BeforeDecision::Pass));
-        let out = run(vec![hook(Err(HookError("webhook timed out".into()))), later.clone()]);
-        assert_eq!(out, BeforeOutcome::Failed(HookError("webhook timed out".into())));
+        let out = run(vec![
+            hook(Err(HookError("webhook timed out".into()))),
+            later.clone(),
+        ]);
+        assert_eq!(
+            out,
+            BeforeOutcome::Failed(HookError("webhook timed out".into()))
+        );
         assert_eq!(later.1.load(Ordering::SeqCst), 0);
     }
 
@@ -212,18 +245,35 @@ mod tests {
     fn after_hooks_all_run_and_failures_are_returned() {
         struct Count(AtomicUsize, bool);
         impl AfterHook for Count {
-            fn after<'a>(&'a self, _: &'a CallContext, _: &'a CallEnd) -> HookFuture<'a, Result<(), HookError>> {
+            fn after<'a>(
+                &'a self,
+                _: &'a CallContext,
+                _: &'a CallEnd,
+            ) -> HookFuture<'a, Result<(), HookError>> {
                 self.0.fetch_add(1, Ordering::SeqCst);
                 let fail = self.1;
-                Box::pin(async move { if fail { Err(HookError("disk full".into())) } else { Ok(()) } })
+                Box::pin(async move {
+                    if fail {
+                        Err(HookError("disk full".into()))
+                    } else {
+                        Ok(())
+                    }
+                })
             }
         }
         let a = Arc::new(Count(AtomicUsize::new(0), true));
         let b = Arc::new(Count(AtomicUsize::new(0), false));
         let hooks: Vec<Arc<dyn AfterHook>> = vec![a.clone(), b.clone()];
-        let end = CallEnd { result: None, failure: Some("crash".into()), duration_ms: 1.0 };
+        let end = CallEnd {
+            result: None,
+            failure: Some("crash".into()),
+            duration_ms: 1.0,
+        };
         let failures = block_on(run_after(&hooks, &ctx(), &end));
         assert_eq!(failures, vec![HookError("disk full".into())]);
-        assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (1, 1));
+        assert_eq!(
+            (a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)),
+            (1, 1)
+        );
     }
 }

@@ -49,7 +49,9 @@ pub mod stage;
 pub use access::{Effect, Rule, Rules};
 pub use call::{Answer, CallReport, Caller, Forward, Outcome, Refusal, Verdict};
 pub use catalogue::{ArgCheck, BuildProblem, Catalogue, PolicySource, ToolEntry};
-pub use hooks::{AfterHook, BeforeDecision, BeforeHook, CallContext, CallEnd, DenyReason, HookError};
+pub use hooks::{
+    AfterHook, BeforeDecision, BeforeHook, CallContext, CallEnd, DenyReason, HookError,
+};
 pub use meta::{Meta, MetaLimits};
 pub use pipeline::Pipeline;
 pub use policy::{LayeredPolicy, Overrides, ToolPolicy, UnknownMode};

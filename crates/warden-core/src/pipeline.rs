@@ -88,10 +88,11 @@ impl Pipeline {
             Err(answer) => return answered(answer, Refusal::NoToolName, report),
         };
         // Grant before resolving, and for absent names too, so hidden and absent look alike (G2).
-        let (tool, needs_approval) = match stage::grant::apply(&*self.grant, caller, &call.name, catalogue) {
-            Ok(granted) => granted,
-            Err((answer, refusal)) => return answered(answer, refusal, report),
-        };
+        let (tool, needs_approval) =
+            match stage::grant::apply(&*self.grant, caller, &call.name, catalogue) {
+                Ok(granted) => granted,
+                Err((answer, refusal)) => return answered(answer, refusal, report),
+            };
         // Only now may malformed arguments be told apart: the caller may call this tool (N2).
         let mut args = match call.arguments {
             Arguments::Object(args) => args,

@@ -189,7 +189,12 @@ impl std::error::Error for ConfigError {}
 
 /// Known keys, by section. `*` stands for a user-chosen table name.
 const KNOWN: &[(&str, &[&str])] = &[
-    ("", &["gateway", "defaults", "upstream", "caller", "access", "rule"]),
+    (
+        "",
+        &[
+            "gateway", "defaults", "upstream", "caller", "access", "rule",
+        ],
+    ),
     ("access", &["default", "approval_timeout_ms"]),
     ("rule", &["callers", "tools", "effect"]),
     ("gateway", &["front", "stdio_caller", "max_message_bytes"]),
@@ -361,18 +366,31 @@ impl Config {
 
     /// The access rules, built; errors name the rule and what is wrong.
     fn rules_checked(&self, file: &str) -> Result<Rules, ConfigError> {
-        let err = |key: String, message: String| ConfigError { file: file.to_owned(), key, message };
+        let err = |key: String, message: String| ConfigError {
+            file: file.to_owned(),
+            key,
+            message,
+        };
         let default = match self.access.default.as_deref() {
             None | Some("allow") => Effect::Allow,
             Some("deny") => Effect::Deny,
             Some(other) => {
-                return Err(err("access.default".into(), format!("'{other}' is not a default; use allow or deny")))
+                return Err(err(
+                    "access.default".into(),
+                    format!("'{other}' is not a default; use allow or deny"),
+                ))
             }
         };
         let mut rules = Vec::new();
         for (i, r) in self.rule.iter().enumerate() {
-            let effect = r.effect.parse::<Effect>().map_err(|m| err(format!("rule[{i}].effect"), m))?;
-            rules.push(Rule::new(&r.callers, &r.tools, effect).map_err(|m| err(format!("rule[{i}]"), m))?);
+            let effect = r
+                .effect
+                .parse::<Effect>()
+                .map_err(|m| err(format!("rule[{i}].effect"), m))?;
+            rules.push(
+                Rule::new(&r.callers, &r.tools, effect)
+                    .map_err(|m| err(format!("rule[{i}]"), m))?,
+            );
         }
         Ok(Rules { rules, default })
     }
@@ -717,13 +735,24 @@ close_schema = true
 
     #[test]
     fn rules_are_checked_and_warned_about() {
-        let e = Config::parse("[[rule]]\ncallers = [\"*\"]\ntools = [\"a.[x\"]\neffect = \"allow\"\n", "w.toml").unwrap_err();
+        let e = Config::parse(
+            "[[rule]]\ncallers = [\"*\"]\ntools = [\"a.[x\"]\neffect = \"allow\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
         assert_eq!(
             e.to_string(),
             "w.toml: rule[0]: 'a.[x' is not a valid tool glob: unclosed character class; missing ']'"
         );
-        let e = Config::parse("[[rule]]\ncallers = [\"*\"]\ntools = [\"a\"]\neffect = \"permit\"\n", "w.toml").unwrap_err();
-        assert_eq!(e.to_string(), "w.toml: rule[0].effect: 'permit' is not an effect; use one of: allow, deny, ask");
+        let e = Config::parse(
+            "[[rule]]\ncallers = [\"*\"]\ntools = [\"a\"]\neffect = \"permit\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: rule[0].effect: 'permit' is not an effect; use one of: allow, deny, ask"
+        );
         let e = Config::parse("[access]\ndefault = \"ask\"\n", "w.toml").unwrap_err();
         assert_eq!(e.key, "access.default");
         let c = Config::parse(

@@ -16,9 +16,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+use warden_core::hooks::{self, AfterHook, BeforeHook, BeforeOutcome, CallContext, CallEnd};
 use warden_core::{
-    answer, Answer, Caller, Catalogue, LayeredPolicy, Outcome, Pipeline, UnknownKeyWarning,
+    answer, Answer, Caller, Catalogue, LayeredPolicy, Outcome, Pipeline, Refusal, UnknownKeyWarning,
 };
 
 /// One client connection (a stdio front has exactly one).
@@ -30,6 +31,10 @@ pub struct ClientSession {
     inflight: Mutex<HashMap<String, (Weak<Conn>, u64)>>,
     /// Id we gave the client for an upstream's request → (connection, the upstream's own id).
     server_requests: Mutex<HashMap<String, (Weak<Conn>, Value)>>,
+    /// Requests the gateway itself sent the client (approval) → their waiters.
+    own_requests: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    /// What the client declared in `initialize`: its capabilities and the version agreed.
+    client: RwLock<Option<(Value, &'static str)>>,
 }
 
 impl ClientSession {
@@ -47,7 +52,46 @@ impl ClientSession {
             })),
             inflight: Mutex::new(HashMap::new()),
             server_requests: Mutex::new(HashMap::new()),
+            own_requests: Mutex::new(HashMap::new()),
+            client: RwLock::new(None),
         })
+    }
+
+    /// Whether the client declared a capability in `initialize`.
+    fn client_can(&self, capability: &str) -> bool {
+        let client = self.client.read().unwrap_or_else(|e| e.into_inner());
+        client
+            .as_ref()
+            .is_some_and(|(caps, _)| caps.get(capability).is_some_and(Value::is_object))
+    }
+
+    fn client_version(&self) -> Option<&'static str> {
+        self.client
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|(_, v)| *v)
+    }
+
+    /// Sends the client a request of the gateway's own and waits for its answer
+    /// (`None` when it does not come in time or the client is gone).
+    async fn ask(
+        &self,
+        id: Value,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Option<Value> {
+        let (tx, rx) = oneshot::channel();
+        let key = jsonrpc::id_key(&id);
+        lock(&self.own_requests).insert(key.clone(), tx);
+        self.send(jsonrpc::request(id, method, Some(params))).await;
+        let answer = tokio::time::timeout(timeout, rx)
+            .await
+            .ok()
+            .and_then(Result::ok);
+        lock(&self.own_requests).remove(&key);
+        answer
     }
 
     async fn send(&self, msg: Value) {
@@ -79,6 +123,19 @@ enum Begun {
     Done(Option<Body>),
     /// Queued upstream; the answer is awaited in [`Gateway::finish`].
     Waiting(Pending),
+    /// Not queued yet: approval or before hooks come first, off the read loop.
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = Option<Body>> + Send>>),
+}
+
+/// What a relayed request carries besides its message, for logs and after hooks.
+#[derive(Clone)]
+struct CallMeta {
+    /// The tool as the caller named it, for `tools/call`.
+    tool: Option<String>,
+    token: Option<String>,
+    started: Instant,
+    /// For `tools/call` with after hooks: what they will see.
+    ctx: Option<Arc<CallContext>>,
 }
 
 /// A request relayed upstream whose answer is awaited.
@@ -89,11 +146,8 @@ struct Pending {
     timeout_ms: u64,
     upstream: String,
     method: String,
-    /// The tool as the caller named it, for `tools/call`.
-    tool: Option<String>,
-    token: Option<String>,
     client_key: Option<String>,
-    started: Instant,
+    meta: CallMeta,
 }
 
 async fn respond(session: &ClientSession, id: Value, body: Option<Body>) {
@@ -114,6 +168,8 @@ pub struct Gateway {
     pub config: Config,
     pipeline: Pipeline,
     policy: LayeredPolicy,
+    before_hooks: Vec<Arc<dyn BeforeHook>>,
+    after_hooks: Arc<[Arc<dyn AfterHook>]>,
     pub upstreams: Vec<Arc<Upstream>>,
     /// Per upstream, its last successful tool listing (`None` until one succeeded).
     listings: RwLock<Vec<Option<Vec<Value>>>>,
@@ -134,7 +190,17 @@ pub struct Gateway {
 
 impl Gateway {
     pub fn new(config: Config) -> Arc<Gateway> {
+        Gateway::with_hooks(config, Vec::new(), Vec::new())
+    }
+
+    /// A gateway with in-process hooks (H1-H4) around every accepted call.
+    pub fn with_hooks(
+        config: Config,
+        before: Vec<Arc<dyn BeforeHook>>,
+        after: Vec<Arc<dyn AfterHook>>,
+    ) -> Arc<Gateway> {
         let policy = config.policy();
+        let rules = Arc::new(config.rules());
         let upstreams = config
             .upstream
             .iter()
@@ -151,8 +217,10 @@ impl Gateway {
         let n = upstreams.len();
         Arc::new_cyclic(|me| Gateway {
             config,
-            pipeline: Pipeline::new(),
+            pipeline: Pipeline::new().with_grant(rules.clone(), rules),
             policy,
+            before_hooks: before,
+            after_hooks: after.into(),
             upstreams,
             listings: RwLock::new(vec![None; n]),
             catalogue: RwLock::new(Arc::new(Catalogue::default())),
@@ -295,6 +363,7 @@ impl Gateway {
         match self.begin_call(session, client_id, params).await {
             Begun::Done(body) => body,
             Begun::Waiting(pending) => self.finish(session, pending).await,
+            Begun::Later(run) => run.await,
         }
     }
 
@@ -330,8 +399,30 @@ impl Gateway {
         );
         let forward = match verdict.outcome {
             Outcome::Answer { answer, refusal } => {
-                tracing::info!(caller = ?session.caller.as_ref().map(|c| &c.name), ?refusal, unknown = ?verdict.report.unknown_keys, "call answered by the gateway");
-                return Begun::Done(Some(answer_body(answer)));
+                tracing::info!(caller = ?session.caller.as_ref().map(|c| &c.name), ?refusal, unknown = ?verdict.report.unknown_keys, answer = %answer.text(), "call answered by the gateway");
+                let body = answer_body(answer);
+                if refusal == Refusal::GrantFailure {
+                    // G4: no before hooks ran, but the after hooks hear of the refusal once.
+                    let ctx = CallContext {
+                        caller: session.caller.clone(),
+                        tool: params
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        upstream: String::new(),
+                        arguments: Map::new(),
+                        meta: Default::default(),
+                        reason: None,
+                    };
+                    self.after(
+                        Arc::new(ctx),
+                        None,
+                        Some("the grant source failed".into()),
+                        started,
+                    );
+                }
+                return Begun::Done(Some(body));
             }
             Outcome::Forward(f) => f,
         };
@@ -347,28 +438,179 @@ impl Gateway {
                 answer::INTERNAL_ERROR.into(),
             ))));
         };
+        let guarded = forward.needs_approval || !self.before_hooks.is_empty();
+        // Hooks see the call as it goes upstream; built only when someone will look.
+        let ctx = (guarded || !self.after_hooks.is_empty()).then(|| {
+            Arc::new(CallContext {
+                caller: session.caller.clone(),
+                tool: tool.name.clone(),
+                upstream: tool.upstream.clone(),
+                arguments: forward.arguments.clone(),
+                meta: forward.meta.clone(),
+                reason: verdict.report.reason.clone(),
+            })
+        });
         obj.insert("name".into(), Value::String(tool.upstream_name.clone()));
         if had_arguments || forward.rewritten {
             obj.insert("arguments".into(), Value::Object(forward.arguments));
         }
         let token = self.map_progress_token(session, obj);
         let params = Value::Object(std::mem::take(obj));
+        let meta = CallMeta {
+            tool: Some(tool.name.clone()),
+            token,
+            started,
+            ctx,
+        };
+        if guarded {
+            let (Some(me), session, client_id, up) = (
+                self.me.upgrade(),
+                session.clone(),
+                client_id.cloned(),
+                up.clone(),
+            ) else {
+                return Begun::Done(Some(answer_body(Answer::ToolError(
+                    answer::INTERNAL_ERROR.into(),
+                ))));
+            };
+            let approval = forward.needs_approval;
+            return Begun::Later(Box::pin(async move {
+                me.guarded_call(&session, client_id.as_ref(), &up, params, meta, approval)
+                    .await
+            }));
+        }
         match self
-            .begin_relay(
-                up,
-                session,
-                client_id,
-                "tools/call",
-                params,
-                Some(tool.name.clone()),
-                token,
-                started,
-            )
+            .begin_relay(up, session, client_id, "tools/call", params, meta)
             .await
         {
             Ok(pending) => Begun::Waiting(pending),
             Err(body) => Begun::Done(body),
         }
+    }
+
+    /// A call that needs approval or has before hooks: ask, run the hooks, and
+    /// only then go upstream (H1-H5).
+    async fn guarded_call(
+        &self,
+        session: &Arc<ClientSession>,
+        client_id: Option<&Value>,
+        up: &Upstream,
+        params: Value,
+        meta: CallMeta,
+        approval: bool,
+    ) -> Option<Body> {
+        let Some(ctx) = meta.ctx.clone() else {
+            return Some(answer_body(Answer::ToolError(
+                answer::INTERNAL_ERROR.into(),
+            )));
+        };
+        if approval {
+            if let Err(refusal) = self.approve(session, &ctx).await {
+                let result = Answer::ToolError(refusal.into())
+                    .to_tool_result()
+                    .unwrap_or_default();
+                self.after(ctx, Some(result.clone()), None, meta.started);
+                return Some(Ok(result));
+            }
+        }
+        match hooks::run_before(&self.before_hooks, &ctx).await {
+            BeforeOutcome::Pass => {}
+            BeforeOutcome::Deny(reason) => {
+                let result = Answer::ToolError(reason.as_str().to_owned())
+                    .to_tool_result()
+                    .unwrap_or_default();
+                self.after(ctx, Some(result.clone()), None, meta.started);
+                return Some(Ok(result));
+            }
+            BeforeOutcome::Answer(result) => {
+                self.after(ctx, Some(result.clone()), None, meta.started);
+                return Some(Ok(result));
+            }
+            BeforeOutcome::Failed(e) => {
+                tracing::error!(tool = %ctx.tool, "a before hook failed; the tool is not run: {e}");
+                self.after(
+                    ctx,
+                    None,
+                    Some(format!("before hook failed: {e}")),
+                    meta.started,
+                );
+                return Some(answer_body(Answer::ToolError(
+                    answer::INTERNAL_ERROR.into(),
+                )));
+            }
+        }
+        match self
+            .begin_relay(up, session, client_id, "tools/call", params, meta)
+            .await
+        {
+            Ok(pending) => self.finish(session, pending).await,
+            Err(body) => body,
+        }
+    }
+
+    /// H5 `ask`: puts the call to the human through MCP elicitation.
+    async fn approve(
+        &self,
+        session: &ClientSession,
+        ctx: &CallContext,
+    ) -> Result<(), &'static str> {
+        if !session.client_can("elicitation") {
+            tracing::info!(tool = %ctx.tool, "approval needed but the client cannot elicit; denied");
+            return Err(answer::APPROVAL_UNAVAILABLE);
+        }
+        let args = serde_json::to_string(&ctx.arguments).unwrap_or_default();
+        let shown: String = args.chars().take(2000).collect();
+        let mut params = json!({
+            "message": answer::approval_question(&ctx.tool, &shown),
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"approve": {"type": "boolean", "title": "Approve this call", "default": false}},
+                "required": ["approve"]
+            }
+        });
+        if session.client_version() == Some(SUPPORTED_VERSIONS[0]) {
+            params["mode"] = json!("form");
+        }
+        let id = json!(format!(
+            "warden-{}",
+            self.next_server_request.fetch_add(1, Ordering::Relaxed)
+        ));
+        let timeout = Duration::from_millis(self.config.access.approval_timeout_ms);
+        let answer = session.ask(id, "elicitation/create", params, timeout).await;
+        let approved = answer.as_ref().is_some_and(|a| {
+            a.pointer("/result/action").and_then(Value::as_str) == Some("accept")
+                && a.pointer("/result/content/approve") == Some(&Value::Bool(true))
+        });
+        tracing::info!(tool = %ctx.tool, approved, "approval answered");
+        if approved {
+            Ok(())
+        } else {
+            Err(answer::APPROVAL_REFUSED)
+        }
+    }
+
+    /// H4: runs the after hooks once, without delaying the answer.
+    fn after(
+        &self,
+        ctx: Arc<CallContext>,
+        result: Option<Value>,
+        failure: Option<String>,
+        started: Instant,
+    ) {
+        if self.after_hooks.is_empty() {
+            return;
+        }
+        let hooks = self.after_hooks.clone();
+        let end = CallEnd {
+            result,
+            failure,
+            duration_ms: started.elapsed().as_secs_f64() * 1e3,
+        };
+        tokio::spawn(async move {
+            for e in hooks::run_after(&hooks, &ctx, &end).await {
+                tracing::warn!(tool = %ctx.tool, "an after hook failed (ignored): {e}");
+            }
+        });
     }
 
     /// Replaces the caller's progress token with one unique across sessions and
@@ -396,21 +638,17 @@ impl Gateway {
         client_id: Option<&Value>,
         method: &str,
         params: Value,
-        tool: Option<String>,
-        token: Option<String>,
-        started: Instant,
+        meta: CallMeta,
     ) -> Result<Pending, Option<Body>> {
-        let pending = |conn, id, reply| Pending {
+        let pending = |conn, id, reply, meta| Pending {
             conn,
             id,
             reply,
             timeout_ms: up.timeout_ms(),
             upstream: up.name.clone(),
             method: method.to_owned(),
-            tool: tool.clone(),
-            token: token.clone(),
             client_key: client_id.map(jsonrpc::id_key),
-            started,
+            meta,
         };
         let started_call = match up.conn() {
             Some(conn) => conn
@@ -421,13 +659,13 @@ impl Gateway {
         };
         match started_call {
             Ok((conn, id, reply)) => {
-                let p = pending(conn, id, reply);
+                let p = pending(conn, id, reply, meta);
                 if let Some(k) = &p.client_key {
                     lock(&session.inflight).insert(k.clone(), (Arc::downgrade(&p.conn), id));
                 }
                 Ok(p)
             }
-            Err(e) => Err(self.failed(&tool, &up.name, method, &token, started, e)),
+            Err(e) => Err(self.failed(&meta, &up.name, method, e)),
         }
     }
 
@@ -439,35 +677,42 @@ impl Gateway {
         }
         match result {
             Ok(response) => {
-                if let Some(t) = &p.token {
+                if let Some(t) = &p.meta.token {
                     lock(&self.progress).remove(t);
                 }
-                tracing::debug!(method = %p.method, tool = ?p.tool, ms = p.started.elapsed().as_millis() as u64, "relayed");
-                Some(response_body(response))
+                tracing::debug!(method = %p.method, tool = ?p.meta.tool, ms = p.meta.started.elapsed().as_millis() as u64, "relayed");
+                let body = response_body(response);
+                if let Some(ctx) = p.meta.ctx {
+                    match &body {
+                        Ok(result) => self.after(ctx, Some(result.clone()), None, p.meta.started),
+                        Err(error) => self.after(
+                            ctx,
+                            None,
+                            Some(format!("upstream error: {error}")),
+                            p.meta.started,
+                        ),
+                    }
+                }
+                Some(body)
             }
-            Err(e) => self.failed(&p.tool, &p.upstream, &p.method, &p.token, p.started, e),
+            Err(e) => self.failed(&p.meta, &p.upstream, &p.method, e),
         }
     }
 
     /// E2: a relayed request that failed. Details go to the log, never to the caller.
-    fn failed(
-        &self,
-        tool: &Option<String>,
-        upstream: &str,
-        method: &str,
-        token: &Option<String>,
-        started: Instant,
-        e: CallError,
-    ) -> Option<Body> {
-        if let Some(t) = token {
+    fn failed(&self, meta: &CallMeta, upstream: &str, method: &str, e: CallError) -> Option<Body> {
+        if let Some(t) = &meta.token {
             lock(&self.progress).remove(t);
+        }
+        if let Some(ctx) = &meta.ctx {
+            self.after(ctx.clone(), None, Some(e.to_string()), meta.started);
         }
         if e == CallError::Cancelled {
             return None;
         }
-        let ms = started.elapsed().as_millis() as u64;
-        tracing::error!(%upstream, %method, tool = ?tool, ms, "request failed: {e}");
-        Some(match tool {
+        let ms = meta.started.elapsed().as_millis() as u64;
+        tracing::error!(%upstream, %method, tool = ?meta.tool, ms, "request failed: {e}");
+        Some(match meta.tool {
             Some(_) => answer_body(Answer::ToolError(answer::INTERNAL_ERROR.into())),
             None => {
                 Err(json!({"code": jsonrpc::INTERNAL_ERROR, "message": answer::UPSTREAM_NO_ANSWER}))
@@ -511,6 +756,13 @@ impl Gateway {
                             respond(&session, id, body).await;
                         }))
                     }
+                    Begun::Later(run) => {
+                        let session = session.clone();
+                        Some(Box::pin(async move {
+                            let body = run.await;
+                            respond(&session, id, body).await;
+                        }))
+                    }
                 }
             }
             Kind::Notification { method } => {
@@ -520,6 +772,11 @@ impl Gateway {
             }
             Kind::Response { id } => {
                 let key = jsonrpc::id_key(id);
+                let own = lock(&session.own_requests).remove(&key);
+                if let Some(waiter) = own {
+                    let _ = waiter.send(msg);
+                    return None;
+                }
                 let target = lock(&session.server_requests).remove(&key);
                 match target.and_then(|(conn, their_id)| Some((conn.upgrade()?, their_id))) {
                     Some((conn, their_id)) => {
@@ -562,7 +819,16 @@ impl Gateway {
             Begun::Done(Some(Err(json!({"code": code, "message": message}))))
         };
         match method {
-            "initialize" => Begun::Done(Some(Ok(self.initialize(params.as_ref()).await))),
+            "initialize" => {
+                let caps = params
+                    .as_ref()
+                    .and_then(|p| p.get("capabilities"))
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                *session.client.write().unwrap_or_else(|e| e.into_inner()) =
+                    Some((caps, negotiated_version(params.as_ref())));
+                Begun::Done(Some(Ok(self.initialize(params.as_ref()).await)))
+            }
             "ping" => Begun::Done(Some(Ok(json!({})))),
             "tools/list" => {
                 self.connect(None).await;
@@ -582,17 +848,14 @@ impl Gateway {
                     return err(jsonrpc::METHOD_NOT_FOUND, &answer::method_not_found(method));
                 };
                 let params = params.unwrap_or_else(|| json!({}));
+                let meta = CallMeta {
+                    tool: None,
+                    token: None,
+                    started: Instant::now(),
+                    ctx: None,
+                };
                 match self
-                    .begin_relay(
-                        &up,
-                        session,
-                        Some(id),
-                        method,
-                        params,
-                        None,
-                        None,
-                        Instant::now(),
-                    )
+                    .begin_relay(&up, session, Some(id), method, params, meta)
                     .await
                 {
                     Ok(pending) => Begun::Waiting(pending),
