@@ -188,3 +188,60 @@ async def test_filesystem_server_behind_the_gateway(config, tmp_path):
         result = await s.call_tool(tool, {"path": str(root / "hello.txt"), "pth": "x"})
         assert result.is_error
         assert text(result)[0].startswith(f"Error: Unknown parameter 'pth' for tool '{tool}'.")
+
+
+def ask_config(config):
+    return config(
+        f"""
+        [access]
+        default = "deny"
+        approval_timeout_ms = 5000
+
+        [[rule]]
+        callers = ["local"]
+        tools = ["ev.echo"]
+        effect = "ask"
+
+        [[rule]]
+        callers = ["local"]
+        tools = ["ev.*"]
+        effect = "allow"
+
+        [[upstream]]
+        name = "ev"
+        command = ["node", "{EVERYTHING}", "stdio"]
+        """
+    )
+
+
+async def test_ask_approved_and_declined_through_sdk_elicitation(config):
+    path = ask_config(config)
+    questions = []
+
+    async def approve(context, params):
+        questions.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with through_gateway(path, elicitation_callback=approve) as s:
+        result = await s.call_tool("ev.echo", {"message": "approved"})
+        assert text(result) == ["Echo: approved"]
+    assert questions == ["Allow the call to 'ev.echo' with these arguments?\n{\"message\":\"approved\"}"]
+
+    async def decline(context, params):
+        return types.ElicitResult(action="decline")
+
+    async with through_gateway(path, elicitation_callback=decline) as s:
+        result = await s.call_tool("ev.echo", {"message": "declined"})
+        assert result.is_error
+        assert text(result) == ["Error: This call needs approval, and approval was refused."]
+        # Tools the rules allow outright are not asked about.
+        assert "5" in text(await s.call_tool("ev.get-sum", {"a": 2, "b": 3}))[0]
+
+
+async def test_ask_without_elicitation_capability(config):
+    async with through_gateway(ask_config(config)) as s:
+        result = await s.call_tool("ev.echo", {"message": "x"})
+        assert result.is_error
+        assert text(result) == [
+            "Error: This call needs approval, and the client cannot ask for it. Ask for the tool to be allowed instead."
+        ]
