@@ -153,7 +153,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         } => {
             let config = load(&config)?;
             let (gateway, session) = start(config, caller).await;
-            let listed = gateway.list_tools(session.caller.as_ref());
+            let listed = gateway.list_tools(session.caller.as_ref()).await;
             gateway.shutdown().await;
             let result = listed.map_err(|e| anyhow!(e))?;
             let tools = result["tools"].as_array().cloned().unwrap_or_default();

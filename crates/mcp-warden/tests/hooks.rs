@@ -44,8 +44,11 @@ impl BeforeHook for Steer {
     }
 }
 
+/// One after-hook event: the call's `text` argument, its result, its failure.
+type Seen = (String, Option<Value>, Option<String>);
+
 #[derive(Default)]
-struct Record(Mutex<Vec<(String, Option<Value>, Option<String>)>>);
+struct Record(Mutex<Vec<Seen>>);
 impl AfterHook for Record {
     fn after<'a>(
         &'a self,

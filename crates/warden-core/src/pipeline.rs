@@ -60,7 +60,18 @@ impl Pipeline {
     /// `tools/list`: the declarations this caller sees, as published (G2: the same
     /// decision a call takes).
     pub fn list<'c>(&self, catalogue: &'c Catalogue, caller: Option<&Caller>) -> Vec<&'c Value> {
-        stage::grant::visible(&*self.grant, &*self.base_grant, caller, catalogue)
+        self.list_with(&*self.grant, catalogue, caller)
+    }
+
+    /// [`Pipeline::list`] with a grant source decided for this listing (a host that
+    /// asked a webhook first); the base grant still covers what it cannot decide.
+    pub fn list_with<'c>(
+        &self,
+        grant: &dyn Grant,
+        catalogue: &'c Catalogue,
+        caller: Option<&Caller>,
+    ) -> Vec<&'c Value> {
+        stage::grant::visible(grant, &*self.base_grant, caller, catalogue)
             .into_iter()
             .map(|t| &t.published)
             .collect()
@@ -71,6 +82,19 @@ impl Pipeline {
     /// in the host (the gateway), since they may do I/O.
     pub fn check(
         &self,
+        catalogue: &Catalogue,
+        session: &Session,
+        caller: Option<&Caller>,
+        params: Value,
+    ) -> Verdict {
+        self.check_with(&*self.grant, catalogue, session, caller, params)
+    }
+
+    /// [`Pipeline::check`] with a grant source decided for this call (a host that
+    /// asked a webhook first, or one that knows its grant source is down).
+    pub fn check_with(
+        &self,
+        grant: &dyn Grant,
         catalogue: &Catalogue,
         session: &Session,
         caller: Option<&Caller>,
@@ -88,11 +112,11 @@ impl Pipeline {
             Err(answer) => return answered(answer, Refusal::NoToolName, report),
         };
         // Grant before resolving, and for absent names too, so hidden and absent look alike (G2).
-        let (tool, needs_approval) =
-            match stage::grant::apply(&*self.grant, caller, &call.name, catalogue) {
-                Ok(granted) => granted,
-                Err((answer, refusal)) => return answered(answer, refusal, report),
-            };
+        let (tool, needs_approval) = match stage::grant::apply(grant, caller, &call.name, catalogue)
+        {
+            Ok(granted) => granted,
+            Err((answer, refusal)) => return answered(answer, refusal, report),
+        };
         // Only now may malformed arguments be told apart: the caller may call this tool (N2).
         let mut args = match call.arguments {
             Arguments::Object(args) => args,

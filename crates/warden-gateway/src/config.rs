@@ -4,6 +4,7 @@
 //! unknown or misspelt key is an error that names the file, the key's full path and
 //! the closest known key. Typed structs then carry a doc comment per field.
 
+use crate::webhook::Webhook;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -32,6 +33,9 @@ pub struct Config {
     /// Access rules, first match wins (G1-G3, H5).
     #[serde(default)]
     pub rule: Vec<RuleConfig>,
+    /// External before/after hooks (H1-H5).
+    #[serde(default)]
+    pub hook: Vec<HookConfig>,
     /// Where the file was read from; relative upstream commands resolve against its folder.
     #[serde(skip)]
     pub path: PathBuf,
@@ -141,6 +145,33 @@ pub struct AccessConfig {
     /// How long an `ask` waits for the human's answer, in ms.
     #[serde(default = "default_approval_timeout")]
     pub approval_timeout_ms: u64,
+    /// A grant webhook (G4): decides per caller and tool; when it fails a listing
+    /// falls back to the rules and a call fails closed.
+    pub webhook: Option<WebhookConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// A plain http:// URL.
+    pub url: String,
+    #[serde(default = "default_webhook_timeout")]
+    pub timeout_ms: u64,
+}
+
+fn default_webhook_timeout() -> u64 {
+    300
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookConfig {
+    /// before | after.
+    pub phase: String,
+    /// A plain http:// URL the call's context is POSTed to.
+    pub url: String,
+    #[serde(default = "default_webhook_timeout")]
+    pub timeout_ms: u64,
 }
 
 fn default_approval_timeout() -> u64 {
@@ -192,10 +223,12 @@ const KNOWN: &[(&str, &[&str])] = &[
     (
         "",
         &[
-            "gateway", "defaults", "upstream", "caller", "access", "rule",
+            "gateway", "defaults", "upstream", "caller", "access", "rule", "hook",
         ],
     ),
-    ("access", &["default", "approval_timeout_ms"]),
+    ("access", &["default", "approval_timeout_ms", "webhook"]),
+    ("access.webhook", &["url", "timeout_ms"]),
+    ("hook", &["phase", "url", "timeout_ms"]),
     ("rule", &["callers", "tools", "effect"]),
     ("gateway", &["front", "stdio_caller", "max_message_bytes"]),
     ("defaults", &["unknown_arguments", "validate", "reasons"]),
@@ -352,6 +385,18 @@ impl Config {
             }
         }
         self.rules_checked(file)?;
+        if let Some(w) = &self.access.webhook {
+            Webhook::parse(&w.url, w.timeout_ms).map_err(|m| err("access.webhook".into(), m))?;
+        }
+        for (i, h) in self.hook.iter().enumerate() {
+            if h.phase != "before" && h.phase != "after" {
+                return Err(err(
+                    format!("hook[{i}].phase"),
+                    format!("'{}' is not a phase; use before or after", h.phase),
+                ));
+            }
+            Webhook::parse(&h.url, h.timeout_ms).map_err(|m| err(format!("hook[{i}]"), m))?;
+        }
         let mut callers = HashSet::new();
         for (i, c) in self.caller.iter().enumerate() {
             if !callers.insert(c.name.as_str()) {
@@ -582,6 +627,11 @@ fn check_keys(root: &toml::Table, file: &str) -> Result<(), ConfigError> {
         };
         for (path, table) in tables {
             check_table(table, section, &path, file)?;
+            if let (Some(toml::Value::Table(webhook)), "access") =
+                (table.get("webhook"), section.as_str())
+            {
+                check_table(webhook, "access.webhook", &format!("{path}.webhook"), file)?;
+            }
             if section == "upstream" {
                 if let Some(toml::Value::Table(tools)) = table.get("tools") {
                     for (tool, cfg) in tools {

@@ -11,6 +11,7 @@ use crate::jsonrpc::{self, Kind};
 use crate::upstream::{
     futures_lite::BoxedSend, CallError, Conn, Inbound, PendingReply, Upstream, SUPPORTED_VERSIONS,
 };
+use crate::webhook::{self, AfterWebhook, BeforeWebhook, Webhook};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,7 +20,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use warden_core::hooks::{self, AfterHook, BeforeHook, BeforeOutcome, CallContext, CallEnd};
 use warden_core::{
-    answer, Answer, Caller, Catalogue, LayeredPolicy, Outcome, Pipeline, Refusal, UnknownKeyWarning,
+    answer, Answer, Caller, Catalogue, Grant, GrantDecision, LayeredPolicy, Outcome, Pipeline,
+    Refusal, Rules, UnknownKeyWarning,
 };
 
 /// One client connection (a stdio front has exactly one).
@@ -111,6 +113,35 @@ impl ClientSession {
     }
 }
 
+/// A grant decided by a webhook for some names, the rules for the rest.
+struct Decided<'r> {
+    decisions: HashMap<String, GrantDecision>,
+    base: &'r Rules,
+}
+
+impl Grant for Decided<'_> {
+    fn decide(
+        &self,
+        caller: &Caller,
+        name: &str,
+        tool: Option<&warden_core::ToolEntry>,
+    ) -> GrantDecision {
+        match self.decisions.get(name) {
+            Some(d) => *d,
+            None => self.base.decide(caller, name, tool),
+        }
+    }
+}
+
+/// The grant source failed: every call is refused as unverifiable (G4).
+struct CannotDecide;
+
+impl Grant for CannotDecide {
+    fn decide(&self, _: &Caller, _: &str, _: Option<&warden_core::ToolEntry>) -> GrantDecision {
+        GrantDecision::Unavailable
+    }
+}
+
 /// The second phase of a request: waiting for the upstream and answering.
 pub type Waiting = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
@@ -168,6 +199,8 @@ pub struct Gateway {
     pub config: Config,
     pipeline: Pipeline,
     policy: LayeredPolicy,
+    rules: Arc<Rules>,
+    grant_webhook: Option<Webhook>,
     before_hooks: Vec<Arc<dyn BeforeHook>>,
     after_hooks: Arc<[Arc<dyn AfterHook>]>,
     pub upstreams: Vec<Arc<Upstream>>,
@@ -194,13 +227,29 @@ impl Gateway {
     }
 
     /// A gateway with in-process hooks (H1-H4) around every accepted call.
+    ///
+    /// Configured webhook hooks run after these, in config order. Must be called
+    /// inside a Tokio runtime (after webhooks start a worker).
     pub fn with_hooks(
         config: Config,
-        before: Vec<Arc<dyn BeforeHook>>,
-        after: Vec<Arc<dyn AfterHook>>,
+        mut before: Vec<Arc<dyn BeforeHook>>,
+        mut after: Vec<Arc<dyn AfterHook>>,
     ) -> Arc<Gateway> {
         let policy = config.policy();
         let rules = Arc::new(config.rules());
+        for h in &config.hook {
+            // The config was checked when loaded; a hook that fails to parse now is skipped loudly.
+            match Webhook::parse(&h.url, h.timeout_ms) {
+                Ok(w) if h.phase == "before" => before.push(Arc::new(BeforeWebhook(w))),
+                Ok(w) => after.push(AfterWebhook::start(w)),
+                Err(e) => tracing::error!("hook {} skipped: {e}", h.url),
+            }
+        }
+        let grant_webhook = config
+            .access
+            .webhook
+            .as_ref()
+            .and_then(|w| Webhook::parse(&w.url, w.timeout_ms).ok());
         let upstreams = config
             .upstream
             .iter()
@@ -217,8 +266,10 @@ impl Gateway {
         let n = upstreams.len();
         Arc::new_cyclic(|me| Gateway {
             config,
-            pipeline: Pipeline::new().with_grant(rules.clone(), rules),
+            pipeline: Pipeline::new().with_grant(rules.clone(), rules.clone()),
             policy,
+            rules,
+            grant_webhook,
             before_hooks: before,
             after_hooks: after.into(),
             upstreams,
@@ -336,19 +387,56 @@ impl Gateway {
     }
 
     /// The `tools/list` result for a caller, or the reason listing fails.
-    pub fn list_tools(&self, caller: Option<&Caller>) -> Result<Value, String> {
+    pub async fn list_tools(&self, caller: Option<&Caller>) -> Result<Value, String> {
         let down = self.unavailable();
         if !down.is_empty() {
             return Err(answer::listing_failed(&down));
         }
         let catalogue = self.catalogue();
-        let tools: Vec<Value> = self
-            .pipeline
-            .list(&catalogue, caller)
-            .into_iter()
-            .cloned()
-            .collect();
+        let listed = match (&self.grant_webhook, caller) {
+            (Some(hook), Some(caller)) => {
+                let names: Vec<&str> = catalogue.tools().iter().map(|t| t.name.as_str()).collect();
+                match webhook::grant_decisions(hook, caller, &names).await {
+                    Ok(decisions) => {
+                        let grant = Decided {
+                            decisions,
+                            base: &self.rules,
+                        };
+                        self.pipeline.list_with(&grant, &catalogue, Some(caller))
+                    }
+                    Err(e) => {
+                        // G4: a listing degrades to the configured rules.
+                        tracing::warn!(url = %hook.url(), "grant webhook failed; listing by the rules: {e}");
+                        self.pipeline.list(&catalogue, Some(caller))
+                    }
+                }
+            }
+            _ => self.pipeline.list(&catalogue, caller),
+        };
+        let tools: Vec<Value> = listed.into_iter().cloned().collect();
         Ok(jsonrpc::object([("tools", Value::Array(tools))]))
+    }
+
+    /// The grant for one call: the webhook's decision over the rules, or, when the
+    /// webhook fails, a source that says it cannot decide (G4: fail closed).
+    async fn call_grant(
+        &self,
+        caller: Option<&Caller>,
+        name: Option<&str>,
+    ) -> Option<Box<dyn Grant + '_>> {
+        let (hook, caller, name) = (self.grant_webhook.as_ref()?, caller?, name?);
+        Some(
+            match webhook::grant_decisions(hook, caller, &[name]).await {
+                Ok(decisions) => Box::new(Decided {
+                    decisions,
+                    base: &self.rules,
+                }),
+                Err(e) => {
+                    tracing::error!(url = %hook.url(), tool = %answer::shown(name), "grant webhook failed; the call is refused: {e}");
+                    Box::new(CannotDecide)
+                }
+            },
+        )
     }
 
     /// Runs one `tools/call` through the pipeline and the upstream, start to finish.
@@ -391,12 +479,23 @@ impl Gateway {
         if let Some(meta) = params.get("_meta") {
             check.insert("_meta".into(), meta.clone());
         }
-        let verdict = self.pipeline.check(
-            &catalogue,
-            &session.warn,
-            session.caller.as_ref(),
-            Value::Object(check),
-        );
+        let name = check.get("name").and_then(Value::as_str);
+        let grant = self.call_grant(session.caller.as_ref(), name).await;
+        let verdict = match &grant {
+            Some(grant) => self.pipeline.check_with(
+                &**grant,
+                &catalogue,
+                &session.warn,
+                session.caller.as_ref(),
+                Value::Object(check),
+            ),
+            None => self.pipeline.check(
+                &catalogue,
+                &session.warn,
+                session.caller.as_ref(),
+                Value::Object(check),
+            ),
+        };
         let forward = match verdict.outcome {
             Outcome::Answer { answer, refusal } => {
                 tracing::info!(caller = ?session.caller.as_ref().map(|c| &c.name), ?refusal, unknown = ?verdict.report.unknown_keys, answer = %answer.text(), "call answered by the gateway");
@@ -832,7 +931,7 @@ impl Gateway {
             "ping" => Begun::Done(Some(Ok(json!({})))),
             "tools/list" => {
                 self.connect(None).await;
-                match self.list_tools(session.caller.as_ref()) {
+                match self.list_tools(session.caller.as_ref()).await {
                     Ok(result) => Begun::Done(Some(Ok(result))),
                     Err(message) => err(jsonrpc::INTERNAL_ERROR, &message),
                 }

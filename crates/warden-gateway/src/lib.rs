@@ -19,3 +19,4 @@ pub mod gateway;
 pub mod jsonrpc;
 pub mod stdio;
 pub mod upstream;
+pub mod webhook;

@@ -291,3 +291,93 @@ pub fn cli(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// What the test webhook server answers.
+pub enum Reply {
+    Json(Value),
+    /// A status and a raw body (garbage, errors).
+    Raw(u16, Vec<u8>),
+    /// Waits, then answers.
+    After(Duration, Value),
+}
+
+/// A webhook endpoint on loopback that records every POST body and answers with
+/// what `respond` says. Serves until the test process ends.
+pub struct HookServer {
+    pub url: String,
+    pub seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl HookServer {
+    pub fn start(respond: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> HookServer {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind hook server");
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let respond = std::sync::Arc::new(respond);
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let (respond, record) = (respond.clone(), record.clone());
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    let head_end = loop {
+                        let n = stream.read(&mut chunk).unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    while buf.len() < head_end + len {
+                        let n = stream.read(&mut chunk).unwrap_or(0);
+                        if n == 0 {
+                            break;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                    }
+                    let body: Value =
+                        serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+                    record.lock().unwrap().push(body.clone());
+                    let (status, bytes) = match respond(&body) {
+                        Reply::Json(v) => (200, serde_json::to_vec(&v).unwrap()),
+                        Reply::Raw(status, bytes) => (status, bytes),
+                        Reply::After(d, v) => {
+                            std::thread::sleep(d);
+                            (200, serde_json::to_vec(&v).unwrap())
+                        }
+                    };
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        bytes.len()
+                    );
+                    let _ = stream.write_all(&bytes);
+                });
+            }
+        });
+        HookServer { url, seen }
+    }
+
+    pub fn bodies(&self) -> Vec<Value> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// A loopback URL nothing listens on.
+pub fn dead_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    format!("http://{addr}/hook")
+}
