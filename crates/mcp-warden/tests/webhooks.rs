@@ -80,7 +80,14 @@ fn grant_webhook_down_slow_or_garbled_fails_calls_closed() {
         Reply::Raw(500, b"{}".to_vec()),
         Reply::Json(json!({"decisions": {"notes.list_notes": 7}})),
         Reply::Json(json!([1, 2])),
-        Reply::Raw(200, format!("{{\"decisions\": {{}}, \"pad\": \"{}\"}}", "x".repeat(2 << 20)).into_bytes()),
+        Reply::Raw(
+            200,
+            format!(
+                "{{\"decisions\": {{}}, \"pad\": \"{}\"}}",
+                "x".repeat(2 << 20)
+            )
+            .into_bytes(),
+        ),
     ] {
         let garbage = std::sync::Mutex::new(Some(garbage));
         let server = HookServer::start(move |_| {
