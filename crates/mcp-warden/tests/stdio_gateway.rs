@@ -26,7 +26,7 @@ fn demo_config_rejects_aliases_and_pins() {
     );
     assert_eq!(
         w.call_text("notes.create_note", json!({"title": "Leak", "text": "x", "is_public": true})),
-        "Error: Argument 'is_public' of tool 'notes.create_note' is set by the gateway and cannot be chosen by the caller."
+        "Error: Argument 'is_public' of tool 'notes.create_note' is fixed by configuration and cannot be set by the caller."
     );
     assert_eq!(
         w.call_text("notes.publish_note", json!({"id": "one"})),

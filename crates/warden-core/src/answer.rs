@@ -162,7 +162,7 @@ pub fn schema_violations(violations: &[Violation]) -> String {
 /// A7: the caller sent an argument the configuration fixes.
 pub fn pinned_argument(argument: &str, tool: &str) -> String {
     format!(
-        "Error: Argument '{}' of tool '{}' is set by the gateway and cannot be chosen by the caller.",
+        "Error: Argument '{}' of tool '{}' is fixed by configuration and cannot be set by the caller.",
         shown(argument),
         shown(tool)
     )
@@ -430,7 +430,7 @@ mod tests {
         );
         assert_eq!(
             pinned_argument("is_public", "notes.create_note"),
-            "Error: Argument 'is_public' of tool 'notes.create_note' is set by the gateway and cannot be chosen by the caller."
+            "Error: Argument 'is_public' of tool 'notes.create_note' is fixed by configuration and cannot be set by the caller."
         );
     }
 }

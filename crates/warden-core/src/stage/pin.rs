@@ -70,7 +70,7 @@ mod tests {
         assert_eq!(
             step,
             Step::Answer(Answer::ToolError(
-                "Error: Argument 'is_public' of tool 'create_note' is set by the gateway and cannot be chosen by the caller.".into()
+                "Error: Argument 'is_public' of tool 'create_note' is fixed by configuration and cannot be set by the caller.".into()
             ))
         );
     }
