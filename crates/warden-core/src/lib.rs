@@ -34,6 +34,36 @@
 //!     Outcome::Forward(_) => unreachable!(),
 //! }
 //! ```
+//!
+//! ## On the client side: a provider stack
+//!
+//! An agent host puts the same stages between its model and its tools with
+//! [`provider`]: layers that each look like a tool provider and stack.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use warden_core::provider::{PolicyLayer, StageLayer, ToolCall, ToolProvider};
+//! use warden_core::{Caller, Rules, UnknownKeyWarning, UnknownMode};
+//!
+//! async fn govern(registry: Arc<dyn ToolProvider>) {
+//!     let stack = PolicyLayer::new(
+//!         StageLayer::unknown_keys(
+//!             StageLayer::reasons(StageLayer::schema(registry), None),
+//!             UnknownMode::Warn,
+//!             Arc::new(|w: &UnknownKeyWarning| eprintln!("{} got {:?}", w.tool, w.unknown_keys)),
+//!         ),
+//!         Rules::default(),
+//!         Caller::new("host"),
+//!         Arc::new(|_: &Caller, _: &str, _: &serde_json::Value| Box::pin(async { false })),
+//!     );
+//!     let tools = stack.tools_for_llm().await.unwrap(); // shown to the model
+//!     let call = ToolCall { id: "call_1".into(), name: "fs_read".into(), arguments: "{\"path\":\"a\"}".into() };
+//!     let results = stack.execute_tool_calls(vec![call]).await.unwrap();
+//!     # let _ = (tools, results);
+//! }
+//! ```
+//! `warden_gateway::client::McpClient` is a provider for an MCP server run as a
+//! child process; `examples/agent_host.rs` stacks every layer over one.
 #![forbid(unsafe_code)]
 
 pub mod access;
@@ -44,6 +74,7 @@ pub mod hooks;
 pub mod meta;
 pub mod pipeline;
 pub mod policy;
+pub mod provider;
 pub mod stage;
 
 pub use access::{Effect, Rule, Rules};

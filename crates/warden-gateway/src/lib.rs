@@ -14,6 +14,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod client;
 pub mod config;
 pub mod gateway;
 pub mod jsonrpc;
