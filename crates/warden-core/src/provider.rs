@@ -412,6 +412,64 @@ impl<P: ToolProvider> ToolProvider for PolicyLayer<P> {
     }
 }
 
+/// A host's own in-process tool: its arguments in, a `CallToolResult` out.
+pub type LocalTool = Arc<dyn Fn(&Map<String, Value>) -> Value + Send + Sync>;
+
+/// A provider for tools the host implements itself (a delegation tool, a lease
+/// tool), so they sit under the same layers as the MCP servers' tools.
+#[derive(Default)]
+pub struct LocalTools {
+    tools: Vec<(Value, LocalTool)>,
+}
+
+impl LocalTools {
+    /// Adds a tool: its declaration (`name`, `inputSchema`, …) and its body.
+    pub fn with(mut self, declaration: Value, body: LocalTool) -> Self {
+        self.tools.push((declaration, body));
+        self
+    }
+}
+
+impl ToolProvider for LocalTools {
+    fn tools_for_llm(&self) -> HookFuture<'_, Result<Vec<Value>, ProviderError>> {
+        let tools = self.tools.iter().map(|(d, _)| d.clone()).collect();
+        Box::pin(async move { Ok(tools) })
+    }
+
+    fn execute_tool_calls(
+        &self,
+        calls: Vec<ToolCall>,
+    ) -> HookFuture<'_, Result<Vec<ToolResult>, ProviderError>> {
+        let results = calls
+            .into_iter()
+            .map(|call| {
+                let body = self
+                    .tools
+                    .iter()
+                    .find(|(d, _)| d.get("name").and_then(Value::as_str) == Some(&call.name));
+                match (
+                    body,
+                    arguments_object(&call.arguments)
+                        .or_else(|| call.arguments.is_null().then(Map::new)),
+                ) {
+                    (None, _) => ToolResult::error(
+                        &call.id,
+                        &format!("Error: {}", answer::unknown_tool(&call.name)),
+                    ),
+                    (Some(_), None) => {
+                        ToolResult::error(&call.id, &answer::arguments_not_object(&call.name))
+                    }
+                    (Some((_, body)), Some(args)) => ToolResult {
+                        id: call.id,
+                        result: body(&args),
+                    },
+                }
+            })
+            .collect();
+        Box::pin(async move { Ok(results) })
+    }
+}
+
 /// A sink that drops warnings (for stacks that only strip or reject).
 pub fn no_warnings() -> Arc<dyn WarnSink> {
     Arc::new(|_: &UnknownKeyWarning| {})

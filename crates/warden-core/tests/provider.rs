@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use warden_core::hooks::HookFuture;
 use warden_core::provider::{
-    PolicyLayer, ProviderError, StageLayer, ToolCall, ToolProvider, ToolResult,
+    LocalTools, PolicyLayer, ProviderError, StageLayer, ToolCall, ToolProvider, ToolResult,
 };
 use warden_core::{Caller, Effect, Rule, Rules, UnknownKeyWarning, UnknownMode};
 
@@ -451,4 +451,39 @@ fn policy_hides_denies_and_asks() {
         ["publish {\"id\":1}", "publish {\"id\":2}"]
     );
     assert_eq!(registry.batches.lock().unwrap()[0].len(), 1);
+}
+
+#[test]
+fn a_hosts_own_tools_stack_under_the_same_layers() {
+    let local = LocalTools::default().with(
+        json!({"name": "delegate", "inputSchema": {"type": "object", "properties": {"brief": {"type": "string"}}, "required": ["brief"]}}),
+        Arc::new(|args| json!({"content": [{"type": "text", "text": format!("delegated: {}", args["brief"])}]})),
+    );
+    let stack = StageLayer::schema(StageLayer::unknown_keys(
+        local,
+        UnknownMode::Reject,
+        warden_core::provider::no_warnings(),
+    ));
+    assert_eq!(block_on(stack.tools_for_llm()).unwrap().len(), 1);
+    let results = block_on(stack.execute_tool_calls(vec![
+        call("1", "delegate", json!({"brief": "fix the build"})),
+        call(
+            "2",
+            "delegate",
+            json!({"brief": "Investigate the", "nvestigate": "…"}),
+        ),
+        call("3", "delegate", json!({})),
+        call("4", "nothing", json!({})),
+    ]))
+    .unwrap();
+    assert_eq!(results[0].text(), "delegated: \"fix the build\"");
+    assert_eq!(
+        results[1].text(),
+        "Error: Unknown parameter 'nvestigate' for tool 'delegate'.\nAllowed parameters: brief."
+    );
+    assert_eq!(
+        results[2].text(),
+        "Error: Missing required argument 'brief'."
+    );
+    assert_eq!(results[3].text(), "Error: Unknown tool 'nothing'.");
 }
