@@ -269,15 +269,7 @@ fn sampling_round_trip_through_the_gateway() {
 #[test]
 fn list_changed_refreshes_the_catalogue() {
     let mut w = Warden::start("listchanged", &fixture_config("", ""));
-    let names = |w: &mut Warden| -> Vec<String> {
-        let l = w.request("tools/list", json!({}));
-        l["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let names = |w: &mut Warden| w.tool_names();
     assert!(!names(&mut w).contains(&"fx.late_tool".to_owned()));
     assert_eq!(w.call_text("fx.add_tool", json!({})), "added");
     w.wait_for("list_changed", |m| {

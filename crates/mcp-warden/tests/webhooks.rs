@@ -17,13 +17,7 @@ fn with_grant_webhook(url: &str) -> String {
 }
 
 fn names(w: &mut Warden) -> Vec<String> {
-    let l = w.request("tools/list", json!({}));
-    l["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect()
+    w.tool_names()
 }
 
 #[test]

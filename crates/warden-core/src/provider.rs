@@ -107,6 +107,28 @@ fn arguments_object(args: &Value) -> Option<Map<String, Value>> {
     }
 }
 
+/// Sends the calls a layer did not answer to the inner provider and puts every
+/// result back in the caller's order (`answered[i]` is `None` where the inner
+/// provider's next result belongs). Inner errors pass through unchanged.
+async fn forward_rest<P: ToolProvider>(
+    inner: &P,
+    answered: Vec<Option<ToolResult>>,
+    forward: Vec<ToolCall>,
+) -> Result<Vec<ToolResult>, ProviderError> {
+    let all_forwarded = forward.len() == answered.len();
+    let mut results = inner.execute_tool_calls(forward).await?.into_iter();
+    if all_forwarded {
+        return Ok(results.collect());
+    }
+    Ok(answered
+        .into_iter()
+        .map(|a| {
+            a.or_else(|| results.next())
+                .unwrap_or_else(|| ToolResult::error("", answer::INTERNAL_ERROR))
+        })
+        .collect())
+}
+
 /// Called with (tool, reason) when the reasons layer takes a `reason` out of a call.
 pub type OnReason = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
@@ -304,18 +326,7 @@ impl<P: ToolProvider> ToolProvider for StageLayer<P> {
                 }
             }
             drop(catalogue);
-            let all_forwarded = forward.len() == answered.len();
-            let mut results = self.inner.execute_tool_calls(forward).await?.into_iter();
-            if all_forwarded {
-                return Ok(results.collect());
-            }
-            Ok(answered
-                .into_iter()
-                .map(|a| {
-                    a.or_else(|| results.next())
-                        .unwrap_or_else(|| ToolResult::error("", answer::INTERNAL_ERROR))
-                })
-                .collect())
+            forward_rest(&self.inner, answered, forward).await
         })
     }
 }
@@ -396,18 +407,7 @@ impl<P: ToolProvider> ToolProvider for PolicyLayer<P> {
                 }
                 answered.push(verdict);
             }
-            let all_forwarded = forward.len() == answered.len();
-            let mut results = self.inner.execute_tool_calls(forward).await?.into_iter();
-            if all_forwarded {
-                return Ok(results.collect());
-            }
-            Ok(answered
-                .into_iter()
-                .map(|a| {
-                    a.or_else(|| results.next())
-                        .unwrap_or_else(|| ToolResult::error("", answer::INTERNAL_ERROR))
-                })
-                .collect())
+            forward_rest(&self.inner, answered, forward).await
         })
     }
 }

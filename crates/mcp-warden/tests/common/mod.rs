@@ -198,6 +198,17 @@ impl Warden {
         self.request("tools/call", json!({"name": tool, "arguments": args}))
     }
 
+    /// The names `tools/list` offers, in order.
+    pub fn tool_names(&mut self) -> Vec<String> {
+        let l = self.request("tools/list", json!({}));
+        l["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools in {l}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
     /// The text of a tool result's first content item.
     pub fn call_text(&mut self, tool: &str, args: Value) -> String {
         let r = self.call(tool, args);
