@@ -1,0 +1,476 @@
+//! # warden-store
+//!
+//! mcp-warden's durable state: the idempotency ledger (I1, I2) and the audit
+//! trail (H4), in an embedded SQLite file (WAL mode, created and migrated on
+//! first use). Every operation runs on Tokio's blocking pool, so callers on any
+//! runtime flavour can await it.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), warden_store::StoreError> {
+//! use warden_store::{Claim, Finish, Store};
+//! let store = Store::open("warden.db".as_ref())?;
+//! match store.claim("alice", "key-1", "fingerprint", std::time::Duration::from_secs(86400)).await? {
+//!     Claim::Run => store.finish("alice", "key-1", Finish::Completed(serde_json::json!({"content": []}))).await?,
+//!     Claim::Replay(result) => println!("stored: {result}"),
+//!     Claim::Running | Claim::Mismatch => {}
+//! }
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+
+mod time;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use time::{format_rfc3339, parse_since};
+
+/// The store could not do what was asked: callers that need it fail closed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Unavailable(e.to_string())
+    }
+}
+
+/// What the ledger says about an idempotency key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// The key is now ours: run the call, then [`Store::finish`] it.
+    Run,
+    /// The call completed before: here is its result; do not run it again.
+    Replay(Value),
+    /// The same key is running right now.
+    Running,
+    /// The key was used for a different call (another tool or other arguments).
+    Mismatch,
+}
+
+/// How a claimed call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finish {
+    Completed(Value),
+    /// Recorded as failed: the key may be claimed again.
+    Failed(String),
+}
+
+/// One call in the audit trail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// RFC 3339, UTC, milliseconds.
+    pub time: String,
+    pub session: String,
+    pub caller: Option<String>,
+    /// The tool as the caller named it.
+    pub tool: String,
+    pub upstream: Option<String>,
+    /// The arguments as sent upstream, with configured keys redacted.
+    pub arguments: Value,
+    pub reason: Option<String>,
+    pub unknown_keys: Vec<String>,
+    pub unknown_mode: Option<String>,
+    /// allowed | denied | answered_by_hook | unknown_tool | grant_failure | invalid_arguments | replayed
+    pub decision: String,
+    /// ok | tool_error | upstream_error | failed | cancelled | refused
+    pub outcome: String,
+    pub duration_ms: f64,
+    pub idempotency_key: Option<String>,
+    pub replayed: bool,
+}
+
+/// What `mcp-warden audit` filters on.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub caller: Option<String>,
+    pub tool: Option<String>,
+    pub outcome: Option<String>,
+    /// Records at or after this time, in milliseconds since the epoch.
+    pub since_ms: Option<i64>,
+    pub limit: usize,
+}
+
+/// Schema migrations, applied in order on open; the index + 1 is the version.
+const MIGRATIONS: &[&str] = &["CREATE TABLE ledger (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('running', 'completed', 'failed')),
+        result TEXT,
+        created_ms INTEGER NOT NULL,
+        PRIMARY KEY (scope, key)
+    );
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        time_ms INTEGER NOT NULL,
+        caller TEXT,
+        tool TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        record TEXT NOT NULL
+    );
+    CREATE INDEX audit_time ON audit (time_ms);"];
+
+/// The embedded SQLite store.
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Store {
+    /// Opens (or creates) the database file and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let conn = Connection::open(path)
+            .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
+        Store::init(conn)
+    }
+
+    /// A store in memory (tests, and `call` without a configured store).
+    pub fn in_memory() -> Result<Store, StoreError> {
+        Store::init(Connection::open_in_memory()?)
+    }
+
+    fn init(conn: Connection) -> Result<Store, StoreError> {
+        conn.busy_timeout(Duration::from_secs(5))?;
+        // WAL: readers never block the writer; NORMAL sync is durable across process crashes.
+        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL; CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);")?;
+        let version: i64 = conn
+            .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0);
+        if version as usize > MIGRATIONS.len() {
+            return Err(StoreError::Unavailable(format!(
+                "the database has schema version {version}, newer than this mcp-warden knows ({}); upgrade mcp-warden",
+                MIGRATIONS.len()
+            )));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = conn.unchecked_transaction()?;
+            tx.execute_batch(sql)?;
+            tx.execute("DELETE FROM schema_version", [])?;
+            tx.execute(
+                "INSERT INTO schema_version (version) VALUES (?1)",
+                [i as i64 + 1],
+            )?;
+            tx.commit()?;
+        }
+        Ok(Store {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
+            f(&mut conn)
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("store task failed: {e}")))?
+    }
+
+    /// I1: claims `key` for a call (`fingerprint` identifies tool and arguments).
+    /// Exactly one concurrent claimant gets [`Claim::Run`]. Entries older than
+    /// `retention` are gone (I2); a failed entry may be claimed again.
+    pub async fn claim(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint: &str,
+        retention: Duration,
+    ) -> Result<Claim, StoreError> {
+        let (scope, key, fingerprint) = (scope.to_owned(), key.to_owned(), fingerprint.to_owned());
+        self.with(move |conn| {
+            let now = now_ms();
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            tx.execute(
+                "DELETE FROM ledger WHERE scope = ?1 AND key = ?2 AND created_ms < ?3",
+                params![scope, key, now - retention.as_millis() as i64],
+            )?;
+            let inserted = tx.execute(
+                "INSERT INTO ledger (scope, key, fingerprint, state, created_ms) VALUES (?1, ?2, ?3, 'running', ?4)
+                 ON CONFLICT (scope, key) DO NOTHING",
+                params![scope, key, fingerprint, now],
+            )?;
+            let claim = if inserted == 1 {
+                Claim::Run
+            } else {
+                let (fp, state, result): (String, String, Option<String>) = tx.query_row(
+                    "SELECT fingerprint, state, result FROM ledger WHERE scope = ?1 AND key = ?2",
+                    params![scope, key],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )?;
+                match state.as_str() {
+                    _ if fp != fingerprint => Claim::Mismatch,
+                    "running" => Claim::Running,
+                    "completed" => Claim::Replay(
+                        result.and_then(|r| serde_json::from_str(&r).ok()).unwrap_or(Value::Null),
+                    ),
+                    _ => {
+                        tx.execute(
+                            "UPDATE ledger SET state = 'running', result = NULL, created_ms = ?3 WHERE scope = ?1 AND key = ?2",
+                            params![scope, key, now],
+                        )?;
+                        Claim::Run
+                    }
+                }
+            };
+            tx.commit()?;
+            Ok(claim)
+        })
+        .await
+    }
+
+    /// Records how a claimed call ended.
+    pub async fn finish(&self, scope: &str, key: &str, finish: Finish) -> Result<(), StoreError> {
+        let (scope, key) = (scope.to_owned(), key.to_owned());
+        self.with(move |conn| {
+            let (state, result) = match finish {
+                Finish::Completed(v) => ("completed", Some(v.to_string())),
+                Finish::Failed(_) => ("failed", None),
+            };
+            conn.execute(
+                "UPDATE ledger SET state = ?3, result = ?4 WHERE scope = ?1 AND key = ?2",
+                params![scope, key, state, result],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Appends one audit record; it is on disk when this returns.
+    pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        let json =
+            serde_json::to_string(record).map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let (caller, tool, outcome) = (
+            record.caller.clone(),
+            record.tool.clone(),
+            record.outcome.clone(),
+        );
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO audit (time_ms, caller, tool, outcome, record) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![now_ms(), caller, tool, outcome, json],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Audit records matching `filter`, oldest first.
+    pub async fn query(&self, filter: AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT record FROM audit
+                 WHERE (?1 IS NULL OR caller = ?1) AND (?2 IS NULL OR tool = ?2)
+                   AND (?3 IS NULL OR outcome = ?3) AND (?4 IS NULL OR time_ms >= ?4)
+                 ORDER BY id LIMIT ?5",
+            )?;
+            let limit = if filter.limit == 0 {
+                i64::MAX
+            } else {
+                filter.limit as i64
+            };
+            let rows = stmt.query_map(
+                params![
+                    filter.caller,
+                    filter.tool,
+                    filter.outcome,
+                    filter.since_ms,
+                    limit
+                ],
+                |r| r.get::<_, String>(0),
+            )?;
+            let mut out = Vec::new();
+            for row in rows {
+                if let Ok(rec) = serde_json::from_str(&row?) {
+                    out.push(rec);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    #[tokio::test]
+    async fn claim_run_finish_replay() {
+        let s = Store::in_memory().unwrap();
+        assert_eq!(s.claim("alice", "k", "f1", DAY).await.unwrap(), Claim::Run);
+        assert_eq!(
+            s.claim("alice", "k", "f1", DAY).await.unwrap(),
+            Claim::Running
+        );
+        assert_eq!(
+            s.claim("alice", "k", "f2", DAY).await.unwrap(),
+            Claim::Mismatch
+        );
+        // Scoped by caller: bob's key of the same name is his own.
+        assert_eq!(s.claim("bob", "k", "f1", DAY).await.unwrap(), Claim::Run);
+        s.finish(
+            "alice",
+            "k",
+            Finish::Completed(json!({"content": [{"type": "text", "text": "done"}]})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            s.claim("alice", "k", "f1", DAY).await.unwrap(),
+            Claim::Replay(json!({"content": [{"type": "text", "text": "done"}]}))
+        );
+        assert_eq!(
+            s.claim("alice", "k", "f2", DAY).await.unwrap(),
+            Claim::Mismatch
+        );
+    }
+
+    #[tokio::test]
+    async fn failed_calls_may_be_retried_and_entries_expire() {
+        let s = Store::in_memory().unwrap();
+        assert_eq!(s.claim("a", "k", "f", DAY).await.unwrap(), Claim::Run);
+        s.finish("a", "k", Finish::Failed("upstream crashed".into()))
+            .await
+            .unwrap();
+        assert_eq!(s.claim("a", "k", "f", DAY).await.unwrap(), Claim::Run);
+        s.finish("a", "k", Finish::Completed(json!({})))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // With a retention shorter than the entry's age, the key is fresh again.
+        assert_eq!(
+            s.claim("a", "k", "other", Duration::from_millis(5))
+                .await
+                .unwrap(),
+            Claim::Run
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exactly_one_of_many_concurrent_claims_runs() {
+        let dir = std::env::temp_dir().join(format!("warden-store-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.db");
+        let _ = std::fs::remove_file(&path);
+        // Two stores on one file, as two gateway processes would have.
+        let (a, b) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+        let tasks: Vec<_> = (0..100)
+            .map(|i| {
+                let s = if i % 2 == 0 { a.clone() } else { b.clone() };
+                tokio::spawn(async move { s.claim("c", "same", "f", DAY).await.unwrap() })
+            })
+            .collect();
+        let mut runs = 0;
+        for t in tasks {
+            if t.await.unwrap() == Claim::Run {
+                runs += 1;
+            }
+        }
+        assert_eq!(runs, 1);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn audit_records_are_queried_by_filter() {
+        let s = Store::in_memory().unwrap();
+        let rec = |caller: &str, tool: &str, outcome: &str| AuditRecord {
+            time: "2026-11-30T00:00:00.000Z".into(),
+            session: "stdio".into(),
+            caller: Some(caller.into()),
+            tool: tool.into(),
+            upstream: Some("notes".into()),
+            arguments: json!({"a": 1}),
+            reason: None,
+            unknown_keys: vec![],
+            unknown_mode: None,
+            decision: "allowed".into(),
+            outcome: outcome.into(),
+            duration_ms: 1.5,
+            idempotency_key: None,
+            replayed: false,
+        };
+        s.record(&rec("alice", "notes.create_note", "ok"))
+            .await
+            .unwrap();
+        s.record(&rec("bob", "notes.create_note", "tool_error"))
+            .await
+            .unwrap();
+        s.record(&rec("alice", "notes.list_notes", "ok"))
+            .await
+            .unwrap();
+        let all = s.query(AuditFilter::default()).await.unwrap();
+        assert_eq!(all.len(), 3);
+        assert_eq!(all[0], rec("alice", "notes.create_note", "ok"));
+        let alice = s
+            .query(AuditFilter {
+                caller: Some("alice".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(alice.len(), 2);
+        let errors = s
+            .query(AuditFilter {
+                outcome: Some("tool_error".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(errors[0].caller.as_deref(), Some("bob"));
+        let later = s
+            .query(AuditFilter {
+                since_ms: Some(now_ms() + 60_000),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(later.is_empty());
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_with_a_fix() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (99);")
+            .unwrap();
+        let e = Store::init(conn).err().unwrap();
+        assert!(e.to_string().contains(
+            "schema version 99, newer than this mcp-warden knows (1); upgrade mcp-warden"
+        ));
+    }
+
+    #[test]
+    fn an_unwritable_path_is_a_clear_error() {
+        let e = Store::open(Path::new("/nonexistent-dir/warden.db"))
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string()
+                .starts_with("the store is unavailable: cannot open /nonexistent-dir/warden.db"),
+            "{e}"
+        );
+    }
+}
