@@ -60,6 +60,29 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Query the audit trail (needs [store] url).
+    Audit {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Only calls made by this caller.
+        #[arg(long)]
+        caller: Option<String>,
+        /// Only calls to this tool (as callers name it).
+        #[arg(long)]
+        tool: Option<String>,
+        /// Only calls with this outcome: ok, tool_error, upstream_error, failed, cancelled, refused.
+        #[arg(long)]
+        outcome: Option<String>,
+        /// Only calls since: a duration back from now (15m, 2h, 7d) or a UTC time (2026-11-30T04:00:00Z).
+        #[arg(long)]
+        since: Option<String>,
+        /// At most this many records, oldest first.
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Make one tool call through the pipeline and print the result as JSON.
     Call {
         #[command(flatten)]
@@ -126,7 +149,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             for w in config.warnings() {
                 tracing::warn!("config: {w}");
             }
-            let gateway = Gateway::new(config);
+            let gateway = Gateway::new(config).map_err(|e| anyhow!(e))?;
             warden_gateway::stdio::serve(gateway)
                 .await
                 .context("serving stdio")?;
@@ -152,7 +175,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let config = load(&config)?;
-            let (gateway, session) = start(config, caller).await;
+            let (gateway, session) = start(config, caller).await?;
             let listed = gateway.list_tools(session.caller.as_ref()).await;
             gateway.shutdown().await;
             let result = listed.map_err(|e| anyhow!(e))?;
@@ -161,6 +184,61 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&tools)?);
             } else {
                 print_table(&tools);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit {
+            config,
+            caller,
+            tool,
+            outcome,
+            since,
+            limit,
+            json,
+        } => {
+            let config = load(&config)?;
+            let path = config
+                .store_path()
+                .ok_or_else(|| anyhow!("{}: no [store] url is configured, so there is no audit trail to query; add [store] url = \"sqlite://warden.db\"", config.path.display()))?;
+            if !path.exists() {
+                return Err(anyhow!("{}: the store {} does not exist yet (it is created when the gateway first runs)", config.path.display(), path.display()));
+            }
+            let since_ms = since
+                .map(|s| warden_store::parse_since(&s, std::time::SystemTime::now()))
+                .transpose()
+                .map_err(|e| anyhow!("--since: {e}"))?;
+            let store = warden_store::Store::open(&path)?;
+            let records = store
+                .query(warden_store::AuditFilter {
+                    caller,
+                    tool,
+                    outcome,
+                    since_ms,
+                    limit,
+                })
+                .await?;
+            if json {
+                for r in &records {
+                    println!("{}", serde_json::to_string(r)?);
+                }
+            } else {
+                println!(
+                    "{:<24}  {:<10}  {:<28}  {:<17}  {:<14}  {:>9}",
+                    "TIME", "CALLER", "TOOL", "DECISION", "OUTCOME", "MS"
+                );
+                for r in &records {
+                    println!(
+                        "{:<24}  {:<10}  {:<28}  {:<17}  {:<14}  {:>9.1}{}",
+                        r.time,
+                        r.caller.as_deref().unwrap_or("-"),
+                        r.tool,
+                        r.decision,
+                        r.outcome,
+                        r.duration_ms,
+                        if r.replayed { "  (replayed)" } else { "" }
+                    );
+                }
+                println!("({} record(s))", records.len());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -180,7 +258,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             if let Some(m) = meta {
                 params["_meta"] = serde_json::from_str(&m).context("--meta is not valid JSON")?;
             }
-            let (gateway, session) = start(config, caller).await;
+            let (gateway, session) = start(config, caller).await?;
             let body = gateway.call_tool(&session, None, params).await;
             gateway.shutdown().await;
             match body {
@@ -207,13 +285,16 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 /// A gateway with its upstreams started, and a session acting for `caller`.
-async fn start(config: Config, caller: Option<String>) -> (Arc<Gateway>, Arc<ClientSession>) {
+async fn start(
+    config: Config,
+    caller: Option<String>,
+) -> anyhow::Result<(Arc<Gateway>, Arc<ClientSession>)> {
     let name = caller.unwrap_or_else(|| config.gateway.stdio_caller.clone());
     let caller = Caller {
         groups: config.groups_of(&name),
         name,
     };
-    let gateway = Gateway::new(config);
+    let gateway = Gateway::new(config).map_err(|e| anyhow!(e))?;
     // Messages the upstream sends the client (progress, logs) are shown on stderr.
     let (tx, mut rx) = mpsc::channel::<Value>(64);
     tokio::spawn(async move {
@@ -224,7 +305,7 @@ async fn start(config: Config, caller: Option<String>) -> (Arc<Gateway>, Arc<Cli
     let session = ClientSession::new(Some(caller), tx);
     gateway.add_session(&session);
     gateway.connect(None).await;
-    (gateway, session)
+    Ok((gateway, session))
 }
 
 fn print_table(tools: &[Value]) {

@@ -83,7 +83,8 @@ async fn before_hooks_decide_and_after_hooks_run_exactly_once() {
         config,
         vec![Arc::new(Steer("first")), Arc::new(Steer("second"))],
         vec![record.clone()],
-    );
+    )
+    .unwrap();
     let (client, server) = tokio::io::duplex(1 << 20);
     let (server_read, server_write) = tokio::io::split(server);
     let serving = tokio::spawn(warden_gateway::stdio::serve_on(

@@ -37,6 +37,14 @@ pub fn approval_question(tool: &str, arguments: &str) -> String {
     )
 }
 
+/// I1: an idempotency key reused for another tool or other arguments.
+pub fn idempotency_mismatch(key: &str) -> String {
+    format!(
+        "Error: The idempotency key '{}' was already used for a different call (another tool or other arguments). Use a new key for a new call.",
+        shown(key)
+    )
+}
+
 /// I1: the same idempotency key is still running.
 pub const ALREADY_RUNNING: &str = "This call is already running. Retry once it finished.";
 
@@ -349,6 +357,14 @@ mod tests {
             "Error: Missing required argument 'title'.\n\
              Error: Invalid value for argument 'top': expected integer.\n\
              Error: The arguments do not match the schema the tool declares."
+        );
+    }
+
+    #[test]
+    fn idempotency_texts() {
+        assert_eq!(
+            idempotency_mismatch("k-1"),
+            "Error: The idempotency key 'k-1' was already used for a different call (another tool or other arguments). Use a new key for a new call."
         );
     }
 

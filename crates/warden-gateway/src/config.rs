@@ -36,6 +36,12 @@ pub struct Config {
     /// External before/after hooks (H1-H5).
     #[serde(default)]
     pub hook: Vec<HookConfig>,
+    #[serde(default)]
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub idempotency: IdempotencyConfig,
+    #[serde(default)]
+    pub audit: AuditConfig,
     /// Where the file was read from; relative upstream commands resolve against its folder.
     #[serde(skip)]
     pub path: PathBuf,
@@ -178,6 +184,68 @@ fn default_approval_timeout() -> u64 {
     120_000
 }
 
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `sqlite://FILE` (relative to the config file's folder). Without it the
+    /// ledger is off and the audit trail goes to the log (and `audit.jsonl`) only.
+    pub url: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdempotencyConfig {
+    /// The `_meta` key carrying a call's idempotency key (I1).
+    #[serde(default = "default_meta_key")]
+    pub meta_key: String,
+    /// How long a key is remembered (I2): `90s`, `15m`, `24h`, `7d`.
+    #[serde(default = "default_retention")]
+    pub retention: String,
+}
+
+impl Default for IdempotencyConfig {
+    fn default() -> Self {
+        Self {
+            meta_key: default_meta_key(),
+            retention: default_retention(),
+        }
+    }
+}
+
+fn default_meta_key() -> String {
+    "warden/idempotencyKey".into()
+}
+fn default_retention() -> String {
+    "24h".into()
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// A JSON-lines file each audit record is also appended to.
+    pub jsonl: Option<String>,
+    /// Argument keys whose values are replaced by "[redacted]" in audit records.
+    #[serde(default)]
+    pub redact: Vec<String>,
+}
+
+/// `90s`, `15m`, `24h`, `7d`.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let bad =
+        || format!("'{text}' is not a duration; write a number and a unit: 90s, 15m, 24h, 7d");
+    let t = text.trim();
+    let unit = t.chars().last().ok_or_else(bad)?;
+    let n: u64 = t[..t.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
+    let secs = match unit {
+        's' => n,
+        'm' => n * 60,
+        'h' => n * 3600,
+        'd' => n * 86_400,
+        _ => return Err(bad()),
+    };
+    Ok(std::time::Duration::from_secs(secs))
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
@@ -223,12 +291,24 @@ const KNOWN: &[(&str, &[&str])] = &[
     (
         "",
         &[
-            "gateway", "defaults", "upstream", "caller", "access", "rule", "hook",
+            "gateway",
+            "defaults",
+            "upstream",
+            "caller",
+            "access",
+            "rule",
+            "hook",
+            "store",
+            "idempotency",
+            "audit",
         ],
     ),
     ("access", &["default", "approval_timeout_ms", "webhook"]),
     ("access.webhook", &["url", "timeout_ms"]),
     ("hook", &["phase", "url", "timeout_ms"]),
+    ("store", &["url"]),
+    ("idempotency", &["meta_key", "retention"]),
+    ("audit", &["jsonl", "redact"]),
     ("rule", &["callers", "tools", "effect"]),
     ("gateway", &["front", "stdio_caller", "max_message_bytes"]),
     ("defaults", &["unknown_arguments", "validate", "reasons"]),
@@ -385,6 +465,22 @@ impl Config {
             }
         }
         self.rules_checked(file)?;
+        if let Some(url) = &self.store.url {
+            if !url.starts_with("sqlite://") || url.len() == "sqlite://".len() {
+                return Err(err(
+                    "store.url".into(),
+                    format!("'{url}' is not a store this build opens; use sqlite://FILE (PostgreSQL is not in this build)"),
+                ));
+            }
+        }
+        parse_duration(&self.idempotency.retention)
+            .map_err(|m| err("idempotency.retention".into(), m))?;
+        if self.idempotency.meta_key.is_empty() {
+            return Err(err(
+                "idempotency.meta_key".into(),
+                "must not be empty".into(),
+            ));
+        }
         if let Some(w) = &self.access.webhook {
             Webhook::parse(&w.url, w.timeout_ms).map_err(|m| err("access.webhook".into(), m))?;
         }
@@ -566,6 +662,22 @@ impl Config {
     }
 
     /// The groups of a caller named in config (none for an unlisted caller).
+    /// A path from the config, resolved against the config file's folder.
+    pub fn resolve_path(&self, path: &str) -> PathBuf {
+        let p = Path::new(path);
+        if p.is_relative() {
+            self.path.parent().unwrap_or(Path::new(".")).join(p)
+        } else {
+            p.to_path_buf()
+        }
+    }
+
+    /// The SQLite file of `[store] url`, if one is configured.
+    pub fn store_path(&self) -> Option<PathBuf> {
+        let url = self.store.url.as_deref()?;
+        Some(self.resolve_path(url.strip_prefix("sqlite://")?))
+    }
+
     pub fn groups_of(&self, caller: &str) -> Vec<String> {
         self.caller
             .iter()

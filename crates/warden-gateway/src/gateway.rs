@@ -8,6 +8,7 @@
 
 use crate::config::Config;
 use crate::jsonrpc::{self, Kind};
+use crate::trail::{AuditBase, Trail};
 use crate::upstream::{
     futures_lite::BoxedSend, CallError, Conn, Inbound, PendingReply, Upstream, SUPPORTED_VERSIONS,
 };
@@ -23,6 +24,7 @@ use warden_core::{
     answer, Answer, Caller, Catalogue, Grant, GrantDecision, LayeredPolicy, Outcome, Pipeline,
     Refusal, Rules, UnknownKeyWarning,
 };
+use warden_store::{Claim, Finish};
 
 /// One client connection (a stdio front has exactly one).
 pub struct ClientSession {
@@ -167,6 +169,10 @@ struct CallMeta {
     started: Instant,
     /// For `tools/call` with after hooks: what they will see.
     ctx: Option<Arc<CallContext>>,
+    /// For `tools/call` when calls are audited: what every record of it shares.
+    audit: Option<Arc<AuditBase>>,
+    /// (scope, key) when the call holds an idempotency key in the ledger.
+    ledger: Option<(String, String)>,
 }
 
 /// A request relayed upstream whose answer is awaited.
@@ -201,6 +207,8 @@ pub struct Gateway {
     policy: LayeredPolicy,
     rules: Arc<Rules>,
     grant_webhook: Option<Webhook>,
+    /// The ledger and the audit trail.
+    pub trail: Trail,
     before_hooks: Vec<Arc<dyn BeforeHook>>,
     after_hooks: Arc<[Arc<dyn AfterHook>]>,
     pub upstreams: Vec<Arc<Upstream>>,
@@ -222,7 +230,9 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(config: Config) -> Arc<Gateway> {
+    /// A gateway for a checked config. Opens the configured store (creating and
+    /// migrating it); the error says what could not be opened.
+    pub fn new(config: Config) -> Result<Arc<Gateway>, String> {
         Gateway::with_hooks(config, Vec::new(), Vec::new())
     }
 
@@ -234,7 +244,8 @@ impl Gateway {
         config: Config,
         mut before: Vec<Arc<dyn BeforeHook>>,
         mut after: Vec<Arc<dyn AfterHook>>,
-    ) -> Arc<Gateway> {
+    ) -> Result<Arc<Gateway>, String> {
+        let trail = Trail::open(&config)?;
         let policy = config.policy();
         let rules = Arc::new(config.rules());
         for h in &config.hook {
@@ -264,8 +275,9 @@ impl Gateway {
             })
             .collect::<Vec<_>>();
         let n = upstreams.len();
-        Arc::new_cyclic(|me| Gateway {
+        Ok(Arc::new_cyclic(|me| Gateway {
             config,
+            trail,
             pipeline: Pipeline::new().with_grant(rules.clone(), rules.clone()),
             policy,
             rules,
@@ -284,7 +296,7 @@ impl Gateway {
             connected: tokio::sync::OnceCell::new(),
             shutting_down: AtomicBool::new(false),
             me: me.clone(),
-        })
+        }))
     }
 
     pub fn catalogue(&self) -> Arc<Catalogue> {
@@ -468,6 +480,13 @@ impl Gateway {
         // Move the arguments out (no copy); a placeholder keeps their position.
         let arguments = params.get_mut("arguments").map(Value::take);
         let had_arguments = params.get("arguments").is_some();
+        // Refused calls are audited with the arguments they carried: kept only when audited.
+        let sent_arguments = self.trail.audits().then(|| {
+            arguments
+                .clone()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({}))
+        });
         let mut check = Map::new();
         check.insert(
             "name".into(),
@@ -500,6 +519,34 @@ impl Gateway {
             Outcome::Answer { answer, refusal } => {
                 tracing::info!(caller = ?session.caller.as_ref().map(|c| &c.name), ?refusal, unknown = ?verdict.report.unknown_keys, answer = %answer.text(), "call answered by the gateway");
                 let body = answer_body(answer);
+                if let Some(args) = sent_arguments {
+                    let base = AuditBase {
+                        session: "stdio".into(),
+                        caller: session.caller.as_ref().map(|c| c.name.clone()),
+                        tool: params
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        upstream: None,
+                        arguments: args
+                            .as_object()
+                            .map(|a| self.trail.redacted(a))
+                            .unwrap_or(args),
+                        reason: verdict.report.reason.clone(),
+                        unknown_keys: verdict.report.unknown_keys.clone(),
+                        unknown_mode: verdict.report.unknown_mode.map(|m| m.to_string()),
+                        idempotency_key: None,
+                    };
+                    let decision = match refusal {
+                        Refusal::NoToolName | Refusal::InvalidArguments => "invalid_arguments",
+                        Refusal::UnknownTool => "unknown_tool",
+                        Refusal::GrantFailure => "grant_failure",
+                    };
+                    self.trail
+                        .record(&base, decision, "refused", ms_since(started), false)
+                        .await;
+                }
                 if refusal == Refusal::GrantFailure {
                     // G4: no before hooks ran, but the after hooks hear of the refusal once.
                     let ctx = CallContext {
@@ -537,7 +584,30 @@ impl Gateway {
                 answer::INTERNAL_ERROR.into(),
             ))));
         };
-        let guarded = forward.needs_approval || !self.before_hooks.is_empty();
+        let ledger = self.trail.idempotency_key(&forward.meta).map(|key| {
+            (
+                session
+                    .caller
+                    .as_ref()
+                    .map(|c| c.name.clone())
+                    .unwrap_or_default(),
+                key,
+            )
+        });
+        let audit = self.trail.audits().then(|| {
+            Arc::new(AuditBase {
+                session: "stdio".into(),
+                caller: session.caller.as_ref().map(|c| c.name.clone()),
+                tool: tool.name.clone(),
+                upstream: Some(tool.upstream.clone()),
+                arguments: self.trail.redacted(&forward.arguments),
+                reason: verdict.report.reason.clone(),
+                unknown_keys: verdict.report.unknown_keys.clone(),
+                unknown_mode: verdict.report.unknown_mode.map(|m| m.to_string()),
+                idempotency_key: ledger.as_ref().map(|(_, k)| k.clone()),
+            })
+        });
+        let guarded = forward.needs_approval || !self.before_hooks.is_empty() || ledger.is_some();
         // Hooks see the call as it goes upstream; built only when someone will look.
         let ctx = (guarded || !self.after_hooks.is_empty()).then(|| {
             Arc::new(CallContext {
@@ -560,6 +630,8 @@ impl Gateway {
             token,
             started,
             ctx,
+            audit,
+            ledger,
         };
         if guarded {
             let (Some(me), session, client_id, up) = (
@@ -603,39 +675,75 @@ impl Gateway {
                 answer::INTERNAL_ERROR.into(),
             )));
         };
+        // Answers the call here: after hooks and the audit trail hear of it once.
+        let settle = |result: Option<Value>,
+                      failure: Option<String>,
+                      decision: &'static str,
+                      outcome: &'static str| {
+            let ctx = ctx.clone();
+            let meta = &meta;
+            async move {
+                self.after(ctx, result.clone(), failure, meta.started);
+                self.audit(meta, decision, outcome, false).await;
+                Some(match result {
+                    Some(r) => Ok(r),
+                    None => answer_body(Answer::ToolError(answer::INTERNAL_ERROR.into())),
+                })
+            }
+        };
+        let refusal = |text: &str| Answer::ToolError(text.to_owned()).to_tool_result();
         if approval {
-            if let Err(refusal) = self.approve(session, &ctx).await {
-                let result = Answer::ToolError(refusal.into())
-                    .to_tool_result()
-                    .unwrap_or_default();
-                self.after(ctx, Some(result.clone()), None, meta.started);
-                return Some(Ok(result));
+            if let Err(text) = self.approve(session, &ctx).await {
+                return settle(refusal(text), None, "denied", "refused").await;
             }
         }
         match hooks::run_before(&self.before_hooks, &ctx).await {
             BeforeOutcome::Pass => {}
             BeforeOutcome::Deny(reason) => {
-                let result = Answer::ToolError(reason.as_str().to_owned())
-                    .to_tool_result()
-                    .unwrap_or_default();
-                self.after(ctx, Some(result.clone()), None, meta.started);
-                return Some(Ok(result));
+                return settle(refusal(reason.as_str()), None, "denied", "refused").await
             }
             BeforeOutcome::Answer(result) => {
-                self.after(ctx, Some(result.clone()), None, meta.started);
-                return Some(Ok(result));
+                return settle(Some(result), None, "answered_by_hook", "ok").await
             }
             BeforeOutcome::Failed(e) => {
                 tracing::error!(tool = %ctx.tool, "a before hook failed; the tool is not run: {e}");
-                self.after(
-                    ctx,
+                return settle(
                     None,
                     Some(format!("before hook failed: {e}")),
-                    meta.started,
-                );
-                return Some(answer_body(Answer::ToolError(
-                    answer::INTERNAL_ERROR.into(),
-                )));
+                    "denied",
+                    "failed",
+                )
+                .await;
+            }
+        }
+        // The ledger last: only a call that will run claims its key (I1).
+        if let Some((scope, key)) = &meta.ledger {
+            let args = Value::Object(ctx.arguments.clone());
+            match self.trail.claim(scope, key, &ctx.tool, &args).await {
+                Ok(Claim::Run) => {}
+                Ok(Claim::Replay(result)) => {
+                    self.after(ctx.clone(), Some(result.clone()), None, meta.started);
+                    self.audit(&meta, "allowed", "ok", true).await;
+                    return Some(Ok(result));
+                }
+                Ok(Claim::Running) => {
+                    return settle(refusal(answer::ALREADY_RUNNING), None, "denied", "refused")
+                        .await
+                }
+                Ok(Claim::Mismatch) => {
+                    return settle(
+                        refusal(&answer::idempotency_mismatch(key)),
+                        None,
+                        "denied",
+                        "refused",
+                    )
+                    .await
+                }
+                Err(e) => {
+                    // A call that needs the ledger fails closed when the store is unavailable.
+                    tracing::error!(tool = %ctx.tool, "the ledger is unavailable; the call is refused: {e}");
+                    return settle(None, Some(e.to_string()), "allowed", "failed").await;
+                }
             }
         }
         match self
@@ -644,6 +752,15 @@ impl Gateway {
         {
             Ok(pending) => self.finish(session, pending).await,
             Err(body) => body,
+        }
+    }
+
+    /// Writes the call's audit record (when calls are audited), before its answer.
+    async fn audit(&self, meta: &CallMeta, decision: &str, outcome: &str, replayed: bool) {
+        if let Some(base) = &meta.audit {
+            self.trail
+                .record(base, decision, outcome, ms_since(meta.started), replayed)
+                .await;
         }
     }
 
@@ -764,7 +881,7 @@ impl Gateway {
                 }
                 Ok(p)
             }
-            Err(e) => Err(self.failed(&meta, &up.name, method, e)),
+            Err(e) => Err(self.failed(&meta, &up.name, method, e).await),
         }
     }
 
@@ -781,7 +898,7 @@ impl Gateway {
                 }
                 tracing::debug!(method = %p.method, tool = ?p.meta.tool, ms = p.meta.started.elapsed().as_millis() as u64, "relayed");
                 let body = response_body(response);
-                if let Some(ctx) = p.meta.ctx {
+                if let Some(ctx) = p.meta.ctx.clone() {
                     match &body {
                         Ok(result) => self.after(ctx, Some(result.clone()), None, p.meta.started),
                         Err(error) => self.after(
@@ -792,20 +909,52 @@ impl Gateway {
                         ),
                     }
                 }
+                if p.meta.tool.is_some() {
+                    let outcome = match &body {
+                        Ok(r) if r.get("isError") == Some(&Value::Bool(true)) => "tool_error",
+                        Ok(_) => "ok",
+                        Err(_) => "upstream_error",
+                    };
+                    if let Some((scope, key)) = &p.meta.ledger {
+                        let finish = match &body {
+                            Ok(result) => Finish::Completed(result.clone()),
+                            Err(error) => Finish::Failed(error.to_string()),
+                        };
+                        self.trail.finish(scope, key, finish).await;
+                    }
+                    self.audit(&p.meta, "allowed", outcome, false).await;
+                }
                 Some(body)
             }
-            Err(e) => self.failed(&p.meta, &p.upstream, &p.method, e),
+            Err(e) => self.failed(&p.meta, &p.upstream, &p.method, e).await,
         }
     }
 
     /// E2: a relayed request that failed. Details go to the log, never to the caller.
-    fn failed(&self, meta: &CallMeta, upstream: &str, method: &str, e: CallError) -> Option<Body> {
+    async fn failed(
+        &self,
+        meta: &CallMeta,
+        upstream: &str,
+        method: &str,
+        e: CallError,
+    ) -> Option<Body> {
         if let Some(t) = &meta.token {
             lock(&self.progress).remove(t);
         }
         if let Some(ctx) = &meta.ctx {
             self.after(ctx.clone(), None, Some(e.to_string()), meta.started);
         }
+        if let Some((scope, key)) = &meta.ledger {
+            self.trail
+                .finish(scope, key, Finish::Failed(e.to_string()))
+                .await;
+        }
+        let outcome = if e == CallError::Cancelled {
+            "cancelled"
+        } else {
+            "failed"
+        };
+        self.audit(meta, "allowed", outcome, false).await;
         if e == CallError::Cancelled {
             return None;
         }
@@ -952,6 +1101,8 @@ impl Gateway {
                     token: None,
                     started: Instant::now(),
                     ctx: None,
+                    audit: None,
+                    ledger: None,
                 };
                 match self
                     .begin_relay(&up, session, Some(id), method, params, meta)
@@ -1367,6 +1518,10 @@ fn merge_capabilities(into: &mut Map<String, Value>, from: &Map<String, Value>) 
             _ => {}
         }
     }
+}
+
+fn ms_since(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1e3
 }
 
 /// The JSON-RPC body of a gateway answer.

@@ -8,7 +8,7 @@
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let config = warden_gateway::config::Config::load("warden.toml".as_ref())?;
-//! let gateway = warden_gateway::gateway::Gateway::new(config);
+//! let gateway = warden_gateway::gateway::Gateway::new(config)?;
 //! warden_gateway::stdio::serve(gateway).await?;
 //! # Ok(()) }
 //! ```
@@ -19,5 +19,6 @@ pub mod config;
 pub mod gateway;
 pub mod jsonrpc;
 pub mod stdio;
+pub mod trail;
 pub mod upstream;
 pub mod webhook;
