@@ -1,0 +1,322 @@
+//! The idempotency ledger and the audit trail on a real SQLite file (I1, I2, H4).
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn stored(dir: &std::path::Path, upstream: &str) -> String {
+    format!(
+        "[store]\nurl = \"sqlite://{}\"\n[audit]\njsonl = \"{}\"\nredact = [\"text\"]\n{upstream}",
+        dir.join("warden.db").display(),
+        dir.join("audit.jsonl").display()
+    )
+}
+
+fn counted_fixture(count: &std::path::Path, extra: &str) -> String {
+    format!(
+        "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\nenv = {{ FIXTURE_COUNT_FILE = \"{}\" }}\n{extra}\n",
+        count.display()
+    )
+}
+
+fn keyed(w: &mut Warden, tool: &str, args: Value, key: &str) -> Value {
+    w.request(
+        "tools/call",
+        json!({"name": tool, "arguments": args, "_meta": {"warden/idempotencyKey": key}}),
+    )
+}
+
+fn executions(count: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(count)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_completed_key_replays_and_a_reused_key_is_refused() {
+    let dir = scratch("ledger");
+    let mut w = Warden::start("ledger", &stored(&dir, DEMO));
+    let first = keyed(
+        &mut w,
+        "notes.create_note",
+        json!({"title": "once", "text": "t"}),
+        "k-1",
+    );
+    assert_eq!(
+        first["result"]["content"][0]["text"],
+        "Created note 1 'once' (private)."
+    );
+    let again = keyed(
+        &mut w,
+        "notes.create_note",
+        json!({"text": "t", "title": "once"}),
+        "k-1",
+    );
+    assert_eq!(
+        again["result"], first["result"],
+        "the stored result is replayed"
+    );
+    let other = keyed(
+        &mut w,
+        "notes.create_note",
+        json!({"title": "twice", "text": "t"}),
+        "k-1",
+    );
+    assert_eq!(
+        other["result"]["content"][0]["text"],
+        "Error: The idempotency key 'k-1' was already used for a different call (another tool or other arguments). Use a new key for a new call."
+    );
+    // Keys are the caller's own namespace; another key runs normally; non-string keys are ignored.
+    keyed(
+        &mut w,
+        "notes.create_note",
+        json!({"title": "second", "text": "t"}),
+        "k-2",
+    );
+    w.request("tools/call", json!({"name": "notes.create_note", "arguments": {"title": "third", "text": "t"}, "_meta": {"warden/idempotencyKey": 7}}));
+    assert_eq!(
+        w.call_text("notes.list_notes", json!({})),
+        "1. once [private] t\n2. second [private] t\n3. third [private] t"
+    );
+
+    let (code, out, err) = cli(&[
+        "audit",
+        "--config",
+        w.dir.join("warden.toml").to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let records: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 6);
+    assert_eq!(
+        records[0]["arguments"],
+        json!({"title": "once", "text": "[redacted]", "is_public": false})
+    );
+    assert_eq!(records[0]["idempotency_key"], "k-1");
+    assert_eq!(records[1]["replayed"], true);
+    assert_eq!(records[2]["decision"], "denied");
+    assert!(records
+        .iter()
+        .all(|r| r["caller"] == "local" && r["session"] == "stdio"));
+    let jsonl = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    assert_eq!(
+        jsonl.lines().count(),
+        6,
+        "the JSON-lines stream carries the same records"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_running_key_is_refused_and_a_failed_one_may_be_retried() {
+    let dir = scratch("ledger-running");
+    let count = dir.join("count.txt");
+    let mut w = Warden::start(
+        "ledger-running",
+        &stored(&dir, &counted_fixture(&count, "timeout_ms = 1500")),
+    );
+    let slow = json!({"name": "fx.slow", "arguments": {"ms": 800}, "_meta": {"warden/idempotencyKey": "s"}});
+    let first = w.send_request("tools/call", slow.clone());
+    std::thread::sleep(Duration::from_millis(200));
+    let second = w.request("tools/call", slow.clone());
+    assert_eq!(
+        second["result"]["content"][0]["text"],
+        "This call is already running. Retry once it finished."
+    );
+    assert_eq!(
+        w.response(&json!(first))["result"]["content"][0]["text"],
+        "slept 800 ms"
+    );
+    // A call that failed (timed out) is recorded as failed and may run again.
+    let failing = json!({"ms": 5000});
+    let r = keyed(&mut w, "fx.slow", failing.clone(), "f");
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        "Error: An internal error occurred while executing the tool."
+    );
+    let r = w.send_request(
+        "tools/call",
+        json!({"name": "fx.slow", "arguments": failing, "_meta": {"warden/idempotencyKey": "f"}}),
+    );
+    let _ = w.response(&json!(r));
+    assert_eq!(executions(&count), ["slow", "slow", "slow"]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn two_gateways_one_store_200_identical_calls_run_once() {
+    let dir = scratch("ledger-two");
+    let count = dir.join("count.txt");
+    let config = stored(&dir, &counted_fixture(&count, ""));
+    let mut a = Warden::start("ledger-a", &config);
+    let mut b = Warden::start("ledger-b", &config);
+    let call = json!({"name": "fx.echo", "arguments": {"text": "once"}, "_meta": {"warden/idempotencyKey": "shared"}});
+    let ids_a: Vec<i64> = (0..100)
+        .map(|_| a.send_request("tools/call", call.clone()))
+        .collect();
+    let ids_b: Vec<i64> = (0..100)
+        .map(|_| b.send_request("tools/call", call.clone()))
+        .collect();
+    let mut texts = Vec::new();
+    for id in ids_a {
+        texts.push(
+            a.response(&json!(id))["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    for id in ids_b {
+        texts.push(
+            b.response(&json!(id))["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    assert_eq!(
+        executions(&count),
+        ["echo"],
+        "exactly one upstream execution"
+    );
+    assert!(
+        texts.iter().all(|t| t == r#"{"text":"once"}"#
+            || t == "This call is already running. Retry once it finished."),
+        "{texts:?}"
+    );
+    assert!(texts.iter().any(|t| t == r#"{"text":"once"}"#));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn every_answered_call_is_in_the_trail_after_a_kill_9() {
+    let dir = scratch("audit-kill");
+    let config = stored(&dir, &fixture_config("", ""));
+    let mut w = Warden::start("audit-kill", &config);
+    let ids: Vec<i64> = (0..300)
+        .map(|i| {
+            w.send_request(
+                "tools/call",
+                json!({"name": "fx.echo", "arguments": {"n": i}}),
+            )
+        })
+        .collect();
+    let mut answered = Vec::new();
+    for id in ids.iter().take(150) {
+        let r = w.response(&json!(id));
+        answered.push(r["result"]["structuredContent"]["n"].as_i64().unwrap());
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-9", &w.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    w.wait_exit();
+    let (code, out, err) = cli(&[
+        "audit",
+        "--config",
+        w.dir.join("warden.toml").to_str().unwrap(),
+        "--json",
+        "--tool",
+        "fx.echo",
+        "--outcome",
+        "ok",
+        "--limit",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let recorded: std::collections::HashSet<i64> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["arguments"]["n"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    for n in answered {
+        assert!(
+            recorded.contains(&n),
+            "call {n} was answered but has no audit record"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn audit_filters_and_table() {
+    let dir = scratch("audit-filter");
+    let mut w = Warden::start("audit-filter", &stored(&dir, &fixture_config("", "")));
+    w.call("fx.echo", json!({"n": 1}));
+    w.call("fx.fail", json!({}));
+    w.call("fx.nope", json!({}));
+    let cfg = w.dir.join("warden.toml");
+    let cfg = cfg.to_str().unwrap();
+    let lines = |args: &[&str]| -> usize {
+        let mut all = vec!["audit", "--config", cfg, "--json"];
+        all.extend_from_slice(args);
+        let (code, out, err) = cli(&all);
+        assert_eq!(code, 0, "{err}");
+        out.lines().count()
+    };
+    assert_eq!(lines(&[]), 3);
+    assert_eq!(lines(&["--outcome", "tool_error"]), 1);
+    assert_eq!(lines(&["--outcome", "refused", "--tool", "fx.nope"]), 1);
+    assert_eq!(lines(&["--caller", "someone-else"]), 0);
+    assert_eq!(lines(&["--since", "1h"]), 3);
+    assert_eq!(lines(&["--since", "2099-01-01T00:00:00Z"]), 0);
+    let (code, _, err) = cli(&["audit", "--config", cfg, "--since", "last tuesday"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--since: 'last tuesday' is not a time"),
+        "{err}"
+    );
+    let (code, table, _) = cli(&["audit", "--config", cfg]);
+    assert_eq!(code, 0);
+    assert!(table.starts_with("TIME "), "{table}");
+    assert!(
+        table.contains("fx.nope")
+            && table.contains("unknown_tool")
+            && table.ends_with("(3 record(s))\n"),
+        "{table}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_store_that_cannot_be_opened_stops_the_start_with_a_clear_error() {
+    let dir = scratch("store-bad");
+    let path = write_config(
+        &dir,
+        &format!("[store]\nurl = \"sqlite:///nonexistent-dir/w.db\"\n{DEMO}"),
+    );
+    let out = std::process::Command::new(WARDEN)
+        .args(["run", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("store.url: the store is unavailable: cannot open /nonexistent-dir/w.db"),
+        "{err}"
+    );
+    let (code, _, err) = cli(&[
+        "check",
+        "--config",
+        write_config(&dir, &format!("[store]\nurl = \"postgres://x/db\"\n{DEMO}"))
+            .to_str()
+            .unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("store.url: 'postgres://x/db' is not a store this build opens"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
