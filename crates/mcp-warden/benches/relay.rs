@@ -70,6 +70,19 @@ impl Peer {
         }
     }
 
+    /// One call carrying a fresh idempotency key (so the ledger claims and finishes it).
+    fn time_keyed_call(&mut self, tool: &str, key: usize) -> Duration {
+        let t = Instant::now();
+        let r = self.rpc(
+            "tools/call",
+            json!({"name": tool, "arguments": {"text": "hello", "n": 42, "flag": true},
+                   "_meta": {"warden/idempotencyKey": format!("bench-{key}")}}),
+        );
+        let d = t.elapsed();
+        assert!(r.pointer("/result/content").is_some(), "call failed: {r}");
+        d
+    }
+
     fn time_call(&mut self, tool: &str) -> Duration {
         let t = Instant::now();
         let r = self.rpc(
@@ -217,8 +230,56 @@ fn main() {
         "    gateway's own work : median {:8.1} µs (mcp-warden over null relay)",
         gm - zm
     );
-    drop(gated);
     drop(null);
+
+    // The same gateway with the SQLite store on: every call audited, and keyed calls
+    // claimed and finished in the ledger. Interleaved with the store-off gateway.
+    let db_dir = dir.join("store");
+    std::fs::create_dir_all(&db_dir).unwrap();
+    let stored_cfg = config(
+        &db_dir,
+        &format!(
+            "[store]\nurl = \"sqlite://{}\"\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nunknown_arguments = \"reject\"\n",
+            db_dir.join("bench.db").display()
+        ),
+    );
+    let mut stored = Peer::spawn(
+        Command::new(WARDEN)
+            .args(["run", "--config"])
+            .arg(&stored_cfg)
+            .env("RUST_LOG", "error"),
+    );
+    for i in 0..100 {
+        stored.time_keyed_call("fx.echo", 1_000_000 + i);
+    }
+    let (mut off, mut audit_only, mut keyed) = (Vec::new(), Vec::new(), Vec::new());
+    let m = n / 2;
+    for r in 0..rounds {
+        for _ in 0..m / rounds {
+            off.push(gated.time_call("fx.echo"));
+        }
+        for _ in 0..m / rounds {
+            audit_only.push(stored.time_call("fx.echo"));
+        }
+        for i in 0..m / rounds {
+            keyed.push(stored.time_keyed_call("fx.echo", r * m + i));
+        }
+    }
+    let (om, _) = stats(off);
+    let (am, ap) = stats(audit_only);
+    let (km, kp) = stats(keyed);
+    println!("store (SQLite, WAL), {m} calls each, same run:");
+    println!("  store off                 : median {om:8.1} µs");
+    println!(
+        "  audit record per call     : median {am:8.1} µs   p99 {ap:8.1} µs   (+{:.1} µs)",
+        am - om
+    );
+    println!(
+        "  audit + ledger claim/finish: median {km:8.1} µs   p99 {kp:8.1} µs   (+{:.1} µs)",
+        km - om
+    );
+    drop(stored);
+    drop(gated);
 
     let mem_cfg = config(
         &dir,

@@ -150,6 +150,12 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 tracing::warn!("config: {w}");
             }
             let gateway = Gateway::new(config).map_err(|e| anyhow!(e))?;
+            if let Some(listen) = gateway.config.metrics.listen.clone() {
+                let addr = warden_gateway::metrics::serve(&listen, gateway.metrics.clone())
+                    .await
+                    .map_err(|e| anyhow!(e))?;
+                tracing::info!("metrics on http://{addr}/metrics");
+            }
             warden_gateway::stdio::serve(gateway)
                 .await
                 .context("serving stdio")?;

@@ -320,3 +320,44 @@ fn a_store_that_cannot_be_opened_stops_the_start_with_a_clear_error() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn metrics_count_calls_unknown_keys_and_latency() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let config = format!(
+        "[metrics]\nlisten = \"127.0.0.1:{port}\"\n{}",
+        fixture_config("", "")
+    );
+    let mut w = Warden::start("metrics", &config);
+    w.call("fx.echo", json!({"n": 1, "junk": 2, "more": 3}));
+    w.call("fx.fail", json!({}));
+    w.call("fx.nope", json!({}));
+    let scrape = |path: &str| -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics endpoint");
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let text = scrape("/metrics");
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    for line in [
+        "warden_calls_total{decision=\"allowed\",outcome=\"ok\"} 1\n",
+        "warden_calls_total{decision=\"allowed\",outcome=\"tool_error\"} 1\n",
+        "warden_calls_total{decision=\"unknown_tool\",outcome=\"refused\"} 1\n",
+        "warden_call_duration_seconds_count 3\n",
+        "warden_unknown_keys_total 2\n",
+        "warden_audit_lost_total 0\n",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in {text}");
+    }
+    assert!(scrape("/other").starts_with("HTTP/1.1 404"));
+}

@@ -42,6 +42,8 @@ pub struct Config {
     pub idempotency: IdempotencyConfig,
     #[serde(default)]
     pub audit: AuditConfig,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
     /// Where the file was read from; relative upstream commands resolve against its folder.
     #[serde(skip)]
     pub path: PathBuf,
@@ -221,6 +223,13 @@ fn default_retention() -> String {
 
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Where Prometheus scrapes `/metrics` (`127.0.0.1:9464`); off when absent.
+    pub listen: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 pub struct AuditConfig {
     /// A JSON-lines file each audit record is also appended to.
     pub jsonl: Option<String>,
@@ -301,6 +310,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "store",
             "idempotency",
             "audit",
+            "metrics",
         ],
     ),
     ("access", &["default", "approval_timeout_ms", "webhook"]),
@@ -309,6 +319,7 @@ const KNOWN: &[(&str, &[&str])] = &[
     ("store", &["url"]),
     ("idempotency", &["meta_key", "retention"]),
     ("audit", &["jsonl", "redact"]),
+    ("metrics", &["listen"]),
     ("rule", &["callers", "tools", "effect"]),
     ("gateway", &["front", "stdio_caller", "max_message_bytes"]),
     ("defaults", &["unknown_arguments", "validate", "reasons"]),

@@ -8,6 +8,7 @@
 
 use crate::config::Config;
 use crate::jsonrpc::{self, Kind};
+use crate::metrics::Metrics;
 use crate::trail::{AuditBase, Trail};
 use crate::upstream::{
     futures_lite::BoxedSend, CallError, Conn, Inbound, PendingReply, Upstream, SUPPORTED_VERSIONS,
@@ -209,6 +210,7 @@ pub struct Gateway {
     grant_webhook: Option<Webhook>,
     /// The ledger and the audit trail.
     pub trail: Trail,
+    pub metrics: Arc<Metrics>,
     before_hooks: Vec<Arc<dyn BeforeHook>>,
     after_hooks: Arc<[Arc<dyn AfterHook>]>,
     pub upstreams: Vec<Arc<Upstream>>,
@@ -275,9 +277,11 @@ impl Gateway {
             })
             .collect::<Vec<_>>();
         let n = upstreams.len();
+        let metrics = Arc::new(Metrics::new(trail.backlog.clone(), trail.lost.clone()));
         Ok(Arc::new_cyclic(|me| Gateway {
             config,
             trail,
+            metrics,
             pipeline: Pipeline::new().with_grant(rules.clone(), rules.clone()),
             policy,
             rules,
@@ -519,6 +523,15 @@ impl Gateway {
             Outcome::Answer { answer, refusal } => {
                 tracing::info!(caller = ?session.caller.as_ref().map(|c| &c.name), ?refusal, unknown = ?verdict.report.unknown_keys, answer = %answer.text(), "call answered by the gateway");
                 let body = answer_body(answer);
+                let decision = match refusal {
+                    Refusal::NoToolName | Refusal::InvalidArguments => "invalid_arguments",
+                    Refusal::UnknownTool => "unknown_tool",
+                    Refusal::GrantFailure => "grant_failure",
+                };
+                self.metrics.observe(decision, "refused", ms_since(started));
+                self.metrics
+                    .unknown_keys
+                    .fetch_add(verdict.report.unknown_keys.len() as u64, Ordering::Relaxed);
                 if let Some(args) = sent_arguments {
                     let base = AuditBase {
                         session: "stdio".into(),
@@ -537,11 +550,6 @@ impl Gateway {
                         unknown_keys: verdict.report.unknown_keys.clone(),
                         unknown_mode: verdict.report.unknown_mode.map(|m| m.to_string()),
                         idempotency_key: None,
-                    };
-                    let decision = match refusal {
-                        Refusal::NoToolName | Refusal::InvalidArguments => "invalid_arguments",
-                        Refusal::UnknownTool => "unknown_tool",
-                        Refusal::GrantFailure => "grant_failure",
                     };
                     self.trail
                         .record(&base, decision, "refused", ms_since(started), false)
@@ -573,6 +581,9 @@ impl Gateway {
             Outcome::Forward(f) => f,
         };
         let tool = forward.tool.clone();
+        self.metrics
+            .unknown_keys
+            .fetch_add(verdict.report.unknown_keys.len() as u64, Ordering::Relaxed);
         if !verdict.report.unknown_keys.is_empty() {
             tracing::info!(tool = %tool.name, mode = ?verdict.report.unknown_mode, keys = ?verdict.report.unknown_keys, "undeclared argument keys");
         }
@@ -757,6 +768,10 @@ impl Gateway {
 
     /// Writes the call's audit record (when calls are audited), before its answer.
     async fn audit(&self, meta: &CallMeta, decision: &str, outcome: &str, replayed: bool) {
+        if meta.tool.is_some() {
+            self.metrics
+                .observe(decision, outcome, ms_since(meta.started));
+        }
         if let Some(base) = &meta.audit {
             self.trail
                 .record(base, decision, outcome, ms_since(meta.started), replayed)

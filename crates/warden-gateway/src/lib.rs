@@ -18,6 +18,7 @@ pub mod client;
 pub mod config;
 pub mod gateway;
 pub mod jsonrpc;
+pub mod metrics;
 pub mod stdio;
 pub mod trail;
 pub mod upstream;

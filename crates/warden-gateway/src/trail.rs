@@ -27,6 +27,8 @@ pub struct Trail {
     retention: Duration,
     /// Audit records that could not be stored (counted for metrics).
     pub lost: Arc<AtomicU64>,
+    /// Audit records waiting for a retry.
+    pub backlog: Arc<AtomicU64>,
 }
 
 /// What every audit record of one call shares.
@@ -70,6 +72,7 @@ impl Trail {
             retention: parse_duration(&config.idempotency.retention)
                 .unwrap_or(Duration::from_secs(86_400)),
             lost: Arc::new(AtomicU64::new(0)),
+            backlog: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -172,16 +175,19 @@ impl Trail {
         let Some(store) = &self.store else { return };
         if let Err(e) = store.record(&record).await {
             tracing::warn!("audit record not stored yet ({e}); retrying in the background");
-            let (store, lost) = (store.clone(), self.lost.clone());
+            let (store, lost, backlog) = (store.clone(), self.lost.clone(), self.backlog.clone());
+            backlog.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
                 let mut delay = Duration::from_millis(100);
                 for _ in 0..RECORD_RETRIES {
                     tokio::time::sleep(delay).await;
                     if store.record(&record).await.is_ok() {
+                        backlog.fetch_sub(1, Ordering::Relaxed);
                         return;
                     }
                     delay *= 2;
                 }
+                backlog.fetch_sub(1, Ordering::Relaxed);
                 lost.fetch_add(1, Ordering::Relaxed);
                 let line = serde_json::to_string(&record).unwrap_or_default();
                 tracing::error!(record = %line, "audit record lost: the store refused it {RECORD_RETRIES} times");

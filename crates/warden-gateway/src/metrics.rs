@@ -1,0 +1,187 @@
+//! Prometheus metrics: calls by decision and outcome, call latency, unknown keys
+//! seen, and the audit trail's backlog and losses, served on `[metrics] listen`.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::net::TcpListener;
+
+/// Upper bounds of the latency histogram, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+#[derive(Default)]
+pub struct Metrics {
+    calls: Mutex<BTreeMap<(String, String), u64>>,
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+    pub unknown_keys: AtomicU64,
+    /// Audit records waiting for a retry, and records lost for good (shared with the trail).
+    pub audit_backlog: Arc<AtomicU64>,
+    pub audit_lost: Arc<AtomicU64>,
+}
+
+impl Metrics {
+    /// Metrics sharing the audit trail's backlog and loss counters.
+    pub fn new(audit_backlog: Arc<AtomicU64>, audit_lost: Arc<AtomicU64>) -> Self {
+        Metrics {
+            audit_backlog,
+            audit_lost,
+            ..Default::default()
+        }
+    }
+
+    /// Counts one finished tool call.
+    pub fn observe(&self, decision: &str, outcome: &str, duration_ms: f64) {
+        *self
+            .calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((decision.to_owned(), outcome.to_owned()))
+            .or_default() += 1;
+        let secs = duration_ms / 1e3;
+        for (i, le) in BUCKETS.iter().enumerate() {
+            if secs <= *le {
+                self.buckets[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add((duration_ms * 1e3) as u64, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        out.push_str("# HELP warden_calls_total Tool calls by the gateway's decision and the call's outcome.\n");
+        out.push_str("# TYPE warden_calls_total counter\n");
+        for ((decision, outcome), n) in self.calls.lock().unwrap_or_else(|e| e.into_inner()).iter()
+        {
+            let _ = writeln!(
+                out,
+                "warden_calls_total{{decision=\"{decision}\",outcome=\"{outcome}\"}} {n}"
+            );
+        }
+        out.push_str(
+            "# HELP warden_call_duration_seconds Time from a call's arrival to its answer.\n",
+        );
+        out.push_str("# TYPE warden_call_duration_seconds histogram\n");
+        for (i, le) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "warden_call_duration_seconds_bucket{{le=\"{le}\"}} {}",
+                self.buckets[i].load(Ordering::Relaxed)
+            );
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "warden_call_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
+        );
+        let _ = writeln!(
+            out,
+            "warden_call_duration_seconds_sum {}",
+            self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "warden_call_duration_seconds_count {count}");
+        let gauges = [
+            (
+                "warden_unknown_keys_total",
+                "counter",
+                "Undeclared argument keys seen in calls.",
+                self.unknown_keys.load(Ordering::Relaxed),
+            ),
+            (
+                "warden_audit_backlog",
+                "gauge",
+                "Audit records waiting to be retried.",
+                self.audit_backlog.load(Ordering::Relaxed),
+            ),
+            (
+                "warden_audit_lost_total",
+                "counter",
+                "Audit records the store refused for good (logged whole).",
+                self.audit_lost.load(Ordering::Relaxed),
+            ),
+        ];
+        for (name, kind, help, v) in gauges {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+            );
+        }
+        out
+    }
+}
+
+/// Serves `GET /metrics` on `addr` until the process ends.
+pub async fn serve(addr: &str, metrics: Arc<Metrics>) -> Result<SocketAddr, String> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("metrics.listen: cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let metrics = metrics.clone();
+                    async move {
+                        let (status, body) = if req.uri().path() == "/metrics" {
+                            (200, metrics.render())
+                        } else {
+                            (404, "not found; metrics are at /metrics\n".to_owned())
+                        };
+                        hyper::Response::builder()
+                            .status(status)
+                            .header("content-type", "text/plain; version=0.0.4")
+                            .body(Full::new(Bytes::from(body)))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Ok(local)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counts_and_histogram() {
+        let m = Metrics::default();
+        m.observe("allowed", "ok", 0.7);
+        m.observe("allowed", "ok", 30.0);
+        m.observe("unknown_tool", "refused", 0.1);
+        m.unknown_keys.fetch_add(2, Ordering::Relaxed);
+        let text = m.render();
+        assert!(
+            text.contains("warden_calls_total{decision=\"allowed\",outcome=\"ok\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("warden_calls_total{decision=\"unknown_tool\",outcome=\"refused\"} 1\n")
+        );
+        assert!(text.contains("warden_call_duration_seconds_bucket{le=\"0.0005\"} 1\n"));
+        assert!(text.contains("warden_call_duration_seconds_bucket{le=\"0.001\"} 2\n"));
+        assert!(text.contains("warden_call_duration_seconds_bucket{le=\"0.05\"} 3\n"));
+        assert!(text.contains("warden_call_duration_seconds_count 3\n"));
+        assert!(text.contains("warden_unknown_keys_total 2\n"));
+        assert!(text.contains("warden_audit_lost_total 0\n"));
+    }
+}
