@@ -149,7 +149,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             for w in config.warnings() {
                 tracing::warn!("config: {w}");
             }
-            let gateway = Gateway::new(config).map_err(|e| anyhow!(e))?;
+            let gateway = Gateway::new(config).await.map_err(|e| anyhow!(e))?;
             if let Some(listen) = gateway.config.metrics.listen.clone() {
                 let addr = warden_gateway::metrics::serve(&listen, gateway.metrics.clone())
                     .await
@@ -203,17 +203,21 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let config = load(&config)?;
-            let path = config
-                .store_path()
-                .ok_or_else(|| anyhow!("{}: no [store] url is configured, so there is no audit trail to query; add [store] url = \"sqlite://warden.db\"", config.path.display()))?;
-            if !path.exists() {
+            if config.store.url.is_none() {
+                return Err(anyhow!("{}: no [store] url is configured, so there is no audit trail to query; add [store] url = \"sqlite://warden.db\"", config.path.display()));
+            }
+            if let Some(path) = config.store_path().filter(|p| !p.exists()) {
                 return Err(anyhow!("{}: the store {} does not exist yet (it is created when the gateway first runs)", config.path.display(), path.display()));
             }
             let since_ms = since
                 .map(|s| warden_store::parse_since(&s, std::time::SystemTime::now()))
                 .transpose()
                 .map_err(|e| anyhow!("--since: {e}"))?;
-            let store = warden_store::Store::open(&path)?;
+            let store = config
+                .open_store()
+                .await
+                .map_err(|e| anyhow!("{}: {e}", config.path.display()))?
+                .ok_or_else(|| anyhow!("no store"))?;
             let records = store
                 .query(warden_store::AuditFilter {
                     caller,
@@ -300,7 +304,7 @@ async fn start(
         groups: config.groups_of(&name),
         name,
     };
-    let gateway = Gateway::new(config).map_err(|e| anyhow!(e))?;
+    let gateway = Gateway::new(config).await.map_err(|e| anyhow!(e))?;
     // Messages the upstream sends the client (progress, logs) are shown on stderr.
     let (tx, mut rx) = mpsc::channel::<Value>(64);
     tokio::spawn(async move {

@@ -84,6 +84,7 @@ async fn before_hooks_decide_and_after_hooks_run_exactly_once() {
         vec![Arc::new(Steer("first")), Arc::new(Steer("second"))],
         vec![record.clone()],
     )
+    .await
     .unwrap();
     let (client, server) = tokio::io::duplex(1 << 20);
     let (server_read, server_write) = tokio::io::split(server);

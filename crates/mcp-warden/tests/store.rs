@@ -306,16 +306,24 @@ fn a_store_that_cannot_be_opened_stops_the_start_with_a_clear_error() {
         err.contains("store.url: the store is unavailable: cannot open /nonexistent-dir/w.db"),
         "{err}"
     );
-    let (code, _, err) = cli(&[
-        "check",
-        "--config",
-        write_config(&dir, &format!("[store]\nurl = \"postgres://x/db\"\n{DEMO}"))
-            .to_str()
-            .unwrap(),
-    ]);
+    let bad = write_config(&dir, &format!("[store]\nurl = \"mysql://x/db\"\n{DEMO}"));
+    let (code, _, err) = cli(&["check", "--config", bad.to_str().unwrap()]);
     assert_eq!(code, 1);
+    assert!(err.contains("store.url: 'mysql://x/db' is not a store URL; use sqlite://FILE or postgres://USER@HOST/DB"), "{err}");
+    // An unreachable PostgreSQL stops the start too, without echoing the password.
+    let path = write_config(
+        &dir,
+        &format!("[store]\nurl = \"postgres://w:secret@127.0.0.1:1/db\"\n{DEMO}"),
+    );
+    let out = std::process::Command::new(WARDEN)
+        .args(["run", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("store.url: 'postgres://x/db' is not a store this build opens"),
+        err.contains("cannot connect to PostgreSQL at postgres://w@127.0.0.1:1/db")
+            && !err.contains("secret"),
         "{err}"
     );
     let _ = std::fs::remove_dir_all(dir);
@@ -360,4 +368,120 @@ fn metrics_count_calls_unknown_keys_and_latency() {
         assert!(text.contains(line), "missing {line:?} in {text}");
     }
     assert!(scrape("/other").starts_with("HTTP/1.1 404"));
+}
+
+/// A database of the machine's PostgreSQL for one test (dropped when done).
+struct PgDb(String);
+
+impl PgDb {
+    fn create(tag: &str) -> PgDb {
+        let name = format!("warden_it_{tag}_{}", std::process::id());
+        let psql = |sql: &str| {
+            let out = std::process::Command::new("psql")
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-U",
+                    "postgres",
+                    "-d",
+                    "postgres",
+                    "-v",
+                    "ON_ERROR_STOP=1",
+                    "-c",
+                    sql,
+                ])
+                .output()
+                .expect("psql must be installed for the PostgreSQL tests");
+            assert!(
+                out.status.success(),
+                "PostgreSQL on 127.0.0.1:5432 is needed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        psql(&format!("DROP DATABASE IF EXISTS {name}"));
+        psql(&format!("CREATE DATABASE {name}"));
+        PgDb(name)
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:5432/{}", self.0)
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-c",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0),
+            ])
+            .output();
+    }
+}
+
+#[test]
+fn two_gateways_sharing_postgres_run_200_identical_calls_once() {
+    let db = PgDb::create("two");
+    let dir = scratch("pg-two");
+    let count = dir.join("count.txt");
+    let config = format!(
+        "[store]\nurl = \"{}\"\n{}",
+        db.url(),
+        counted_fixture(&count, "")
+    );
+    let mut a = Warden::start("pg-a", &config);
+    let mut b = Warden::start("pg-b", &config);
+    let call = json!({"name": "fx.echo", "arguments": {"text": "once"}, "_meta": {"warden/idempotencyKey": "shared"}});
+    let ids_a: Vec<i64> = (0..100)
+        .map(|_| a.send_request("tools/call", call.clone()))
+        .collect();
+    let ids_b: Vec<i64> = (0..100)
+        .map(|_| b.send_request("tools/call", call.clone()))
+        .collect();
+    let mut texts = Vec::new();
+    for id in ids_a {
+        texts.push(
+            a.response(&json!(id))["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    for id in ids_b {
+        texts.push(
+            b.response(&json!(id))["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    assert_eq!(
+        executions(&count),
+        ["echo"],
+        "exactly one upstream execution across both gateways"
+    );
+    assert!(
+        texts.iter().all(|t| t == r#"{"text":"once"}"#
+            || t == "This call is already running. Retry once it finished."),
+        "{texts:?}"
+    );
+    // Both gateways wrote their audit records to the shared trail.
+    let (code, out, err) = cli(&[
+        "audit",
+        "--config",
+        a.dir.join("warden.toml").to_str().unwrap(),
+        "--json",
+        "--limit",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 200);
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(dir);
 }

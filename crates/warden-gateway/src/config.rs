@@ -189,7 +189,8 @@ fn default_approval_timeout() -> u64 {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
-    /// `sqlite://FILE` (relative to the config file's folder). Without it the
+    /// `sqlite://FILE` (relative to the config file's folder) or
+    /// `postgres://USER@HOST/DB` for replicas sharing state. Without it the
     /// ledger is off and the audit trail goes to the log (and `audit.jsonl`) only.
     pub url: Option<String>,
 }
@@ -477,10 +478,14 @@ impl Config {
         }
         self.rules_checked(file)?;
         if let Some(url) = &self.store.url {
-            if !url.starts_with("sqlite://") || url.len() == "sqlite://".len() {
+            let sqlite = url.strip_prefix("sqlite://").is_some_and(|p| !p.is_empty());
+            let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
+            if !sqlite && !postgres {
                 return Err(err(
                     "store.url".into(),
-                    format!("'{url}' is not a store this build opens; use sqlite://FILE (PostgreSQL is not in this build)"),
+                    format!(
+                        "'{url}' is not a store URL; use sqlite://FILE or postgres://USER@HOST/DB"
+                    ),
                 ));
             }
         }
@@ -687,6 +692,18 @@ impl Config {
     pub fn store_path(&self) -> Option<PathBuf> {
         let url = self.store.url.as_deref()?;
         Some(self.resolve_path(url.strip_prefix("sqlite://")?))
+    }
+
+    /// Opens the configured store, if any: a SQLite file, or a PostgreSQL connection.
+    pub async fn open_store(&self) -> Result<Option<warden_store::Store>, String> {
+        let Some(url) = self.store.url.as_deref() else {
+            return Ok(None);
+        };
+        let store = match self.store_path() {
+            Some(path) => warden_store::Store::open(&path),
+            None => warden_store::Store::connect_postgres(url).await,
+        };
+        store.map(Some).map_err(|e| format!("store.url: {e}"))
     }
 
     pub fn groups_of(&self, caller: &str) -> Vec<String> {

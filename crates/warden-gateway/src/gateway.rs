@@ -234,20 +234,20 @@ pub struct Gateway {
 impl Gateway {
     /// A gateway for a checked config. Opens the configured store (creating and
     /// migrating it); the error says what could not be opened.
-    pub fn new(config: Config) -> Result<Arc<Gateway>, String> {
-        Gateway::with_hooks(config, Vec::new(), Vec::new())
+    pub async fn new(config: Config) -> Result<Arc<Gateway>, String> {
+        Gateway::with_hooks(config, Vec::new(), Vec::new()).await
     }
 
     /// A gateway with in-process hooks (H1-H4) around every accepted call.
     ///
     /// Configured webhook hooks run after these, in config order. Must be called
     /// inside a Tokio runtime (after webhooks start a worker).
-    pub fn with_hooks(
+    pub async fn with_hooks(
         config: Config,
         mut before: Vec<Arc<dyn BeforeHook>>,
         mut after: Vec<Arc<dyn AfterHook>>,
     ) -> Result<Arc<Gateway>, String> {
-        let trail = Trail::open(&config)?;
+        let trail = Trail::open(&config).await?;
         let policy = config.policy();
         let rules = Arc::new(config.rules());
         for h in &config.hook {

@@ -8,7 +8,7 @@
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let config = warden_gateway::config::Config::load("warden.toml".as_ref())?;
-//! let gateway = warden_gateway::gateway::Gateway::new(config)?;
+//! let gateway = warden_gateway::gateway::Gateway::new(config).await?;
 //! warden_gateway::stdio::serve(gateway).await?;
 //! # Ok(()) }
 //! ```

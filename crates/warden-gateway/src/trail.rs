@@ -47,11 +47,8 @@ pub struct AuditBase {
 
 impl Trail {
     /// Opens the configured store (creating and migrating it) and the JSON-lines file.
-    pub fn open(config: &Config) -> Result<Trail, String> {
-        let store = match config.store_path() {
-            Some(path) => Some(Store::open(&path).map_err(|e| format!("store.url: {e}"))?),
-            None => None,
-        };
+    pub async fn open(config: &Config) -> Result<Trail, String> {
+        let store: Option<Store> = config.open_store().await?;
         let jsonl = match &config.audit.jsonl {
             Some(p) => {
                 let path = config.resolve_path(p);
@@ -270,7 +267,11 @@ mod tests {
     #[test]
     fn redaction_reaches_nested_keys() {
         let config = Config::parse("[audit]\nredact = [\"password\"]\n", "w.toml").unwrap();
-        let trail = Trail::open(&config).unwrap();
+        let trail = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(Trail::open(&config))
+            .unwrap();
         let args = json!({"user": "a", "password": "p", "nested": {"password": "q", "ok": [{"password": 1}]}});
         assert_eq!(
             trail.redacted(args.as_object().unwrap()),

@@ -2,8 +2,8 @@
 //!
 //! mcp-warden's durable state: the idempotency ledger (I1, I2) and the audit
 //! trail (H4), in an embedded SQLite file (WAL mode, created and migrated on
-//! first use). Every operation runs on Tokio's blocking pool, so callers on any
-//! runtime flavour can await it.
+//! first use; operations run on Tokio's blocking pool) or in PostgreSQL when
+//! several gateway replicas share state ([`Postgres`]).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), warden_store::StoreError> {
@@ -18,7 +18,10 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod pg;
 mod time;
+
+pub use pg::Postgres;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
@@ -118,33 +121,92 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE ledger (
     );
     CREATE INDEX audit_time ON audit (time_ms);"];
 
+/// The store behind the ledger and the audit trail.
+#[derive(Clone)]
+pub enum Store {
+    Sqlite(Sqlite),
+    Postgres(Postgres),
+}
+
+impl Store {
+    /// Opens an embedded SQLite file.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Ok(Store::Sqlite(Sqlite::open(path)?))
+    }
+
+    /// A SQLite store in memory (tests).
+    pub fn in_memory() -> Result<Store, StoreError> {
+        Ok(Store::Sqlite(Sqlite::in_memory()?))
+    }
+
+    /// Connects to PostgreSQL (`postgres://user@host/db`) and migrates its schema.
+    pub async fn connect_postgres(url: &str) -> Result<Store, StoreError> {
+        Ok(Store::Postgres(Postgres::connect(url).await?))
+    }
+
+    /// See [`Sqlite::claim`].
+    pub async fn claim(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint: &str,
+        retention: Duration,
+    ) -> Result<Claim, StoreError> {
+        match self {
+            Store::Sqlite(s) => s.claim(scope, key, fingerprint, retention).await,
+            Store::Postgres(p) => p.claim(scope, key, fingerprint, retention).await,
+        }
+    }
+
+    pub async fn finish(&self, scope: &str, key: &str, finish: Finish) -> Result<(), StoreError> {
+        match self {
+            Store::Sqlite(s) => s.finish(scope, key, finish).await,
+            Store::Postgres(p) => p.finish(scope, key, finish).await,
+        }
+    }
+
+    pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        match self {
+            Store::Sqlite(s) => s.record(record).await,
+            Store::Postgres(p) => p.record(record).await,
+        }
+    }
+
+    pub async fn query(&self, filter: AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {
+        match self {
+            Store::Sqlite(s) => s.query(filter).await,
+            Store::Postgres(p) => p.query(filter).await,
+        }
+    }
+}
+
 /// The embedded SQLite store.
 #[derive(Clone)]
-pub struct Store {
+pub struct Sqlite {
     conn: Arc<Mutex<Connection>>,
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
 
-impl Store {
+impl Sqlite {
     /// Opens (or creates) the database file and brings its schema up to date.
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
+    pub fn open(path: &Path) -> Result<Sqlite, StoreError> {
         let conn = Connection::open(path)
             .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
-        Store::init(conn)
+        Sqlite::init(conn)
     }
 
-    /// A store in memory (tests, and `call` without a configured store).
-    pub fn in_memory() -> Result<Store, StoreError> {
-        Store::init(Connection::open_in_memory()?)
+    /// A store in memory.
+    pub fn in_memory() -> Result<Sqlite, StoreError> {
+        Sqlite::init(Connection::open_in_memory()?)
     }
 
-    fn init(conn: Connection) -> Result<Store, StoreError> {
+    fn init(conn: Connection) -> Result<Sqlite, StoreError> {
         conn.busy_timeout(Duration::from_secs(5))?;
         // WAL: readers never block the writer; NORMAL sync is durable across process crashes.
         let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
@@ -169,7 +231,7 @@ impl Store {
             )?;
             tx.commit()?;
         }
-        Ok(Store {
+        Ok(Sqlite {
             conn: Arc::new(Mutex::new(conn)),
         })
     }
@@ -456,7 +518,7 @@ mod tests {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (99);")
             .unwrap();
-        let e = Store::init(conn).err().unwrap();
+        let e = Sqlite::init(conn).err().unwrap();
         assert!(e.to_string().contains(
             "schema version 99, newer than this mcp-warden knows (1); upgrade mcp-warden"
         ));

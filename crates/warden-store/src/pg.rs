@@ -1,0 +1,407 @@
+//! The PostgreSQL store, for several gateway replicas sharing one ledger and one
+//! audit trail. The same schema and semantics as the SQLite store; exactly one
+//! claimant wins a key across replicas because the claim's INSERT … ON CONFLICT
+//! waits for a concurrent insert of the same key to commit.
+
+use crate::{now_ms, AuditFilter, AuditRecord, Claim, Finish, StoreError};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+use tokio_postgres::{Client, NoTls};
+
+/// Schema migrations, in order; the index + 1 is the version.
+const MIGRATIONS: &[&str] = &["CREATE TABLE warden_ledger (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('running', 'completed', 'failed')),
+        result TEXT,
+        created_ms BIGINT NOT NULL,
+        PRIMARY KEY (scope, key)
+    );
+    CREATE TABLE warden_audit (
+        id BIGSERIAL PRIMARY KEY,
+        time_ms BIGINT NOT NULL,
+        caller TEXT,
+        tool TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        record TEXT NOT NULL
+    );
+    CREATE INDEX warden_audit_time ON warden_audit (time_ms);"];
+
+/// An arbitrary constant: the advisory lock replicas take while migrating.
+const MIGRATION_LOCK: i64 = 0x5741_5244_454e;
+
+fn unavailable(e: tokio_postgres::Error) -> StoreError {
+    StoreError::Unavailable(format!("PostgreSQL: {e}"))
+}
+
+#[derive(Clone)]
+pub struct Postgres {
+    // One connection; transactions need it exclusively.
+    client: Arc<Mutex<Client>>,
+}
+
+impl Postgres {
+    /// Connects and brings the schema up to date (under an advisory lock, so
+    /// replicas starting together migrate once).
+    pub async fn connect(url: &str) -> Result<Postgres, StoreError> {
+        let (mut client, connection) =
+            tokio::time::timeout(Duration::from_secs(10), tokio_postgres::connect(url, NoTls))
+                .await
+                .map_err(|_| {
+                    StoreError::Unavailable(format!(
+                        "PostgreSQL at {} did not answer within 10 s",
+                        redact_url(url)
+                    ))
+                })?
+                .map_err(|e| {
+                    StoreError::Unavailable(format!(
+                        "cannot connect to PostgreSQL at {}: {e}",
+                        redact_url(url)
+                    ))
+                })?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing_free_log(&format!("PostgreSQL connection ended: {e}"));
+            }
+        });
+        client
+            .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(unavailable)?;
+        let migrated = async {
+            client
+                .batch_execute(
+                    "CREATE TABLE IF NOT EXISTS warden_schema_version (version INTEGER NOT NULL)",
+                )
+                .await?;
+            let version: i32 = client
+                .query_opt("SELECT version FROM warden_schema_version", &[])
+                .await?
+                .map(|r| r.get(0))
+                .unwrap_or(0);
+            Ok::<i32, tokio_postgres::Error>(version)
+        }
+        .await;
+        let result = match migrated {
+            Err(e) => Err(unavailable(e)),
+            Ok(version) if version as usize > MIGRATIONS.len() => Err(StoreError::Unavailable(format!(
+                "the database has schema version {version}, newer than this mcp-warden knows ({}); upgrade mcp-warden",
+                MIGRATIONS.len()
+            ))),
+            Ok(version) => {
+                let mut outcome = Ok(());
+                for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+                    let step = async {
+                        let tx = client.transaction().await?;
+                        tx.batch_execute(sql).await?;
+                        tx.execute("DELETE FROM warden_schema_version", &[]).await?;
+                        tx.execute("INSERT INTO warden_schema_version (version) VALUES ($1)", &[&(i as i32 + 1)]).await?;
+                        tx.commit().await
+                    }
+                    .await;
+                    if let Err(e) = step {
+                        outcome = Err(unavailable(e));
+                        break;
+                    }
+                }
+                outcome
+            }
+        };
+        let _ = client
+            .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+            .await;
+        result?;
+        Ok(Postgres {
+            client: Arc::new(Mutex::new(client)),
+        })
+    }
+
+    pub async fn claim(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint: &str,
+        retention: Duration,
+    ) -> Result<Claim, StoreError> {
+        let mut client = self.client.lock().await;
+        let now = now_ms();
+        let tx = client.transaction().await.map_err(unavailable)?;
+        tx.execute(
+            "DELETE FROM warden_ledger WHERE scope = $1 AND key = $2 AND created_ms < $3",
+            &[&scope, &key, &(now - retention.as_millis() as i64)],
+        )
+        .await
+        .map_err(unavailable)?;
+        let inserted = tx
+            .execute(
+                "INSERT INTO warden_ledger (scope, key, fingerprint, state, created_ms) VALUES ($1, $2, $3, 'running', $4)
+                 ON CONFLICT (scope, key) DO NOTHING",
+                &[&scope, &key, &fingerprint, &now],
+            )
+            .await
+            .map_err(unavailable)?;
+        let claim = if inserted == 1 {
+            Claim::Run
+        } else {
+            let row = tx
+                .query_one(
+                    "SELECT fingerprint, state, result FROM warden_ledger WHERE scope = $1 AND key = $2 FOR UPDATE",
+                    &[&scope, &key],
+                )
+                .await
+                .map_err(unavailable)?;
+            let (fp, state, result): (String, String, Option<String>) =
+                (row.get(0), row.get(1), row.get(2));
+            match state.as_str() {
+                _ if fp != fingerprint => Claim::Mismatch,
+                "running" => Claim::Running,
+                "completed" => Claim::Replay(
+                    result
+                        .and_then(|r| serde_json::from_str(&r).ok())
+                        .unwrap_or(Value::Null),
+                ),
+                _ => {
+                    tx.execute(
+                        "UPDATE warden_ledger SET state = 'running', result = NULL, created_ms = $3 WHERE scope = $1 AND key = $2",
+                        &[&scope, &key, &now],
+                    )
+                    .await
+                    .map_err(unavailable)?;
+                    Claim::Run
+                }
+            }
+        };
+        tx.commit().await.map_err(unavailable)?;
+        Ok(claim)
+    }
+
+    pub async fn finish(&self, scope: &str, key: &str, finish: Finish) -> Result<(), StoreError> {
+        let (state, result) = match finish {
+            Finish::Completed(v) => ("completed", Some(v.to_string())),
+            Finish::Failed(_) => ("failed", None),
+        };
+        let client = self.client.lock().await;
+        client
+            .execute(
+                "UPDATE warden_ledger SET state = $3, result = $4 WHERE scope = $1 AND key = $2",
+                &[&scope, &key, &state, &result],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        let json =
+            serde_json::to_string(record).map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let client = self.client.lock().await;
+        client
+            .execute(
+                "INSERT INTO warden_audit (time_ms, caller, tool, outcome, record) VALUES ($1, $2, $3, $4, $5)",
+                &[&now_ms(), &record.caller, &record.tool, &record.outcome, &json],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    pub async fn query(&self, filter: AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {
+        let limit = if filter.limit == 0 {
+            i64::MAX
+        } else {
+            filter.limit as i64
+        };
+        let client = self.client.lock().await;
+        let rows = client
+            .query(
+                "SELECT record FROM warden_audit
+                 WHERE ($1::TEXT IS NULL OR caller = $1) AND ($2::TEXT IS NULL OR tool = $2)
+                   AND ($3::TEXT IS NULL OR outcome = $3) AND ($4::BIGINT IS NULL OR time_ms >= $4)
+                 ORDER BY id LIMIT $5",
+                &[
+                    &filter.caller,
+                    &filter.tool,
+                    &filter.outcome,
+                    &filter.since_ms,
+                    &limit,
+                ],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| serde_json::from_str(r.get::<_, &str>(0)).ok())
+            .collect())
+    }
+}
+
+/// A URL without its password, for messages.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let userinfo = &url[s + 3..at];
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{}{}@{}", &url[..s + 3], user, &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// This crate does not depend on a logging framework; connection loss is also
+/// seen by the next query, which reports it.
+fn tracing_free_log(line: &str) {
+    eprintln!("warden-store: {line}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const DAY: Duration = Duration::from_secs(86_400);
+    const ADMIN: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+    /// A fresh database for one test, dropped at the end.
+    struct TestDb {
+        name: String,
+    }
+
+    impl TestDb {
+        async fn create(tag: &str) -> TestDb {
+            let name = format!("warden_test_{tag}_{}", std::process::id());
+            let (admin, conn) = tokio_postgres::connect(ADMIN, NoTls)
+                .await
+                .expect("PostgreSQL must run on 127.0.0.1:5432 with trust auth for these tests");
+            tokio::spawn(conn);
+            admin
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+                .await
+                .unwrap();
+            admin
+                .batch_execute(&format!("CREATE DATABASE {name}"))
+                .await
+                .unwrap();
+            TestDb { name }
+        }
+
+        fn url(&self) -> String {
+            format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
+        }
+
+        async fn drop_db(self) {
+            let (admin, conn) = tokio_postgres::connect(ADMIN, NoTls).await.unwrap();
+            tokio::spawn(conn);
+            let _ = admin
+                .batch_execute(&format!(
+                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                    self.name
+                ))
+                .await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ledger_semantics_and_one_winner_across_two_connections() {
+        let db = TestDb::create("ledger").await;
+        let (a, b) = (
+            Postgres::connect(&db.url()).await.unwrap(),
+            Postgres::connect(&db.url()).await.unwrap(),
+        );
+        assert_eq!(a.claim("alice", "k", "f", DAY).await.unwrap(), Claim::Run);
+        assert_eq!(
+            b.claim("alice", "k", "f", DAY).await.unwrap(),
+            Claim::Running
+        );
+        assert_eq!(
+            b.claim("alice", "k", "g", DAY).await.unwrap(),
+            Claim::Mismatch
+        );
+        a.finish("alice", "k", Finish::Completed(json!({"content": []})))
+            .await
+            .unwrap();
+        assert_eq!(
+            b.claim("alice", "k", "f", DAY).await.unwrap(),
+            Claim::Replay(json!({"content": []}))
+        );
+        assert_eq!(a.claim("bob", "k", "f", DAY).await.unwrap(), Claim::Run);
+        a.finish("bob", "k", Finish::Failed("crash".into()))
+            .await
+            .unwrap();
+        assert_eq!(b.claim("bob", "k", "f", DAY).await.unwrap(), Claim::Run);
+
+        let tasks: Vec<_> = (0..100)
+            .map(|i| {
+                let s = if i % 2 == 0 { a.clone() } else { b.clone() };
+                tokio::spawn(async move { s.claim("c", "same", "f", DAY).await.unwrap() })
+            })
+            .collect();
+        let mut runs = 0;
+        for t in tasks {
+            if t.await.unwrap() == Claim::Run {
+                runs += 1;
+            }
+        }
+        assert_eq!(runs, 1);
+        drop((a, b));
+        db.drop_db().await;
+    }
+
+    #[tokio::test]
+    async fn audit_records_round_trip() {
+        let db = TestDb::create("audit").await;
+        let s = Postgres::connect(&db.url()).await.unwrap();
+        let rec = AuditRecord {
+            time: "2026-11-30T00:00:00.000Z".into(),
+            session: "stdio".into(),
+            caller: Some("alice".into()),
+            tool: "notes.create_note".into(),
+            upstream: Some("notes".into()),
+            arguments: json!({"title": "t"}),
+            reason: Some("asked".into()),
+            unknown_keys: vec!["x".into()],
+            unknown_mode: Some("warn".into()),
+            decision: "allowed".into(),
+            outcome: "ok".into(),
+            duration_ms: 2.5,
+            idempotency_key: Some("k".into()),
+            replayed: false,
+        };
+        s.record(&rec).await.unwrap();
+        let got = s
+            .query(AuditFilter {
+                caller: Some("alice".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(got, vec![rec]);
+        assert!(s
+            .query(AuditFilter {
+                outcome: Some("failed".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .is_empty());
+        // Reconnecting does not migrate again.
+        drop(s);
+        let again = Postgres::connect(&db.url()).await.unwrap();
+        assert_eq!(again.query(AuditFilter::default()).await.unwrap().len(), 1);
+        drop(again);
+        db.drop_db().await;
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_is_a_clear_error() {
+        let e = Postgres::connect("postgres://warden:secret@127.0.0.1:1/x")
+            .await
+            .err()
+            .unwrap();
+        let text = e.to_string();
+        assert!(text.starts_with("the store is unavailable: cannot connect to PostgreSQL at postgres://warden@127.0.0.1:1/x"), "{text}");
+        assert!(!text.contains("secret"));
+    }
+}
