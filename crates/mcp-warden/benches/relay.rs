@@ -236,49 +236,79 @@ fn main() {
     // claimed and finished in the ledger. Interleaved with the store-off gateway.
     let db_dir = dir.join("store");
     std::fs::create_dir_all(&db_dir).unwrap();
-    let stored_cfg = config(
-        &db_dir,
-        &format!(
-            "[store]\nurl = \"sqlite://{}\"\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nunknown_arguments = \"reject\"\n",
-            db_dir.join("bench.db").display()
-        ),
-    );
-    let mut stored = Peer::spawn(
-        Command::new(WARDEN)
-            .args(["run", "--config"])
-            .arg(&stored_cfg)
-            .env("RUST_LOG", "error"),
-    );
-    for i in 0..100 {
-        stored.time_keyed_call("fx.echo", 1_000_000 + i);
+    let pg_db = format!("warden_bench_{}", std::process::id());
+    let psql = |sql: &str| {
+        Command::new("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-q",
+                "-c",
+                sql,
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let mut stores = vec![(
+        "SQLite, WAL",
+        format!("sqlite://{}", db_dir.join("bench.db").display()),
+    )];
+    if psql(&format!("DROP DATABASE IF EXISTS {pg_db}"))
+        && psql(&format!("CREATE DATABASE {pg_db}"))
+    {
+        stores.push((
+            "PostgreSQL, loopback",
+            format!("postgres://postgres@127.0.0.1:5432/{pg_db}"),
+        ));
+    } else {
+        println!("(PostgreSQL on 127.0.0.1:5432 not reachable: its figures are skipped)");
     }
-    let (mut off, mut audit_only, mut keyed) = (Vec::new(), Vec::new(), Vec::new());
     let m = n / 2;
-    for r in 0..rounds {
-        for _ in 0..m / rounds {
-            off.push(gated.time_call("fx.echo"));
+    for (label, url) in stores {
+        let stored_cfg = config(
+            &db_dir,
+            &format!("[store]\nurl = \"{url}\"\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nunknown_arguments = \"reject\"\n"),
+        );
+        let mut stored = Peer::spawn(
+            Command::new(WARDEN)
+                .args(["run", "--config"])
+                .arg(&stored_cfg)
+                .env("RUST_LOG", "error"),
+        );
+        for i in 0..100 {
+            stored.time_keyed_call("fx.echo", 1_000_000 + i);
         }
-        for _ in 0..m / rounds {
-            audit_only.push(stored.time_call("fx.echo"));
+        let (mut off, mut audit_only, mut keyed) = (Vec::new(), Vec::new(), Vec::new());
+        for r in 0..rounds {
+            for _ in 0..m / rounds {
+                off.push(gated.time_call("fx.echo"));
+            }
+            for _ in 0..m / rounds {
+                audit_only.push(stored.time_call("fx.echo"));
+            }
+            for i in 0..m / rounds {
+                keyed.push(stored.time_keyed_call("fx.echo", r * m + i));
+            }
         }
-        for i in 0..m / rounds {
-            keyed.push(stored.time_keyed_call("fx.echo", r * m + i));
-        }
+        let (om, _) = stats(off);
+        let (am, ap) = stats(audit_only);
+        let (km, kp) = stats(keyed);
+        println!("store ({label}), {m} calls each, interleaved with the store-off gateway:");
+        println!("  store off                  : median {om:8.1} µs");
+        println!(
+            "  audit record per call      : median {am:8.1} µs   p99 {ap:8.1} µs   (+{:.1} µs)",
+            am - om
+        );
+        println!(
+            "  audit + ledger claim/finish: median {km:8.1} µs   p99 {kp:8.1} µs   (+{:.1} µs)",
+            km - om
+        );
     }
-    let (om, _) = stats(off);
-    let (am, ap) = stats(audit_only);
-    let (km, kp) = stats(keyed);
-    println!("store (SQLite, WAL), {m} calls each, same run:");
-    println!("  store off                 : median {om:8.1} µs");
-    println!(
-        "  audit record per call     : median {am:8.1} µs   p99 {ap:8.1} µs   (+{:.1} µs)",
-        am - om
-    );
-    println!(
-        "  audit + ledger claim/finish: median {km:8.1} µs   p99 {kp:8.1} µs   (+{:.1} µs)",
-        km - om
-    );
-    drop(stored);
+    psql(&format!("DROP DATABASE IF EXISTS {pg_db} WITH (FORCE)"));
     drop(gated);
 
     let mem_cfg = config(
