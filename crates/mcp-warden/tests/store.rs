@@ -485,3 +485,47 @@ fn two_gateways_sharing_postgres_run_200_identical_calls_once() {
     drop((a, b));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_store_lost_mid_run_fails_keyed_calls_closed_and_keeps_serving_the_rest() {
+    let db = PgDb::create("lost");
+    let mut w = Warden::start(
+        "pg-lost",
+        &format!(
+            "[store]\nurl = \"{}\"\n{}",
+            db.url(),
+            fixture_config("", "")
+        ),
+    );
+    let ok = keyed(&mut w, "fx.echo", json!({"n": 1}), "before");
+    assert_eq!(ok["result"]["content"][0]["text"], r#"{"n":1}"#);
+    // The database disappears under the running gateway.
+    let out = std::process::Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-c",
+            &format!("DROP DATABASE {} WITH (FORCE)", db.0),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for i in 0..3 {
+        let r = keyed(&mut w, "fx.echo", json!({"n": 2}), &format!("after-{i}"));
+        assert_eq!(
+            r["result"]["content"][0]["text"],
+            "Error: An internal error occurred while executing the tool.",
+            "a call that needs the ledger fails closed"
+        );
+    }
+    // Calls without a key still run; their audit records are retried, then logged.
+    assert_eq!(w.call_text("fx.echo", json!({"n": 3})), r#"{"n":3}"#);
+}

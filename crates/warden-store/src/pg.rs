@@ -39,14 +39,33 @@ fn unavailable(e: tokio_postgres::Error) -> StoreError {
 
 #[derive(Clone)]
 pub struct Postgres {
-    // One connection; transactions need it exclusively.
+    // One connection; transactions need it exclusively. Replaced when it drops.
     client: Arc<Mutex<Client>>,
+    url: Arc<str>,
 }
 
 impl Postgres {
     /// Connects and brings the schema up to date (under an advisory lock, so
     /// replicas starting together migrate once).
     pub async fn connect(url: &str) -> Result<Postgres, StoreError> {
+        let client = Postgres::open(url).await?;
+        Ok(Postgres {
+            client: Arc::new(Mutex::new(client)),
+            url: url.into(),
+        })
+    }
+
+    /// The connection, reconnecting first when the last one was lost (a server
+    /// restart, a terminated backend): an outage lasts as long as the server's.
+    async fn client(&self) -> Result<tokio::sync::MutexGuard<'_, Client>, StoreError> {
+        let mut client = self.client.lock().await;
+        if client.is_closed() {
+            *client = Postgres::open(&self.url).await?;
+        }
+        Ok(client)
+    }
+
+    async fn open(url: &str) -> Result<Client, StoreError> {
         let (mut client, connection) =
             tokio::time::timeout(Duration::from_secs(10), tokio_postgres::connect(url, NoTls))
                 .await
@@ -114,9 +133,7 @@ impl Postgres {
             .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
             .await;
         result?;
-        Ok(Postgres {
-            client: Arc::new(Mutex::new(client)),
-        })
+        Ok(client)
     }
 
     pub async fn claim(
@@ -126,7 +143,7 @@ impl Postgres {
         fingerprint: &str,
         retention: Duration,
     ) -> Result<Claim, StoreError> {
-        let mut client = self.client.lock().await;
+        let mut client = self.client().await?;
         let now = now_ms();
         let tx = client.transaction().await.map_err(unavailable)?;
         tx.execute(
@@ -183,7 +200,7 @@ impl Postgres {
             Finish::Completed(v) => ("completed", Some(v.to_string())),
             Finish::Failed(_) => ("failed", None),
         };
-        let client = self.client.lock().await;
+        let client = self.client().await?;
         client
             .execute(
                 "UPDATE warden_ledger SET state = $3, result = $4 WHERE scope = $1 AND key = $2",
@@ -197,7 +214,7 @@ impl Postgres {
     pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
         let json =
             serde_json::to_string(record).map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        let client = self.client.lock().await;
+        let client = self.client().await?;
         client
             .execute(
                 "INSERT INTO warden_audit (time_ms, caller, tool, outcome, record) VALUES ($1, $2, $3, $4, $5)",
@@ -214,7 +231,7 @@ impl Postgres {
         } else {
             filter.limit as i64
         };
-        let client = self.client.lock().await;
+        let client = self.client().await?;
         let rows = client
             .query(
                 "SELECT record FROM warden_audit
@@ -391,6 +408,38 @@ mod tests {
         let again = Postgres::connect(&db.url()).await.unwrap();
         assert_eq!(again.query(AuditFilter::default()).await.unwrap().len(), 1);
         drop(again);
+        db.drop_db().await;
+    }
+
+    #[tokio::test]
+    async fn a_lost_connection_fails_then_recovers() {
+        let db = TestDb::create("reconnect").await;
+        let s = Postgres::connect(&db.url()).await.unwrap();
+        assert_eq!(s.claim("a", "k1", "f", DAY).await.unwrap(), Claim::Run);
+        let (admin, conn) = tokio_postgres::connect(ADMIN, NoTls).await.unwrap();
+        tokio::spawn(conn);
+        admin
+            .execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", &[&db.name])
+            .await
+            .unwrap();
+        // The call that meets the dead connection may fail (callers fail closed);
+        // a later one reconnects.
+        let _ = s.claim("a", "k2", "f", DAY).await;
+        let mut recovered = false;
+        for _ in 0..20 {
+            if s.claim("a", "k3", "f", DAY).await.is_ok() {
+                recovered = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(recovered, "the store reconnected");
+        assert_eq!(
+            s.claim("a", "k1", "f", DAY).await.unwrap(),
+            Claim::Running,
+            "state survived"
+        );
+        drop(s);
         db.drop_db().await;
     }
 
