@@ -83,7 +83,9 @@ impl Postgres {
                 })?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
-                tracing_free_log(&format!("PostgreSQL connection ended: {e}"));
+                tracing::warn!(
+                    "the PostgreSQL connection ended: {e}; the next store call reconnects"
+                );
             }
         });
         client
@@ -265,12 +267,6 @@ fn redact_url(url: &str) -> String {
         }
         _ => url.to_owned(),
     }
-}
-
-/// This crate does not depend on a logging framework; connection loss is also
-/// seen by the next query, which reports it.
-fn tracing_free_log(line: &str) {
-    eprintln!("warden-store: {line}");
 }
 
 #[cfg(test)]
