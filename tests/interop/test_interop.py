@@ -245,3 +245,21 @@ async def test_ask_without_elicitation_capability(config):
         assert text(result) == [
             "Error: This call needs approval, and the client cannot ask for it. Ask for the tool to be allowed instead."
         ]
+
+
+async def test_elicitation_from_the_upstream_reaches_the_client(config):
+    asked = []
+
+    async def answer(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada", "check": True})
+
+    async with through_gateway(config(everything()), elicitation_callback=answer) as s:
+        for _ in range(50):
+            if "ev.trigger-elicitation-request" in await tool_names(s):
+                break
+            await anyio.sleep(0.1)
+        result = await s.call_tool("ev.trigger-elicitation-request", {})
+        assert not result.is_error
+        assert "Ada" in json.dumps([c.model_dump() for c in result.content])
+    assert asked == ["Please provide inputs for the following fields:"]
