@@ -21,6 +21,15 @@ fn counted_fixture(count: &std::path::Path, extra: &str) -> String {
     )
 }
 
+/// `mcp-warden audit --json` with more filters: its output lines.
+fn audit_json(config: &str, filters: &[&str]) -> String {
+    let mut args = vec!["audit", "--config", config, "--json"];
+    args.extend_from_slice(filters);
+    let (code, out, err) = cli(&args);
+    assert_eq!(code, 0, "{err}");
+    out
+}
+
 fn keyed(w: &mut Warden, tool: &str, args: Value, key: &str) -> Value {
     w.request(
         "tools/call",
@@ -83,13 +92,7 @@ fn a_completed_key_replays_and_a_reused_key_is_refused() {
         "1. once [private] t\n2. second [private] t\n3. third [private] t"
     );
 
-    let (code, out, err) = cli(&[
-        "audit",
-        "--config",
-        w.dir.join("warden.toml").to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let out = audit_json(w.dir.join("warden.toml").to_str().unwrap(), &[]);
     let records: Vec<Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -155,29 +158,14 @@ fn two_gateways_one_store_200_identical_calls_run_once() {
     let dir = scratch("ledger-two");
     let count = dir.join("count.txt");
     let config = stored(&dir, &counted_fixture(&count, ""));
-    let a = two_gateways_200_identical_calls(&config, &count);
-    let (code, out, err) = cli(&[
-        "audit",
-        "--config",
-        a.dir.join("warden.toml").to_str().unwrap(),
-        "--json",
-        "--limit",
-        "0",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        out.lines().count(),
-        200,
-        "both gateways wrote their records to the shared trail"
-    );
-    drop(a);
+    two_gateways_200_identical_calls(&config, &count);
     let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Two gateway processes on one store, 100 identical keyed calls each, pipelined:
 /// exactly one upstream execution, every other call replayed or told it is running.
-/// Returns the first gateway (still running) for further checks.
-fn two_gateways_200_identical_calls(config: &str, count: &std::path::Path) -> Warden {
+/// Both gateways' records land in the shared trail.
+fn two_gateways_200_identical_calls(config: &str, count: &std::path::Path) {
     let mut a = Warden::start("two-a", config);
     let mut b = Warden::start("two-b", config);
     let call = json!({"name": "fx.echo", "arguments": {"text": "once"}, "_meta": {"warden/idempotencyKey": "shared"}});
@@ -206,7 +194,15 @@ fn two_gateways_200_identical_calls(config: &str, count: &std::path::Path) -> Wa
         "{texts:?}"
     );
     assert!(texts.iter().any(|t| t == r#"{"text":"once"}"#));
-    a
+    let out = audit_json(
+        a.dir.join("warden.toml").to_str().unwrap(),
+        &["--limit", "0"],
+    );
+    assert_eq!(
+        out.lines().count(),
+        200,
+        "both gateways wrote their records to the shared trail"
+    );
 }
 
 #[test]
@@ -233,19 +229,10 @@ fn every_answered_call_is_in_the_trail_after_a_kill_9() {
         .unwrap();
     assert!(status.success());
     w.wait_exit();
-    let (code, out, err) = cli(&[
-        "audit",
-        "--config",
+    let out = audit_json(
         w.dir.join("warden.toml").to_str().unwrap(),
-        "--json",
-        "--tool",
-        "fx.echo",
-        "--outcome",
-        "ok",
-        "--limit",
-        "0",
-    ]);
-    assert_eq!(code, 0, "{err}");
+        &["--tool", "fx.echo", "--outcome", "ok", "--limit", "0"],
+    );
     let recorded: std::collections::HashSet<i64> = out
         .lines()
         .map(|l| {
@@ -272,13 +259,7 @@ fn audit_filters_and_table() {
     w.call("fx.nope", json!({}));
     let cfg = w.dir.join("warden.toml");
     let cfg = cfg.to_str().unwrap();
-    let lines = |args: &[&str]| -> usize {
-        let mut all = vec!["audit", "--config", cfg, "--json"];
-        all.extend_from_slice(args);
-        let (code, out, err) = cli(&all);
-        assert_eq!(code, 0, "{err}");
-        out.lines().count()
-    };
+    let lines = |args: &[&str]| audit_json(cfg, args).lines().count();
     assert_eq!(lines(&[]), 3);
     assert_eq!(lines(&["--outcome", "tool_error"]), 1);
     assert_eq!(lines(&["--outcome", "refused", "--tool", "fx.nope"]), 1);
@@ -449,22 +430,7 @@ fn two_gateways_sharing_postgres_run_200_identical_calls_once() {
         db.url(),
         counted_fixture(&count, "")
     );
-    let a = two_gateways_200_identical_calls(&config, &count);
-    let (code, out, err) = cli(&[
-        "audit",
-        "--config",
-        a.dir.join("warden.toml").to_str().unwrap(),
-        "--json",
-        "--limit",
-        "0",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        out.lines().count(),
-        200,
-        "both gateways wrote their records to the shared trail"
-    );
-    drop(a);
+    two_gateways_200_identical_calls(&config, &count);
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -533,24 +533,20 @@ impl Gateway {
                     .unknown_keys
                     .fetch_add(verdict.report.unknown_keys.len() as u64, Ordering::Relaxed);
                 if let Some(args) = sent_arguments {
-                    let base = AuditBase {
-                        session: "stdio".into(),
-                        caller: session.caller.as_ref().map(|c| c.name.clone()),
-                        tool: params
-                            .get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
-                        upstream: None,
-                        arguments: args
-                            .as_object()
-                            .map(|a| self.trail.redacted(a))
-                            .unwrap_or(args),
-                        reason: verdict.report.reason.clone(),
-                        unknown_keys: verdict.report.unknown_keys.clone(),
-                        unknown_mode: verdict.report.unknown_mode.map(|m| m.to_string()),
-                        idempotency_key: None,
-                    };
+                    let name = params
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    let args = args.as_object().cloned().unwrap_or_default();
+                    let base = AuditBase::new(
+                        &self.trail,
+                        session.caller.as_ref(),
+                        name,
+                        None,
+                        &args,
+                        &verdict.report,
+                        None,
+                    );
                     self.trail
                         .record(&base, decision, "refused", ms_since(started), false)
                         .await;
@@ -606,17 +602,15 @@ impl Gateway {
             )
         });
         let audit = self.trail.audits().then(|| {
-            Arc::new(AuditBase {
-                session: "stdio".into(),
-                caller: session.caller.as_ref().map(|c| c.name.clone()),
-                tool: tool.name.clone(),
-                upstream: Some(tool.upstream.clone()),
-                arguments: self.trail.redacted(&forward.arguments),
-                reason: verdict.report.reason.clone(),
-                unknown_keys: verdict.report.unknown_keys.clone(),
-                unknown_mode: verdict.report.unknown_mode.map(|m| m.to_string()),
-                idempotency_key: ledger.as_ref().map(|(_, k)| k.clone()),
-            })
+            Arc::new(AuditBase::new(
+                &self.trail,
+                session.caller.as_ref(),
+                &tool.name,
+                Some(&tool.upstream),
+                &forward.arguments,
+                &verdict.report,
+                ledger.as_ref().map(|(_, k)| k.clone()),
+            ))
         });
         let guarded = forward.needs_approval || !self.before_hooks.is_empty() || ledger.is_some();
         // Hooks see the call as it goes upstream; built only when someone will look.

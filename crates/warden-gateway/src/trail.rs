@@ -13,7 +13,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
-use warden_core::Meta;
+use warden_core::{CallReport, Caller, Meta};
 use warden_store::{AuditRecord, Claim, Finish, Store, StoreError};
 
 /// Retries for a record the store refused, before it is logged as lost.
@@ -43,6 +43,32 @@ pub struct AuditBase {
     pub unknown_keys: Vec<String>,
     pub unknown_mode: Option<String>,
     pub idempotency_key: Option<String>,
+}
+
+impl AuditBase {
+    /// The shared part of a call's records: the arguments as sent (redacted), and
+    /// what the argument stages noticed.
+    pub fn new(
+        trail: &Trail,
+        caller: Option<&Caller>,
+        tool: &str,
+        upstream: Option<&str>,
+        arguments: &Map<String, Value>,
+        report: &CallReport,
+        idempotency_key: Option<String>,
+    ) -> Self {
+        AuditBase {
+            session: "stdio".into(),
+            caller: caller.map(|c| c.name.clone()),
+            tool: tool.to_owned(),
+            upstream: upstream.map(str::to_owned),
+            arguments: trail.redacted(arguments),
+            reason: report.reason.clone(),
+            unknown_keys: report.unknown_keys.clone(),
+            unknown_mode: report.unknown_mode.map(|m| m.to_string()),
+            idempotency_key,
+        }
+    }
 }
 
 impl Trail {
