@@ -36,13 +36,17 @@ struct ConfigArg {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve MCP clients (stdio: newline-delimited JSON-RPC on stdin/stdout).
+    /// Serve MCP clients: over stdio (newline-delimited JSON-RPC on stdin/stdout) or
+    /// Streamable HTTP (POST/GET/DELETE on http://ADDR/mcp). Default: gateway.front.
     Run {
         #[command(flatten)]
         config: ConfigArg,
-        /// Serve on stdin/stdout (the default front).
-        #[arg(long)]
+        /// Serve on stdin/stdout.
+        #[arg(long, conflicts_with = "http")]
         stdio: bool,
+        /// Serve Streamable HTTP on ADDR (e.g. 127.0.0.1:8931), path /mcp.
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+        http: Option<String>,
     },
     /// Validate the configuration and print warnings; exit 1 on error.
     Check {
@@ -105,11 +109,26 @@ fn main() -> ExitCode {
     let quiet = !matches!(cli.command, Command::Run { .. });
     init_logging(quiet);
     // One thread serves a stdio session best: every hop between the client, the
-    // pipeline and the upstreams stays on it, with no cross-thread wake-ups.
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // pipeline and the upstreams stays on it, with no cross-thread wake-ups. Many
+    // HTTP clients at once are served on every core.
+    let http = match &cli.command {
+        Command::Run {
+            config,
+            stdio,
+            http,
+        } => {
+            !stdio
+                && (http.is_some()
+                    || Config::load(&config.config).is_ok_and(|c| c.gateway.front == "http"))
+        }
+        _ => false,
+    };
+    let mut builder = if http {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -144,7 +163,11 @@ fn load(arg: &ConfigArg) -> anyhow::Result<Config> {
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Run { config, stdio: _ } => {
+        Command::Run {
+            config,
+            stdio,
+            http,
+        } => {
             let config = load(&config)?;
             for w in config.warnings() {
                 tracing::warn!("config: {w}");
@@ -156,9 +179,29 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     .map_err(|e| anyhow!(e))?;
                 tracing::info!("metrics on http://{addr}/metrics");
             }
-            warden_gateway::stdio::serve(gateway)
-                .await
-                .context("serving stdio")?;
+            let http = match http {
+                Some(addr) if addr.is_empty() => Some(gateway.config.gateway.listen.clone()),
+                Some(addr) => Some(addr),
+                None if !stdio && gateway.config.gateway.front == "http" => {
+                    Some(gateway.config.gateway.listen.clone())
+                }
+                None => None,
+            };
+            match http {
+                Some(addr) => {
+                    let server = warden_gateway::http::Server::bind(gateway, &addr)
+                        .await
+                        .map_err(|e| anyhow!(e))?;
+                    let local = server.local_addr().context("reading the bound address")?;
+                    tracing::info!("serving MCP over Streamable HTTP at http://{local}/mcp");
+                    // Tests and scripts read the address from here when binding port 0.
+                    eprintln!("mcp-warden: listening on http://{local}/mcp");
+                    server.run(shutdown_signal()).await;
+                }
+                None => warden_gateway::stdio::serve(gateway)
+                    .await
+                    .context("serving stdio")?,
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Check { config } => {
@@ -361,4 +404,21 @@ fn print_table(tools: &[Value]) {
         println!("{n:w0$}  {p:w1$}  {d}");
     }
     println!("({} tool(s); * = required)", tools.len());
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }

@@ -224,6 +224,65 @@ pub fn method_not_found(method: &str) -> String {
     format!("Method not found: {}", shown(method))
 }
 
+// The HTTP front's own answers (each the JSON-RPC error message of an HTTP error).
+
+/// 401: no `Authorization` header.
+pub const HTTP_NO_CREDENTIAL: &str =
+    "Unauthorized: send 'Authorization: Bearer <API key or token>'.";
+/// 401: a scheme other than Bearer.
+pub const HTTP_NOT_BEARER: &str = "Unauthorized: use the Bearer scheme.";
+/// 401: neither a known key nor a valid token.
+pub const HTTP_BAD_CREDENTIAL: &str = "Unauthorized: the credential was not accepted.";
+pub const HTTP_TOKEN_EXPIRED: &str = "Unauthorized: the token has expired.";
+pub const HTTP_TOKEN_AUDIENCE: &str = "Unauthorized: the token is meant for another audience.";
+pub const HTTP_TOKEN_ISSUER: &str =
+    "Unauthorized: the token comes from an issuer this gateway does not trust.";
+pub const HTTP_TOKEN_NO_CALLER: &str = "Unauthorized: the token does not name a caller.";
+/// 403: a browser origin that is not allowed (DNS rebinding protection).
+pub const HTTP_BAD_ORIGIN: &str = "Forbidden: this origin is not allowed.";
+/// 403: a Host header that is not allowed (DNS rebinding protection).
+pub const HTTP_BAD_HOST: &str = "Forbidden: this host name is not allowed.";
+/// 400: a request after initialize without its session.
+pub const HTTP_NO_SESSION: &str =
+    "Bad request: send the Mcp-Session-Id header the initialize response returned.";
+/// 404: an ended, expired or never-issued session.
+pub const HTTP_UNKNOWN_SESSION: &str =
+    "Session not found: it ended or expired. Start a new one with initialize.";
+/// 415.
+pub const HTTP_CONTENT_TYPE: &str = "Unsupported media type: send the message as application/json.";
+/// 406 on POST.
+pub const HTTP_ACCEPT_POST: &str =
+    "Not acceptable: the Accept header must list application/json and text/event-stream.";
+/// 406 on GET.
+pub const HTTP_ACCEPT_GET: &str = "Not acceptable: the Accept header must list text/event-stream.";
+/// 405.
+pub const HTTP_METHOD: &str = "Method not allowed: use POST, GET or DELETE.";
+/// 404 for any path but the endpoint.
+pub const HTTP_NOT_ENDPOINT: &str = "Not found: the MCP endpoint is /mcp.";
+/// 409: a second standalone GET stream for one session.
+pub const HTTP_STREAM_OPEN: &str = "Conflict: this session already has a GET stream open.";
+/// 400: a JSON-RPC batch (MCP sends one message per HTTP request).
+pub const HTTP_BATCH: &str =
+    "JSON-RPC batches are not supported by MCP; send one message per request";
+/// 400: a request id still in use in this session.
+pub const HTTP_ID_IN_USE: &str = "a request with this id is still running in this session";
+/// 400: a Last-Event-ID this gateway never issued for the session.
+pub const HTTP_BAD_EVENT_ID: &str = "Bad request: Last-Event-ID names no stream of this session.";
+
+/// 400: an `MCP-Protocol-Version` header naming a version the gateway does not speak.
+pub fn http_bad_version(version: &str, supported: &[&str]) -> String {
+    format!(
+        "Bad request: unsupported MCP-Protocol-Version '{}'; this gateway speaks {}.",
+        shown(version),
+        supported.join(", ")
+    )
+}
+
+/// 413: a body over the limit.
+pub fn http_too_large(max: usize) -> String {
+    format!("Request too large: the gateway accepts bodies of at most {max} bytes (gateway.max_message_bytes).")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,6 +506,26 @@ mod tests {
         assert_eq!(
             pinned_argument("is_public", "notes.create_note"),
             "Error: Argument 'is_public' of tool 'notes.create_note' is fixed by configuration and cannot be set by the caller."
+        );
+    }
+
+    #[test]
+    fn http_front_texts() {
+        assert_eq!(
+            http_bad_version("1999-01-01", &["2025-11-25", "2025-06-18"]),
+            "Bad request: unsupported MCP-Protocol-Version '1999-01-01'; this gateway speaks 2025-11-25, 2025-06-18."
+        );
+        assert_eq!(
+            http_too_large(1024),
+            "Request too large: the gateway accepts bodies of at most 1024 bytes (gateway.max_message_bytes)."
+        );
+        assert_eq!(
+            HTTP_UNKNOWN_SESSION,
+            "Session not found: it ended or expired. Start a new one with initialize."
+        );
+        assert_eq!(
+            HTTP_NO_CREDENTIAL,
+            "Unauthorized: send 'Authorization: Bearer <API key or token>'."
         );
     }
 }

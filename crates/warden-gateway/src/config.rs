@@ -44,6 +44,8 @@ pub struct Config {
     pub audit: AuditConfig,
     #[serde(default)]
     pub metrics: MetricsConfig,
+    #[serde(default)]
+    pub auth: AuthConfig,
     /// Where the file was read from; relative upstream commands resolve against its folder.
     #[serde(skip)]
     pub path: PathBuf,
@@ -58,9 +60,24 @@ pub struct GatewayConfig {
     /// The caller a stdio session acts for (G1).
     #[serde(default = "default_stdio_caller")]
     pub stdio_caller: String,
-    /// The largest JSON-RPC message accepted from a client or an upstream, in bytes.
+    /// The largest JSON-RPC message accepted from a client or an upstream, in bytes
+    /// (over HTTP: the request body limit, 413 beyond it).
     #[serde(default = "default_max_message_bytes")]
     pub max_message_bytes: usize,
+    /// Where the HTTP front listens (path `/mcp`).
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// The caller HTTP requests without credentials act for (development only).
+    pub anonymous_caller: Option<String>,
+    /// Browser origins allowed besides loopback ones (`https://app.example.com`).
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Host header values allowed besides loopback names and the listen address.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// An HTTP session unused this long ends (`30m`).
+    #[serde(default = "default_session_idle")]
+    pub session_idle: String,
 }
 
 impl Default for GatewayConfig {
@@ -69,12 +86,23 @@ impl Default for GatewayConfig {
             front: default_front(),
             stdio_caller: default_stdio_caller(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            listen: default_listen(),
+            anonymous_caller: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            session_idle: default_session_idle(),
         }
     }
 }
 
 fn default_front() -> String {
     "stdio".into()
+}
+fn default_listen() -> String {
+    "127.0.0.1:8931".into()
+}
+fn default_session_idle() -> String {
+    "30m".into()
 }
 fn default_stdio_caller() -> String {
     "local".into()
@@ -273,6 +301,30 @@ pub struct CallerConfig {
     pub name: String,
     #[serde(default)]
     pub groups: Vec<String>,
+    /// The environment variable holding this caller's HTTP bearer key.
+    pub api_key_env: Option<String>,
+}
+
+/// How HTTP callers prove who they are besides API keys: bearer JWTs.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// The environment variable holding an HS256 secret.
+    pub jwt_secret_env: Option<String>,
+    /// A JWKS file with RS256 / ES256 public keys (selected by `kid`).
+    pub jwks: Option<String>,
+    /// The `iss` a token must carry.
+    pub issuer: Option<String>,
+    /// The `aud` a token must carry.
+    pub audience: Option<String>,
+    /// The claim naming the caller (built-in: `sub`).
+    pub caller_claim: Option<String>,
+}
+
+impl AuthConfig {
+    pub fn jwt_enabled(&self) -> bool {
+        self.jwt_secret_env.is_some() || self.jwks.is_some()
+    }
 }
 
 /// A configuration error: where, what, and how to fix it.
@@ -312,6 +364,17 @@ const KNOWN: &[(&str, &[&str])] = &[
             "idempotency",
             "audit",
             "metrics",
+            "auth",
+        ],
+    ),
+    (
+        "auth",
+        &[
+            "jwt_secret_env",
+            "jwks",
+            "issuer",
+            "audience",
+            "caller_claim",
         ],
     ),
     ("access", &["default", "approval_timeout_ms", "webhook"]),
@@ -322,7 +385,19 @@ const KNOWN: &[(&str, &[&str])] = &[
     ("audit", &["jsonl", "redact"]),
     ("metrics", &["listen"]),
     ("rule", &["callers", "tools", "effect"]),
-    ("gateway", &["front", "stdio_caller", "max_message_bytes"]),
+    (
+        "gateway",
+        &[
+            "front",
+            "stdio_caller",
+            "max_message_bytes",
+            "listen",
+            "anonymous_caller",
+            "allowed_origins",
+            "allowed_hosts",
+            "session_idle",
+        ],
+    ),
     ("defaults", &["unknown_arguments", "validate", "reasons"]),
     (
         "upstream",
@@ -350,7 +425,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "reasons",
         ],
     ),
-    ("caller", &["name", "groups"]),
+    ("caller", &["name", "groups", "api_key_env"]),
 ];
 
 impl Config {
@@ -394,13 +469,28 @@ impl Config {
             key,
             message,
         };
-        if self.gateway.front != "stdio" {
+        if self.gateway.front != "stdio" && self.gateway.front != "http" {
             return Err(err(
                 "gateway.front".into(),
                 format!(
-                    "'{}' is not a front this build serves; use \"stdio\"",
+                    "'{}' is not a front; use \"stdio\" or \"http\"",
                     self.gateway.front
                 ),
+            ));
+        }
+        parse_duration(&self.gateway.session_idle)
+            .map_err(|m| err("gateway.session_idle".into(), m))?;
+        if self.auth.jwt_secret_env.is_some() && self.auth.jwks.is_some() {
+            return Err(err(
+                "auth".into(),
+                "set jwt_secret_env (HS256) or jwks (RS256/ES256), not both".into(),
+            ));
+        }
+        if (self.auth.issuer.is_some() || self.auth.audience.is_some()) && !self.auth.jwt_enabled()
+        {
+            return Err(err(
+                "auth".into(),
+                "issuer and audience check JWTs: also set jwt_secret_env or jwks".into(),
             ));
         }
         if self.gateway.max_message_bytes < 1024 {
@@ -604,6 +694,32 @@ impl Config {
                     "upstream '{}': validate = false turns schema validation off",
                     up.name
                 ));
+            }
+        }
+        if let Some(anon) = &self.gateway.anonymous_caller {
+            out.push(format!(
+                "gateway.anonymous_caller = '{anon}': HTTP requests without credentials act as '{anon}' (authentication is off for them; development and test suites only)"
+            ));
+        }
+        let keyed = self.caller.iter().any(|c| c.api_key_env.is_some());
+        if self.gateway.front == "http"
+            && !keyed
+            && !self.auth.jwt_enabled()
+            && self.gateway.anonymous_caller.is_none()
+        {
+            out.push("the HTTP front has no way to identify callers (no [[caller]] api_key_env, no [auth] JWT, no gateway.anonymous_caller): every request will get 401".into());
+        }
+        if self.auth.jwt_enabled() && self.auth.audience.is_none() {
+            out.push("[auth] has no audience: a JWT issued for another service is accepted".into());
+        }
+        for c in &self.caller {
+            if let Some(var) = &c.api_key_env {
+                if std::env::var(var).map_or(true, |v| v.is_empty()) {
+                    out.push(format!(
+                        "caller '{}': api_key_env = '{var}' is not set in the environment: the caller cannot authenticate over HTTP",
+                        c.name
+                    ));
+                }
             }
         }
         if !self
@@ -876,7 +992,7 @@ close_schema = true
         let e = Config::parse("[gateway]\nstdio_caler = \"x\"\n", "w.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes."
+            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle."
         );
         let e = Config::parse(
             "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.t]\npinn = {}\n",

@@ -70,6 +70,11 @@ impl ClientSession {
             .is_some_and(|(caps, _)| caps.get(capability).is_some_and(Value::is_object))
     }
 
+    /// The protocol version agreed in `initialize`, once it ran.
+    pub fn version(&self) -> Option<&'static str> {
+        self.client_version()
+    }
+
     fn client_version(&self) -> Option<&'static str> {
         self.client
             .read()

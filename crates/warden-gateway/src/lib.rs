@@ -2,7 +2,7 @@
 //!
 //! mcp-warden's gateway: the [`warden_core`] pipeline in front of MCP servers.
 //! It reads one TOML [`config::Config`], runs each `[[upstream]]` as a child
-//! process ([`upstream`]), serves clients over the stdio front ([`stdio`]), and
+//! process ([`upstream`]), serves clients over the stdio front ([`stdio`]) or Streamable HTTP ([`http`]), and
 //! relays every message it does not govern unchanged ([`gateway`]).
 //!
 //! ```no_run
@@ -14,9 +14,11 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod gateway;
+pub mod http;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod stdio;

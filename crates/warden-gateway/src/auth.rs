@@ -1,0 +1,325 @@
+//! Who an HTTP request acts for (G1): a bearer API key (`[[caller]] api_key_env`),
+//! a bearer JWT (`[auth]`: HS256 secret, or RS256/ES256 keys from a JWKS file, with
+//! issuer, audience and expiry checked), or, with `gateway.anonymous_caller`, no
+//! credential at all. Anything else is refused before the pipeline sees it.
+
+use crate::config::Config;
+use jsonwebtoken::{jwk::JwkSet, Algorithm, DecodingKey, Validation};
+use serde_json::Value;
+use warden_core::Caller;
+
+/// Why a request was not identified; each becomes a 401 with `WWW-Authenticate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// No `Authorization` header and no anonymous caller.
+    Missing,
+    /// A scheme other than `Bearer`.
+    NotBearer,
+    /// A credential that is neither a known key nor a valid token.
+    Invalid,
+    Expired,
+    WrongAudience,
+    WrongIssuer,
+    /// A JWT whose caller claim is missing or not a string.
+    NoCaller,
+}
+
+impl Refused {
+    /// The caller-facing text (the JSON-RPC error message of the 401).
+    pub fn text(self) -> &'static str {
+        use warden_core::answer;
+        match self {
+            Refused::Missing => answer::HTTP_NO_CREDENTIAL,
+            Refused::NotBearer => answer::HTTP_NOT_BEARER,
+            Refused::Invalid => answer::HTTP_BAD_CREDENTIAL,
+            Refused::Expired => answer::HTTP_TOKEN_EXPIRED,
+            Refused::WrongAudience => answer::HTTP_TOKEN_AUDIENCE,
+            Refused::WrongIssuer => answer::HTTP_TOKEN_ISSUER,
+            Refused::NoCaller => answer::HTTP_TOKEN_NO_CALLER,
+        }
+    }
+
+    /// The `WWW-Authenticate` header value (RFC 6750).
+    pub fn challenge(self) -> String {
+        match self {
+            Refused::Missing | Refused::NotBearer => "Bearer realm=\"mcp-warden\"".to_owned(),
+            other => format!(
+                "Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"{}\"",
+                other.text().trim_end_matches('.')
+            ),
+        }
+    }
+}
+
+/// The credentials the HTTP front accepts, loaded once at start-up.
+pub struct Auth {
+    keys: Vec<(Vec<u8>, Caller)>,
+    jwt: Option<Jwt>,
+    anonymous: Option<Caller>,
+}
+
+struct Jwt {
+    keys: Vec<(Option<String>, Algorithm, DecodingKey)>,
+    issuer: Option<String>,
+    audience: Option<String>,
+    claim: String,
+}
+
+impl Auth {
+    /// Reads keys from the environment and the JWKS file the config names.
+    pub fn from_config(config: &Config) -> Result<Auth, String> {
+        let caller = |name: &str| Caller {
+            name: name.to_owned(),
+            groups: config.groups_of(name),
+        };
+        let mut keys = Vec::new();
+        for c in &config.caller {
+            let Some(var) = &c.api_key_env else { continue };
+            match std::env::var(var) {
+                Ok(key) if !key.is_empty() => keys.push((key.into_bytes(), caller(&c.name))),
+                _ => {
+                    tracing::warn!(caller = %c.name, "api_key_env = '{var}' is not set: this caller cannot authenticate over HTTP")
+                }
+            }
+        }
+        let a = &config.auth;
+        let mut jwt_keys = Vec::new();
+        if let Some(var) = &a.jwt_secret_env {
+            let secret = std::env::var(var)
+                .ok()
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| format!("auth.jwt_secret_env: the environment variable '{var}' is not set; export the HS256 secret in it"))?;
+            jwt_keys.push((
+                None,
+                Algorithm::HS256,
+                DecodingKey::from_secret(secret.as_bytes()),
+            ));
+        }
+        if let Some(path) = &a.jwks {
+            jwt_keys = load_jwks(&config.resolve_path(path))?;
+        }
+        let jwt = (!jwt_keys.is_empty()).then(|| Jwt {
+            keys: jwt_keys,
+            issuer: a.issuer.clone(),
+            audience: a.audience.clone(),
+            claim: a.caller_claim.clone().unwrap_or_else(|| "sub".to_owned()),
+        });
+        Ok(Auth {
+            keys,
+            jwt,
+            anonymous: config.gateway.anonymous_caller.as_deref().map(caller),
+        })
+    }
+
+    /// The caller a request's `Authorization` header identifies.
+    pub fn identify(
+        &self,
+        authorization: Option<&[u8]>,
+        config: &Config,
+    ) -> Result<Caller, Refused> {
+        let Some(header) = authorization else {
+            return self.anonymous.clone().ok_or(Refused::Missing);
+        };
+        let header = std::str::from_utf8(header).map_err(|_| Refused::Invalid)?;
+        let (scheme, credential) = header.trim().split_once(' ').ok_or(Refused::NotBearer)?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(Refused::NotBearer);
+        }
+        let credential = credential.trim().as_bytes();
+        // Every key is compared in full, so timing does not tell which one came close.
+        let mut found = None;
+        for (key, caller) in &self.keys {
+            if constant_time_eq(key, credential) && found.is_none() {
+                found = Some(caller);
+            }
+        }
+        if let Some(caller) = found {
+            return Ok(caller.clone());
+        }
+        match &self.jwt {
+            Some(jwt) if credential.iter().filter(|b| **b == b'.').count() == 2 => {
+                let name =
+                    jwt.verify(std::str::from_utf8(credential).map_err(|_| Refused::Invalid)?)?;
+                Ok(Caller {
+                    groups: config.groups_of(&name),
+                    name,
+                })
+            }
+            _ => Err(Refused::Invalid),
+        }
+    }
+
+    /// Whether requests without credentials are let in (auth off).
+    pub fn anonymous(&self) -> Option<&Caller> {
+        self.anonymous.as_ref()
+    }
+}
+
+impl Jwt {
+    fn verify(&self, token: &str) -> Result<String, Refused> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| Refused::Invalid)?;
+        let key = self
+            .keys
+            .iter()
+            .find(|(kid, alg, _)| {
+                *alg == header.alg && (kid.is_none() || header.kid.is_none() || *kid == header.kid)
+            })
+            .ok_or(Refused::Invalid)?;
+        let mut v = Validation::new(key.1);
+        v.leeway = 30;
+        v.set_required_spec_claims(&["exp"]);
+        match &self.audience {
+            Some(aud) => v.set_audience(&[aud]),
+            None => v.validate_aud = false,
+        }
+        if let Some(iss) = &self.issuer {
+            v.set_issuer(&[iss]);
+        }
+        let data = jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &key.2, &v)
+            .map_err(|e| {
+                use jsonwebtoken::errors::ErrorKind as K;
+                match e.kind() {
+                    K::ExpiredSignature | K::ImmatureSignature => Refused::Expired,
+                    K::InvalidAudience => Refused::WrongAudience,
+                    K::InvalidIssuer => Refused::WrongIssuer,
+                    K::MissingRequiredClaim(c) if c == "aud" => Refused::WrongAudience,
+                    K::MissingRequiredClaim(c) if c == "iss" => Refused::WrongIssuer,
+                    _ => Refused::Invalid,
+                }
+            })?;
+        match data.claims.get(&self.claim) {
+            Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+            _ => Err(Refused::NoCaller),
+        }
+    }
+}
+
+fn load_jwks(
+    path: &std::path::Path,
+) -> Result<Vec<(Option<String>, Algorithm, DecodingKey)>, String> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("auth.jwks: cannot read {shown}: {e}"))?;
+    let set: JwkSet = serde_json::from_str(&text)
+        .map_err(|e| format!("auth.jwks: {shown} is not a JWKS document: {e}"))?;
+    let mut keys = Vec::new();
+    for (i, jwk) in set.keys.iter().enumerate() {
+        let alg = match (&jwk.common.key_algorithm, &jwk.algorithm) {
+            (Some(a), _) => Algorithm::from_str_lossy(&a.to_string()),
+            (None, jsonwebtoken::jwk::AlgorithmParameters::RSA(_)) => Some(Algorithm::RS256),
+            (None, jsonwebtoken::jwk::AlgorithmParameters::EllipticCurve(_)) => {
+                Some(Algorithm::ES256)
+            }
+            _ => None,
+        };
+        let Some(alg) = alg.filter(|a| matches!(a, Algorithm::RS256 | Algorithm::ES256)) else {
+            return Err(format!(
+                "auth.jwks: key {i} in {shown} is not an RS256 or ES256 key"
+            ));
+        };
+        let key = DecodingKey::from_jwk(jwk)
+            .map_err(|e| format!("auth.jwks: key {i} in {shown} is not usable: {e}"))?;
+        keys.push((jwk.common.key_id.clone(), alg, key));
+    }
+    if keys.is_empty() {
+        return Err(format!("auth.jwks: {shown} holds no keys"));
+    }
+    Ok(keys)
+}
+
+trait FromStrLossy: Sized {
+    fn from_str_lossy(s: &str) -> Option<Self>;
+}
+
+impl FromStrLossy for Algorithm {
+    fn from_str_lossy(s: &str) -> Option<Self> {
+        s.parse().ok()
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        Config::parse(text, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn challenges_follow_rfc_6750() {
+        assert_eq!(Refused::Missing.challenge(), "Bearer realm=\"mcp-warden\"");
+        assert_eq!(
+            Refused::Expired.challenge(),
+            "Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token has expired\""
+        );
+    }
+
+    #[test]
+    fn keys_jwts_and_anonymous_callers() {
+        std::env::set_var("WARDEN_AUTH_TEST_KEY", "k-123");
+        std::env::set_var("WARDEN_AUTH_TEST_SECRET", "s3cret");
+        let c = config(
+            "[gateway]\nanonymous_caller = \"dev\"\n[[caller]]\nname = \"alice\"\napi_key_env = \"WARDEN_AUTH_TEST_KEY\"\ngroups = [\"ops\"]\n[auth]\njwt_secret_env = \"WARDEN_AUTH_TEST_SECRET\"\naudience = \"warden\"\nissuer = \"https://id.example\"\n",
+        );
+        let auth = Auth::from_config(&c).unwrap();
+        let who = |h: Option<&str>| auth.identify(h.map(str::as_bytes), &c).map(|c| c.name);
+        assert_eq!(who(None), Ok("dev".into()));
+        assert_eq!(who(Some("Bearer k-123")).unwrap(), "alice");
+        assert_eq!(
+            auth.identify(Some(b"Bearer k-123"), &c).unwrap().groups,
+            ["ops"]
+        );
+        assert_eq!(who(Some("Bearer k-124")), Err(Refused::Invalid));
+        assert_eq!(who(Some("Basic abc")), Err(Refused::NotBearer));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let sign = |claims: Value, secret: &str| {
+            jsonwebtoken::encode(
+                &jsonwebtoken::Header::new(Algorithm::HS256),
+                &claims,
+                &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+            )
+            .unwrap()
+        };
+        let good = serde_json::json!({"sub": "bob", "aud": "warden", "iss": "https://id.example", "exp": now + 60});
+        let t = sign(good.clone(), "s3cret");
+        assert_eq!(who(Some(&format!("Bearer {t}"))).unwrap(), "bob");
+        let mut expired = good.clone();
+        expired["exp"] = (now - 120).into();
+        let t = sign(expired, "s3cret");
+        assert_eq!(who(Some(&format!("Bearer {t}"))), Err(Refused::Expired));
+        let mut aud = good.clone();
+        aud["aud"] = "other".into();
+        let t = sign(aud, "s3cret");
+        assert_eq!(
+            who(Some(&format!("Bearer {t}"))),
+            Err(Refused::WrongAudience)
+        );
+        let mut iss = good.clone();
+        iss["iss"] = "https://evil.example".into();
+        let t = sign(iss, "s3cret");
+        assert_eq!(who(Some(&format!("Bearer {t}"))), Err(Refused::WrongIssuer));
+        let t = sign(good.clone(), "other-secret");
+        assert_eq!(who(Some(&format!("Bearer {t}"))), Err(Refused::Invalid));
+        let mut nosub = good;
+        nosub.as_object_mut().unwrap().remove("sub");
+        let t = sign(nosub, "s3cret");
+        assert_eq!(who(Some(&format!("Bearer {t}"))), Err(Refused::NoCaller));
+    }
+
+    #[test]
+    fn equal_keys_compare_equal_only() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+}
