@@ -3,7 +3,8 @@
 //!
 //! - `echo`: returns its arguments verbatim (as text and as structuredContent);
 //! - `slow {ms}`: answers after `ms` milliseconds (cancellable);
-//! - `progress {steps}`: sends `steps` progress notifications, then answers;
+//! - `progress {steps, pause_ms}`: sends `steps` progress notifications, then answers
+//!   (after `pause_ms`, cancellable);
 //! - `sample {prompt}`: asks the client for a sampling round trip and returns the answer;
 //! - `crash`: exits the process; `garbage`: writes a non-JSON line, then answers;
 //! - `fail`: an `isError` result; `rpc_error`: a JSON-RPC error with data;
@@ -42,7 +43,7 @@ fn tools(late: bool) -> Vec<Value> {
         json!({"name": "slow", "description": "Answer after ms milliseconds.", "inputSchema": {"type": "object",
             "properties": {"ms": {"type": "integer", "minimum": 0}}, "required": ["ms"]}}),
         json!({"name": "progress", "description": "Report progress steps, then answer.", "inputSchema": {"type": "object",
-            "properties": {"steps": {"type": "integer", "minimum": 0, "maximum": 1000}}}}),
+            "properties": {"steps": {"type": "integer", "minimum": 0, "maximum": 1000}, "pause_ms": {"type": "integer", "minimum": 0}}}}),
         json!({"name": "sample", "description": "Ask the client's model.", "inputSchema": {"type": "object",
             "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}}),
         json!({"name": "crash", "description": "Exit the server.", "inputSchema": {"type": "object"}}),
@@ -283,6 +284,17 @@ fn main() {
                                             "progressToken": t, "progress": i, "total": steps, "message": format!("step {i}")}}),
                                         );
                                     }
+                                }
+                                // Optionally wait before answering (HTTP resumption tests).
+                                let mut left =
+                                    args.get("pause_ms").and_then(Value::as_u64).unwrap_or(0);
+                                while left > 0 && !flag.load(Ordering::SeqCst) {
+                                    let step = left.min(10);
+                                    std::thread::sleep(Duration::from_millis(step));
+                                    left -= step;
+                                }
+                                if flag.load(Ordering::SeqCst) {
+                                    return;
                                 }
                                 send(
                                     &out,

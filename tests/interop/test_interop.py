@@ -263,3 +263,103 @@ async def test_elicitation_from_the_upstream_reaches_the_client(config):
         assert not result.is_error
         assert "Ada" in json.dumps([c.model_dump() for c in result.content])
     assert asked == ["Please provide inputs for the following fields:"]
+
+
+# --- Streamable HTTP: the SDK's HTTP client against the gateway's HTTP front ---------
+
+import os
+import subprocess
+import threading
+
+import httpx2
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+
+@asynccontextmanager
+async def http_gateway(config_path, env=None):
+    """`mcp-warden run --http 127.0.0.1:0`; yields (url, log lines so far)."""
+    proc = subprocess.Popen(
+        [WARDEN, "run", "--config", config_path, "--http", "127.0.0.1:0"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, RUST_LOG="info", **(env or {})),
+    )
+    log = []
+    found = threading.Event()
+
+    def drain():
+        for line in proc.stderr:
+            log.append(line)
+            if "listening on http://" in line:
+                found.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    assert found.wait(30), "".join(log)
+    url = re.search(r"listening on (http://\S+/mcp)", "".join(log)).group(1)
+    try:
+        yield url, log
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@asynccontextmanager
+async def http_session(url, key, **kwargs):
+    client = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    async with streamable_http_client(url, http_client=client) as (r, w):
+        async with ClientSession(r, w, **kwargs) as s:
+            await s.initialize()
+            yield s
+
+
+def http_config(config, mode="reject"):
+    return config(everything(mode) + """
+    [[caller]]
+    name = "alice"
+    api_key_env = "INTEROP_ALICE_KEY"
+    """)
+
+
+async def test_sdk_http_client_lists_calls_and_streams_progress(config):
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append(progress)
+
+    async with http_gateway(http_config(config), {"INTEROP_ALICE_KEY": "alice-secret"}) as (url, log):
+        async with http_session(url, "alice-secret") as s:
+            names = await tool_names(s)
+            assert "ev.echo" in names
+            result = await s.call_tool("ev.echo", {"message": "over http"})
+            assert not result.is_error and text(result) == ["Echo: over http"]
+            # Reject mode over HTTP: the undeclared key is named with a hint.
+            result = await s.call_tool("ev.echo", {"mesage": "typo"})
+            assert result.is_error
+            assert text(result) == [
+                "Error: Unknown parameter 'mesage' for tool 'ev.echo'.\nDid you mean: message?\nAllowed parameters: message."
+            ]
+            # Progress before the answer: the gateway answers this POST with an SSE stream.
+            result = await s.call_tool(
+                "ev.trigger-long-running-operation", {"duration": 1, "steps": 3}, progress_callback=on_progress
+            )
+            assert not result.is_error
+        # Leaving the context ends the session with DELETE.
+        for _ in range(50):
+            if any("HTTP session ended: the client ended the session" in l for l in log):
+                break
+            await anyio.sleep(0.1)
+        assert any("HTTP session ended: the client ended the session" in l for l in log), "".join(log)
+    assert seen == sorted(seen) and len(seen) == 3, seen
+
+
+async def test_sdk_http_client_with_a_wrong_key_is_refused(config):
+    async with http_gateway(http_config(config), {"INTEROP_ALICE_KEY": "alice-secret"}) as (url, _):
+        async with httpx2.AsyncClient() as client:
+            r = await client.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                headers={"Authorization": "Bearer wrong", "Accept": "application/json, text/event-stream"})
+            assert r.status_code == 401
+            assert r.headers["www-authenticate"].startswith('Bearer realm="mcp-warden", error="invalid_token"')
+        with pytest.raises(BaseException):
+            async with http_session(url, "wrong"):
+                pass

@@ -31,6 +31,8 @@ use warden_store::{Claim, Finish};
 pub struct ClientSession {
     out: mpsc::Sender<Value>,
     pub caller: Option<Caller>,
+    /// How audit records name the session: "stdio", or "http:" and the session id.
+    pub label: String,
     warn: warden_core::Session,
     /// Client request id → (upstream connection, upstream request id), for cancellation.
     inflight: Mutex<HashMap<String, (Weak<Conn>, u64)>>,
@@ -44,9 +46,15 @@ pub struct ClientSession {
 
 impl ClientSession {
     pub fn new(caller: Option<Caller>, out: mpsc::Sender<Value>) -> Arc<Self> {
+        Self::labelled(caller, out, "stdio".into())
+    }
+
+    /// A session whose audit records carry `label`.
+    pub fn labelled(caller: Option<Caller>, out: mpsc::Sender<Value>, label: String) -> Arc<Self> {
         Arc::new(Self {
             out,
             caller,
+            label,
             warn: warden_core::Session::new(Arc::new(|w: &UnknownKeyWarning| {
                 tracing::warn!(
                     tool = %w.tool,
@@ -545,7 +553,7 @@ impl Gateway {
                     let args = args.as_object().cloned().unwrap_or_default();
                     let base = AuditBase::new(
                         &self.trail,
-                        session.caller.as_ref(),
+                        (&session.label, session.caller.as_ref()),
                         name,
                         None,
                         &args,
@@ -609,7 +617,7 @@ impl Gateway {
         let audit = self.trail.audits().then(|| {
             Arc::new(AuditBase::new(
                 &self.trail,
-                session.caller.as_ref(),
+                (&session.label, session.caller.as_ref()),
                 &tool.name,
                 Some(&tool.upstream),
                 &forward.arguments,

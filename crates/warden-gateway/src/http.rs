@@ -28,6 +28,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
@@ -51,6 +52,11 @@ const DONE_KEPT: usize = 32;
 const RESUME_GRACE: Duration = Duration::from_secs(5);
 /// What SSE clients are told to wait before reconnecting, in milliseconds.
 const RETRY_MS: u64 = 1000;
+/// How long a POST waits for its first message before answering with a stream.
+const JSON_WAIT: Duration = Duration::from_secs(2);
+/// An SSE stream with nothing to say sends a comment this often, so a client that
+/// went away is noticed (the write fails) even while a call runs for long.
+const HEARTBEAT: Duration = Duration::from_secs(5);
 
 type Sessions = Mutex<HashMap<String, Arc<HttpSession>>>;
 
@@ -339,6 +345,26 @@ pub struct SseBody {
     rx: mpsc::Receiver<Event>,
     watch: Option<Watch>,
     ended: bool,
+    heartbeat: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl SseBody {
+    fn new(
+        stream: u64,
+        pre: VecDeque<Bytes>,
+        rx: mpsc::Receiver<Event>,
+        watch: Option<Watch>,
+        ended: bool,
+    ) -> Self {
+        SseBody {
+            stream,
+            pre,
+            rx,
+            watch,
+            ended,
+            heartbeat: Box::pin(tokio::time::sleep(HEARTBEAT)),
+        }
+    }
 }
 
 fn frame(stream: u64, event: &Event) -> Bytes {
@@ -372,6 +398,9 @@ impl Body for OutBody {
                 }
                 match s.rx.poll_recv(cx) {
                     Poll::Ready(Some(event)) => {
+                        s.heartbeat
+                            .as_mut()
+                            .reset(tokio::time::Instant::now() + HEARTBEAT);
                         if event.last {
                             s.ended = true;
                             if let Some(w) = s.watch.as_mut() {
@@ -384,7 +413,17 @@ impl Body for OutBody {
                         s.ended = true;
                         Poll::Ready(None)
                     }
-                    Poll::Pending => Poll::Pending,
+                    Poll::Pending => match s.heartbeat.as_mut().poll(cx) {
+                        Poll::Ready(()) => {
+                            s.heartbeat
+                                .as_mut()
+                                .reset(tokio::time::Instant::now() + HEARTBEAT);
+                            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+                                b": keep-alive\n\n",
+                            )))))
+                        }
+                        Poll::Pending => Poll::Pending,
+                    },
                 }
             }
         }
@@ -730,10 +769,11 @@ impl Front {
     fn open_session(&self, caller: warden_core::Caller) -> Arc<HttpSession> {
         let (tx, rx) = mpsc::channel::<Value>(1024);
         let name = caller.name.clone();
-        let client = ClientSession::new(Some(caller), tx);
+        let id = new_session_id();
+        let client = ClientSession::labelled(Some(caller), tx, format!("http:{id}"));
         self.gateway.add_session(&client);
         let session = Arc::new(HttpSession {
-            id: new_session_id(),
+            id,
             caller: name,
             gateway: self.gateway.clone(),
             client,
@@ -778,7 +818,19 @@ impl Front {
         if let Some(w) = self.gateway.handle(&session.client, msg).await {
             tokio::spawn(w);
         }
-        match rx.recv().await {
+        // Plain JSON when the answer comes first and soon; a stream otherwise (it
+        // carries what comes before the answer, and its heartbeat notices a client
+        // that left during a long call).
+        let first = match tokio::time::timeout(JSON_WAIT, rx.recv()).await {
+            Ok(first) => first,
+            // Nothing yet: go on as a stream, with no event to send first.
+            Err(_) => Some(Event {
+                seq: 0,
+                data: Bytes::new(),
+                last: false,
+            }),
+        };
+        match first {
             Some(event) if event.last => {
                 watch.armed = false;
                 json_reply(event.data)
@@ -789,15 +841,12 @@ impl Front {
                 if session.primes() {
                     pre.push_back(priming(stream));
                 }
-                let ended = event.last;
-                pre.push_back(frame(stream, &event));
-                sse_reply(SseBody {
-                    stream,
-                    pre,
-                    rx,
-                    watch: Some(watch),
-                    ended,
-                })
+                if event.seq > 0 {
+                    pre.push_back(frame(stream, &event));
+                } else if pre.is_empty() {
+                    pre.push_back(Bytes::from_static(b": waiting for the answer\n\n"));
+                }
+                sse_reply(SseBody::new(stream, pre, rx, Some(watch), false))
             }
             None => {
                 // The router let go of the stream: the client stalled or the session ended.
@@ -891,13 +940,7 @@ impl Front {
             resumable: true,
             armed: true,
         });
-        sse_reply(SseBody {
-            stream: n,
-            pre,
-            rx,
-            watch,
-            ended,
-        })
+        sse_reply(SseBody::new(n, pre, rx, watch, ended))
     }
 
     /// DELETE: ends the session; its running calls are cancelled.

@@ -48,9 +48,10 @@ pub struct AuditBase {
 impl AuditBase {
     /// The shared part of a call's records: the arguments as sent (redacted), and
     /// what the argument stages noticed.
+    /// `who` is the session's label and the caller it acts for.
     pub fn new(
         trail: &Trail,
-        caller: Option<&Caller>,
+        who: (&str, Option<&Caller>),
         tool: &str,
         upstream: Option<&str>,
         arguments: &Map<String, Value>,
@@ -58,8 +59,8 @@ impl AuditBase {
         idempotency_key: Option<String>,
     ) -> Self {
         AuditBase {
-            session: "stdio".into(),
-            caller: caller.map(|c| c.name.clone()),
+            session: who.0.to_owned(),
+            caller: who.1.map(|c| c.name.clone()),
             tool: tool.to_owned(),
             upstream: upstream.map(str::to_owned),
             arguments: trail.redacted(arguments),

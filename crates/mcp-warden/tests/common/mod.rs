@@ -392,3 +392,4 @@ pub fn dead_url() -> String {
     drop(listener);
     format!("http://{addr}/hook")
 }
+pub mod http;

@@ -1,0 +1,269 @@
+//! Load on the Streamable HTTP front (DESIGN.md §4): concurrent sessions call the
+//! `echo` tool of a Rust stdio upstream through `mcp-warden run --http` (validation
+//! on, an anonymous caller, keep-alive connections), and the same concurrency is sent
+//! to that upstream directly over its own stdio (it has no HTTP front), in the same
+//! run. Prints calls/s and p50/p99 latency of each. The load generator runs on one
+//! thread of the same 2-core machine.
+//!
+//! `cargo bench -p mcp-warden --bench http_load` (LOAD_SESSIONS, default 32;
+//! LOAD_SECONDS, default 5).
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const WARDEN: &str = env!("CARGO_BIN_EXE_mcp-warden");
+const FIXTURE: &str = env!("CARGO_BIN_EXE_warden-fixture-upstream");
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e6
+}
+
+fn report(label: &str, calls: usize, elapsed: Duration, mut lat: Vec<Duration>) -> f64 {
+    lat.sort();
+    let rate = calls as f64 / elapsed.as_secs_f64();
+    println!(
+        "{label:28} {rate:>10.0} calls/s   p50 {:>8.0} µs   p99 {:>8.0} µs   ({calls} calls in {:.1} s)",
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99),
+        elapsed.as_secs_f64()
+    );
+    rate
+}
+
+async fn post(
+    sender: &mut SendRequest<Full<Bytes>>,
+    addr: &str,
+    session: Option<&str>,
+    body: &Value,
+) -> (Option<String>, Bytes) {
+    let mut req = hyper::Request::post("/mcp")
+        .header("host", addr)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body.to_string())))
+        .expect("request");
+    sender.ready().await.expect("connection ready");
+    let resp = sender.send_request(req).await.expect("response");
+    let sid = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let status = resp.status();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    assert!(status.is_success(), "{status}: {body:?}");
+    (sid, body)
+}
+
+/// One session on its own keep-alive connection, calling echo until `until`.
+async fn client(addr: String, until: Instant, warm: Instant) -> (usize, Vec<Duration>) {
+    let stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    stream.set_nodelay(true).ok();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "load", "version": "1"}}});
+    let (sid, _) = post(&mut sender, &addr, None, &init).await;
+    let sid = sid.expect("session id");
+    post(
+        &mut sender,
+        &addr,
+        Some(&sid),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    let mut lat = Vec::new();
+    let mut id = 1u64;
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            break;
+        }
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "fx.echo", "arguments": {"text": "load", "n": id, "flag": true}}});
+        id += 1;
+        let (_, body) = post(&mut sender, &addr, Some(&sid), &call).await;
+        debug_assert!(body.starts_with(b"{\"jsonrpc\""));
+        if now >= warm {
+            lat.push(now.elapsed());
+        }
+    }
+    (lat.len(), lat)
+}
+
+fn through_gateway(sessions: u64, seconds: u64) -> f64 {
+    let dir = std::env::temp_dir().join(format!("warden-http-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("warden.toml");
+    std::fs::write(
+        &config,
+        format!("[gateway]\nanonymous_caller = \"load\"\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\n"),
+    )
+    .unwrap();
+    let mut gw = Command::new(WARDEN)
+        .args(["run", "--config"])
+        .arg(&config)
+        .args(["--http", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mcp-warden");
+    let mut lines = BufReader::new(gw.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("gateway output").expect("line");
+        if let Some(rest) = line.strip_prefix("mcp-warden: listening on http://") {
+            break rest.trim_end_matches("/mcp").to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let warm = Instant::now() + Duration::from_secs(1);
+    let until = warm + Duration::from_secs(seconds);
+    let results = rt.block_on(async {
+        let tasks: Vec<_> = (0..sessions)
+            .map(|_| tokio::spawn(client(addr.clone(), until, warm)))
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.expect("client"));
+        }
+        out
+    });
+    let _ = gw.kill();
+    let _ = gw.wait();
+    let calls = results.iter().map(|r| r.0).sum();
+    let lat = results.into_iter().flat_map(|r| r.1).collect();
+    report(
+        "through mcp-warden (HTTP)",
+        calls,
+        Duration::from_secs(seconds),
+        lat,
+    )
+}
+
+/// The same concurrency straight into the upstream's stdin: `window` requests in flight.
+fn direct(window: u64, seconds: u64) -> f64 {
+    let mut child = Command::new(FIXTURE)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the upstream");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "load", "version": "1"}}})).unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    let sent: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();
+    let (permit_tx, permit_rx) = std::sync::mpsc::sync_channel::<()>(window as usize);
+    let warm = Instant::now() + Duration::from_secs(1);
+    let until = warm + Duration::from_secs(seconds);
+    let reader = {
+        let sent = sent.clone();
+        std::thread::spawn(move || {
+            let mut lat = Vec::new();
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if stdout.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let v: Value = serde_json::from_str(&line).unwrap();
+                let Some(id) = v["id"].as_u64() else { continue };
+                let at = sent.lock().unwrap().remove(&id);
+                if let Some(at) = at {
+                    if at >= warm && at < until {
+                        lat.push(at.elapsed());
+                    }
+                }
+                if permit_rx.recv().is_err() {
+                    break;
+                }
+                if Instant::now() >= until && sent.lock().unwrap().is_empty() {
+                    break;
+                }
+            }
+            lat
+        })
+    };
+    let mut id = 1u64;
+    let mut out = std::io::BufWriter::new(stdin);
+    while Instant::now() < until {
+        permit_tx.send(()).unwrap();
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "load", "n": id, "flag": true}}});
+        sent.lock().unwrap().insert(id, Instant::now());
+        writeln!(out, "{call}").unwrap();
+        out.flush().unwrap();
+        id += 1;
+    }
+    drop(permit_tx);
+    let lat = reader.join().unwrap();
+    drop(out);
+    let _ = child.kill();
+    let _ = child.wait();
+    let calls = lat.len();
+    report(
+        "upstream directly (stdio)",
+        calls,
+        Duration::from_secs(seconds),
+        lat,
+    )
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` passes nothing we need.
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let sessions = env_or("LOAD_SESSIONS", 32);
+    let seconds = env_or("LOAD_SECONDS", 5);
+    println!(
+        "HTTP front load: {sessions} concurrent sessions, {seconds} s after 1 s of warm-up, echo tool, validation on"
+    );
+    let g = through_gateway(sessions, seconds);
+    let d = direct(sessions, seconds);
+    println!(
+        "gateway/direct throughput: {:.2}   (target: ≥ 10,000 calls/s through the gateway)",
+        g / d
+    );
+}

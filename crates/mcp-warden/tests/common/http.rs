@@ -1,0 +1,270 @@
+//! A plain HTTP/1.1 client over std sockets for the HTTP front's tests: whole
+//! replies, and SSE streams read event by event (so a test can walk away mid-stream).
+
+use super::{scratch, write_config, PATIENCE, WARDEN};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::channel;
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
+    }
+
+    /// The JSON-RPC messages of an SSE body (or the one JSON body).
+    pub fn messages(&self) -> Vec<Value> {
+        if self
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("text/event-stream"))
+        {
+            parse_events(&self.body)
+                .into_iter()
+                .filter(|(_, d)| !d.is_empty())
+                .map(|(_, d)| serde_json::from_str(&d).expect("event data is JSON"))
+                .collect()
+        } else {
+            vec![self.json()]
+        }
+    }
+}
+
+/// (id, data) of each complete event in an SSE text.
+pub fn parse_events(text: &str) -> Vec<(String, String)> {
+    text.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let mut id = String::new();
+            let mut data = Vec::new();
+            for line in e.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = v.to_owned();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push(v.trim_start().to_owned());
+                }
+            }
+            (id, data.join("\n"))
+        })
+        .collect()
+}
+
+/// An open response whose body is read as it arrives.
+pub struct Open {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    reader: BufReader<TcpStream>,
+    chunked: bool,
+    left: Option<usize>,
+    buffer: String,
+}
+
+impl Open {
+    fn read_more(&mut self) -> bool {
+        if self.chunked {
+            let mut line = String::new();
+            if self.reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return false;
+            }
+            let size = usize::from_str_radix(line.trim(), 16).unwrap_or(0);
+            if size == 0 {
+                return false;
+            }
+            let mut chunk = vec![0; size + 2];
+            if self.reader.read_exact(&mut chunk).is_err() {
+                return false;
+            }
+            self.buffer
+                .push_str(&String::from_utf8_lossy(&chunk[..size]));
+            true
+        } else {
+            let want = self.left.unwrap_or(usize::MAX).min(64 * 1024);
+            if want == 0 {
+                return false;
+            }
+            let mut chunk = vec![0; want];
+            match self.reader.read(&mut chunk) {
+                Ok(0) | Err(_) => false,
+                Ok(n) => {
+                    self.left = self.left.map(|l| l - n);
+                    self.buffer.push_str(&String::from_utf8_lossy(&chunk[..n]));
+                    true
+                }
+            }
+        }
+    }
+
+    /// The next SSE event (id, data), or None at the end of the stream.
+    pub fn next_event(&mut self) -> Option<(String, String)> {
+        loop {
+            if let Some(at) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..at + 2).collect();
+                return parse_events(&event).into_iter().next();
+            }
+            if !self.read_more() {
+                return None;
+            }
+        }
+    }
+
+    /// The rest of the body.
+    pub fn finish(mut self) -> Reply {
+        while self.read_more() {}
+        Reply {
+            status: self.status,
+            headers: self.headers,
+            body: self.buffer,
+        }
+    }
+}
+
+/// Sends a request and returns once the status line and headers are in.
+pub fn open(addr: &str, method: &str, headers: &[(&str, &str)], body: &str) -> Open {
+    let stream = TcpStream::connect(addr).expect("connect to the HTTP front");
+    stream.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let mut req = format!("{method} /mcp HTTP/1.1\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    let mut w = stream.try_clone().expect("clone");
+    w.write_all(req.as_bytes()).expect("send head");
+    w.write_all(body.as_bytes()).expect("send body");
+    let mut reader = BufReader::new(stream);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).expect("status line");
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("header line");
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            headers.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+    }
+    let find = |n: &str| {
+        headers
+            .iter()
+            .find(|(k, _): &&(String, String)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| v.clone())
+    };
+    let chunked = find("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+    let left = find("content-length").and_then(|v| v.parse().ok());
+    Open {
+        status,
+        headers,
+        reader,
+        chunked,
+        left,
+        buffer: String::new(),
+    }
+}
+
+pub fn request(addr: &str, method: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    open(addr, method, headers, body).finish()
+}
+
+/// The headers every MCP POST carries.
+pub const POST: [(&str, &str); 2] = [
+    ("Content-Type", "application/json"),
+    ("Accept", "application/json, text/event-stream"),
+];
+
+/// `mcp-warden run --http 127.0.0.1:0` on a config; stopped when dropped.
+pub struct HttpWarden {
+    child: Child,
+    pub addr: String,
+    pub dir: std::path::PathBuf,
+}
+
+impl HttpWarden {
+    pub fn start(name: &str, toml: &str, env: &[(&str, &str)]) -> HttpWarden {
+        let dir = scratch(name);
+        let config = write_config(&dir, toml);
+        let mut child = Command::new(WARDEN)
+            .args(["run", "--config"])
+            .arg(&config)
+            .args(["--http", "127.0.0.1:0"])
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start mcp-warden");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[warden] {line}");
+                if let Some(rest) = line.strip_prefix("mcp-warden: listening on http://") {
+                    let _ = tx.send(rest.trim_end_matches("/mcp").to_owned());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(PATIENCE)
+            .expect("mcp-warden did not report its address");
+        HttpWarden { child, addr, dir }
+    }
+
+    /// POSTs a JSON-RPC message with the standard headers plus `extra`.
+    pub fn post(&self, extra: &[(&str, &str)], msg: &Value) -> Reply {
+        let mut headers = POST.to_vec();
+        headers.extend_from_slice(extra);
+        request(&self.addr, "POST", &headers, &msg.to_string())
+    }
+
+    /// Opens a session (initialize + initialized) and returns its id.
+    pub fn session(&self, extra: &[(&str, &str)]) -> String {
+        let r = self.post(
+            extra,
+            &serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "warden-http-tests", "version": "1"}}}),
+        );
+        assert_eq!(r.status, 200, "initialize: {}", r.body);
+        let sid = r.header("mcp-session-id").expect("a session id").to_owned();
+        let mut with = extra.to_vec();
+        with.push(("Mcp-Session-Id", &sid));
+        let r = self.post(
+            &with,
+            &serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        assert_eq!(r.status, 202);
+        sid
+    }
+}
+
+impl Drop for HttpWarden {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

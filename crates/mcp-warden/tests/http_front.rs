@@ -1,0 +1,430 @@
+//! The Streamable HTTP front through the real binary over real sockets: sessions,
+//! JSON and SSE answers, resumption, cancellation on disconnect, DNS-rebinding
+//! protection, authentication (G1), and bad input of every kind.
+
+mod common;
+
+use common::http::{open, request, HttpWarden, POST};
+use common::*;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+fn anonymous(extra: &str) -> String {
+    format!(
+        "[gateway]\nanonymous_caller = \"dev\"\nmax_message_bytes = 4096\n{extra}\n{}",
+        fixture_config("", "")
+    )
+}
+
+fn error_body(message: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}}).to_string()
+}
+
+fn call(id: i64, tool: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
+}
+
+#[test]
+fn a_session_lives_from_initialize_to_delete() {
+    let w = HttpWarden::start("http-session", &anonymous(""), &[]);
+    let sid = w.session(&[]);
+    assert_eq!(sid.len(), 32);
+    assert!(sid.bytes().all(|b| b.is_ascii_hexdigit()));
+    let with = [("Mcp-Session-Id", sid.as_str())];
+
+    let r = w.post(
+        &with,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let names: Vec<String> = r.json()["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(names.contains(&"fx.echo".to_owned()), "{names:?}");
+
+    // A governed call: the pipeline runs for HTTP callers too.
+    let r = w.post(
+        &with,
+        &call(2, "fx.echo", json!({"text": "hi", "colour": "red"})),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.json()["result"]["structuredContent"],
+        json!({"text": "hi", "colour": "red"})
+    );
+
+    // Unknown, missing and foreign sessions.
+    let r = w.post(
+        &[("Mcp-Session-Id", "0123")],
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+    );
+    assert_eq!(r.status, 404);
+    assert_eq!(
+        r.body,
+        error_body("Session not found: it ended or expired. Start a new one with initialize.")
+    );
+    let r = w.post(&[], &json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body,
+        error_body("Bad request: send the Mcp-Session-Id header the initialize response returned.")
+    );
+
+    // Protocol version header.
+    let mut bad = with.to_vec();
+    bad.push(("MCP-Protocol-Version", "1999-01-01"));
+    let r = w.post(&bad, &json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}));
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body,
+        error_body("Bad request: unsupported MCP-Protocol-Version '1999-01-01'; this gateway speaks 2025-11-25, 2025-06-18, 2025-03-26.")
+    );
+    let mut good = with.to_vec();
+    good.push(("MCP-Protocol-Version", "2025-11-25"));
+    let r = w.post(&good, &json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json(), json!({"jsonrpc": "2.0", "id": 5, "result": {}}));
+
+    // DELETE ends it.
+    let r = request(&w.addr, "DELETE", &with, "");
+    assert_eq!(r.status, 200);
+    let r = w.post(&with, &json!({"jsonrpc": "2.0", "id": 6, "method": "ping"}));
+    assert_eq!(r.status, 404);
+}
+
+#[test]
+fn bad_requests_get_clear_http_errors() {
+    let w = HttpWarden::start("http-bad", &anonymous(""), &[]);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    .to_string();
+    let accept = ("Accept", "application/json, text/event-stream");
+
+    let r = request(
+        &w.addr,
+        "POST",
+        &[("Content-Type", "text/plain"), accept],
+        &init,
+    );
+    assert_eq!(r.status, 415);
+    assert_eq!(
+        r.body,
+        error_body("Unsupported media type: send the message as application/json.")
+    );
+
+    let r = request(
+        &w.addr,
+        "POST",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json"),
+        ],
+        &init,
+    );
+    assert_eq!(r.status, 406);
+    assert_eq!(
+        r.body,
+        error_body(
+            "Not acceptable: the Accept header must list application/json and text/event-stream."
+        )
+    );
+
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"pad\":\"{}\"}}",
+        "x".repeat(5000)
+    );
+    let r = request(&w.addr, "POST", &POST, &big);
+    assert_eq!(r.status, 413);
+    assert_eq!(r.body, error_body("Request too large: the gateway accepts bodies of at most 4096 bytes (gateway.max_message_bytes)."));
+
+    let r = request(&w.addr, "POST", &POST, "{\"jsonrpc\": \"2.0\", \"id\": 1,");
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["code"], -32700);
+    assert!(r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("Parse error: "));
+
+    let r = request(&w.addr, "POST", &POST, "[]");
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body, error_body("Invalid request: JSON-RPC batches are not supported by MCP; send one message per request."));
+
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let r = request(&w.addr, "POST", &POST, &deep[..4000]);
+    assert_eq!(r.status, 400, "{}", r.body);
+
+    let r = request(&w.addr, "PUT", &POST, &init);
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow"), Some("GET, POST, DELETE"));
+    assert_eq!(
+        r.body,
+        error_body("Method not allowed: use POST, GET or DELETE.")
+    );
+
+    let r = request(&w.addr, "GET", &[("Accept", "application/json")], "");
+    assert_eq!(r.status, 406);
+    assert_eq!(
+        r.body,
+        error_body("Not acceptable: the Accept header must list text/event-stream.")
+    );
+    let r = request(&w.addr, "GET", &[("Accept", "text/event-stream")], "");
+    assert_eq!(r.status, 400);
+
+    // DNS rebinding protection: a foreign Host or Origin is refused, loopback ones are not.
+    let mut evil = POST.to_vec();
+    evil.push(("Host", "evil.example:8931"));
+    let r = request(&w.addr, "POST", &evil, &init);
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.body,
+        error_body("Forbidden: this host name is not allowed.")
+    );
+    let mut evil = POST.to_vec();
+    evil.push(("Origin", "http://evil.example"));
+    let r = request(&w.addr, "POST", &evil, &init);
+    assert_eq!(r.status, 403);
+    assert_eq!(r.body, error_body("Forbidden: this origin is not allowed."));
+    let mut local = POST.to_vec();
+    local.push(("Origin", "http://localhost:3000"));
+    assert_eq!(request(&w.addr, "POST", &local, &init).status, 200);
+
+    // The gateway still serves after all of that.
+    let sid = w.session(&[]);
+    let r = w.post(
+        &[("Mcp-Session-Id", &sid)],
+        &call(9, "fx.echo", json!({"text": "still here"})),
+    );
+    assert_eq!(
+        r.json()["result"]["structuredContent"]["text"],
+        "still here"
+    );
+}
+
+#[test]
+fn progress_makes_an_sse_answer_that_a_client_can_resume() {
+    let w = HttpWarden::start("http-sse", &anonymous(""), &[]);
+    let sid = w.session(&[]);
+    let with = [("Mcp-Session-Id", sid.as_str())];
+
+    // Progress first, then the answer: an SSE stream with ids, priming event first.
+    let msg = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "fx.progress", "arguments": {"steps": 3}, "_meta": {"progressToken": "p-7"}}});
+    let r = w.post(&with, &msg);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    let events = common::http::parse_events(&r.body);
+    assert!(
+        events[0].1.is_empty() && events[0].0.ends_with("-0"),
+        "{events:?}"
+    );
+    let messages = r.messages();
+    assert_eq!(messages.len(), 4, "{messages:?}");
+    for (i, m) in messages[..3].iter().enumerate() {
+        assert_eq!(m["method"], "notifications/progress");
+        assert_eq!(m["params"]["progressToken"], "p-7");
+        assert_eq!(m["params"]["progress"], i as u64 + 1);
+    }
+    assert_eq!(messages[3]["id"], 7);
+    assert_eq!(messages[3]["result"]["content"][0]["text"], "3 steps done");
+
+    // Walk away after the first progress event, then resume with Last-Event-ID.
+    let msg = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+        "name": "fx.progress", "arguments": {"steps": 2, "pause_ms": 600}, "_meta": {"progressToken": "p-8"}}});
+    let mut headers = POST.to_vec();
+    headers.extend_from_slice(&with);
+    let mut stream = open(&w.addr, "POST", &headers, &msg.to_string());
+    let (priming, _) = stream.next_event().expect("priming event");
+    assert!(priming.ends_with("-0"));
+    let (first, data) = stream.next_event().expect("first progress");
+    assert!(data.contains("notifications/progress"), "{data}");
+    drop(stream);
+    let mut headers = vec![
+        ("Accept", "text/event-stream"),
+        ("Last-Event-ID", first.as_str()),
+    ];
+    headers.extend_from_slice(&with);
+    let resumed = request(&w.addr, "GET", &headers, "");
+    assert_eq!(resumed.status, 200);
+    let rest = resumed.messages();
+    assert_eq!(rest.len(), 2, "{rest:?}");
+    assert_eq!(rest[0]["params"]["progress"], 2);
+    assert_eq!(rest[1]["id"], 8);
+    assert_eq!(rest[1]["result"]["content"][0]["text"], "2 steps done");
+
+    // An id this session never issued.
+    let mut headers = vec![("Accept", "text/event-stream"), ("Last-Event-ID", "999-1")];
+    headers.extend_from_slice(&with);
+    let r = request(&w.addr, "GET", &headers, "");
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body,
+        error_body("Bad request: Last-Event-ID names no stream of this session.")
+    );
+}
+
+#[test]
+fn a_client_that_disconnects_mid_call_gets_the_call_cancelled() {
+    let w = HttpWarden::start(
+        "http-disconnect",
+        &anonymous("[audit]\njsonl = \"{dir}/audit.jsonl\"\n"),
+        &[],
+    );
+    let sid = w.session(&[]);
+    let mut headers = POST.to_vec();
+    headers.push(("Mcp-Session-Id", &sid));
+    let stream = open(
+        &w.addr,
+        "POST",
+        &headers,
+        &call(1, "fx.slow", json!({"ms": 10000})).to_string(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    drop(stream);
+    let started = Instant::now();
+    let audit = w.dir.join("audit.jsonl");
+    loop {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains("fx.slow")) {
+            let record: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(record["outcome"], "cancelled", "{record}");
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the call was not cancelled: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "cancelled only after the call's own end"
+    );
+    // Other sessions are unaffected.
+    let sid = w.session(&[]);
+    let r = w.post(
+        &[("Mcp-Session-Id", &sid)],
+        &call(2, "fx.echo", json!({"text": "ok"})),
+    );
+    assert_eq!(r.json()["result"]["structuredContent"]["text"], "ok");
+}
+
+#[test]
+fn callers_are_identified_by_api_key_or_jwt() {
+    let secret = "jwt-test-secret";
+    let toml = format!(
+        "[[caller]]\nname = \"alice\"\napi_key_env = \"WARDEN_TEST_ALICE_KEY\"\n[auth]\njwt_secret_env = \"WARDEN_TEST_JWT\"\naudience = \"mcp-warden\"\nissuer = \"https://id.test\"\n[[rule]]\ncallers = [\"bob\"]\ntools = [\"fx.crash\"]\neffect = \"deny\"\n{}",
+        fixture_config("", "")
+    );
+    let w = HttpWarden::start(
+        "http-auth",
+        &toml,
+        &[
+            ("WARDEN_TEST_ALICE_KEY", "alice-key-1"),
+            ("WARDEN_TEST_JWT", secret),
+        ],
+    );
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+
+    let r = w.post(&[], &init);
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Bearer realm=\"mcp-warden\"")
+    );
+    assert_eq!(
+        r.body,
+        error_body("Unauthorized: send 'Authorization: Bearer <API key or token>'.")
+    );
+
+    let r = w.post(&[("Authorization", "Bearer alice-key-2")], &init);
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the credential was not accepted\"")
+    );
+    let r = w.post(&[("Authorization", "Basic YWxpY2U6eA==")], &init);
+    assert_eq!(r.status, 401);
+    assert_eq!(r.body, error_body("Unauthorized: use the Bearer scheme."));
+
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let token = |claims: Value| {
+        format!(
+            "Bearer {}",
+            jsonwebtoken::encode(
+                &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+                &claims,
+                &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+            )
+            .unwrap()
+        )
+    };
+    let good =
+        json!({"sub": "bob", "aud": "mcp-warden", "iss": "https://id.test", "exp": now + 300});
+    let mut expired = good.clone();
+    expired["exp"] = json!(now - 300);
+    let r = w.post(&[("Authorization", &token(expired))], &init);
+    assert_eq!(r.status, 401);
+    assert_eq!(r.body, error_body("Unauthorized: the token has expired."));
+    let mut other = good.clone();
+    other["aud"] = json!("another-service");
+    let r = w.post(&[("Authorization", &token(other))], &init);
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.body,
+        error_body("Unauthorized: the token is meant for another audience.")
+    );
+
+    // Alice by key, Bob by token: each sees what their grants allow.
+    let alice = w.session(&[("Authorization", "Bearer alice-key-1")]);
+    let bob_token = token(good);
+    let bob = w.session(&[("Authorization", &bob_token)]);
+    let list = |auth: &str, sid: &str| -> Vec<String> {
+        let r = w.post(
+            &[("Authorization", auth), ("Mcp-Session-Id", sid)],
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        );
+        r.json()["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(list("Bearer alice-key-1", &alice).contains(&"fx.crash".to_owned()));
+    assert!(!list(&bob_token, &bob).contains(&"fx.crash".to_owned()));
+    // A session belongs to the caller who opened it.
+    let r = w.post(
+        &[("Authorization", &bob_token), ("Mcp-Session-Id", &alice)],
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+    );
+    assert_eq!(r.status, 404);
+    // A valid session without credentials is still refused: sessions are not authentication.
+    let r = w.post(
+        &[("Mcp-Session-Id", &alice)],
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}),
+    );
+    assert_eq!(r.status, 401);
+}
+
+#[test]
+fn check_is_loud_about_anonymous_http_callers() {
+    let dir = scratch("http-check");
+    let config = write_config(
+        &dir,
+        "[gateway]\nfront = \"http\"\nanonymous_caller = \"dev\"\n",
+    );
+    let (code, out, _) = cli(&["check", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("warning: gateway.anonymous_caller = 'dev': HTTP requests without credentials act as 'dev' (authentication is off for them; development and test suites only)"), "{out}");
+    let config = write_config(&dir, "[gateway]\nfront = \"http\"\n");
+    let (_, out, _) = cli(&["check", "--config", config.to_str().unwrap()]);
+    assert!(out.contains("every request will get 401"), "{out}");
+}
