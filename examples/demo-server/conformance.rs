@@ -2,9 +2,10 @@
 //! scenarios of `@modelcontextprotocol/conformance` call (tools `test_*` and
 //! `json_schema_2020_12_tool`, resources `test://…`, prompts `test_*`, logging,
 //! completion, subscriptions). It speaks stdio by default and Streamable HTTP with
-//! `--http ADDR`. `tests/conformance/run.py` runs the suite against mcp-warden's
-//! HTTP front with this server behind it, and against this server's own HTTP
-//! front, and compares the two.
+//! `--http ADDR` (with `CONFORMANCE_TOKEN=t` in its environment, every HTTP request
+//! must carry `Authorization: Bearer t`). `tests/conformance/run.py` runs the suite
+//! against mcp-warden's HTTP front with this server behind it (over stdio and over
+//! HTTP), and against this server's own HTTP front, and compares them.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -463,6 +464,16 @@ mod http {
     }
 
     async fn serve_one(req: Request<Incoming>, waiting: Waiting, next: Next) -> Response<Body> {
+        // CONFORMANCE_TOKEN=t: every request must carry `Authorization: Bearer t`.
+        if let Ok(token) = std::env::var("CONFORMANCE_TOKEN") {
+            let given = req
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok());
+            if given != Some(format!("Bearer {token}").as_str()) {
+                return status(StatusCode::UNAUTHORIZED);
+            }
+        }
         match *req.method() {
             Method::POST => {}
             Method::DELETE => return status(StatusCode::OK),

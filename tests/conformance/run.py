@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs the MCP conformance suite's server scenarios (@modelcontextprotocol/conformance)
-against mcp-warden's Streamable HTTP front, with warden-conformance-upstream behind it
-over stdio (prefix = false), and directly against that upstream's own HTTP front.
+against mcp-warden's Streamable HTTP front with warden-conformance-upstream behind it
+(prefix = false), once as a stdio child and once over its own HTTP front (url =), and
+directly against that upstream's HTTP front.
 
 Prints one line per scenario with both results and fails when the gateway fails a
 scenario, and in particular when it loses one the upstream passes (the differential).
@@ -69,27 +70,32 @@ def main():
         sys.exit("error: run `npm install` in tests/conformance first (scripts/test does)")
     work = tempfile.mkdtemp(prefix="warden-conformance-")
     upstream = os.path.join(BIN, "warden-conformance-upstream")
-    config = os.path.join(work, "warden.toml")
-    with open(config, "w") as f:
-        f.write(f'''# The conformance suite sends no credentials: an anonymous caller, as for local development.
+    env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
+    direct, direct_url, _ = start([upstream, "--http", "127.0.0.1:0"], "warden-conformance-upstream:")
+
+    def gateway_before(name, where):
+        config = os.path.join(work, f"{name}.toml")
+        with open(config, "w") as f:
+            f.write(f'''# The conformance suite sends no credentials: an anonymous caller, as for local development.
 [gateway]
 anonymous_caller = "conformance"
 
 [[upstream]]
 name = "conformance"
-command = ["{upstream}"]
+{where}
 prefix = false
 ''')
-    env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
-    direct, direct_url, _ = start([upstream, "--http", "127.0.0.1:0"], "warden-conformance-upstream:")
-    gateway, gateway_url, gateway_log = start(
-        [os.path.join(BIN, "mcp-warden"), "run", "--config", config, "--http", "127.0.0.1:0"],
-        "mcp-warden:", env)
+        return start([os.path.join(BIN, "mcp-warden"), "run", "--config", config, "--http", "127.0.0.1:0"],
+                     "mcp-warden:", env)
+
+    gateway, gateway_url, gateway_log = gateway_before("stdio", f'command = ["{upstream}"]')
+    via_http, via_http_url, via_http_log = gateway_before("http", f'url = "{direct_url}"')
     try:
         upstream_results = run_suite(direct_url, os.path.join(work, "direct"))
         gateway_results = run_suite(gateway_url, os.path.join(work, "gateway"))
+        via_http_results = run_suite(via_http_url, os.path.join(work, "via-http"))
     finally:
-        for p in (direct, gateway):
+        for p in (direct, gateway, via_http):
             p.terminate()
             try:
                 p.wait(10)
@@ -102,17 +108,22 @@ prefix = false
         return f"pass ({r[0]} checks)" if not r[1] else f"FAIL ({len(r[1])} checks)"
 
     problems = []
-    print(f"{'scenario':34} {'upstream directly':22} {'through mcp-warden':22}")
-    for name in sorted(set(upstream_results) | set(gateway_results)):
-        u, g = upstream_results.get(name), gateway_results.get(name)
-        print(f"{name:34} {verdict(u):22} {verdict(g):22}")
-        if g is None or g[1]:
-            lost = u is not None and not u[1]
-            problems.append((name, lost, g[1] if g else []))
-    upstream_passed = sum(1 for r in upstream_results.values() if not r[1])
-    gateway_passed = sum(1 for r in gateway_results.values() if not r[1])
-    print(f"\nscenarios passed: upstream directly {upstream_passed}/{len(upstream_results)}, "
-          f"through mcp-warden {gateway_passed}/{len(gateway_results)}")
+    print(f"{'scenario':34} {'upstream directly':20} {'mcp-warden, stdio up':22} {'mcp-warden, HTTP up':20}")
+    for name in sorted(set(upstream_results) | set(gateway_results) | set(via_http_results)):
+        u = upstream_results.get(name)
+        print(f"{name:34} {verdict(u):20} {verdict(gateway_results.get(name)):22} "
+              f"{verdict(via_http_results.get(name)):20}")
+        for label, results in (("stdio upstream", gateway_results), ("HTTP upstream", via_http_results)):
+            g = results.get(name)
+            if g is None or g[1]:
+                lost = u is not None and not u[1]
+                problems.append((f"{name} ({label})", lost, g[1] if g else []))
+
+    def passed(results):
+        return f"{sum(1 for r in results.values() if not r[1])}/{len(results)}"
+
+    print(f"\nscenarios passed: upstream directly {passed(upstream_results)}, through mcp-warden "
+          f"{passed(gateway_results)} (stdio upstream), {passed(via_http_results)} (HTTP upstream)")
     lost = [n for n, l, _ in problems if l]
     print(f"differential: scenarios the upstream passes and the gateway fails: {len(lost)}"
           + (f" ({', '.join(lost)})" if lost else ""))
@@ -120,7 +131,7 @@ prefix = false
         for name, _, failed in problems:
             for c in failed:
                 print(f"  {name}: {c['id']}: {c.get('errorMessage')}")
-        print(f"(gateway log: {gateway_log})")
+        print(f"(gateway logs: {gateway_log}, {via_http_log})")
         sys.exit(1)
     print("conformance: every scenario passes through mcp-warden")
 

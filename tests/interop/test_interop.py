@@ -363,3 +363,63 @@ async def test_sdk_http_client_with_a_wrong_key_is_refused(config):
         with pytest.raises(BaseException):
             async with http_session(url, "wrong"):
                 pass
+
+
+# --- server-everything over Streamable HTTP as the gateway's upstream (url = …) -------
+
+import socket
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@asynccontextmanager
+async def everything_over_http():
+    port = free_port()
+    proc = subprocess.Popen(["node", str(EVERYTHING), "streamableHttp"], env=dict(os.environ, PORT=str(port)),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in proc.stdout:
+            if "listening on port" in line:
+                break
+        threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def test_server_everything_over_http_behind_the_gateway(config):
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append(progress)
+
+    async with everything_over_http() as url:
+        path = config(f"""
+        [[upstream]]
+        name = "ev"
+        url = "{url}"
+        unknown_arguments = "reject"
+        timeout_ms = 20000
+        """)
+        async with through_gateway(path) as s:
+            names = await tool_names(s)
+            assert "ev.echo" in names and "ev.get-sum" in names, names
+            result = await s.call_tool("ev.echo", {"message": "via http upstream"})
+            assert text(result) == ["Echo: via http upstream"]
+            result = await s.call_tool("ev.get-sum", {"a": 2, "b": 3, "c": 4})
+            assert result.is_error
+            assert text(result)[0].startswith("Error: Unknown parameter 'c' for tool 'ev.get-sum'."), text(result)
+            result = await s.call_tool(
+                "ev.trigger-long-running-operation", {"duration": 1, "steps": 3}, progress_callback=on_progress
+            )
+            assert not result.is_error
+            resources = await s.list_resources()
+            assert resources.resources, "resources are relayed from the HTTP upstream"
+            read = await s.read_resource(resources.resources[0].uri)
+            assert read.contents
+    assert seen == sorted(seen) and len(seen) == 3, seen

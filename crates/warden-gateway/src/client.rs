@@ -1,6 +1,7 @@
 //! An MCP client connection as a [`ToolProvider`], for Rust agent hosts: the
 //! bottom of a provider stack (see [`warden_core::provider`]). It reuses the
-//! gateway's upstream transport: a child process over stdio.
+//! gateway's upstream transports: a child process over stdio
+//! ([`McpClient::spawn`]) or a Streamable HTTP server ([`McpClient::connect_http`]).
 
 use crate::config::{UpstreamConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS};
 use crate::jsonrpc;
@@ -12,7 +13,7 @@ use warden_core::answer;
 use warden_core::hooks::HookFuture;
 use warden_core::provider::{ProviderError, ToolCall, ToolProvider, ToolResult};
 
-/// A connection to one MCP server run as a child process.
+/// A connection to one MCP server: a child process, or a Streamable HTTP server.
 pub struct McpClient {
     upstream: Arc<Upstream>,
     // Keeps the router the connection reports to alive.
@@ -49,9 +50,40 @@ impl McpClient {
         let program = command
             .first()
             .ok_or_else(|| ProviderError("an empty command".into()))?;
+        Self::start(name, command.to_vec(), None, None, PathBuf::from(program)).await
+    }
+
+    /// Connects to a Streamable HTTP server at `url` (`http://host:port/mcp`),
+    /// presenting `bearer_token` when given, and completes the MCP handshake.
+    pub async fn connect_http(
+        name: &str,
+        url: &str,
+        bearer_token: Option<String>,
+    ) -> Result<McpClient, ProviderError> {
+        crate::webhook::Webhook::parse(url, DEFAULT_TIMEOUT_MS).map_err(ProviderError)?;
+        Self::start(
+            name,
+            Vec::new(),
+            Some(url.to_owned()),
+            bearer_token,
+            PathBuf::new(),
+        )
+        .await
+    }
+
+    async fn start(
+        name: &str,
+        command: Vec<String>,
+        url: Option<String>,
+        bearer_token: Option<String>,
+        program: PathBuf,
+    ) -> Result<McpClient, ProviderError> {
         let config = UpstreamConfig {
             name: name.to_owned(),
-            command: command.to_vec(),
+            command,
+            url,
+            bearer_token_env: None,
+            bearer_token,
             env: Default::default(),
             prefix: false,
             unknown_arguments: None,
@@ -60,12 +92,7 @@ impl McpClient {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             tools: Default::default(),
         };
-        let upstream = Arc::new(Upstream::new(
-            0,
-            config,
-            PathBuf::from(program),
-            DEFAULT_MAX_MESSAGE_BYTES,
-        ));
+        let upstream = Arc::new(Upstream::new(0, config, program, DEFAULT_MAX_MESSAGE_BYTES));
         let inbound: Arc<dyn Inbound> = Arc::new(HostInbound);
         let weak: Weak<dyn Inbound> = Arc::downgrade(&inbound);
         let init = json!({"protocolVersion": "2025-11-25", "capabilities": {},
@@ -77,7 +104,7 @@ impl McpClient {
         })
     }
 
-    /// Ends the server process.
+    /// Ends the server process (or the HTTP session).
     pub async fn shutdown(&self) {
         self.upstream.shutdown().await;
     }

@@ -135,7 +135,16 @@ pub struct UpstreamConfig {
     pub name: String,
     /// The server's command line, program first. A program given as a relative path
     /// with a `/` resolves against the config file's folder; a bare name uses PATH.
+    #[serde(default)]
     pub command: Vec<String>,
+    /// … or the URL of a Streamable HTTP server (`http://host:port/mcp`).
+    pub url: Option<String>,
+    /// The environment variable holding the bearer token this gateway presents to
+    /// an HTTP upstream (its own credential; a client's token is never forwarded).
+    pub bearer_token_env: Option<String>,
+    /// The token itself, for library users (never read from a config file).
+    #[serde(skip)]
+    pub bearer_token: Option<String>,
     /// Extra environment variables for the child.
     #[serde(default)]
     pub env: HashMap<String, String>,
@@ -404,6 +413,8 @@ const KNOWN: &[(&str, &[&str])] = &[
         &[
             "name",
             "command",
+            "url",
+            "bearer_token_env",
             "env",
             "prefix",
             "unknown_arguments",
@@ -527,11 +538,30 @@ impl Config {
                     format!("'{}' names two upstreams; names must be unique", up.name),
                 ));
             }
-            if up.command.is_empty() || up.command[0].is_empty() {
-                return Err(err(
-                    at("command"),
-                    "must name the program to run, e.g. [\"npx\", \"-y\", \"server\"]".into(),
-                ));
+            match (&up.url, up.command.is_empty()) {
+                (Some(_), false) => {
+                    return Err(err(
+                        at("url"),
+                        "set command (a child process) or url (an HTTP server), not both".into(),
+                    ))
+                }
+                (Some(url), true) => {
+                    Webhook::parse(url, 1).map_err(|m| err(at("url"), m))?;
+                }
+                (None, _) => {
+                    if up.command.is_empty() || up.command[0].is_empty() {
+                        return Err(err(
+                            at("command"),
+                            "must name the program to run, e.g. [\"npx\", \"-y\", \"server\"], or set url for an HTTP server".into(),
+                        ));
+                    }
+                    if up.bearer_token_env.is_some() {
+                        return Err(err(
+                            at("bearer_token_env"),
+                            "is for HTTP upstreams (url); a child process gets credentials through env".into(),
+                        ));
+                    }
+                }
             }
             if up.timeout_ms == 0 {
                 return Err(err(at("timeout_ms"), "must be more than 0".into()));
@@ -689,6 +719,14 @@ impl Config {
                     up.name, up.timeout_ms
                 ));
             }
+            if let Some(var) = &up.bearer_token_env {
+                if std::env::var(var).map_or(true, |v| v.is_empty()) {
+                    out.push(format!(
+                        "upstream '{}': bearer_token_env = '{var}' is not set in the environment: requests go without a token",
+                        up.name
+                    ));
+                }
+            }
             if up.validate == Some(false) {
                 out.push(format!(
                     "upstream '{}': validate = false turns schema validation off",
@@ -785,7 +823,10 @@ impl Config {
 
     /// The program to start for an upstream, resolved against the config's folder.
     pub fn program(&self, up: &UpstreamConfig) -> PathBuf {
-        let program = Path::new(&up.command[0]);
+        let Some(first) = up.command.first() else {
+            return PathBuf::new(); // an HTTP upstream
+        };
+        let program = Path::new(first);
         if program.is_relative() && up.command[0].contains('/') {
             self.path.parent().unwrap_or(Path::new(".")).join(program)
         } else {

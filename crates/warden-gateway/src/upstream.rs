@@ -20,6 +20,8 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
+mod http_transport;
+
 /// Protocol versions this gateway speaks, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 /// How long the initialize handshake and a tools/list page may take.
@@ -190,6 +192,13 @@ impl Conn {
         }
     }
 
+    /// Closes the connection; true for the call that closed it.
+    fn close_once(&self) -> bool {
+        let first = !self.closed.swap(true, Ordering::SeqCst);
+        self.close();
+        first
+    }
+
     fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         if let Some(stop) = self
@@ -218,6 +227,35 @@ impl Conn {
             {
                 let _ = child.kill().await;
             }
+        }
+    }
+}
+
+/// Hands one message an upstream wrote to whoever waits for it: a response to its
+/// pending request, anything else to the router, in order.
+pub(crate) async fn deliver(conn: &Arc<Conn>, inbound: &Weak<dyn Inbound>, bytes: &[u8]) {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    let msg: Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(upstream = %conn.name, "skipped a message that is not JSON: {e}");
+            return;
+        }
+    };
+    match jsonrpc::classify(&msg) {
+        Kind::Response { id } => {
+            let id = id.clone();
+            conn.resolve(&id, msg);
+        }
+        Kind::Request { .. } | Kind::Notification { .. } => {
+            if let Some(router) = inbound.upgrade() {
+                router.on_message(conn.upstream, conn, msg).await;
+            }
+        }
+        Kind::Invalid(why) => {
+            tracing::warn!(upstream = %conn.name, "skipped an invalid message: {why}");
         }
     }
 }
@@ -353,7 +391,33 @@ impl Upstream {
         ))
     }
 
+    /// A connection record for a new transport; the caller runs its tasks.
+    fn new_conn(
+        &self,
+        tx: mpsc::Sender<Vec<u8>>,
+        stop: oneshot::Sender<()>,
+        child: Option<Child>,
+    ) -> Arc<Conn> {
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let conn = Arc::new(Conn {
+            upstream: self.index,
+            generation,
+            name: self.name.clone(),
+            tx,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            child: Mutex::new(child),
+            stop_writer: Mutex::new(Some(stop)),
+        });
+        *self.conn.write().unwrap_or_else(|e| e.into_inner()) = Some(conn.clone());
+        conn
+    }
+
     fn spawn(&self, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn>, String> {
+        if self.config.url.is_some() {
+            return http_transport::open(self, inbound);
+        }
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.config.command[1..])
             .envs(&self.config.env)
@@ -367,21 +431,10 @@ impl Upstream {
         let stdin = child.stdin.take().ok_or("child has no stdin")?;
         let stdout = child.stdout.take().ok_or("child has no stdout")?;
         let stderr = child.stderr.take().ok_or("child has no stderr")?;
-        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(1024);
         let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
-        let conn = Arc::new(Conn {
-            upstream: self.index,
-            generation,
-            name: self.name.clone(),
-            tx,
-            pending: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(1),
-            closed: AtomicBool::new(false),
-            child: Mutex::new(Some(child)),
-            stop_writer: Mutex::new(Some(stop_tx)),
-        });
-        *self.conn.write().unwrap_or_else(|e| e.into_inner()) = Some(conn.clone());
+        let conn = self.new_conn(tx, stop_tx, Some(child));
+        let generation = conn.generation;
 
         let name = self.name.clone();
         tokio::spawn(async move {
@@ -421,30 +474,7 @@ impl Upstream {
             loop {
                 match jsonrpc::read_line(&mut out, max).await {
                     Ok(Some(Line::Message(bytes))) => {
-                        if bytes.iter().all(u8::is_ascii_whitespace) {
-                            continue;
-                        }
-                        let msg: Value = match serde_json::from_slice(&bytes) {
-                            Ok(v) => v,
-                            Err(e) => {
-                                tracing::warn!(upstream = %name, "skipped a line that is not JSON: {e}");
-                                continue;
-                            }
-                        };
-                        match jsonrpc::classify(&msg) {
-                            Kind::Response { id } => {
-                                let id = id.clone();
-                                reader_conn.resolve(&id, msg);
-                            }
-                            Kind::Request { .. } | Kind::Notification { .. } => {
-                                if let Some(router) = inbound.upgrade() {
-                                    router.on_message(index, &reader_conn, msg).await;
-                                }
-                            }
-                            Kind::Invalid(why) => {
-                                tracing::warn!(upstream = %name, "skipped an invalid message: {why}");
-                            }
-                        }
+                        deliver(&reader_conn, &inbound, &bytes).await;
                     }
                     Ok(Some(Line::TooLong(n))) => {
                         tracing::warn!(upstream = %name, "skipped a {n}-byte message: larger than gateway.max_message_bytes");

@@ -84,6 +84,11 @@ impl Webhook {
         &self.url
     }
 
+    /// Host and port to connect to, the Host header value, and the request path.
+    pub(crate) fn target(&self) -> (&str, u16, &str, &str) {
+        (&self.host, self.port, &self.authority, &self.path)
+    }
+
     /// POSTs `body`; the JSON answer, or why there is none.
     pub async fn post(&self, body: &Value) -> Result<Value, String> {
         match tokio::time::timeout(self.timeout, self.exchange(body)).await {

@@ -1,0 +1,404 @@
+//! An upstream over Streamable HTTP (`url = "http://…/mcp"`).
+//!
+//! The connection's writer hands every message to a task of its own that POSTs it
+//! (so a long call never holds up the next message) on a pooled keep-alive
+//! connection, with the session id the server issued, the negotiated protocol
+//! version and the gateway's own bearer token (a client's credential is never
+//! forwarded). A JSON answer or the events of an SSE answer are delivered exactly
+//! as a stdio child's lines are. Once initialised, a GET stream carries what the
+//! server sends on its own (a server without one answers 405 and is left alone).
+//! A server that cannot be reached, or that forgot the session (404), ends the
+//! connection: waiting calls fail at once and the gateway reconnects with backoff.
+
+use super::{deliver, Conn, Inbound, Upstream};
+use crate::jsonrpc;
+use crate::webhook::Webhook;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+const SESSION: &str = "mcp-session-id";
+const VERSION: &str = "mcp-protocol-version";
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle keep-alive connections kept per upstream.
+const POOL: usize = 32;
+
+type Sender = SendRequest<Full<Bytes>>;
+
+struct Http {
+    target: Webhook,
+    token: Option<String>,
+    session: Mutex<Option<String>>,
+    version: Mutex<Option<String>>,
+    idle: Mutex<Vec<Sender>>,
+    max: usize,
+    conn: Weak<Conn>,
+    inbound: Weak<dyn Inbound>,
+    listening: AtomicBool,
+}
+
+enum Failure {
+    /// Connection refused, reset, or no answer: the upstream is gone.
+    Unreachable(String),
+    /// 404 for our session: the server forgot it; start over.
+    SessionGone,
+    /// Any other non-success status.
+    Refused(StatusCode),
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn>, String> {
+    let url = up.config.url.as_deref().unwrap_or_default();
+    let target = Webhook::parse(url, up.timeout_ms()).map_err(|e| format!("url: {e}"))?;
+    let token = up
+        .config
+        .bearer_token
+        .clone()
+        .or_else(|| {
+            let var = up.config.bearer_token_env.as_ref()?;
+            std::env::var(var).ok()
+        })
+        .filter(|t| !t.is_empty());
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(1024);
+    let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
+    let conn = up.new_conn(tx, stop_tx, None);
+    let http = Arc::new(Http {
+        target,
+        token,
+        session: Mutex::new(None),
+        version: Mutex::new(None),
+        idle: Mutex::new(Vec::new()),
+        max: up.max_message,
+        conn: Arc::downgrade(&conn),
+        inbound,
+        listening: AtomicBool::new(false),
+    });
+    tokio::spawn(async move {
+        loop {
+            let line = tokio::select! {
+                line = rx.recv() => line,
+                _ = &mut stop_rx => None,
+            };
+            let Some(line) = line else { break };
+            tokio::spawn(http.clone().post(line));
+        }
+        http.end_session().await;
+    });
+    Ok(conn)
+}
+
+impl Http {
+    async fn post(self: Arc<Self>, line: Vec<u8>) {
+        let Some(conn) = self.conn.upgrade() else {
+            return;
+        };
+        // A request that gets no JSON-RPC answer is answered here, so its caller learns at once.
+        let request_id = serde_json::from_slice::<Value>(&line)
+            .ok()
+            .filter(|m| m.get("method").is_some())
+            .and_then(|m| m.get("id").cloned());
+        match self.exchange(&conn, line).await {
+            Ok(()) => {}
+            Err(Failure::Refused(status)) => {
+                tracing::warn!(upstream = %conn.name, %status, "the HTTP upstream refused a message");
+                if let Some(id) = request_id {
+                    let reply = jsonrpc::error(
+                        id.clone(),
+                        jsonrpc::INTERNAL_ERROR,
+                        &format!("the upstream answered HTTP {status}"),
+                    );
+                    conn.resolve(&id, reply);
+                }
+            }
+            Err(Failure::SessionGone) => {
+                tracing::warn!(upstream = %conn.name, "the HTTP upstream forgot the session; reconnecting");
+                self.lost(&conn);
+            }
+            Err(Failure::Unreachable(e)) => {
+                tracing::warn!(upstream = %conn.name, "the HTTP upstream cannot be reached: {e}");
+                self.lost(&conn);
+            }
+        }
+    }
+
+    fn lost(&self, conn: &Arc<Conn>) {
+        if conn.close_once() {
+            if let Some(router) = self.inbound.upgrade() {
+                router.on_exit(conn.upstream, conn.generation);
+            }
+        }
+    }
+
+    fn request<B>(&self, method: &str, body: B, accept: &'static str) -> Request<B> {
+        let (_, _, authority, path) = self.target.target();
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(HOST, authority)
+            .header(ACCEPT, accept);
+        if let Some(s) = lock(&self.session).as_deref() {
+            req = req.header(SESSION, s);
+        }
+        if let Some(v) = lock(&self.version).as_deref() {
+            req = req.header(VERSION, v);
+        }
+        if let Some(t) = &self.token {
+            req = req.header(AUTHORIZATION, format!("Bearer {t}"));
+        }
+        req.body(body).expect("a request from valid parts")
+    }
+
+    /// A ready keep-alive connection from the pool, or a new one.
+    async fn sender(&self) -> Result<Sender, Failure> {
+        loop {
+            let Some(mut s) = lock(&self.idle).pop() else {
+                break;
+            };
+            if !s.is_closed() && s.ready().await.is_ok() {
+                return Ok(s);
+            }
+        }
+        let (host, port, _, _) = self.target.target();
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port)))
+            .await
+            .map_err(|_| Failure::Unreachable("connecting timed out".into()))?
+            .map_err(|e| Failure::Unreachable(e.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| Failure::Unreachable(e.to_string()))?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(sender)
+    }
+
+    fn give_back(&self, sender: Sender) {
+        let mut idle = lock(&self.idle);
+        if !sender.is_closed() && idle.len() < POOL {
+            idle.push(sender);
+        }
+    }
+
+    async fn exchange(self: &Arc<Self>, conn: &Arc<Conn>, line: Vec<u8>) -> Result<(), Failure> {
+        let mut sender = self.sender().await?;
+        let mut req = self.request(
+            "POST",
+            Full::new(Bytes::from(line)),
+            "application/json, text/event-stream",
+        );
+        req.headers_mut().insert(
+            CONTENT_TYPE,
+            "application/json".parse().expect("a header value"),
+        );
+        let response = sender
+            .send_request(req)
+            .await
+            .map_err(|e| Failure::Unreachable(e.to_string()))?;
+        if let Some(sid) = response
+            .headers()
+            .get(SESSION)
+            .and_then(|v| v.to_str().ok())
+        {
+            *lock(&self.session) = Some(sid.to_owned());
+        }
+        let status = response.status();
+        if status == StatusCode::NOT_FOUND && lock(&self.session).is_some() {
+            return Err(Failure::SessionGone);
+        }
+        if !status.is_success() {
+            return Err(Failure::Refused(status));
+        }
+        self.read_answer(conn, response).await?;
+        self.give_back(sender);
+        Ok(())
+    }
+
+    /// Delivers a JSON answer, or every event of an SSE answer as it arrives.
+    async fn read_answer(
+        self: &Arc<Self>,
+        conn: &Arc<Conn>,
+        response: Response<Incoming>,
+    ) -> Result<(), Failure> {
+        let sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        let mut body = response.into_body();
+        if !sse {
+            let bytes = http_body_util::Limited::new(body, self.max)
+                .collect()
+                .await
+                .map_err(|e| Failure::Unreachable(format!("reading an answer failed: {e}")))?
+                .to_bytes();
+            if !bytes.iter().all(u8::is_ascii_whitespace) {
+                self.take(conn, &bytes).await;
+            }
+            return Ok(());
+        }
+        let mut buffer = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame =
+                frame.map_err(|e| Failure::Unreachable(format!("an event stream broke: {e}")))?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            buffer.extend_from_slice(&data);
+            for event in take_events(&mut buffer) {
+                self.take(conn, &event).await;
+            }
+            if buffer.len() > self.max {
+                tracing::warn!(upstream = %conn.name, "an SSE event larger than gateway.max_message_bytes; the stream is dropped");
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    async fn take(self: &Arc<Self>, conn: &Arc<Conn>, message: &[u8]) {
+        if lock(&self.version).is_none() {
+            // The initialize answer: later requests name its version, and the GET stream can open.
+            if let Ok(v) = serde_json::from_slice::<Value>(message) {
+                if let Some(version) = v.pointer("/result/protocolVersion").and_then(Value::as_str)
+                {
+                    *lock(&self.version) = Some(version.to_owned());
+                    if !self.listening.swap(true, Ordering::SeqCst) {
+                        tokio::spawn(self.clone().listen_boxed());
+                    }
+                }
+            }
+        }
+        deliver(conn, &self.inbound, message).await;
+    }
+
+    /// [`Http::listen`] behind a box: it reads answers, which may start it.
+    fn listen_boxed(
+        self: Arc<Self>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(self.listen())
+    }
+
+    /// The GET stream for what the server sends unprompted, reopened while the
+    /// connection lives; a server without one (405) is not asked again.
+    async fn listen(self: Arc<Self>) {
+        // The server learns the session is initialised from our next message; give it a moment.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        loop {
+            let Some(conn) = self.conn.upgrade().filter(|c| !c.is_closed()) else {
+                return;
+            };
+            // Its own connection: a GET stream holds one for as long as it lasts.
+            let (host, port, _, _) = self.target.target();
+            let Ok(Ok(stream)) =
+                tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port))).await
+            else {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            };
+            let Ok((mut get_sender, connection)) =
+                hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
+                    .await
+            else {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            };
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            let req = self.request("GET", Empty::new(), "text/event-stream");
+            let Ok(response) = get_sender.send_request(req).await else {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            };
+            match response.status() {
+                StatusCode::METHOD_NOT_ALLOWED => return,
+                StatusCode::NOT_FOUND => {
+                    self.lost(&conn);
+                    return;
+                }
+                s if s.is_success() => {
+                    let _ = self.read_answer(&conn, response).await;
+                }
+                _ => {}
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Tells the server the session is over (best effort).
+    async fn end_session(&self) {
+        if lock(&self.session).is_none() {
+            return;
+        }
+        let req = self.request("DELETE", Full::new(Bytes::new()), "application/json");
+        if let Ok(mut sender) = self.sender().await {
+            let _ = tokio::time::timeout(Duration::from_secs(2), sender.send_request(req)).await;
+        }
+    }
+}
+
+/// Removes every complete SSE event from `buffer` and returns their data (events
+/// without data, such as priming events and comments, are skipped).
+fn take_events(buffer: &mut Vec<u8>) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let end = buffer
+            .windows(2)
+            .position(|w| w == b"\n\n")
+            .map(|i| (i, 2))
+            .into_iter()
+            .chain(
+                buffer
+                    .windows(4)
+                    .position(|w| w == b"\r\n\r\n")
+                    .map(|i| (i, 4)),
+            )
+            .min_by_key(|(i, _)| *i);
+        let Some((at, len)) = end else { break };
+        let event: Vec<u8> = buffer.drain(..at + len).collect();
+        let mut data: Vec<u8> = Vec::new();
+        for line in event.split(|b| *b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if let Some(rest) = line.strip_prefix(b"data:") {
+                if !data.is_empty() {
+                    data.push(b'\n');
+                }
+                data.extend_from_slice(rest.strip_prefix(b" ").unwrap_or(rest));
+            }
+        }
+        if !data.iter().all(u8::is_ascii_whitespace) {
+            out.push(data);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::take_events;
+
+    #[test]
+    fn sse_events_are_cut_at_blank_lines() {
+        let mut b = b"id: 1-0\nretry: 1000\ndata: \n\nevent: message\ndata: {\"a\":1}\n\n: keep-alive\n\ndata: {\"b\":\r\ndata: 2}\r\n\r\ndata: {\"c\"".to_vec();
+        let events = take_events(&mut b);
+        assert_eq!(events, vec![b"{\"a\":1}".to_vec(), b"{\"b\":\n2}".to_vec()]);
+        assert_eq!(b, b"data: {\"c\"".to_vec());
+        b.extend_from_slice(b":3}\n\n");
+        assert_eq!(take_events(&mut b), vec![b"{\"c\":3}".to_vec()]);
+        assert!(b.is_empty());
+    }
+}
