@@ -423,3 +423,47 @@ async def test_server_everything_over_http_behind_the_gateway(config):
             read = await s.read_resource(resources.resources[0].uri)
             assert read.contents
     assert seen == sorted(seen) and len(seen) == 3, seen
+
+
+# --- the 2026-07-28 revision: the SDK's Client probes server/discover and goes stateless --
+
+from mcp import Client
+
+
+def modern_client(path, **kwargs):
+    return Client(StdioServerParameters(command=WARDEN, args=["run", "--config", path]), mode="auto", **kwargs)
+
+
+async def test_sdk_client_speaks_2026_07_28_through_the_gateway(config):
+    async with modern_client(config(everything("reject"))) as client:
+        assert client.session.protocol_version == "2026-07-28"
+        tools = await client.list_tools()
+        assert "ev.echo" in [t.name for t in tools.tools]
+        result = await client.call_tool("ev.echo", {"message": "stateless"})
+        assert text(result) == ["Echo: stateless"]
+        result = await client.call_tool("ev.echo", {"mesage": "typo"})
+        assert result.is_error
+        assert text(result) == [
+            "Error: Unknown parameter 'mesage' for tool 'ev.echo'.\nDid you mean: message?\nAllowed parameters: message."
+        ]
+
+
+async def test_sdk_client_answers_an_approval_input_request(config):
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    path = config(everything() + """
+    [[rule]]
+    callers = ["*"]
+    tools = ["ev.echo"]
+    effect = "ask"
+    """)
+    async with modern_client(path, elicitation_callback=elicit) as client:
+        assert client.session.protocol_version == "2026-07-28"
+        result = await client.call_tool("ev.echo", {"message": "approved?"})
+        assert not result.is_error, text(result)
+        assert text(result) == ["Echo: approved?"]
+    assert len(asked) == 1 and "ev.echo" in asked[0], asked

@@ -198,6 +198,10 @@ pub const UPSTREAM_EMPTY_ANSWER: &str =
     "Internal error: the server behind the gateway sent an empty answer.";
 /// An upstream asked the client something, but no client is connected.
 pub const NO_CLIENT: &str = "No client is connected to the gateway.";
+/// An upstream asked something of a client that speaks 2026-07-28, where servers
+/// send clients no requests (the gateway does not bridge them into input requests).
+pub const CLIENT_TAKES_NO_REQUESTS: &str =
+    "The client speaks MCP 2026-07-28, which takes no requests from servers; this request cannot reach it.";
 
 /// Why a message is not a JSON-RPC 2.0 message (completes [`invalid_request`]).
 pub const NOT_A_BATCH: &str =
@@ -281,6 +285,27 @@ pub fn http_bad_version(version: &str, supported: &[&str]) -> String {
 /// 413: a body over the limit.
 pub fn http_too_large(max: usize) -> String {
     format!("Request too large: the gateway accepts bodies of at most {max} bytes (gateway.max_message_bytes).")
+}
+
+// The 2026-07-28 revision's envelope (the gateway's hop).
+
+/// -32602: the protocol version in `_meta` is not a string.
+pub const ENVELOPE_VERSION_NOT_STRING: &str =
+    "Invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string.";
+/// -32602: a 2026-07-28 request without the client's capabilities.
+pub const ENVELOPE_NO_CAPABILITIES: &str = "Invalid params: _meta is missing \"io.modelcontextprotocol/clientCapabilities\"; a 2026-07-28 request carries the client's capabilities.";
+
+/// -32022: a protocol version the gateway does not speak.
+pub fn unsupported_version(requested: &str, speaks: &str) -> String {
+    format!(
+        "Unsupported protocol version '{}'; this gateway speaks {speaks} (or the initialize handshake for 2025-11-25 and earlier).",
+        shown(requested)
+    )
+}
+
+/// -32020 over HTTP: a header that disagrees with the body.
+pub fn header_mismatch(header: &str) -> String {
+    format!("Bad request: the {header} header does not match the request body.")
 }
 
 #[cfg(test)]
@@ -526,6 +551,22 @@ mod tests {
         assert_eq!(
             HTTP_NO_CREDENTIAL,
             "Unauthorized: send 'Authorization: Bearer <API key or token>'."
+        );
+    }
+
+    #[test]
+    fn envelope_texts() {
+        assert_eq!(
+            unsupported_version("2027-01-01", "2026-07-28"),
+            "Unsupported protocol version '2027-01-01'; this gateway speaks 2026-07-28 (or the initialize handshake for 2025-11-25 and earlier)."
+        );
+        assert_eq!(
+            header_mismatch("Mcp-Method"),
+            "Bad request: the Mcp-Method header does not match the request body."
+        );
+        assert_eq!(
+            ENVELOPE_VERSION_NOT_STRING,
+            "Invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string."
         );
     }
 }

@@ -9,6 +9,7 @@
 use crate::config::Config;
 use crate::jsonrpc::{self, Kind};
 use crate::metrics::Metrics;
+use crate::modern::{self, Envelope};
 use crate::trail::{AuditBase, Trail};
 use crate::upstream::{
     futures_lite::BoxedSend, CallError, Conn, Inbound, PendingReply, Upstream, SUPPORTED_VERSIONS,
@@ -42,6 +43,9 @@ pub struct ClientSession {
     own_requests: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     /// What the client declared in `initialize`: its capabilities and the version agreed.
     client: RwLock<Option<(Value, &'static str)>>,
+    /// The client speaks the stateless 2026-07-28 revision: no requests to it, and
+    /// no notifications but the progress of its own requests.
+    modern: AtomicBool,
 }
 
 impl ClientSession {
@@ -67,6 +71,7 @@ impl ClientSession {
             server_requests: Mutex::new(HashMap::new()),
             own_requests: Mutex::new(HashMap::new()),
             client: RwLock::new(None),
+            modern: AtomicBool::new(false),
         })
     }
 
@@ -174,6 +179,14 @@ enum Begun {
     Later(std::pin::Pin<Box<dyn std::future::Future<Output = Option<Body>> + Send>>),
 }
 
+/// How an approval question ended.
+enum Approval {
+    Approved,
+    Refused(&'static str),
+    /// A 2026-07-28 client is asked through the call's result; it retries.
+    InputRequired(Value),
+}
+
 /// What a relayed request carries besides its message, for logs and after hooks.
 #[derive(Clone)]
 struct CallMeta {
@@ -187,6 +200,8 @@ struct CallMeta {
     audit: Option<Arc<AuditBase>>,
     /// (scope, key) when the call holds an idempotency key in the ledger.
     ledger: Option<(String, String)>,
+    /// The 2026-07-28 envelope of the call, when the client speaks that revision.
+    envelope: Option<Arc<Envelope>>,
 }
 
 /// A request relayed upstream whose answer is awaited.
@@ -199,6 +214,19 @@ struct Pending {
     method: String,
     client_key: Option<String>,
     meta: CallMeta,
+}
+
+/// [`respond`], with a result stamped for the 2026-07-28 revision when `stamp`
+/// names the method of a request that speaks it.
+async fn respond_as(session: &ClientSession, id: Value, body: Option<Body>, stamp: Option<&str>) {
+    let body = match (body, stamp) {
+        (Some(Ok(mut result)), Some(method)) => {
+            modern::stamp_result(method, &mut result);
+            Some(Ok(result))
+        }
+        (body, _) => body,
+    };
+    respond(session, id, body).await
 }
 
 async fn respond(session: &ClientSession, id: Value, body: Option<Body>) {
@@ -237,6 +265,8 @@ pub struct Gateway {
     progress: Mutex<HashMap<String, (Weak<ClientSession>, Value)>>,
     next_token: AtomicU64,
     next_server_request: AtomicU64,
+    /// Seals the requestState of 2026-07-28 approval questions.
+    state_key: modern::StateKey,
     /// The initialize params sent to upstreams (replayed on restart).
     upstream_init: RwLock<Option<Value>>,
     connected: tokio::sync::OnceCell<()>,
@@ -309,6 +339,7 @@ impl Gateway {
             routes: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
             next_server_request: AtomicU64::new(1),
+            state_key: modern::StateKey::random(),
             upstream_init: RwLock::new(None),
             connected: tokio::sync::OnceCell::new(),
             shutting_down: AtomicBool::new(false),
@@ -477,7 +508,7 @@ impl Gateway {
         client_id: Option<&Value>,
         params: Value,
     ) -> Option<Body> {
-        match self.begin_call(session, client_id, params).await {
+        match self.begin_call(session, client_id, params, None).await {
             Begun::Done(body) => body,
             Begun::Waiting(pending) => self.finish(session, pending).await,
             Begun::Later(run) => run.await,
@@ -491,6 +522,7 @@ impl Gateway {
         session: &Arc<ClientSession>,
         client_id: Option<&Value>,
         mut params: Value,
+        envelope: Option<Arc<Envelope>>,
     ) -> Begun {
         let started = Instant::now();
         let catalogue = self.catalogue();
@@ -650,6 +682,7 @@ impl Gateway {
             ctx,
             audit,
             ledger,
+            envelope: envelope.clone(),
         };
         if guarded {
             let (Some(me), session, client_id, up) = (
@@ -711,8 +744,17 @@ impl Gateway {
         };
         let refusal = |text: &str| Answer::ToolError(text.to_owned()).to_tool_result();
         if approval {
-            if let Err(text) = self.approve(session, &ctx).await {
-                return settle(refusal(text), None, "denied", "refused").await;
+            match self.approve(session, &ctx, meta.envelope.as_deref()).await {
+                Approval::Approved => {}
+                Approval::Refused(text) => {
+                    return settle(refusal(text), None, "denied", "refused").await
+                }
+                Approval::InputRequired(result) => {
+                    // Not over: the client asks its user and retries the call.
+                    self.audit(&meta, "approval_requested", "input_required", false)
+                        .await;
+                    return Some(Ok(result));
+                }
             }
         }
         match hooks::run_before(&self.before_hooks, &ctx).await {
@@ -786,15 +828,22 @@ impl Gateway {
         }
     }
 
-    /// H5 `ask`: puts the call to the human through MCP elicitation.
+    /// H5 `ask`: puts the call to the human through MCP elicitation: a request to
+    /// the client, or, for a 2026-07-28 client, an `InputRequiredResult` whose
+    /// answer comes back with the retried call.
     async fn approve(
         &self,
         session: &ClientSession,
         ctx: &CallContext,
-    ) -> Result<(), &'static str> {
-        if !session.client_can("elicitation") {
+        envelope: Option<&Envelope>,
+    ) -> Approval {
+        let can = match envelope {
+            Some(e) => e.can("elicitation"),
+            None => session.client_can("elicitation"),
+        };
+        if !can {
             tracing::info!(tool = %ctx.tool, "approval needed but the client cannot elicit; denied");
-            return Err(answer::APPROVAL_UNAVAILABLE);
+            return Approval::Refused(answer::APPROVAL_UNAVAILABLE);
         }
         let args = serde_json::to_string(&ctx.arguments).unwrap_or_default();
         let shown: String = args.chars().take(2000).collect();
@@ -806,6 +855,37 @@ impl Gateway {
                 "required": ["approve"]
             }
         });
+        if let Some(e) = envelope {
+            let caller = ctx
+                .caller
+                .as_ref()
+                .map(|c| c.name.as_str())
+                .unwrap_or_default();
+            let binding = modern::Binding::new(caller, &ctx.tool, &ctx.arguments);
+            let now = modern::unix_now();
+            let answered = e
+                .request_state
+                .as_deref()
+                .filter(|t| self.state_key.opens(t, &binding, now))
+                .and(e.input_responses.as_ref())
+                .and_then(|r| r.get(modern::APPROVAL_KEY));
+            if let Some(answer) = answered {
+                let approved = answer.get("action").and_then(Value::as_str) == Some("accept")
+                    && answer.pointer("/content/approve") == Some(&Value::Bool(true));
+                tracing::info!(tool = %ctx.tool, approved, "approval answered");
+                return if approved {
+                    Approval::Approved
+                } else {
+                    Approval::Refused(answer::APPROVAL_REFUSED)
+                };
+            }
+            params["mode"] = json!("form");
+            return Approval::InputRequired(json!({
+                "resultType": "input_required",
+                "inputRequests": {modern::APPROVAL_KEY: {"method": "elicitation/create", "params": params}},
+                "requestState": self.state_key.seal(&binding, now),
+            }));
+        }
         if session.client_version() == Some(SUPPORTED_VERSIONS[0]) {
             params["mode"] = json!("form");
         }
@@ -821,9 +901,9 @@ impl Gateway {
         });
         tracing::info!(tool = %ctx.tool, approved, "approval answered");
         if approved {
-            Ok(())
+            Approval::Approved
         } else {
-            Err(answer::APPROVAL_REFUSED)
+            Approval::Refused(answer::APPROVAL_REFUSED)
         }
     }
 
@@ -1003,34 +1083,63 @@ impl Gateway {
                 let id = id.clone();
                 let method = method.to_owned();
                 // Moved out, not copied: the arguments may be large.
-                let params = msg.get_mut("params").map(Value::take);
+                let mut params = msg.get_mut("params").map(Value::take);
+                let envelope = match modern::take_envelope(&mut params) {
+                    Ok(e) => e.map(Arc::new),
+                    Err(error) => {
+                        respond(session, id, Some(Err(error))).await;
+                        return None;
+                    }
+                };
+                // A 2026-07-28 request: its result is stamped for that revision.
+                let stamp = envelope.as_ref().map(|_| method.clone());
+                if envelope.is_some() {
+                    session.modern.store(true, Ordering::Relaxed);
+                    if method == "server/discover" {
+                        self.connect(None).await;
+                        let (capabilities, instructions) = self.offered();
+                        let body = modern::discover(capabilities, instructions);
+                        respond(session, id, Some(Ok(body))).await;
+                        return None;
+                    }
+                    if modern::REMOVED.contains(&method.as_str())
+                        || method == "subscriptions/listen"
+                    {
+                        let error = json!({"code": jsonrpc::METHOD_NOT_FOUND, "message": answer::method_not_found(&method)});
+                        respond(session, id, Some(Err(error))).await;
+                        return None;
+                    }
+                }
                 if let Some(field) = merged_field(&method) {
                     let ups = self.capable(capability_of(&method).unwrap_or_default());
                     if ups.len() > 1 {
                         let (me, session) = (self.clone(), session.clone());
                         return Some(Box::pin(async move {
                             let body = me.merged_list(&method, field, ups).await;
-                            respond(&session, id, Some(body)).await;
+                            respond_as(&session, id, Some(body), stamp.as_deref()).await;
                         }));
                     }
                 }
-                match self.handle_request(session, &id, &method, params).await {
+                match self
+                    .handle_request(session, &id, &method, params, envelope)
+                    .await
+                {
                     Begun::Done(body) => {
-                        respond(session, id, body).await;
+                        respond_as(session, id, body, stamp.as_deref()).await;
                         None
                     }
                     Begun::Waiting(pending) => {
                         let (me, session) = (self.clone(), session.clone());
                         Some(Box::pin(async move {
                             let body = me.finish(&session, pending).await;
-                            respond(&session, id, body).await;
+                            respond_as(&session, id, body, stamp.as_deref()).await;
                         }))
                     }
                     Begun::Later(run) => {
                         let session = session.clone();
                         Some(Box::pin(async move {
                             let body = run.await;
-                            respond(&session, id, body).await;
+                            respond_as(&session, id, body, stamp.as_deref()).await;
                         }))
                     }
                 }
@@ -1084,6 +1193,7 @@ impl Gateway {
         id: &Value,
         method: &str,
         params: Option<Value>,
+        envelope: Option<Arc<Envelope>>,
     ) -> Begun {
         let err = |code: i64, message: &str| {
             Begun::Done(Some(Err(json!({"code": code, "message": message}))))
@@ -1109,7 +1219,7 @@ impl Gateway {
             }
             "tools/call" => {
                 self.connect(None).await;
-                self.begin_call(session, Some(id), params.unwrap_or(Value::Null))
+                self.begin_call(session, Some(id), params.unwrap_or(Value::Null), envelope)
                     .await
             }
             _ => {
@@ -1125,6 +1235,7 @@ impl Gateway {
                     ctx: None,
                     audit: None,
                     ledger: None,
+                    envelope: None,
                 };
                 match self
                     .begin_relay(&up, session, Some(id), method, params, meta)
@@ -1222,6 +1333,21 @@ impl Gateway {
     async fn initialize(&self, params: Option<&Value>) -> Value {
         self.connect(params).await;
         let version = negotiated_version(params);
+        let (capabilities, instructions) = self.offered();
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "serverInfo": {"name": "mcp-warden", "version": env!("CARGO_PKG_VERSION")},
+        });
+        if let Some(i) = instructions {
+            result["instructions"] = Value::String(i);
+        }
+        result
+    }
+
+    /// The capabilities the gateway offers (its upstreams' merged, tools always)
+    /// and their instructions.
+    fn offered(&self) -> (Map<String, Value>, Option<String>) {
         let mut capabilities = Map::new();
         let mut instructions = Vec::new();
         for up in &self.upstreams {
@@ -1233,15 +1359,8 @@ impl Gateway {
             }
         }
         capabilities.insert("tools".into(), json!({"listChanged": true}));
-        let mut result = json!({
-            "protocolVersion": version,
-            "capabilities": capabilities,
-            "serverInfo": {"name": "mcp-warden", "version": env!("CARGO_PKG_VERSION")},
-        });
-        if !instructions.is_empty() {
-            result["instructions"] = Value::String(instructions.join("\n\n"));
-        }
-        result
+        let instructions = (!instructions.is_empty()).then(|| instructions.join("\n\n"));
+        (capabilities, instructions)
     }
 
     async fn handle_notification(&self, session: &Arc<ClientSession>, method: &str, msg: Value) {
@@ -1287,7 +1406,12 @@ impl Gateway {
     }
 
     async fn broadcast(&self, msg: Value) {
-        for s in self.live_sessions() {
+        // 2026-07-28 clients get such notifications only on subscriptions/listen streams.
+        for s in self
+            .live_sessions()
+            .into_iter()
+            .filter(|s| !s.modern.load(Ordering::Relaxed))
+        {
             s.send(msg.clone()).await;
         }
     }
@@ -1317,6 +1441,16 @@ impl Gateway {
                     .await;
                     return;
                 };
+                if session.modern.load(Ordering::Relaxed) {
+                    // A 2026-07-28 client takes no requests; nothing waits on this one.
+                    conn.send(jsonrpc::error(
+                        their_id,
+                        jsonrpc::INTERNAL_ERROR,
+                        answer::CLIENT_TAKES_NO_REQUESTS,
+                    ))
+                    .await;
+                    return;
+                }
                 let ours = json!(format!(
                     "warden-{}",
                     self.next_server_request.fetch_add(1, Ordering::Relaxed)

@@ -21,6 +21,7 @@ pub mod gateway;
 pub mod http;
 pub mod jsonrpc;
 pub mod metrics;
+pub mod modern;
 pub mod stdio;
 pub mod trail;
 pub mod upstream;

@@ -1,0 +1,338 @@
+//! The stateless 2026-07-28 revision, as far as the gateway's own hop goes.
+//!
+//! A request that carries `_meta["io.modelcontextprotocol/protocolVersion"]` speaks
+//! it: no `initialize`, the client's capabilities ride on every request, every
+//! result says its `resultType`, lists say how long they may be cached, and the
+//! gateway asks its client for input (an approval) by answering with an
+//! `InputRequiredResult` that the client retries with `inputResponses` and the
+//! `requestState` it was given. That state comes back from the client, so it is
+//! sealed (HMAC-SHA256 with a key only this gateway holds) and bound to the
+//! caller, the tool, the arguments and an expiry.
+//!
+//! The envelope belongs to the client↔gateway hop: it is taken out of `_meta`
+//! before a request goes to an upstream, which speaks the revision it negotiated
+//! with the gateway.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use warden_core::answer;
+
+pub const VERSION: &str = "2026-07-28";
+pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
+pub const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
+pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+/// -32022: the request names a protocol version the gateway does not speak.
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+/// -32020: an HTTP header disagrees with the request body.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// How long list results may be cached by the client, in milliseconds.
+pub const LIST_TTL_MS: u64 = 30_000;
+/// How long an approval question stays answerable.
+pub const STATE_TTL_SECS: u64 = 600;
+/// The input request key of the gateway's approval question.
+pub const APPROVAL_KEY: &str = "warden/approval";
+
+/// Methods the revision removed; a request speaking it gets -32601 for them.
+pub const REMOVED: &[&str] = &[
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// What a 2026-07-28 request brought besides its params.
+#[derive(Debug, Clone, Default)]
+pub struct Envelope {
+    pub capabilities: Value,
+    pub input_responses: Option<Map<String, Value>>,
+    pub request_state: Option<String>,
+}
+
+impl Envelope {
+    /// Whether the client declared a capability on this request.
+    pub fn can(&self, capability: &str) -> bool {
+        self.capabilities
+            .get(capability)
+            .is_some_and(Value::is_object)
+    }
+}
+
+/// Reads (and takes out) the envelope of a request. `Ok(None)`: not this revision.
+/// `Err`: the JSON-RPC error object to answer with.
+pub fn take_envelope(params: &mut Option<Value>) -> Result<Option<Envelope>, Value> {
+    let Some(meta) = params
+        .as_mut()
+        .and_then(|p| p.get_mut("_meta"))
+        .and_then(Value::as_object_mut)
+    else {
+        return Ok(None);
+    };
+    let Some(version) = meta.get(PROTOCOL_VERSION_KEY) else {
+        return Ok(None);
+    };
+    let invalid = |m: String| json!({"code": crate::jsonrpc::INVALID_PARAMS, "message": m});
+    let Some(version) = version.as_str() else {
+        return Err(invalid(answer::ENVELOPE_VERSION_NOT_STRING.into()));
+    };
+    if version != VERSION {
+        return Err(json!({"code": UNSUPPORTED_VERSION,
+            "message": answer::unsupported_version(version, VERSION),
+            "data": {"supported": [VERSION], "requested": version}}));
+    }
+    let Some(capabilities) = meta.get(CLIENT_CAPABILITIES_KEY).cloned() else {
+        return Err(invalid(answer::ENVELOPE_NO_CAPABILITIES.into()));
+    };
+    for key in [
+        PROTOCOL_VERSION_KEY,
+        CLIENT_INFO_KEY,
+        CLIENT_CAPABILITIES_KEY,
+        LOG_LEVEL_KEY,
+    ] {
+        meta.shift_remove(key);
+    }
+    let empty = meta.is_empty();
+    let params = params.as_mut().and_then(Value::as_object_mut);
+    let mut envelope = Envelope {
+        capabilities,
+        ..Envelope::default()
+    };
+    if let Some(p) = params {
+        if empty {
+            p.shift_remove("_meta");
+        }
+        envelope.input_responses = match p.shift_remove("inputResponses") {
+            Some(Value::Object(m)) => Some(m),
+            _ => None,
+        };
+        envelope.request_state = match p.shift_remove("requestState") {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+    }
+    Ok(Some(envelope))
+}
+
+/// Makes a result say what it is (`resultType`) and, for lists, how long it may
+/// be cached and by whom (the gateway's lists depend on the caller: private).
+pub fn stamp_result(method: &str, result: &mut Value) {
+    let Some(obj) = result.as_object_mut() else {
+        return;
+    };
+    if !obj.contains_key("resultType") {
+        obj.insert("resultType".into(), json!("complete"));
+    }
+    if matches!(
+        method,
+        "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list"
+    ) {
+        obj.entry("ttlMs").or_insert(json!(LIST_TTL_MS));
+        obj.entry("cacheScope").or_insert(json!("private"));
+    }
+}
+
+/// The answer to `server/discover`.
+pub fn discover(capabilities: Map<String, Value>, instructions: Option<String>) -> Value {
+    let mut result = json!({
+        "resultType": "complete",
+        "supportedVersions": [VERSION],
+        "capabilities": capabilities,
+        "ttlMs": LIST_TTL_MS,
+        "cacheScope": "public",
+        "_meta": {SERVER_INFO_KEY: {"name": "mcp-warden", "version": env!("CARGO_PKG_VERSION")}},
+    });
+    if let Some(i) = instructions {
+        result["instructions"] = Value::String(i);
+    }
+    result
+}
+
+/// What a sealed request state is bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub caller: String,
+    pub tool: String,
+    /// SHA-256 of the arguments as serialised, hex.
+    pub arguments: String,
+}
+
+impl Binding {
+    pub fn new(caller: &str, tool: &str, arguments: &Map<String, Value>) -> Binding {
+        let bytes = serde_json::to_vec(arguments).unwrap_or_default();
+        let digest = Sha256::digest(&bytes);
+        Binding {
+            caller: caller.to_owned(),
+            tool: tool.to_owned(),
+            arguments: digest.iter().map(|b| format!("{b:02x}")).collect(),
+        }
+    }
+}
+
+/// The key request states are sealed with: random per gateway process.
+pub struct StateKey([u8; 32]);
+
+impl StateKey {
+    pub fn random() -> StateKey {
+        let mut k = [0u8; 32];
+        if let Err(e) = getrandom::fill(&mut k) {
+            panic!("the OS random source failed: {e}");
+        }
+        StateKey(k)
+    }
+
+    fn mac(&self, payload: &[u8]) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(payload);
+        mac
+    }
+
+    /// A state token for `binding`, valid until `now + STATE_TTL_SECS`.
+    pub fn seal(&self, binding: &Binding, now: u64) -> String {
+        let payload = json!({"c": binding.caller, "t": binding.tool, "a": binding.arguments,
+            "e": now + STATE_TTL_SECS})
+        .to_string();
+        let tag = self.mac(payload.as_bytes()).finalize().into_bytes();
+        format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(payload.as_bytes()),
+            URL_SAFE_NO_PAD.encode(tag)
+        )
+    }
+
+    /// Whether `token` was sealed by this key for exactly `binding` and has not expired.
+    pub fn opens(&self, token: &str, binding: &Binding, now: u64) -> bool {
+        let Some((payload, tag)) = token.split_once('.') else {
+            return false;
+        };
+        let (Ok(payload), Ok(tag)) = (URL_SAFE_NO_PAD.decode(payload), URL_SAFE_NO_PAD.decode(tag))
+        else {
+            return false;
+        };
+        if self.mac(&payload).verify_slice(&tag).is_err() {
+            return false;
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(&payload) else {
+            return false;
+        };
+        v["c"] == binding.caller.as_str()
+            && v["t"] == binding.tool.as_str()
+            && v["a"] == binding.arguments.as_str()
+            && v["e"].as_u64().is_some_and(|e| e >= now)
+    }
+}
+
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_envelope_is_read_and_taken_out() {
+        let mut p = Some(
+            json!({"name": "t", "arguments": {}, "inputResponses": {"k": {"action": "accept"}},
+            "requestState": "s", "_meta": {PROTOCOL_VERSION_KEY: VERSION, CLIENT_CAPABILITIES_KEY: {"elicitation": {}},
+            CLIENT_INFO_KEY: {"name": "c", "version": "1"}, "progressToken": 3}}),
+        );
+        let e = take_envelope(&mut p).unwrap().unwrap();
+        assert!(e.can("elicitation") && !e.can("sampling"));
+        assert_eq!(e.request_state.as_deref(), Some("s"));
+        assert_eq!(e.input_responses.unwrap()["k"]["action"], "accept");
+        assert_eq!(
+            p.unwrap(),
+            json!({"name": "t", "arguments": {}, "_meta": {"progressToken": 3}})
+        );
+
+        let mut legacy = Some(json!({"name": "t", "_meta": {"progressToken": 1}}));
+        assert!(take_envelope(&mut legacy).unwrap().is_none());
+        assert!(take_envelope(&mut None).unwrap().is_none());
+
+        let mut old = Some(
+            json!({"_meta": {PROTOCOL_VERSION_KEY: "2027-01-01", CLIENT_CAPABILITIES_KEY: {}}}),
+        );
+        let err = take_envelope(&mut old).unwrap_err();
+        assert_eq!(err["code"], -32022);
+        assert_eq!(
+            err["data"],
+            json!({"supported": [VERSION], "requested": "2027-01-01"})
+        );
+        let mut nocaps = Some(json!({"_meta": {PROTOCOL_VERSION_KEY: VERSION}}));
+        assert_eq!(take_envelope(&mut nocaps).unwrap_err()["code"], -32602);
+        let mut numeric = Some(json!({"_meta": {PROTOCOL_VERSION_KEY: 2026}}));
+        assert_eq!(
+            take_envelope(&mut numeric).unwrap_err()["message"],
+            "Invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string."
+        );
+    }
+
+    #[test]
+    fn results_are_stamped() {
+        let mut r = json!({"tools": []});
+        stamp_result("tools/list", &mut r);
+        assert_eq!(
+            r,
+            json!({"tools": [], "resultType": "complete", "ttlMs": 30000, "cacheScope": "private"})
+        );
+        let mut r = json!({"resultType": "input_required", "requestState": "x"});
+        stamp_result("tools/call", &mut r);
+        assert_eq!(r["resultType"], "input_required");
+        assert!(r.get("ttlMs").is_none());
+    }
+
+    #[test]
+    fn request_states_are_bound_and_expire() {
+        let key = StateKey::random();
+        let mut args = Map::new();
+        args.insert("x".into(), json!(1));
+        let b = Binding::new("alice", "fx.echo", &args);
+        let t = key.seal(&b, 1000);
+        assert!(key.opens(&t, &b, 1000));
+        assert!(key.opens(&t, &b, 1000 + STATE_TTL_SECS));
+        assert!(!key.opens(&t, &b, 1001 + STATE_TTL_SECS), "expired");
+        assert!(
+            !key.opens(&t, &Binding::new("bob", "fx.echo", &args), 1000),
+            "another caller"
+        );
+        assert!(
+            !key.opens(&t, &Binding::new("alice", "fx.other", &args), 1000),
+            "another tool"
+        );
+        args.insert("x".into(), json!(2));
+        assert!(
+            !key.opens(&t, &Binding::new("alice", "fx.echo", &args), 1000),
+            "other arguments"
+        );
+        assert!(
+            !StateKey::random().opens(&t, &b, 1000),
+            "another gateway's key"
+        );
+        let (payload, tag) = t.split_once('.').unwrap();
+        let forged = format!(
+            "{}.{tag}",
+            URL_SAFE_NO_PAD.encode(
+                String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap())
+                    .unwrap()
+                    .replace("alice", "mallory")
+            )
+        );
+        assert!(!key.opens(
+            &forged,
+            &Binding {
+                caller: "mallory".into(),
+                ..b.clone()
+            },
+            1000
+        ));
+        assert!(!key.opens("garbage", &b, 1000));
+    }
+}
