@@ -467,3 +467,20 @@ async def test_sdk_client_answers_an_approval_input_request(config):
         assert not result.is_error, text(result)
         assert text(result) == ["Echo: approved?"]
     assert len(asked) == 1 and "ev.echo" in asked[0], asked
+
+
+async def test_sdk_client_speaks_2026_07_28_over_http(config):
+    path = config(everything("reject") + """
+    [gateway]
+    anonymous_caller = "dev"
+    """)
+    async with http_gateway(path) as (url, log):
+        async with Client(url, mode="auto") as client:
+            assert client.session.protocol_version == "2026-07-28"
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert "ev.echo" in names
+            result = await client.call_tool("ev.echo", {"message": "stateless http"})
+            assert text(result) == ["Echo: stateless http"]
+            result = await client.call_tool("ev.echo", {"mesage": "typo"})
+            assert result.is_error and text(result)[0].startswith("Error: Unknown parameter 'mesage'")
+    assert not any("HTTP session opened" in l for l in log), "stateless requests open no session"

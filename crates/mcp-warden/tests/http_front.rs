@@ -428,3 +428,104 @@ fn check_is_loud_about_anonymous_http_callers() {
     let (_, out, _) = cli(&["check", "--config", config.to_str().unwrap()]);
     assert!(out.contains("every request will get 401"), "{out}");
 }
+
+#[test]
+fn stateless_2026_requests_need_no_session_and_matching_headers() {
+    let w = HttpWarden::start("http-stateless", &anonymous(""), &[]);
+    let env = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                     "io.modelcontextprotocol/clientCapabilities": {}});
+    let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "fx.echo", "arguments": {"text": "no session"}, "_meta": env}});
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "fx.echo"),
+    ];
+    let r = w.post(&headers, &msg);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("mcp-session-id"), None);
+    assert_eq!(r.json()["result"]["resultType"], "complete");
+    assert_eq!(
+        r.json()["result"]["structuredContent"]["text"],
+        "no session"
+    );
+
+    // A name carried base64-encoded matches too.
+    let r = w.post(
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "=?base64?ZnguZWNobw==?="),
+        ],
+        &msg,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    for (bad, header) in [
+        (
+            [
+                ("MCP-Protocol-Version", "2025-11-25"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "fx.echo"),
+            ],
+            "MCP-Protocol-Version",
+        ),
+        (
+            [
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/list"),
+                ("Mcp-Name", "fx.echo"),
+            ],
+            "Mcp-Method",
+        ),
+        (
+            [
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "fx.other"),
+            ],
+            "Mcp-Name",
+        ),
+    ] {
+        let r = w.post(&bad, &msg);
+        assert_eq!(r.status, 400);
+        assert_eq!(
+            r.json(),
+            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32020,
+                "message": format!("Bad request: the {header} header does not match the request body.")}})
+        );
+    }
+
+    let r = request(
+        &w.addr,
+        "GET",
+        &[
+            ("Accept", "text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+        ],
+        "",
+    );
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow"), Some("POST"));
+    assert_eq!(
+        r.body,
+        error_body(
+            "Method not allowed: MCP 2026-07-28 uses POST only (no sessions, no GET stream)."
+        )
+    );
+
+    // server/discover over HTTP.
+    let discover =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {"_meta": env}});
+    let r = w.post(
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "server/discover"),
+        ],
+        &discover,
+    );
+    assert_eq!(
+        r.json()["result"]["supportedVersions"],
+        json!(["2026-07-28"])
+    );
+}

@@ -261,6 +261,9 @@ pub const HTTP_ACCEPT_POST: &str =
 pub const HTTP_ACCEPT_GET: &str = "Not acceptable: the Accept header must list text/event-stream.";
 /// 405.
 pub const HTTP_METHOD: &str = "Method not allowed: use POST, GET or DELETE.";
+/// 405 for GET and DELETE at 2026-07-28, which has no sessions and no GET stream.
+pub const HTTP_STATELESS_POST_ONLY: &str =
+    "Method not allowed: MCP 2026-07-28 uses POST only (no sessions, no GET stream).";
 /// 404 for any path but the endpoint.
 pub const HTTP_NOT_ENDPOINT: &str = "Not found: the MCP endpoint is /mcp.";
 /// 409: a second standalone GET stream for one session.

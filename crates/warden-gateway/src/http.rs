@@ -18,6 +18,7 @@
 use crate::auth::{Auth, Refused};
 use crate::gateway::{ClientSession, Gateway};
 use crate::jsonrpc::{self, Kind};
+use crate::modern;
 use crate::upstream::SUPPORTED_VERSIONS;
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -75,6 +76,8 @@ pub struct Front {
 /// One client session over HTTP.
 struct HttpSession {
     id: String,
+    /// A 2026-07-28 request's own session: nothing can resume its stream.
+    stateless: bool,
     caller: String,
     gateway: Arc<Gateway>,
     client: Arc<ClientSession>,
@@ -604,8 +607,19 @@ impl Front {
             Ok(c) => c,
             Err(why) => return unauthorized(why),
         };
+        let stateless = header_str(req.headers(), VERSION_HEADER) == Some(modern::VERSION);
         match *req.method() {
             Method::POST => self.post(req, caller).await,
+            Method::GET | Method::DELETE if stateless => {
+                let mut r = refuse(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    jsonrpc::INVALID_REQUEST,
+                    answer::HTTP_STATELESS_POST_ONLY,
+                );
+                r.headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("POST"));
+                r
+            }
             Method::GET => self.get(req, &caller.name),
             Method::DELETE => self.delete(req, &caller.name),
             _ => {
@@ -719,6 +733,9 @@ impl Front {
                 &answer::invalid_request(answer::HTTP_BATCH),
             );
         }
+        if let Some(version) = modern_version(&msg) {
+            return self.stateless(&headers, version, msg, caller).await;
+        }
         let (session, new) = match &msg {
             Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("initialize") => {
                 (self.open_session(caller), true)
@@ -766,14 +783,75 @@ impl Front {
         r
     }
 
+    /// A 2026-07-28 request: checked against its headers, then served on a
+    /// session of its own that ends with it (no Mcp-Session-Id, no GET stream).
+    async fn stateless(
+        &self,
+        headers: &HeaderMap,
+        version: String,
+        msg: Value,
+        caller: warden_core::Caller,
+    ) -> Reply {
+        let method = msg
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mismatch = |header: &str| {
+            let body = jsonrpc::error(
+                msg.get("id").cloned().unwrap_or(Value::Null),
+                modern::HEADER_MISMATCH,
+                &answer::header_mismatch(header),
+            );
+            reply(
+                StatusCode::BAD_REQUEST,
+                Some(Bytes::from(serde_json::to_vec(&body).unwrap_or_default())),
+                Some("application/json"),
+            )
+        };
+        if header_str(headers, VERSION_HEADER) != Some(version.as_str()) {
+            return mismatch("MCP-Protocol-Version");
+        }
+        if header_str(headers, "mcp-method") != Some(method) {
+            return mismatch("Mcp-Method");
+        }
+        let named = match method {
+            "tools/call" | "prompts/get" => msg.pointer("/params/name"),
+            "resources/read" => msg.pointer("/params/uri"),
+            _ => None,
+        };
+        if let Some(Value::String(name)) = named {
+            if header_str(headers, "mcp-name")
+                .and_then(decode_header_value)
+                .as_deref()
+                != Some(name.as_str())
+            {
+                return mismatch("Mcp-Name");
+            }
+        }
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        let session = self.new_session(caller, false);
+        self.request(&session, id, msg).await
+    }
+
     fn open_session(&self, caller: warden_core::Caller) -> Arc<HttpSession> {
+        self.new_session(caller, true)
+    }
+
+    /// A session; `addressable` ones are found again by their Mcp-Session-Id.
+    fn new_session(&self, caller: warden_core::Caller, addressable: bool) -> Arc<HttpSession> {
         let (tx, rx) = mpsc::channel::<Value>(1024);
         let name = caller.name.clone();
         let id = new_session_id();
-        let client = ClientSession::labelled(Some(caller), tx, format!("http:{id}"));
+        let label = if addressable {
+            format!("http:{id}")
+        } else {
+            "http:stateless".to_owned()
+        };
+        let client = ClientSession::labelled(Some(caller), tx, label);
         self.gateway.add_session(&client);
         let session = Arc::new(HttpSession {
             id,
+            stateless: !addressable,
             caller: name,
             gateway: self.gateway.clone(),
             client,
@@ -781,8 +859,10 @@ impl Front {
             last_used: Mutex::new(Instant::now()),
         });
         tokio::spawn(route(Arc::downgrade(&session), rx));
-        self.sessions().insert(session.id.clone(), session.clone());
-        tracing::info!(session = %session.id, caller = %session.caller, "HTTP session opened");
+        if addressable {
+            self.sessions().insert(session.id.clone(), session.clone());
+            tracing::info!(session = %session.id, caller = %session.caller, "HTTP session opened");
+        }
         session
     }
 
@@ -836,7 +916,8 @@ impl Front {
                 json_reply(event.data)
             }
             Some(event) => {
-                watch.resumable = true;
+                // Closing a 2026-07-28 stream cancels at once: there is no resuming it.
+                watch.resumable = !session.stateless;
                 let mut pre = VecDeque::new();
                 if session.primes() {
                     pre.push_back(priming(stream));
@@ -1014,6 +1095,32 @@ fn check_version(headers: &HeaderMap) -> Result<(), Box<Reply>> {
                 )))
             }
         }
+    }
+}
+
+/// The protocol version of a 2026-07-28 request (from its `_meta` envelope).
+fn modern_version(msg: &Value) -> Option<String> {
+    msg.get("id")?;
+    msg.get("method")?;
+    let v = msg
+        .get("params")?
+        .get("_meta")?
+        .get(modern::PROTOCOL_VERSION_KEY)?;
+    Some(v.as_str().unwrap_or_default().to_owned())
+}
+
+/// An `Mcp-Name` header value: verbatim, or `=?base64?…?=` for names HTTP cannot carry.
+fn decode_header_value(v: &str) -> Option<String> {
+    use base64::Engine;
+    match v
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
+        None => Some(v.to_owned()),
+        Some(payload) => base64::engine::general_purpose::STANDARD
+            .decode(payload)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok()),
     }
 }
 
