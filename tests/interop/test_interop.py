@@ -1,13 +1,21 @@
 """The gateway between the official Python MCP SDK and the reference servers."""
 
 import json
+import os
+import pathlib
 import re
+import socket
+import subprocess
+import threading
 from contextlib import asynccontextmanager
 
 import anyio
+import httpx2
 import pytest
-from mcp import ClientSession, StdioServerParameters, types
+from mcp import Client, ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from conftest import EVERYTHING, FILESYSTEM, WARDEN
 
@@ -267,14 +275,6 @@ async def test_elicitation_from_the_upstream_reaches_the_client(config):
 
 # --- Streamable HTTP: the SDK's HTTP client against the gateway's HTTP front ---------
 
-import os
-import subprocess
-import threading
-
-import httpx2
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-
 
 @asynccontextmanager
 async def http_gateway(config_path, env=None):
@@ -367,8 +367,6 @@ async def test_sdk_http_client_with_a_wrong_key_is_refused(config):
 
 # --- server-everything over Streamable HTTP as the gateway's upstream (url = …) -------
 
-import socket
-
 
 def free_port():
     with socket.socket() as s:
@@ -427,8 +425,6 @@ async def test_server_everything_over_http_behind_the_gateway(config):
 
 # --- the 2026-07-28 revision: the SDK's Client probes server/discover and goes stateless --
 
-from mcp import Client
-
 
 def modern_client(path, **kwargs):
     return Client(StdioServerParameters(command=WARDEN, args=["run", "--config", path]), mode="auto", **kwargs)
@@ -484,3 +480,35 @@ async def test_sdk_client_speaks_2026_07_28_over_http(config):
             result = await client.call_tool("ev.echo", {"mesage": "typo"})
             assert result.is_error and text(result)[0].startswith("Error: Unknown parameter 'mesage'")
     assert not any("HTTP session opened" in l for l in log), "stateless requests open no session"
+
+
+async def test_sdk_client_answers_upstream_sampling_and_elicitation_as_input_requests(config):
+    """An upstream (speaking 2025-11-25 to the gateway) asks for sampling and for
+    elicitation mid-call; the 2026-07-28 client gets them as InputRequiredResults,
+    answers through its callbacks, retries, and the upstream's call finishes."""
+    conformance = str(pathlib.Path(WARDEN).parent / "warden-conformance-upstream")
+    sampled, elicited = [], []
+
+    async def sampling(context, params):
+        sampled.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="bridged answer"), model="m"
+        )
+
+    async def elicit(context, params):
+        elicited.append(params.message)
+        return types.ElicitResult(action="accept", content={"username": "ada", "email": "ada@example.com"})
+
+    path = config(f"""
+    [[upstream]]
+    name = "cf"
+    command = ["{conformance}"]
+    """)
+    async with modern_client(path, sampling_callback=sampling, elicitation_callback=elicit) as client:
+        assert client.session.protocol_version == "2026-07-28"
+        result = await client.call_tool("cf.test_sampling", {"prompt": "a haiku please"})
+        assert text(result) == ["LLM response: bridged answer"]
+        result = await client.call_tool("cf.test_elicitation", {"message": "who are you?"})
+        assert "ada@example.com" in text(result)[0]
+    assert sampled == ["a haiku please"]
+    assert elicited == ["who are you?"]

@@ -178,23 +178,49 @@ fn an_approval_is_asked_with_an_input_required_result_and_a_sealed_state() {
 }
 
 #[test]
-fn an_upstream_request_to_a_modern_client_is_refused_not_left_hanging() {
+fn an_upstreams_sampling_request_becomes_an_input_request_and_the_call_resumes() {
     let mut w = Warden::spawn("modern-sample", &fixture_config("", ""));
-    let r = w.request(
-        "tools/call",
-        with_envelope(
-            json!({"name": "fx.sample", "arguments": {"prompt": "hi"}}),
-            json!({"sampling": {}}),
-        ),
-    );
-    assert_eq!(r["result"]["resultType"], "complete", "{r}");
-    // The fixture's sampling request was answered with an error at once.
-    assert_eq!(r["result"]["content"][0]["text"], "model said: <no answer>");
+    let caps = json!({"sampling": {}});
+    let call = |extra: Value| {
+        let mut p = json!({"name": "fx.sample", "arguments": {"prompt": "say hi"}});
+        for (k, v) in extra.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        with_envelope(p, caps.clone())
+    };
+    let r = w.request("tools/call", call(json!({})));
+    let first = &r["result"];
+    assert_eq!(first["resultType"], "input_required", "{r}");
+    let asked = &first["inputRequests"]["warden/upstream"];
+    assert_eq!(asked["method"], "sampling/createMessage");
+    assert_eq!(asked["params"]["messages"][0]["content"]["text"], "say hi");
+    assert!(asked.get("id").is_none());
+    let state = first["requestState"].clone();
     assert!(
         w.backlog
             .iter()
             .all(|m| m["method"] != "sampling/createMessage"),
-        "{:?}",
+        "no request reaches a 2026-07-28 client: {:?}",
         w.backlog
+    );
+
+    // The retry carries the answer; the upstream's call, still running, finishes with it.
+    let answer = json!({"warden/upstream": {"role": "assistant",
+        "content": {"type": "text", "text": "hi!"}, "model": "m"}});
+    let r = w.request(
+        "tools/call",
+        call(json!({"inputResponses": answer, "requestState": state})),
+    );
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "model said: hi!");
+
+    // The round is spent: the same state again is refused, it does not run twice.
+    let r = w.request(
+        "tools/call",
+        call(json!({"inputResponses": answer, "requestState": state})),
+    );
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        "Error: This call waited too long for its input and was ended. Call the tool again."
     );
 }

@@ -198,6 +198,11 @@ pub const UPSTREAM_EMPTY_ANSWER: &str =
     "Internal error: the server behind the gateway sent an empty answer.";
 /// An upstream asked the client something, but no client is connected.
 pub const NO_CLIENT: &str = "No client is connected to the gateway.";
+/// To an upstream: the client did not answer its request (or never came back).
+pub const CLIENT_DID_NOT_ANSWER: &str = "The client did not answer this request.";
+/// A 2026-07-28 retry whose earlier round the gateway no longer holds.
+pub const INPUT_ROUND_EXPIRED: &str =
+    "Error: This call waited too long for its input and was ended. Call the tool again.";
 /// An upstream asked something of a client that speaks 2026-07-28, where servers
 /// send clients no requests (the gateway does not bridge them into input requests).
 pub const CLIENT_TAKES_NO_REQUESTS: &str =

@@ -41,6 +41,9 @@ pub struct ClientSession {
     server_requests: Mutex<HashMap<String, (Weak<Conn>, Value)>>,
     /// Requests the gateway itself sent the client (approval) → their waiters.
     own_requests: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    /// 2026-07-28 calls waiting upstream (client request id) → where an upstream's
+    /// request for that call goes, to be put to the client as an input request.
+    interrupts: Mutex<HashMap<String, mpsc::Sender<(Value, Value)>>>,
     /// What the client declared in `initialize`: its capabilities and the version agreed.
     client: RwLock<Option<(Value, &'static str)>>,
     /// The client speaks the stateless 2026-07-28 revision: no requests to it, and
@@ -70,6 +73,7 @@ impl ClientSession {
             inflight: Mutex::new(HashMap::new()),
             server_requests: Mutex::new(HashMap::new()),
             own_requests: Mutex::new(HashMap::new()),
+            interrupts: Mutex::new(HashMap::new()),
             client: RwLock::new(None),
             modern: AtomicBool::new(false),
         })
@@ -128,9 +132,16 @@ impl ClientSession {
     }
 
     fn uses(&self, conn: &Arc<Conn>) -> bool {
+        self.latest_on(conn).is_some()
+    }
+
+    /// The client request id of this session's most recent call waiting on `conn`.
+    fn latest_on(&self, conn: &Arc<Conn>) -> Option<String> {
         lock(&self.inflight)
-            .values()
-            .any(|(c, _)| c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, conn)))
+            .iter()
+            .filter(|(_, (c, _))| c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, conn)))
+            .max_by_key(|(_, (_, upstream_id))| *upstream_id)
+            .map(|(k, _)| k.clone())
     }
 }
 
@@ -179,6 +190,14 @@ enum Begun {
     Later(std::pin::Pin<Box<dyn std::future::Future<Output = Option<Body>> + Send>>),
 }
 
+/// A call whose upstream asked something of a 2026-07-28 client: the client got
+/// an `InputRequiredResult`; its retry brings the answer and resumes the wait.
+struct Parked {
+    pending: Pending,
+    /// The upstream's id for its request.
+    asked: Value,
+}
+
 /// How an approval question ended.
 enum Approval {
     Approved,
@@ -202,6 +221,8 @@ struct CallMeta {
     ledger: Option<(String, String)>,
     /// The 2026-07-28 envelope of the call, when the client speaks that revision.
     envelope: Option<Arc<Envelope>>,
+    /// What a sealed requestState of this call is bound to (2026-07-28 calls).
+    binding: Option<Arc<modern::Binding>>,
 }
 
 /// A request relayed upstream whose answer is awaited.
@@ -267,6 +288,8 @@ pub struct Gateway {
     next_server_request: AtomicU64,
     /// Seals the requestState of 2026-07-28 approval questions.
     state_key: modern::StateKey,
+    /// 2026-07-28 calls set aside while their client answers an upstream's request.
+    parked: Mutex<HashMap<String, Parked>>,
     /// The initialize params sent to upstreams (replayed on restart).
     upstream_init: RwLock<Option<Value>>,
     connected: tokio::sync::OnceCell<()>,
@@ -340,6 +363,7 @@ impl Gateway {
             next_token: AtomicU64::new(1),
             next_server_request: AtomicU64::new(1),
             state_key: modern::StateKey::random(),
+            parked: Mutex::new(HashMap::new()),
             upstream_init: RwLock::new(None),
             connected: tokio::sync::OnceCell::new(),
             shutting_down: AtomicBool::new(false),
@@ -548,6 +572,13 @@ impl Gateway {
             check.insert("_meta".into(), meta.clone());
         }
         let name = check.get("name").and_then(Value::as_str);
+        let binding = envelope.as_ref().map(|_| {
+            Arc::new(call_binding(
+                session,
+                name.unwrap_or_default(),
+                check.get("arguments"),
+            ))
+        });
         let grant = self.call_grant(session.caller.as_ref(), name).await;
         let verdict = match &grant {
             Some(grant) => self.pipeline.check_with(
@@ -683,6 +714,7 @@ impl Gateway {
             audit,
             ledger,
             envelope: envelope.clone(),
+            binding,
         };
         if guarded {
             let (Some(me), session, client_id, up) = (
@@ -988,8 +1020,27 @@ impl Gateway {
     }
 
     /// Waits for a relayed request's answer and turns it into the client's response body.
-    async fn finish(&self, session: &ClientSession, p: Pending) -> Option<Body> {
-        let result = p.conn.finish(p.id, p.reply, p.timeout_ms).await;
+    async fn finish(&self, session: &ClientSession, mut p: Pending) -> Option<Body> {
+        let bridged = p.meta.binding.is_some() && p.meta.tool.is_some();
+        let result = match (&p.client_key, bridged) {
+            (Some(key), true) => {
+                // A 2026-07-28 call: an upstream's request for it interrupts the wait.
+                let (tx, mut rx) = mpsc::channel(1);
+                lock(&session.interrupts).insert(key.clone(), tx);
+                let outcome = tokio::select! {
+                    r = p.conn.wait(p.id, &mut p.reply, p.timeout_ms) => Ok(r),
+                    Some(asked) = rx.recv() => Err(asked),
+                };
+                lock(&session.interrupts).remove(key);
+                match outcome {
+                    Ok(r) => r,
+                    Err((their_id, request)) => {
+                        return self.park(session, p, their_id, request).await
+                    }
+                }
+            }
+            _ => p.conn.wait(p.id, &mut p.reply, p.timeout_ms).await,
+        };
         if let Some(k) = &p.client_key {
             lock(&session.inflight).remove(k);
         }
@@ -1030,6 +1081,117 @@ impl Gateway {
             }
             Err(e) => self.failed(&p.meta, &p.upstream, &p.method, e).await,
         }
+    }
+
+    /// Sets a 2026-07-28 call aside and puts its upstream's request to the client as
+    /// an `InputRequiredResult`; the client's retry resumes it ([`Gateway::resume`]).
+    /// A call nobody comes back for is cancelled upstream after its timeout.
+    async fn park(
+        &self,
+        session: &ClientSession,
+        p: Pending,
+        their_id: Value,
+        request: Value,
+    ) -> Option<Body> {
+        if let Some(k) = &p.client_key {
+            lock(&session.inflight).remove(k);
+        }
+        let Some(binding) = p.meta.binding.clone() else {
+            return Some(answer_body(Answer::ToolError(
+                answer::INTERNAL_ERROR.into(),
+            )));
+        };
+        let mut park_id = [0u8; 16];
+        if getrandom::fill(&mut park_id).is_err() {
+            return Some(answer_body(Answer::ToolError(
+                answer::INTERNAL_ERROR.into(),
+            )));
+        }
+        let park_id: String = park_id.iter().map(|b| format!("{b:02x}")).collect();
+        let state = self
+            .state_key
+            .seal_parked(&binding, modern::unix_now(), Some(&park_id));
+        self.audit(&p.meta, "input_requested", "input_required", false)
+            .await;
+        let timeout = Duration::from_millis(p.timeout_ms);
+        lock(&self.parked).insert(
+            park_id.clone(),
+            Parked {
+                pending: p,
+                asked: their_id,
+            },
+        );
+        if let Some(me) = self.me.upgrade() {
+            tokio::spawn(async move {
+                tokio::time::sleep(timeout).await;
+                let gone = lock(&me.parked).remove(&park_id);
+                if let Some(parked) = gone {
+                    tracing::info!(tool = ?parked.pending.meta.tool, "a parked call's client did not come back; cancelled");
+                    let conn = parked.pending.conn.clone();
+                    conn.send(jsonrpc::error(
+                        parked.asked,
+                        jsonrpc::INTERNAL_ERROR,
+                        answer::CLIENT_DID_NOT_ANSWER,
+                    ))
+                    .await;
+                    conn.cancel(parked.pending.id, "the client did not come back");
+                    let p = parked.pending;
+                    me.failed(
+                        &p.meta,
+                        &p.upstream,
+                        &p.method,
+                        CallError::Timeout(p.timeout_ms),
+                    )
+                    .await;
+                }
+            });
+        }
+        let method = request.get("method").cloned().unwrap_or(Value::Null);
+        let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+        Some(Ok(json!({
+            "resultType": "input_required",
+            "inputRequests": {modern::UPSTREAM_KEY: {"method": method, "params": params}},
+            "requestState": state,
+        })))
+    }
+
+    /// A retried 2026-07-28 call whose requestState names a parked call: the
+    /// client's answer goes to the upstream's request and the wait goes on.
+    /// `None` when the call names no parked call (it then runs as a new one).
+    async fn resume(
+        &self,
+        session: &Arc<ClientSession>,
+        id: &Value,
+        params: Option<&Value>,
+        envelope: &Envelope,
+    ) -> Option<Begun> {
+        let token = envelope.request_state.as_deref()?;
+        let name = params?.get("name")?.as_str()?;
+        let binding = call_binding(session, name, params?.get("arguments"));
+        let park_id = self.state_key.open(token, &binding, modern::unix_now())??;
+        let Some(parked) = lock(&self.parked).remove(&park_id) else {
+            return Some(Begun::Done(Some(answer_body(Answer::ToolError(
+                answer::INPUT_ROUND_EXPIRED.into(),
+            )))));
+        };
+        let reply = match envelope
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(modern::UPSTREAM_KEY))
+        {
+            Some(result) => jsonrpc::response(parked.asked, result.clone()),
+            None => jsonrpc::error(
+                parked.asked,
+                jsonrpc::INTERNAL_ERROR,
+                answer::CLIENT_DID_NOT_ANSWER,
+            ),
+        };
+        let mut pending = parked.pending;
+        pending.conn.send(reply).await;
+        let key = jsonrpc::id_key(id);
+        lock(&session.inflight).insert(key.clone(), (Arc::downgrade(&pending.conn), pending.id));
+        pending.client_key = Some(key);
+        Some(Begun::Waiting(pending))
     }
 
     /// E2: a relayed request that failed. Details go to the log, never to the caller.
@@ -1219,6 +1381,11 @@ impl Gateway {
             }
             "tools/call" => {
                 self.connect(None).await;
+                if let Some(e) = &envelope {
+                    if let Some(resumed) = self.resume(session, id, params.as_ref(), e).await {
+                        return resumed;
+                    }
+                }
                 self.begin_call(session, Some(id), params.unwrap_or(Value::Null), envelope)
                     .await
             }
@@ -1236,6 +1403,7 @@ impl Gateway {
                     audit: None,
                     ledger: None,
                     envelope: None,
+                    binding: None,
                 };
                 match self
                     .begin_relay(&up, session, Some(id), method, params, meta)
@@ -1442,7 +1610,22 @@ impl Gateway {
                     return;
                 };
                 if session.modern.load(Ordering::Relaxed) {
-                    // A 2026-07-28 client takes no requests; nothing waits on this one.
+                    // A 2026-07-28 client takes requests only as input requests of the
+                    // call they belong to (its latest call on this connection).
+                    if modern::INPUT_METHODS.contains(&method.as_str()) {
+                        let interrupt = session
+                            .latest_on(&conn)
+                            .and_then(|k| lock(&session.interrupts).get(&k).cloned());
+                        if let Some(tx) = interrupt {
+                            let mut request = msg;
+                            if let Some(o) = request.as_object_mut() {
+                                o.shift_remove("id");
+                            }
+                            if tx.send((their_id.clone(), request)).await.is_ok() {
+                                return;
+                            }
+                        }
+                    }
                     conn.send(jsonrpc::error(
                         their_id,
                         jsonrpc::INTERNAL_ERROR,
@@ -1632,6 +1815,19 @@ fn item_route_key(field: &str, item: &Value) -> Option<String> {
 
 fn listing_failed(upstream: &str) -> Value {
     json!({"code": jsonrpc::INTERNAL_ERROR, "message": answer::listing_failed(&[upstream.to_owned()])})
+}
+
+/// What a 2026-07-28 call's sealed state is bound to: the caller, the tool as the
+/// caller named it, and the arguments as the caller sent them.
+fn call_binding(session: &ClientSession, tool: &str, arguments: Option<&Value>) -> modern::Binding {
+    let caller = session
+        .caller
+        .as_ref()
+        .map(|c| c.name.as_str())
+        .unwrap_or_default();
+    let empty = Map::new();
+    let args = arguments.and_then(Value::as_object).unwrap_or(&empty);
+    modern::Binding::new(caller, tool, args)
 }
 
 /// The protocol version to answer an `initialize` with: the one asked for when

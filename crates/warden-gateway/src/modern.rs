@@ -36,6 +36,10 @@ pub const LIST_TTL_MS: u64 = 30_000;
 pub const STATE_TTL_SECS: u64 = 600;
 /// The input request key of the gateway's approval question.
 pub const APPROVAL_KEY: &str = "warden/approval";
+/// The input request key of an upstream's request, bridged to the client.
+pub const UPSTREAM_KEY: &str = "warden/upstream";
+/// Server-to-client requests that can travel as input requests.
+pub const INPUT_METHODS: &[&str] = &["sampling/createMessage", "elicitation/create", "roots/list"];
 
 /// Methods the revision removed; a request speaking it gets -32601 for them.
 pub const REMOVED: &[&str] = &[
@@ -193,9 +197,17 @@ impl StateKey {
 
     /// A state token for `binding`, valid until `now + STATE_TTL_SECS`.
     pub fn seal(&self, binding: &Binding, now: u64) -> String {
-        let payload = json!({"c": binding.caller, "t": binding.tool, "a": binding.arguments,
-            "e": now + STATE_TTL_SECS})
-        .to_string();
+        self.seal_parked(binding, now, None)
+    }
+
+    /// A state token that also names a call parked at the gateway.
+    pub fn seal_parked(&self, binding: &Binding, now: u64, parked: Option<&str>) -> String {
+        let mut payload = json!({"c": binding.caller, "t": binding.tool, "a": binding.arguments,
+            "e": now + STATE_TTL_SECS});
+        if let Some(p) = parked {
+            payload["p"] = json!(p);
+        }
+        let payload = payload.to_string();
         let tag = self.mac(payload.as_bytes()).finalize().into_bytes();
         format!(
             "{}.{}",
@@ -206,23 +218,22 @@ impl StateKey {
 
     /// Whether `token` was sealed by this key for exactly `binding` and has not expired.
     pub fn opens(&self, token: &str, binding: &Binding, now: u64) -> bool {
-        let Some((payload, tag)) = token.split_once('.') else {
-            return false;
-        };
-        let (Ok(payload), Ok(tag)) = (URL_SAFE_NO_PAD.decode(payload), URL_SAFE_NO_PAD.decode(tag))
-        else {
-            return false;
-        };
-        if self.mac(&payload).verify_slice(&tag).is_err() {
-            return false;
-        }
-        let Ok(v) = serde_json::from_slice::<Value>(&payload) else {
-            return false;
-        };
-        v["c"] == binding.caller.as_str()
+        self.open(token, binding, now).is_some()
+    }
+
+    /// The sealed state, when `token` was sealed by this key for exactly `binding`
+    /// and has not expired: `Some(parked call id, if any)`.
+    pub fn open(&self, token: &str, binding: &Binding, now: u64) -> Option<Option<String>> {
+        let (payload, tag) = token.split_once('.')?;
+        let payload = URL_SAFE_NO_PAD.decode(payload).ok()?;
+        let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
+        self.mac(&payload).verify_slice(&tag).ok()?;
+        let v = serde_json::from_slice::<Value>(&payload).ok()?;
+        let bound = v["c"] == binding.caller.as_str()
             && v["t"] == binding.tool.as_str()
             && v["a"] == binding.arguments.as_str()
-            && v["e"].as_u64().is_some_and(|e| e >= now)
+            && v["e"].as_u64().is_some_and(|e| e >= now);
+        bound.then(|| v["p"].as_str().map(str::to_owned))
     }
 }
 
@@ -334,5 +345,8 @@ mod tests {
             1000
         ));
         assert!(!key.opens("garbage", &b, 1000));
+        let parked = key.seal_parked(&b, 1000, Some("p-1"));
+        assert_eq!(key.open(&parked, &b, 1000), Some(Some("p-1".to_owned())));
+        assert_eq!(key.open(&t, &b, 1000), Some(None));
     }
 }

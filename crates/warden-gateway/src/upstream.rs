@@ -108,10 +108,21 @@ impl Conn {
     pub async fn finish(
         &self,
         id: u64,
-        reply: PendingReply,
+        mut reply: PendingReply,
         timeout_ms: u64,
     ) -> Result<Value, CallError> {
-        match tokio::time::timeout(Duration::from_millis(timeout_ms), reply.0).await {
+        self.wait(id, &mut reply, timeout_ms).await
+    }
+
+    /// [`Conn::finish`] without giving up the receiver, so the wait can be set
+    /// aside (a call parked while its client is asked something) and resumed.
+    pub async fn wait(
+        &self,
+        id: u64,
+        reply: &mut PendingReply,
+        timeout_ms: u64,
+    ) -> Result<Value, CallError> {
+        match tokio::time::timeout(Duration::from_millis(timeout_ms), &mut reply.0).await {
             Ok(Ok(Reply::Response(v))) => Ok(v),
             Ok(Ok(Reply::Cancelled)) => Err(CallError::Cancelled),
             Ok(Err(_)) => Err(CallError::Gone),
