@@ -102,6 +102,13 @@ fn ask(
     rx.recv_timeout(Duration::from_secs(30)).ok()
 }
 
+/// Asks the client to elicit and reports its answer after `label`.
+fn elicit(out: &Out, waiting: &Waiting, next: &AtomicU64, label: &str, params: Value) -> Value {
+    let answer = ask(out, waiting, next, "elicitation/create", params);
+    let said = answer.map(|a| a["result"].to_string()).unwrap_or_default();
+    json!({"content": [text(&format!("{label}: {said}"))]})
+}
+
 fn call(out: &Out, waiting: &Waiting, next: &AtomicU64, name: &str, params: &Value) -> Value {
     let args = params.get("arguments").cloned().unwrap_or(json!({}));
     match name {
@@ -181,27 +188,25 @@ fn call(out: &Out, waiting: &Waiting, next: &AtomicU64, name: &str, params: &Val
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("Please provide your information");
-            let answer = ask(
+            elicit(
                 out,
                 waiting,
                 next,
-                "elicitation/create",
+                "User response",
                 json!({
                 "message": message,
                 "requestedSchema": {"type": "object", "properties": {
                     "username": {"type": "string", "description": "Your username"},
                     "email": {"type": "string", "description": "Your email address"}},
                     "required": ["username", "email"]}}),
-            );
-            json!({"content": [text(&format!("User response: {}", answer.map(|a| a["result"].to_string()).unwrap_or_default()))]})
+            )
         }
-        "test_elicitation_sep1034_defaults" => {
-            let answer = ask(
-                out,
-                waiting,
-                next,
-                "elicitation/create",
-                json!({
+        "test_elicitation_sep1034_defaults" => elicit(
+            out,
+            waiting,
+            next,
+            "Elicitation completed",
+            json!({
                 "message": "Please review and update the form fields with defaults",
                 "requestedSchema": {"type": "object", "properties": {
                     "name": {"type": "string", "description": "User name", "default": "John Doe"},
@@ -209,16 +214,13 @@ fn call(out: &Out, waiting: &Waiting, next: &AtomicU64, name: &str, params: &Val
                     "score": {"type": "number", "description": "User score", "default": 95.5},
                     "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
                     "verified": {"type": "boolean", "description": "Verification status", "default": true}}}}),
-            );
-            json!({"content": [text(&format!("Elicitation completed: {}", answer.map(|a| a["result"].to_string()).unwrap_or_default()))]})
-        }
-        "test_elicitation_sep1330_enums" => {
-            let answer = ask(
-                out,
-                waiting,
-                next,
-                "elicitation/create",
-                json!({
+        ),
+        "test_elicitation_sep1330_enums" => elicit(
+            out,
+            waiting,
+            next,
+            "Elicitation completed",
+            json!({
                 "message": "Please select options from the enum fields",
                 "requestedSchema": {"type": "object", "properties": {
                     "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
@@ -230,9 +232,7 @@ fn call(out: &Out, waiting: &Waiting, next: &AtomicU64, name: &str, params: &Val
                         "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
                     "titledMulti": {"type": "array", "description": "Select multiple options with titles", "minItems": 1, "maxItems": 3,
                         "items": {"anyOf": [{"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}}}}),
-            );
-            json!({"content": [text(&format!("Elicitation completed: {}", answer.map(|a| a["result"].to_string()).unwrap_or_default()))]})
-        }
+        ),
         "test_reconnection" => {
             std::thread::sleep(Duration::from_millis(200));
             json!({"content": [text("Reconnection test completed.")]})

@@ -322,4 +322,77 @@ mod tests {
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"abcd"));
     }
+
+    /// A throwaway P-256 key made for this test only (openssl genpkey), and its public JWK.
+    const TEST_EC_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg+5x5P96Q720Fze4D
+EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
+0LbBOx+wDIIdKjLtahPsLiJA8ZJ+88Eadrfa246ee0N+Jl+9YTHUQBlI
+-----END PRIVATE KEY-----
+";
+
+    #[test]
+    fn es256_tokens_are_checked_against_a_jwks_file() {
+        let dir = std::env::temp_dir().join(format!("warden-jwks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let jwks = dir.join("keys.json");
+        std::fs::write(
+            &jwks,
+            r#"{"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256", "use": "sig",
+                "x": "py6d_Gt1kAGy500oqCaGJft4iHltAdC2wTsfsAyCHSo",
+                "y": "Mu1qE-wuIkDxkn7zwRp2t9rbjp57Q34mX71hMdRAGUg"}]}"#,
+        )
+        .unwrap();
+        let c = config(&format!(
+            "[auth]\njwks = \"{}\"\naudience = \"warden\"\n[[caller]]\nname = \"carol\"\ngroups = [\"ops\"]\n",
+            jwks.display()
+        ));
+        let auth = Auth::from_config(&c).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let key = jsonwebtoken::EncodingKey::from_ec_pem(TEST_EC_KEY.as_bytes()).unwrap();
+        let sign = |kid: &str, claims: Value| {
+            let mut h = jsonwebtoken::Header::new(Algorithm::ES256);
+            h.kid = Some(kid.into());
+            format!(
+                "Bearer {}",
+                jsonwebtoken::encode(&h, &claims, &key).unwrap()
+            )
+        };
+        let claims = serde_json::json!({"sub": "carol", "aud": "warden", "exp": now + 60});
+        let who = auth
+            .identify(Some(sign("k1", claims.clone()).as_bytes()), &c)
+            .unwrap();
+        assert_eq!(
+            (who.name.as_str(), who.groups.clone()),
+            ("carol", vec!["ops".to_owned()])
+        );
+        // An HS256 token cannot pass for the ES256 key (algorithm confusion).
+        let hs = jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(Algorithm::HS256),
+            &claims,
+            &jsonwebtoken::EncodingKey::from_secret(b"py6d_Gt1kAGy500oqCaGJft4iHltAdC2wTsfsAyCHSo"),
+        )
+        .unwrap();
+        assert_eq!(
+            auth.identify(Some(format!("Bearer {hs}").as_bytes()), &c)
+                .map(|c| c.name),
+            Err(Refused::Invalid)
+        );
+        // A key id the file does not hold.
+        assert_eq!(
+            auth.identify(Some(sign("k2", claims).as_bytes()), &c)
+                .map(|c| c.name),
+            Err(Refused::Invalid)
+        );
+        // A file that is not JWKS is a clear start-up error.
+        std::fs::write(&jwks, "not json").unwrap();
+        let e = Auth::from_config(&c).err().unwrap();
+        assert!(
+            e.starts_with("auth.jwks: ") && e.contains("is not a JWKS document"),
+            "{e}"
+        );
+    }
 }

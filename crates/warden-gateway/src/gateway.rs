@@ -1128,12 +1128,7 @@ impl Gateway {
                 if let Some(parked) = gone {
                     tracing::info!(tool = ?parked.pending.meta.tool, "a parked call's client did not come back; cancelled");
                     let conn = parked.pending.conn.clone();
-                    conn.send(jsonrpc::error(
-                        parked.asked,
-                        jsonrpc::INTERNAL_ERROR,
-                        answer::CLIENT_DID_NOT_ANSWER,
-                    ))
-                    .await;
+                    refuse_upstream(&conn, parked.asked, answer::CLIENT_DID_NOT_ANSWER).await;
                     conn.cancel(parked.pending.id, "the client did not come back");
                     let p = parked.pending;
                     me.failed(
@@ -1332,11 +1327,7 @@ impl Gateway {
                 None
             }
             Kind::Invalid(why) => {
-                let id = msg
-                    .get("id")
-                    .filter(|i| i.is_string() || i.is_number())
-                    .cloned()
-                    .unwrap_or(Value::Null);
+                let id = jsonrpc::usable_id(&msg);
                 session
                     .send(jsonrpc::error(
                         id,
@@ -1601,13 +1592,7 @@ impl Gateway {
                     .or(sessions.first())
                     .cloned();
                 let Some(session) = target else {
-                    conn.send(jsonrpc::error(
-                        their_id,
-                        jsonrpc::INTERNAL_ERROR,
-                        answer::NO_CLIENT,
-                    ))
-                    .await;
-                    return;
+                    return refuse_upstream(&conn, their_id, answer::NO_CLIENT).await;
                 };
                 if session.modern.load(Ordering::Relaxed) {
                     // A 2026-07-28 client takes requests only as input requests of the
@@ -1626,13 +1611,8 @@ impl Gateway {
                             }
                         }
                     }
-                    conn.send(jsonrpc::error(
-                        their_id,
-                        jsonrpc::INTERNAL_ERROR,
-                        answer::CLIENT_TAKES_NO_REQUESTS,
-                    ))
-                    .await;
-                    return;
+                    return refuse_upstream(&conn, their_id, answer::CLIENT_TAKES_NO_REQUESTS)
+                        .await;
                 }
                 let ours = json!(format!(
                     "warden-{}",
@@ -1815,6 +1795,12 @@ fn item_route_key(field: &str, item: &Value) -> Option<String> {
 
 fn listing_failed(upstream: &str) -> Value {
     json!({"code": jsonrpc::INTERNAL_ERROR, "message": answer::listing_failed(&[upstream.to_owned()])})
+}
+
+/// Answers an upstream's request with an error: nobody can answer it.
+async fn refuse_upstream(conn: &Conn, id: Value, text: &str) {
+    conn.send(jsonrpc::error(id, jsonrpc::INTERNAL_ERROR, text))
+        .await;
 }
 
 /// What a 2026-07-28 call's sealed state is bound to: the caller, the tool as the

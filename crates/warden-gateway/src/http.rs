@@ -457,14 +457,18 @@ fn reply(status: StatusCode, body: Option<Bytes>, content_type: Option<&'static 
     r
 }
 
-/// An HTTP error with a JSON-RPC error body naming what is wrong.
-fn refuse(status: StatusCode, code: i64, message: &str) -> Reply {
-    let body = jsonrpc::error(Value::Null, code, message);
+/// A JSON-RPC message as an HTTP reply.
+fn message_reply(status: StatusCode, msg: &Value) -> Reply {
     reply(
         status,
-        Some(Bytes::from(serde_json::to_vec(&body).unwrap_or_default())),
+        Some(Bytes::from(serde_json::to_vec(msg).unwrap_or_default())),
         Some("application/json"),
     )
+}
+
+/// An HTTP error with a JSON-RPC error body naming what is wrong.
+fn refuse(status: StatusCode, code: i64, message: &str) -> Reply {
+    message_reply(status, &jsonrpc::error(Value::Null, code, message))
 }
 
 fn json_reply(data: Bytes) -> Reply {
@@ -751,18 +755,10 @@ impl Front {
                 self.request(&session, id, msg).await
             }
             Kind::Invalid(why) => {
-                let id = msg
-                    .get("id")
-                    .filter(|i| i.is_string() || i.is_number())
-                    .cloned()
-                    .unwrap_or(Value::Null);
+                let id = jsonrpc::usable_id(&msg);
                 let body =
                     jsonrpc::error(id, jsonrpc::INVALID_REQUEST, &answer::invalid_request(why));
-                reply(
-                    StatusCode::BAD_REQUEST,
-                    Some(Bytes::from(serde_json::to_vec(&body).unwrap_or_default())),
-                    Some("application/json"),
-                )
+                message_reply(StatusCode::BAD_REQUEST, &body)
             }
             _ => {
                 if let Some(w) = self.gateway.handle(&session.client, msg).await {
@@ -802,11 +798,7 @@ impl Front {
                 modern::HEADER_MISMATCH,
                 &answer::header_mismatch(header),
             );
-            reply(
-                StatusCode::BAD_REQUEST,
-                Some(Bytes::from(serde_json::to_vec(&body).unwrap_or_default())),
-                Some("application/json"),
-            )
+            message_reply(StatusCode::BAD_REQUEST, &body)
         };
         if header_str(headers, VERSION_HEADER) != Some(version.as_str()) {
             return mismatch("MCP-Protocol-Version");
@@ -881,11 +873,7 @@ impl Front {
                     jsonrpc::INVALID_REQUEST,
                     &answer::invalid_request(answer::HTTP_ID_IN_USE),
                 );
-                return reply(
-                    StatusCode::BAD_REQUEST,
-                    Some(Bytes::from(serde_json::to_vec(&body).unwrap_or_default())),
-                    Some("application/json"),
-                );
+                return message_reply(StatusCode::BAD_REQUEST, &body);
             }
             r.open(key, id, token, tx)
         };

@@ -110,6 +110,14 @@ pub fn classify(msg: &Value) -> Kind<'_> {
     }
 }
 
+/// The id to answer an invalid message with: its own when usable, else null.
+pub fn usable_id(msg: &Value) -> Value {
+    msg.get("id")
+        .filter(|i| i.is_string() || i.is_number())
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
 /// A map key for an id (`1` and `"1"` stay distinct).
 pub fn id_key(id: &Value) -> String {
     id.to_string()
