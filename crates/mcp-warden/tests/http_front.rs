@@ -529,3 +529,22 @@ fn stateless_2026_requests_need_no_session_and_matching_headers() {
         json!(["2026-07-28"])
     );
 }
+
+#[test]
+fn an_idle_session_ends_and_a_busy_one_does_not() {
+    let w = HttpWarden::start("http-idle", &anonymous("session_idle = \"1s\""), &[]);
+    let idle = w.session(&[]);
+    let busy = w.session(&[]);
+    let ping = |sid: &str| {
+        w.post(
+            &[("Mcp-Session-Id", sid)],
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+        )
+        .status
+    };
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(ping(&busy), 200);
+    }
+    assert_eq!(ping(&idle), 404);
+}

@@ -1164,7 +1164,9 @@ impl Server {
         let sweeper = {
             let front = Arc::downgrade(&front);
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval(Duration::from_secs(15));
+                let every = (front.upgrade().map_or(Duration::from_secs(30), |f| f.idle) / 2)
+                    .clamp(Duration::from_millis(100), Duration::from_secs(15));
+                let mut tick = tokio::time::interval(every);
                 loop {
                     tick.tick().await;
                     match front.upgrade() {
