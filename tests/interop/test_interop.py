@@ -512,3 +512,28 @@ async def test_sdk_client_answers_upstream_sampling_and_elicitation_as_input_req
         assert "ada@example.com" in text(result)[0]
     assert sampled == ["a haiku please"]
     assert elicited == ["who are you?"]
+
+
+async def test_server_everything_samples_through_a_2026_07_28_client(config):
+    """server-everything offers its sampling tool to clients that can sample: the
+    gateway offers upstreams the first client's capabilities, taken from the
+    2026-07-28 envelope, and bridges the sampling request as an input request."""
+    asked = []
+
+    async def sampling(context, params):
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="sampled answer"), model="test-model"
+        )
+
+    async with modern_client(config(everything()), sampling_callback=sampling) as client:
+        assert client.session.protocol_version == "2026-07-28"
+        for _ in range(50):
+            names = [t.name for t in (await client.list_tools()).tools]
+            if "ev.trigger-sampling-request" in names:
+                break
+            await anyio.sleep(0.1)
+        result = await client.call_tool("ev.trigger-sampling-request", {"prompt": "write a haiku"})
+        assert not result.is_error, text(result)
+        assert "sampled answer" in json.dumps([c.model_dump() for c in result.content])
+    assert asked and "write a haiku" in asked[0]

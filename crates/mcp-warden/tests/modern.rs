@@ -224,3 +224,18 @@ fn an_upstreams_sampling_request_becomes_an_input_request_and_the_call_resumes()
         "Error: This call waited too long for its input and was ended. Call the tool again."
     );
 }
+
+#[test]
+fn a_client_without_the_capability_is_not_asked() {
+    let mut w = Warden::spawn("modern-nocap", &fixture_config("", ""));
+    let r = w.request(
+        "tools/call",
+        with_envelope(
+            json!({"name": "fx.sample", "arguments": {"prompt": "hi"}}),
+            json!({"elicitation": {}}),
+        ),
+    );
+    // No sampling capability on this request: the upstream is told at once and finishes.
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "model said: <no answer>");
+}

@@ -198,6 +198,9 @@ pub const UPSTREAM_EMPTY_ANSWER: &str =
     "Internal error: the server behind the gateway sent an empty answer.";
 /// An upstream asked the client something, but no client is connected.
 pub const NO_CLIENT: &str = "No client is connected to the gateway.";
+/// To an upstream: the client did not declare the capability its request needs.
+pub const CLIENT_LACKS_CAPABILITY: &str =
+    "The client did not declare the capability this request needs.";
 /// To an upstream: the client did not answer its request (or never came back).
 pub const CLIENT_DID_NOT_ANSWER: &str = "The client did not answer this request.";
 /// A 2026-07-28 retry whose earlier round the gateway no longer holds.
@@ -271,6 +274,9 @@ pub const HTTP_STATELESS_POST_ONLY: &str =
     "Method not allowed: MCP 2026-07-28 uses POST only (no sessions, no GET stream).";
 /// 404 for any path but the endpoint.
 pub const HTTP_NOT_ENDPOINT: &str = "Not found: the MCP endpoint is /mcp.";
+/// 503: the gateway holds as many sessions as it will.
+pub const HTTP_TOO_MANY_SESSIONS: &str =
+    "Service unavailable: too many open sessions; end unused ones with DELETE or retry later.";
 /// 409: a second standalone GET stream for one session.
 pub const HTTP_STREAM_OPEN: &str = "Conflict: this session already has a GET stream open.";
 /// 400: a JSON-RPC batch (MCP sends one message per HTTP request).

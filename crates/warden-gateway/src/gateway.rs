@@ -1027,9 +1027,21 @@ impl Gateway {
                 // A 2026-07-28 call: an upstream's request for it interrupts the wait.
                 let (tx, mut rx) = mpsc::channel(1);
                 lock(&session.interrupts).insert(key.clone(), tx);
-                let outcome = tokio::select! {
-                    r = p.conn.wait(p.id, &mut p.reply, p.timeout_ms) => Ok(r),
-                    Some(asked) = rx.recv() => Err(asked),
+                let envelope = p.meta.envelope.clone();
+                let outcome = loop {
+                    tokio::select! {
+                        r = p.conn.wait(p.id, &mut p.reply, p.timeout_ms) => break Ok(r),
+                        Some((their_id, request)) = rx.recv() => {
+                            let method = request.get("method").and_then(Value::as_str).unwrap_or_default();
+                            let can = modern::input_capability(method)
+                                .is_some_and(|c| envelope.as_ref().is_some_and(|e| e.can(c)));
+                            if can {
+                                break Err((their_id, request));
+                            }
+                            // The client did not declare it can answer this: the upstream hears so now.
+                            refuse_upstream(&p.conn, their_id, answer::CLIENT_LACKS_CAPABILITY).await;
+                        }
+                    }
                 };
                 lock(&session.interrupts).remove(key);
                 match outcome {
@@ -1250,8 +1262,11 @@ impl Gateway {
                 };
                 // A 2026-07-28 request: its result is stamped for that revision.
                 let stamp = envelope.as_ref().map(|_| method.clone());
-                if envelope.is_some() {
+                if let Some(e) = &envelope {
                     session.modern.store(true, Ordering::Relaxed);
+                    // The first client's capabilities are what upstreams are offered.
+                    self.connect(Some(&e.upstream_init(SUPPORTED_VERSIONS[0])))
+                        .await;
                     if method == "server/discover" {
                         self.connect(None).await;
                         let (capabilities, instructions) = self.offered();
@@ -1597,7 +1612,7 @@ impl Gateway {
                 if session.modern.load(Ordering::Relaxed) {
                     // A 2026-07-28 client takes requests only as input requests of the
                     // call they belong to (its latest call on this connection).
-                    if modern::INPUT_METHODS.contains(&method.as_str()) {
+                    if modern::input_capability(&method).is_some() {
                         let interrupt = session
                             .latest_on(&conn)
                             .and_then(|k| lock(&session.interrupts).get(&k).cloned());

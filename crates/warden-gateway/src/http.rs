@@ -51,6 +51,8 @@ const SINK_CAPACITY: usize = 256;
 const DONE_KEPT: usize = 32;
 /// How long a call whose SSE stream dropped waits for the client to resume it.
 const RESUME_GRACE: Duration = Duration::from_secs(5);
+/// Open sessions at most; an initialize beyond it gets 503 until some end.
+const MAX_SESSIONS: usize = 10_000;
 /// What SSE clients are told to wait before reconnecting, in milliseconds.
 const RETRY_MS: u64 = 1000;
 /// How long a POST waits for its first message before answering with a stream.
@@ -742,6 +744,14 @@ impl Front {
         }
         let (session, new) = match &msg {
             Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("initialize") => {
+                if self.sessions().len() >= MAX_SESSIONS {
+                    tracing::warn!("{MAX_SESSIONS} HTTP sessions are open; a new one is refused");
+                    return refuse(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        jsonrpc::INTERNAL_ERROR,
+                        answer::HTTP_TOO_MANY_SESSIONS,
+                    );
+                }
                 (self.open_session(caller), true)
             }
             _ => match self.session_of(&headers, &caller.name) {

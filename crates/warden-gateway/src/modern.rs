@@ -38,8 +38,21 @@ pub const STATE_TTL_SECS: u64 = 600;
 pub const APPROVAL_KEY: &str = "warden/approval";
 /// The input request key of an upstream's request, bridged to the client.
 pub const UPSTREAM_KEY: &str = "warden/upstream";
-/// Server-to-client requests that can travel as input requests.
-pub const INPUT_METHODS: &[&str] = &["sampling/createMessage", "elicitation/create", "roots/list"];
+/// Server-to-client requests that can travel as input requests, with the client
+/// capability each needs.
+pub const INPUT_METHODS: &[(&str, &str)] = &[
+    ("sampling/createMessage", "sampling"),
+    ("elicitation/create", "elicitation"),
+    ("roots/list", "roots"),
+];
+
+/// The capability a client needs to take `method` as an input request.
+pub fn input_capability(method: &str) -> Option<&'static str> {
+    INPUT_METHODS
+        .iter()
+        .find(|(m, _)| *m == method)
+        .map(|(_, c)| *c)
+}
 
 /// Methods the revision removed; a request speaking it gets -32601 for them.
 pub const REMOVED: &[&str] = &[
@@ -54,11 +67,23 @@ pub const REMOVED: &[&str] = &[
 #[derive(Debug, Clone, Default)]
 pub struct Envelope {
     pub capabilities: Value,
+    pub client_info: Option<Value>,
     pub input_responses: Option<Map<String, Value>>,
     pub request_state: Option<String>,
 }
 
 impl Envelope {
+    /// The initialize params the gateway offers its upstreams when this client is
+    /// the first: its capabilities and who it is, at the newest handshake version.
+    pub fn upstream_init(&self, handshake_version: &str) -> Value {
+        let mut init =
+            json!({"protocolVersion": handshake_version, "capabilities": self.capabilities});
+        if let Some(info) = &self.client_info {
+            init["clientInfo"] = info.clone();
+        }
+        init
+    }
+
     /// Whether the client declared a capability on this request.
     pub fn can(&self, capability: &str) -> bool {
         self.capabilities
@@ -92,6 +117,7 @@ pub fn take_envelope(params: &mut Option<Value>) -> Result<Option<Envelope>, Val
     let Some(capabilities) = meta.get(CLIENT_CAPABILITIES_KEY).cloned() else {
         return Err(invalid(answer::ENVELOPE_NO_CAPABILITIES.into()));
     };
+    let client_info = meta.get(CLIENT_INFO_KEY).cloned();
     for key in [
         PROTOCOL_VERSION_KEY,
         CLIENT_INFO_KEY,
@@ -104,6 +130,7 @@ pub fn take_envelope(params: &mut Option<Value>) -> Result<Option<Envelope>, Val
     let params = params.as_mut().and_then(Value::as_object_mut);
     let mut envelope = Envelope {
         capabilities,
+        client_info,
         ..Envelope::default()
     };
     if let Some(p) = params {
