@@ -64,6 +64,7 @@ fn tools() -> Value {
         {"name": "test_elicitation_sep1034_defaults", "description": "Asks with default values.", "inputSchema": empty_schema()},
         {"name": "test_elicitation_sep1330_enums", "description": "Asks with enum schemas.", "inputSchema": empty_schema()},
         {"name": "test_reconnection", "description": "Answers after a short pause.", "inputSchema": empty_schema()},
+        {"name": "garbage_answer", "description": "Over HTTP, answers with a body that is not JSON.", "inputSchema": empty_schema()},
         {"name": "json_schema_2020_12_tool", "description": "Declares a 2020-12 schema.", "inputSchema": {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "type": "object",
@@ -237,6 +238,7 @@ fn call(out: &Out, waiting: &Waiting, next: &AtomicU64, name: &str, params: &Val
             std::thread::sleep(Duration::from_millis(200));
             json!({"content": [text("Reconnection test completed.")]})
         }
+        "garbage_answer" => json!({"content": [text("Over stdio this tool answers normally.")]}),
         "json_schema_2020_12_tool" => json!({"content": [text(&format!("Received: {args}"))]}),
         other => json!({"content": [text(&format!("Unknown tool: {other}"))], "isError": true}),
     }
@@ -440,6 +442,7 @@ mod http {
 
     enum Body {
         Empty,
+        Bytes(Option<Bytes>),
         Sse(Sse),
     }
 
@@ -452,6 +455,7 @@ mod http {
         ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
             match self.get_mut() {
                 Body::Empty => Poll::Ready(None),
+                Body::Bytes(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
                 Body::Sse(s) => Pin::new(s).poll_frame(cx),
             }
         }
@@ -486,6 +490,12 @@ mod http {
             return status(StatusCode::BAD_REQUEST);
         };
         let is_request = msg.get("method").is_some() && msg.get("id").is_some();
+        if msg.pointer("/params/name").and_then(Value::as_str) == Some("garbage_answer") {
+            let mut r = Response::new(Body::Bytes(Some(Bytes::from_static(b"this is not JSON"))));
+            r.headers_mut()
+                .insert("content-type", "application/json".parse().unwrap());
+            return r;
+        }
         let initialize = msg.get("method").and_then(Value::as_str) == Some("initialize");
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
         let (tx, rx) = mpsc::unbounded_channel();

@@ -103,6 +103,19 @@ fn an_http_upstream_is_relayed_like_a_child_process() {
         "This is the content of a static text resource."
     );
 
+    // An answer that is not JSON fails the call at once (not at its 5 s timeout).
+    let started = Instant::now();
+    let r = w.call("cf.garbage_answer", json!({}));
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        "Error: An internal error occurred while executing the tool."
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
     // The server goes away: a call fails promptly with E2; it comes back: calls work again.
     server.kill().unwrap();
     server.wait().unwrap();

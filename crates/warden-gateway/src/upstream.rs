@@ -38,11 +38,14 @@ pub enum CallError {
     Gone,
     #[error("the request was cancelled")]
     Cancelled,
+    #[error("the upstream's answer held no response to the request")]
+    NoResponse,
 }
 
 enum Reply {
     Response(Value),
     Cancelled,
+    NoResponse,
 }
 
 /// Where an upstream's requests and notifications go (the gateway's router).
@@ -125,6 +128,7 @@ impl Conn {
         match tokio::time::timeout(Duration::from_millis(timeout_ms), &mut reply.0).await {
             Ok(Ok(Reply::Response(v))) => Ok(v),
             Ok(Ok(Reply::Cancelled)) => Err(CallError::Cancelled),
+            Ok(Ok(Reply::NoResponse)) => Err(CallError::NoResponse),
             Ok(Err(_)) => Err(CallError::Gone),
             Err(_) => {
                 self.cancel(id, "timed out at the gateway");
@@ -180,6 +184,27 @@ impl Conn {
         if self.tx.send(jsonrpc::to_line(&msg)).await.is_err() {
             tracing::warn!(upstream = %self.name, "a message to the upstream was dropped: it is gone");
         }
+    }
+
+    /// Fails a request whose answer came and held no response (its waiter learns
+    /// at once; the caller gets the internal-error answer).
+    pub fn no_response(&self, id: u64) {
+        let waiter = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        if let Some(w) = waiter {
+            let _ = w.send(Reply::NoResponse);
+        }
+    }
+
+    /// Whether a request still waits for its response.
+    pub fn is_pending(&self, id: u64) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&id)
     }
 
     pub fn is_closed(&self) -> bool {

@@ -11,7 +11,6 @@
 //! connection: waiting calls fail at once and the gateway reconnects with backoff.
 
 use super::{deliver, Conn, Inbound, Upstream};
-use crate::jsonrpc;
 use crate::webhook::Webhook;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full};
@@ -106,21 +105,23 @@ impl Http {
             return;
         };
         // A request that gets no JSON-RPC answer is answered here, so its caller learns at once.
-        let request_id = serde_json::from_slice::<Value>(&line)
+        let pending_id = serde_json::from_slice::<Value>(&line)
             .ok()
             .filter(|m| m.get("method").is_some())
-            .and_then(|m| m.get("id").cloned());
+            .and_then(|m| m.get("id").and_then(Value::as_u64));
         match self.exchange(&conn, line).await {
-            Ok(()) => {}
+            Ok(()) => {
+                // The answer is over and held no response to this request (garbage, or
+                // a stream that closed early): the caller hears now, not at its timeout.
+                if let Some(n) = pending_id.filter(|n| conn.is_pending(*n)) {
+                    tracing::warn!(upstream = %conn.name, "the HTTP upstream's answer carried no response to the request");
+                    conn.no_response(n);
+                }
+            }
             Err(Failure::Refused(status)) => {
                 tracing::warn!(upstream = %conn.name, %status, "the HTTP upstream refused a message");
-                if let Some(id) = request_id {
-                    let reply = jsonrpc::error(
-                        id.clone(),
-                        jsonrpc::INTERNAL_ERROR,
-                        &format!("the upstream answered HTTP {status}"),
-                    );
-                    conn.resolve(&id, reply);
+                if let Some(n) = pending_id {
+                    conn.no_response(n);
                 }
             }
             Err(Failure::SessionGone) => {
