@@ -548,3 +548,82 @@ fn an_idle_session_ends_and_a_busy_one_does_not() {
     }
     assert_eq!(ping(&idle), 404);
 }
+
+#[test]
+fn the_get_stream_carries_what_belongs_to_no_request() {
+    let w = HttpWarden::start("http-get", &anonymous(""), &[]);
+    let sid = w.session(&[]);
+    let mut headers = vec![
+        ("Accept", "text/event-stream"),
+        ("Mcp-Session-Id", sid.as_str()),
+    ];
+    let mut stream = open(&w.addr, "GET", &headers, "");
+    assert_eq!(stream.status, 200);
+    let (priming, data) = stream.next_event().expect("a priming event");
+    assert!(
+        priming.starts_with("0-") && data.is_empty(),
+        "{priming:?} {data:?}"
+    );
+    // One GET stream per session.
+    let second = request(&w.addr, "GET", &headers, "");
+    assert_eq!(second.status, 409);
+    assert_eq!(
+        second.body,
+        error_body("Conflict: this session already has a GET stream open.")
+    );
+    // A tool list change upstream reaches the client on the GET stream.
+    let r = w.post(
+        &[("Mcp-Session-Id", &sid)],
+        &call(1, "fx.add_tool", json!({})),
+    );
+    assert_eq!(r.json()["result"]["content"][0]["text"], "added");
+    let (id, data) = stream.next_event().expect("list_changed");
+    assert!(id.starts_with("0-"));
+    let msg: Value = serde_json::from_str(&data).unwrap();
+    assert_eq!(msg["method"], "notifications/tools/list_changed");
+    drop(stream);
+    // Once it is gone another may open.
+    std::thread::sleep(Duration::from_millis(100));
+    headers.push(("X-Again", "1"));
+    let mut again = open(&w.addr, "GET", &headers, "");
+    assert_eq!(again.status, 200);
+    assert!(again.next_event().is_some());
+}
+
+#[test]
+fn a_client_gone_without_keep_alive_is_noticed_by_the_heartbeat() {
+    // With `Connection: close` the server never reads the socket again, so only a
+    // failed write shows the client left: the long call's stream sends heartbeats.
+    let w = HttpWarden::start(
+        "http-heartbeat",
+        &anonymous("[audit]\njsonl = \"{dir}/audit.jsonl\"\n"),
+        &[],
+    );
+    let sid = w.session(&[]);
+    let mut headers = POST.to_vec();
+    headers.push(("Mcp-Session-Id", &sid));
+    headers.push(("Connection", "close"));
+    let stream = open(
+        &w.addr,
+        "POST",
+        &headers,
+        &call(1, "fx.slow", json!({"ms": 30000})).to_string(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    drop(stream);
+    let started = Instant::now();
+    let audit = w.dir.join("audit.jsonl");
+    loop {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains("fx.slow")) {
+            let record: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(record["outcome"], "cancelled", "{record}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(25),
+            "the call was not cancelled: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
