@@ -44,7 +44,7 @@ enum Command {
         /// Serve on stdin/stdout.
         #[arg(long, conflicts_with = "http")]
         stdio: bool,
-        /// Serve Streamable HTTP on ADDR (e.g. 127.0.0.1:8931), path /mcp.
+        /// Serve Streamable HTTP on ADDR, path /mcp (no ADDR: gateway.listen, 127.0.0.1:8931 by default).
         #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
         http: Option<String>,
     },

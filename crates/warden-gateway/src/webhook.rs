@@ -41,7 +41,7 @@ impl Webhook {
     /// Parses `http://host[:port][/path]`; the message says what to write instead.
     pub fn parse(url: &str, timeout_ms: u64) -> Result<Webhook, String> {
         let rest = url.strip_prefix("http://").ok_or_else(|| {
-            format!("'{url}' is not an http:// URL; webhooks are plain HTTP (put a TLS proxy on loopback for https)")
+            format!("'{url}' is not an http:// URL; this build speaks plain HTTP to webhooks and upstreams (for https, put a TLS-terminating proxy on loopback)")
         })?;
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
