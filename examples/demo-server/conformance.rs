@@ -64,6 +64,8 @@ fn tools() -> Value {
         {"name": "test_elicitation_sep1034_defaults", "description": "Asks with default values.", "inputSchema": empty_schema()},
         {"name": "test_elicitation_sep1330_enums", "description": "Asks with enum schemas.", "inputSchema": empty_schema()},
         {"name": "test_reconnection", "description": "Answers after a short pause.", "inputSchema": empty_schema()},
+        {"name": "sleep", "description": "Answers after ms milliseconds.", "inputSchema": {"type": "object",
+            "properties": {"ms": {"type": "integer", "minimum": 0, "maximum": 60000}}, "required": ["ms"]}},
         {"name": "garbage_answer", "description": "Over HTTP, answers with a body that is not JSON.", "inputSchema": empty_schema()},
         {"name": "json_schema_2020_12_tool", "description": "Declares a 2020-12 schema.", "inputSchema": {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -237,6 +239,11 @@ fn call(out: &Out, waiting: &Waiting, next: &AtomicU64, name: &str, params: &Val
         "test_reconnection" => {
             std::thread::sleep(Duration::from_millis(200));
             json!({"content": [text("Reconnection test completed.")]})
+        }
+        "sleep" => {
+            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+            std::thread::sleep(Duration::from_millis(ms));
+            json!({"content": [text(&format!("slept {ms} ms"))]})
         }
         "garbage_answer" => json!({"content": [text("Over stdio this tool answers normally.")]}),
         "json_schema_2020_12_tool" => json!({"content": [text(&format!("Received: {args}"))]}),

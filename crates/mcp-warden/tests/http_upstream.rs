@@ -8,7 +8,7 @@ use common::*;
 use serde_json::json;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const CONFORMANCE: &str = env!("CARGO_BIN_EXE_warden-conformance-upstream");
 
@@ -229,5 +229,57 @@ fn a_host_stacks_layers_over_an_http_mcp_client() {
         assert!(results[2].text().contains("name"), "{}", results[2].text());
         client.shutdown().await;
     });
+    let _ = server.kill();
+}
+
+#[test]
+fn an_http_upstream_says_which_call_its_request_is_for() {
+    use common::http::{open, request, HttpWarden, POST};
+    // Over HTTP the upstream's request arrives on the answer stream of one call, so
+    // it goes to that caller even while another caller's call waits on the same server.
+    let (mut server, addr) = http_server("127.0.0.1:0", None);
+    let w = HttpWarden::start(
+        "http-upstream-tied",
+        &format!("[gateway]\nanonymous_caller = \"dev\"\n{}", upstream(&addr, "")),
+        &[],
+    );
+    let a = w.session(&[]);
+    let b = w.session(&[]);
+    let call = |id: i64, tool: &str, args: serde_json::Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
+            .to_string()
+    };
+    let (gw, a2) = (w.addr.clone(), a.clone());
+    let sleeper = std::thread::spawn(move || {
+        let mut headers = POST.to_vec();
+        headers.push(("Mcp-Session-Id", &a2));
+        request(&gw, "POST", &headers, &call(1, "cf.sleep", json!({"ms": 1500})))
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut headers = POST.to_vec();
+    headers.push(("Mcp-Session-Id", &b));
+    let mut stream = open(&w.addr, "POST", &headers, &call(2, "cf.test_sampling", json!({"prompt": "for b"})));
+    let asked = loop {
+        let (_, data) = stream.next_event().expect("the sampling request on b's stream");
+        if data.is_empty() {
+            continue;
+        }
+        let msg: serde_json::Value = serde_json::from_str(&data).unwrap();
+        if msg["method"] == "sampling/createMessage" {
+            break msg;
+        }
+    };
+    assert_eq!(asked["params"]["messages"][0]["content"]["text"], "for b");
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"role": "assistant",
+        "content": {"type": "text", "text": "answer for b"}, "model": "m"}});
+    let r = w.post(&[("Mcp-Session-Id", &b)], &answer);
+    assert_eq!(r.status, 202);
+    let rest = stream.finish();
+    let result = rest.messages().pop().expect("b's result");
+    assert_eq!(result["result"]["content"][0]["text"], "LLM response: answer for b");
+    let a_reply = sleeper.join().unwrap();
+    let messages = a_reply.messages();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0]["result"]["content"][0]["text"], "slept 1500 ms");
     let _ = server.kill();
 }

@@ -198,6 +198,10 @@ pub const UPSTREAM_EMPTY_ANSWER: &str =
     "Internal error: the server behind the gateway sent an empty answer.";
 /// An upstream asked the client something, but no client is connected.
 pub const NO_CLIENT: &str = "No client is connected to the gateway.";
+/// An upstream asked something, and several clients' calls wait on it: the
+/// gateway will not guess whose it is.
+pub const UNTIED_REQUEST: &str =
+    "The gateway cannot tell which of its clients this request is for, so it was not relayed.";
 /// To an upstream: the client did not declare the capability its request needs.
 pub const CLIENT_LACKS_CAPABILITY: &str =
     "The client did not declare the capability this request needs.";

@@ -25,7 +25,13 @@ pub struct McpClient {
 struct HostInbound;
 
 impl Inbound for HostInbound {
-    fn on_message(&self, _upstream: usize, conn: &Arc<Conn>, msg: Value) -> BoxedSend {
+    fn on_message(
+        &self,
+        _upstream: usize,
+        conn: &Arc<Conn>,
+        msg: Value,
+        _related: Option<u64>,
+    ) -> BoxedSend {
         let conn = conn.clone();
         Box::pin(async move {
             let Some(id) = msg.get("id").cloned() else {

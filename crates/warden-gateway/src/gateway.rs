@@ -135,6 +135,16 @@ impl ClientSession {
         self.latest_on(conn).is_some()
     }
 
+    /// The client request id of this session's call that is `upstream_id` on `conn`.
+    fn call_for(&self, conn: &Arc<Conn>, upstream_id: u64) -> Option<String> {
+        lock(&self.inflight)
+            .iter()
+            .find(|(_, (c, id))| {
+                *id == upstream_id && c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, conn))
+            })
+            .map(|(k, _)| k.clone())
+    }
+
     /// The client request id of this session's most recent call waiting on `conn`.
     fn latest_on(&self, conn: &Arc<Conn>) -> Option<String> {
         lock(&self.inflight)
@@ -1590,7 +1600,41 @@ impl Gateway {
         }
     }
 
-    async fn route_from_upstream(self: Arc<Self>, index: usize, conn: Arc<Conn>, msg: Value) {
+    /// The session an upstream's request or log message is for: the one whose call
+    /// it came with (an HTTP upstream says which), else the only session with a call
+    /// on that connection, else the only session there is. Several candidates and
+    /// nothing to tell them apart: none, so one caller never sees another's traffic.
+    fn session_for(&self, conn: &Arc<Conn>, related: Option<u64>) -> Option<Arc<ClientSession>> {
+        let sessions = self.live_sessions();
+        if let Some(upstream_id) = related {
+            let owner = sessions.iter().find(|s| {
+                lock(&s.inflight).values().any(|(c, id)| {
+                    *id == upstream_id && c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, conn))
+                })
+            });
+            if let Some(owner) = owner {
+                return Some(owner.clone());
+            }
+        }
+        let mut using = sessions.iter().filter(|s| s.uses(conn));
+        match (using.next(), using.next()) {
+            (Some(only), None) => return Some(only.clone()),
+            (Some(_), Some(_)) => return None,
+            (None, _) => {}
+        }
+        match sessions.as_slice() {
+            [only] => Some(only.clone()),
+            _ => None,
+        }
+    }
+
+    async fn route_from_upstream(
+        self: Arc<Self>,
+        index: usize,
+        conn: Arc<Conn>,
+        msg: Value,
+        related: Option<u64>,
+    ) {
         let method = msg
             .get("method")
             .and_then(Value::as_str)
@@ -1600,22 +1644,24 @@ impl Gateway {
         match (id, method.as_str()) {
             (Some(id), "ping") => conn.send(jsonrpc::response(id, json!({}))).await,
             (Some(their_id), _) => {
-                let sessions = self.live_sessions();
-                let target = sessions
-                    .iter()
-                    .find(|s| s.uses(&conn))
-                    .or(sessions.first())
-                    .cloned();
-                let Some(session) = target else {
-                    return refuse_upstream(&conn, their_id, answer::NO_CLIENT).await;
+                let Some(session) = self.session_for(&conn, related) else {
+                    let text = if self.live_sessions().is_empty() {
+                        answer::NO_CLIENT
+                    } else {
+                        tracing::warn!(upstream = %self.upstreams[index].name, %method, "an upstream request could not be tied to one client; refused");
+                        answer::UNTIED_REQUEST
+                    };
+                    return refuse_upstream(&conn, their_id, text).await;
                 };
                 if session.modern.load(Ordering::Relaxed) {
                     // A 2026-07-28 client takes requests only as input requests of the
                     // call they belong to (its latest call on this connection).
                     if modern::input_capability(&method).is_some() {
-                        let interrupt = session
-                            .latest_on(&conn)
-                            .and_then(|k| lock(&session.interrupts).get(&k).cloned());
+                        let call = related
+                            .and_then(|r| session.call_for(&conn, r))
+                            .or_else(|| session.latest_on(&conn));
+                        let interrupt =
+                            call.and_then(|k| lock(&session.interrupts).get(&k).cloned());
                         if let Some(tx) = interrupt {
                             let mut request = msg;
                             if let Some(o) = request.as_object_mut() {
@@ -1683,6 +1729,16 @@ impl Gateway {
                     }
                 });
             }
+            (None, "notifications/message") => {
+                // Log messages may carry a caller's data: only to the session they belong to.
+                match self.session_for(&conn, related) {
+                    Some(s) if !s.modern.load(Ordering::Relaxed) => s.send(msg).await,
+                    Some(_) => {}
+                    None => {
+                        tracing::debug!(upstream = %self.upstreams[index].name, "an upstream log message tied to no one client was not relayed")
+                    }
+                }
+            }
             (None, _) => self.broadcast(msg).await,
         }
     }
@@ -1737,12 +1793,18 @@ impl Gateway {
 }
 
 impl Inbound for Gateway {
-    fn on_message(&self, upstream: usize, conn: &Arc<Conn>, msg: Value) -> BoxedSend {
+    fn on_message(
+        &self,
+        upstream: usize,
+        conn: &Arc<Conn>,
+        msg: Value,
+        related: Option<u64>,
+    ) -> BoxedSend {
         let me = self.me.upgrade();
         let conn = conn.clone();
         Box::pin(async move {
             if let Some(me) = me {
-                me.route_from_upstream(upstream, conn, msg).await;
+                me.route_from_upstream(upstream, conn, msg, related).await;
             }
         })
     }

@@ -51,7 +51,15 @@ enum Reply {
 /// Where an upstream's requests and notifications go (the gateway's router).
 pub trait Inbound: Send + Sync {
     /// A request or notification from the upstream, in the order it was written.
-    fn on_message(&self, upstream: usize, conn: &Arc<Conn>, msg: Value) -> futures_lite::BoxedSend;
+    /// `related` is the gateway's request it came with, when the transport says
+    /// (an HTTP upstream's answer stream); over stdio nothing says.
+    fn on_message(
+        &self,
+        upstream: usize,
+        conn: &Arc<Conn>,
+        msg: Value,
+        related: Option<u64>,
+    ) -> futures_lite::BoxedSend;
     /// The child exited or closed its stdout.
     fn on_exit(&self, upstream: usize, generation: u64);
 }
@@ -269,7 +277,12 @@ impl Conn {
 
 /// Hands one message an upstream wrote to whoever waits for it: a response to its
 /// pending request, anything else to the router, in order.
-pub(crate) async fn deliver(conn: &Arc<Conn>, inbound: &Weak<dyn Inbound>, bytes: &[u8]) {
+pub(crate) async fn deliver(
+    conn: &Arc<Conn>,
+    inbound: &Weak<dyn Inbound>,
+    bytes: &[u8],
+    related: Option<u64>,
+) {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return;
     }
@@ -287,7 +300,7 @@ pub(crate) async fn deliver(conn: &Arc<Conn>, inbound: &Weak<dyn Inbound>, bytes
         }
         Kind::Request { .. } | Kind::Notification { .. } => {
             if let Some(router) = inbound.upgrade() {
-                router.on_message(conn.upstream, conn, msg).await;
+                router.on_message(conn.upstream, conn, msg, related).await;
             }
         }
         Kind::Invalid(why) => {
@@ -510,7 +523,7 @@ impl Upstream {
             loop {
                 match jsonrpc::read_line(&mut out, max).await {
                     Ok(Some(Line::Message(bytes))) => {
-                        deliver(&reader_conn, &inbound, &bytes).await;
+                        deliver(&reader_conn, &inbound, &bytes, None).await;
                     }
                     Ok(Some(Line::TooLong(n))) => {
                         tracing::warn!(upstream = %name, "skipped a {n}-byte message: larger than gateway.max_message_bytes");

@@ -109,7 +109,7 @@ impl Http {
             .ok()
             .filter(|m| m.get("method").is_some())
             .and_then(|m| m.get("id").and_then(Value::as_u64));
-        match self.exchange(&conn, line).await {
+        match self.exchange(&conn, line, pending_id).await {
             Ok(()) => {
                 // The answer is over and held no response to this request (garbage, or
                 // a stream that closed early): the caller hears now, not at its timeout.
@@ -194,7 +194,12 @@ impl Http {
         }
     }
 
-    async fn exchange(self: &Arc<Self>, conn: &Arc<Conn>, line: Vec<u8>) -> Result<(), Failure> {
+    async fn exchange(
+        self: &Arc<Self>,
+        conn: &Arc<Conn>,
+        line: Vec<u8>,
+        related: Option<u64>,
+    ) -> Result<(), Failure> {
         let mut sender = self.sender().await?;
         let mut req = self.request(
             "POST",
@@ -223,7 +228,7 @@ impl Http {
         if !status.is_success() {
             return Err(Failure::Refused(status));
         }
-        self.read_answer(conn, response).await?;
+        self.read_answer(conn, response, related).await?;
         self.give_back(sender);
         Ok(())
     }
@@ -233,6 +238,7 @@ impl Http {
         self: &Arc<Self>,
         conn: &Arc<Conn>,
         response: Response<Incoming>,
+        related: Option<u64>,
     ) -> Result<(), Failure> {
         let sse = response
             .headers()
@@ -247,7 +253,7 @@ impl Http {
                 .map_err(|e| Failure::Unreachable(format!("reading an answer failed: {e}")))?
                 .to_bytes();
             if !bytes.iter().all(u8::is_ascii_whitespace) {
-                self.take(conn, &bytes).await;
+                self.take(conn, &bytes, related).await;
             }
             return Ok(());
         }
@@ -260,7 +266,7 @@ impl Http {
             };
             buffer.extend_from_slice(&data);
             for event in take_events(&mut buffer) {
-                self.take(conn, &event).await;
+                self.take(conn, &event, related).await;
             }
             if buffer.len() > self.max {
                 tracing::warn!(upstream = %conn.name, "an SSE event larger than gateway.max_message_bytes; the stream is dropped");
@@ -270,7 +276,7 @@ impl Http {
         Ok(())
     }
 
-    async fn take(self: &Arc<Self>, conn: &Arc<Conn>, message: &[u8]) {
+    async fn take(self: &Arc<Self>, conn: &Arc<Conn>, message: &[u8], related: Option<u64>) {
         if lock(&self.version).is_none() {
             // The initialize answer: later requests name its version, and the GET stream can open.
             if let Ok(v) = serde_json::from_slice::<Value>(message) {
@@ -283,7 +289,7 @@ impl Http {
                 }
             }
         }
-        deliver(conn, &self.inbound, message).await;
+        deliver(conn, &self.inbound, message, related).await;
     }
 
     /// [`Http::listen`] behind a box: it reads answers, which may start it.
@@ -332,7 +338,7 @@ impl Http {
                     return;
                 }
                 s if s.is_success() => {
-                    let _ = self.read_answer(&conn, response).await;
+                    let _ = self.read_answer(&conn, response, None).await;
                 }
                 _ => {}
             }
