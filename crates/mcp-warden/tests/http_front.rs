@@ -639,15 +639,30 @@ fn an_upstream_request_that_could_be_anyones_goes_to_no_one() {
     let slow = std::thread::spawn(move || {
         let mut headers = POST.to_vec();
         headers.push(("Mcp-Session-Id", &a2));
-        request(&addr, "POST", &headers, &call(1, "fx.slow", json!({"ms": 1500})).to_string())
+        request(
+            &addr,
+            "POST",
+            &headers,
+            &call(1, "fx.slow", json!({"ms": 1500})).to_string(),
+        )
     });
     std::thread::sleep(Duration::from_millis(300));
-    let r = w.post(&[("Mcp-Session-Id", &b)], &call(2, "fx.sample", json!({"prompt": "b's secret"})));
+    let r = w.post(
+        &[("Mcp-Session-Id", &b)],
+        &call(2, "fx.sample", json!({"prompt": "b's secret"})),
+    );
     let messages = r.messages();
     assert_eq!(messages.len(), 1, "{messages:?}");
-    assert_eq!(messages[0]["result"]["content"][0]["text"], "model said: <no answer>");
+    assert_eq!(
+        messages[0]["result"]["content"][0]["text"],
+        "model said: <no answer>"
+    );
     let a_reply = slow.join().unwrap();
     let messages = a_reply.messages();
-    assert_eq!(messages.len(), 1, "session a was shown another call's request: {messages:?}");
+    assert_eq!(
+        messages.len(),
+        1,
+        "session a was shown another call's request: {messages:?}"
+    );
     assert_eq!(messages[0]["result"]["content"][0]["text"], "slept 1500 ms");
 }

@@ -240,7 +240,10 @@ fn an_http_upstream_says_which_call_its_request_is_for() {
     let (mut server, addr) = http_server("127.0.0.1:0", None);
     let w = HttpWarden::start(
         "http-upstream-tied",
-        &format!("[gateway]\nanonymous_caller = \"dev\"\n{}", upstream(&addr, "")),
+        &format!(
+            "[gateway]\nanonymous_caller = \"dev\"\n{}",
+            upstream(&addr, "")
+        ),
         &[],
     );
     let a = w.session(&[]);
@@ -253,14 +256,26 @@ fn an_http_upstream_says_which_call_its_request_is_for() {
     let sleeper = std::thread::spawn(move || {
         let mut headers = POST.to_vec();
         headers.push(("Mcp-Session-Id", &a2));
-        request(&gw, "POST", &headers, &call(1, "cf.sleep", json!({"ms": 1500})))
+        request(
+            &gw,
+            "POST",
+            &headers,
+            &call(1, "cf.sleep", json!({"ms": 1500})),
+        )
     });
     std::thread::sleep(Duration::from_millis(300));
     let mut headers = POST.to_vec();
     headers.push(("Mcp-Session-Id", &b));
-    let mut stream = open(&w.addr, "POST", &headers, &call(2, "cf.test_sampling", json!({"prompt": "for b"})));
+    let mut stream = open(
+        &w.addr,
+        "POST",
+        &headers,
+        &call(2, "cf.test_sampling", json!({"prompt": "for b"})),
+    );
     let asked = loop {
-        let (_, data) = stream.next_event().expect("the sampling request on b's stream");
+        let (_, data) = stream
+            .next_event()
+            .expect("the sampling request on b's stream");
         if data.is_empty() {
             continue;
         }
@@ -276,7 +291,10 @@ fn an_http_upstream_says_which_call_its_request_is_for() {
     assert_eq!(r.status, 202);
     let rest = stream.finish();
     let result = rest.messages().pop().expect("b's result");
-    assert_eq!(result["result"]["content"][0]["text"], "LLM response: answer for b");
+    assert_eq!(
+        result["result"]["content"][0]["text"],
+        "LLM response: answer for b"
+    );
     let a_reply = sleeper.join().unwrap();
     let messages = a_reply.messages();
     assert_eq!(messages.len(), 1, "{messages:?}");

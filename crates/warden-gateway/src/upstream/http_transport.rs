@@ -304,46 +304,59 @@ impl Http {
     async fn listen(self: Arc<Self>) {
         // The server learns the session is initialised from our next message; give it a moment.
         tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut delay = Duration::from_secs(1);
         loop {
             let Some(conn) = self.conn.upgrade().filter(|c| !c.is_closed()) else {
                 return;
             };
-            // Its own connection: a GET stream holds one for as long as it lasts.
-            let (host, port, _, _) = self.target.target();
-            let Ok(Ok(stream)) =
-                tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port))).await
-            else {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            };
-            let Ok((mut get_sender, connection)) =
-                hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
-                    .await
-            else {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            };
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            let req = self.request("GET", Empty::new(), "text/event-stream");
-            let Ok(response) = get_sender.send_request(req).await else {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            };
-            match response.status() {
-                StatusCode::METHOD_NOT_ALLOWED => return,
-                StatusCode::NOT_FOUND => {
-                    self.lost(&conn);
-                    return;
+            if let Some(response) = self.open_stream().await {
+                match response.status() {
+                    StatusCode::METHOD_NOT_ALLOWED => return,
+                    StatusCode::NOT_FOUND => {
+                        self.lost(&conn);
+                        return;
+                    }
+                    s if s.is_success() => {
+                        delay = Duration::from_secs(1);
+                        // The stream ends with the connection it serves.
+                        let closed = async {
+                            while !conn.is_closed() {
+                                tokio::time::sleep(Duration::from_secs(1)).await;
+                            }
+                        };
+                        tokio::select! {
+                            _ = self.read_answer(&conn, response, None) => {}
+                            _ = closed => return,
+                        }
+                    }
+                    status => {
+                        tracing::debug!(upstream = %conn.name, %status, "the HTTP upstream refused its GET stream; retrying");
+                    }
                 }
-                s if s.is_success() => {
-                    let _ = self.read_answer(&conn, response, None).await;
-                }
-                _ => {}
             }
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            drop(conn);
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(30));
         }
+    }
+
+    /// A GET for the server's own stream, on a connection of its own (the stream
+    /// holds it for as long as it lasts).
+    async fn open_stream(&self) -> Option<Response<Incoming>> {
+        let (host, port, _, _) = self.target.target();
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port)))
+            .await
+            .ok()?
+            .ok()?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
+                .await
+                .ok()?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let req = self.request("GET", Empty::new(), "text/event-stream");
+        sender.send_request(req).await.ok()
     }
 
     /// Tells the server the session is over (best effort).
