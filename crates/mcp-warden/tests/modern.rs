@@ -239,3 +239,34 @@ fn a_client_without_the_capability_is_not_asked() {
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
     assert_eq!(r["result"]["content"][0]["text"], "model said: <no answer>");
 }
+
+#[test]
+fn log_messages_reach_a_modern_client_only_for_calls_that_opt_in() {
+    let conformance = env!("CARGO_BIN_EXE_warden-conformance-upstream");
+    let mut w = Warden::spawn(
+        "modern-logs",
+        &format!("[[upstream]]\nname = \"cf\"\ncommand = [\"{conformance}\"]\n"),
+    );
+    let mut logs_for = |level: Option<&str>| -> usize {
+        let mut params = with_envelope(
+            json!({"name": "cf.test_tool_with_logging", "arguments": {}}),
+            json!({}),
+        );
+        if let Some(l) = level {
+            params["_meta"]["io.modelcontextprotocol/logLevel"] = json!(l);
+        }
+        let r = w.request("tools/call", params);
+        assert_eq!(r["result"]["content"][0]["text"], "Logged three messages.");
+        let n = w
+            .backlog
+            .iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .count();
+        w.backlog.clear();
+        n
+    };
+    assert_eq!(logs_for(None), 0, "no opt-in, no log messages");
+    assert_eq!(logs_for(Some("info")), 3);
+    assert_eq!(logs_for(Some("error")), 0, "all three are info, below error");
+    assert_eq!(logs_for(Some("debug")), 3);
+}

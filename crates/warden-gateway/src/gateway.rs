@@ -44,6 +44,9 @@ pub struct ClientSession {
     /// 2026-07-28 calls waiting upstream (client request id) → where an upstream's
     /// request for that call goes, to be put to the client as an input request.
     interrupts: Mutex<HashMap<String, mpsc::Sender<(Value, Value)>>>,
+    /// 2026-07-28 calls that opted in to log messages (client request id → least
+    /// severe level wanted).
+    log_levels: Mutex<HashMap<String, u8>>,
     /// What the client declared in `initialize`: its capabilities and the version agreed.
     client: RwLock<Option<(Value, &'static str)>>,
     /// The client speaks the stateless 2026-07-28 revision: no requests to it, and
@@ -74,6 +77,7 @@ impl ClientSession {
             server_requests: Mutex::new(HashMap::new()),
             own_requests: Mutex::new(HashMap::new()),
             interrupts: Mutex::new(HashMap::new()),
+            log_levels: Mutex::new(HashMap::new()),
             client: RwLock::new(None),
             modern: AtomicBool::new(false),
         })
@@ -1022,6 +1026,9 @@ impl Gateway {
                 let p = pending(conn, id, reply, meta);
                 if let Some(k) = &p.client_key {
                     lock(&session.inflight).insert(k.clone(), (Arc::downgrade(&p.conn), id));
+                    if let Some(level) = p.meta.envelope.as_ref().and_then(|e| e.log_level) {
+                        lock(&session.log_levels).insert(k.clone(), level);
+                    }
                 }
                 Ok(p)
             }
@@ -1065,6 +1072,7 @@ impl Gateway {
         };
         if let Some(k) = &p.client_key {
             lock(&session.inflight).remove(k);
+            lock(&session.log_levels).remove(k);
         }
         match result {
             Ok(response) => {
@@ -1117,6 +1125,7 @@ impl Gateway {
     ) -> Option<Body> {
         if let Some(k) = &p.client_key {
             lock(&session.inflight).remove(k);
+            lock(&session.log_levels).remove(k);
         }
         let Some(binding) = p.meta.binding.clone() else {
             return Some(answer_body(Answer::ToolError(
@@ -1207,6 +1216,13 @@ impl Gateway {
         pending.conn.send(reply).await;
         let key = jsonrpc::id_key(id);
         lock(&session.inflight).insert(key.clone(), (Arc::downgrade(&pending.conn), pending.id));
+        if let Some(level) =
+            envelope
+                .log_level
+                .or(pending.meta.envelope.as_ref().and_then(|e| e.log_level))
+        {
+            lock(&session.log_levels).insert(key.clone(), level);
+        }
         pending.client_key = Some(key);
         Some(Begun::Waiting(pending))
     }
@@ -1733,7 +1749,20 @@ impl Gateway {
                 // Log messages may carry a caller's data: only to the session they belong to.
                 match self.session_for(&conn, related) {
                     Some(s) if !s.modern.load(Ordering::Relaxed) => s.send(msg).await,
-                    Some(_) => {}
+                    Some(s) => {
+                        // 2026-07-28: only for a call that opted in, at or above its level.
+                        let call = related
+                            .and_then(|r| s.call_for(&conn, r))
+                            .or_else(|| s.latest_on(&conn));
+                        let wanted = call.and_then(|k| lock(&s.log_levels).get(&k).copied());
+                        let level = msg
+                            .pointer("/params/level")
+                            .and_then(Value::as_str)
+                            .and_then(modern::log_rank);
+                        if wanted.is_some_and(|w| level.is_some_and(|l| l >= w)) {
+                            s.send(msg).await;
+                        }
+                    }
                     None => {
                         tracing::debug!(upstream = %self.upstreams[index].name, "an upstream log message tied to no one client was not relayed")
                     }

@@ -68,6 +68,8 @@ pub const REMOVED: &[&str] = &[
 pub struct Envelope {
     pub capabilities: Value,
     pub client_info: Option<Value>,
+    /// The least severe log level the client wants for this request, if it opted in.
+    pub log_level: Option<u8>,
     pub input_responses: Option<Map<String, Value>>,
     pub request_state: Option<String>,
 }
@@ -118,6 +120,10 @@ pub fn take_envelope(params: &mut Option<Value>) -> Result<Option<Envelope>, Val
         return Err(invalid(answer::ENVELOPE_NO_CAPABILITIES.into()));
     };
     let client_info = meta.get(CLIENT_INFO_KEY).cloned();
+    let log_level = meta
+        .get(LOG_LEVEL_KEY)
+        .and_then(Value::as_str)
+        .and_then(log_rank);
     for key in [
         PROTOCOL_VERSION_KEY,
         CLIENT_INFO_KEY,
@@ -131,6 +137,7 @@ pub fn take_envelope(params: &mut Option<Value>) -> Result<Option<Envelope>, Val
     let mut envelope = Envelope {
         capabilities,
         client_info,
+        log_level,
         ..Envelope::default()
     };
     if let Some(p) = params {
@@ -147,6 +154,21 @@ pub fn take_envelope(params: &mut Option<Value>) -> Result<Option<Envelope>, Val
         };
     }
     Ok(Some(envelope))
+}
+
+/// The severity rank of a log level (RFC 5424 order, debug lowest).
+pub fn log_rank(level: &str) -> Option<u8> {
+    const LEVELS: [&str; 8] = [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ];
+    LEVELS.iter().position(|l| *l == level).map(|i| i as u8)
 }
 
 /// Makes a result say what it is (`resultType`) and, for lists, how long it may
