@@ -267,6 +267,10 @@ fn log_messages_reach_a_modern_client_only_for_calls_that_opt_in() {
     };
     assert_eq!(logs_for(None), 0, "no opt-in, no log messages");
     assert_eq!(logs_for(Some("info")), 3);
-    assert_eq!(logs_for(Some("error")), 0, "all three are info, below error");
+    assert_eq!(
+        logs_for(Some("error")),
+        0,
+        "all three are info, below error"
+    );
     assert_eq!(logs_for(Some("debug")), 3);
 }
