@@ -375,7 +375,12 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|a| a == "--http") {
         let addr = args.get(at + 1).map_or("127.0.0.1:0", String::as_str);
-        http::serve(addr, waiting, next);
+        // --tls CERT KEY: serve https with that certificate chain and PKCS#8 key.
+        let tls = args
+            .iter()
+            .position(|a| a == "--tls")
+            .and_then(|t| Some((args.get(t + 1)?.clone(), args.get(t + 2)?.clone())));
+        http::serve(addr, tls, waiting, next);
         return;
     }
     let out: Out = Arc::new(Stdout(Mutex::new(std::io::stdout())));
@@ -529,7 +534,25 @@ mod http {
         r
     }
 
-    pub fn serve(addr: &str, waiting: Waiting, next: Next) {
+    fn acceptor(cert: &str, key: &str) -> tokio_rustls::TlsAcceptor {
+        use tokio_rustls::rustls::pki_types::pem::PemObject;
+        use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+            .expect("a certificate file")
+            .map(|c| c.expect("a PEM certificate"))
+            .collect();
+        let key = PrivateKeyDer::from_pem_file(key).expect("a PKCS#8 key file");
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .expect("a usable certificate and key");
+        tokio_rustls::TlsAcceptor::from(Arc::new(config))
+    }
+
+    pub fn serve(addr: &str, tls: Option<(String, String)>, waiting: Waiting, next: Next) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -539,20 +562,36 @@ mod http {
                 .await
                 .unwrap_or_else(|e| panic!("cannot listen on {addr}: {e}"));
             let local = listener.local_addr().expect("a bound address");
-            eprintln!("warden-conformance-upstream: listening on http://{local}/mcp");
+            let acceptor = tls.map(|(cert, key)| acceptor(&cert, &key));
+            let scheme = if acceptor.is_some() { "https" } else { "http" };
+            eprintln!("warden-conformance-upstream: listening on {scheme}://{local}/mcp");
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
                 let (waiting, next) = (waiting.clone(), next.clone());
+                let acceptor = acceptor.clone();
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
                         let (waiting, next) = (waiting.clone(), next.clone());
                         async move { Ok::<_, Infallible>(serve_one(req, waiting, next).await) }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
+                    let builder = hyper::server::conn::http1::Builder::new();
+                    match acceptor {
+                        Some(a) => {
+                            let Ok(stream) = a.accept(stream).await else {
+                                return;
+                            };
+                            let _ = builder
+                                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                .await;
+                        }
+                        None => {
+                            let _ = builder
+                                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                .await;
+                        }
+                    }
                 });
             }
         });

@@ -8,6 +8,9 @@
 //! `cargo bench -p mcp-warden --bench http_load` (LOAD_SESSIONS, default 32;
 //! LOAD_SECONDS, default 5).
 
+mod common;
+use common::rss_kib;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
@@ -161,16 +164,23 @@ fn through_gateway(sessions: u64, seconds: u64) -> f64 {
         }
         out
     });
+    let rss = rss_kib(gw.id());
     let _ = gw.kill();
     let _ = gw.wait();
     let calls = results.iter().map(|r| r.0).sum();
     let lat = results.into_iter().flat_map(|r| r.1).collect();
-    report(
+    let rate = report(
         "through mcp-warden (HTTP)",
         calls,
         Duration::from_secs(seconds),
         lat,
-    )
+    );
+    println!(
+        "{:28} {:.1} MiB resident after the run ({sessions} sessions still open)",
+        "",
+        rss as f64 / 1024.0
+    );
+    rate
 }
 
 /// The same concurrency straight into the upstream's stdin: `window` requests in flight.

@@ -8,6 +8,9 @@
 //!
 //! `cargo bench -p mcp-warden --bench relay` (N defaults to 2000; set RELAY_N).
 
+mod common;
+use common::rss_kib;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -109,16 +112,6 @@ fn stats(mut v: Vec<Duration>) -> (f64, f64) {
         us(v[v.len() / 2]),
         us(v[(v.len() * 99 / 100).min(v.len() - 1)]),
     )
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 fn config(dir: &std::path::Path, body: &str) -> std::path::PathBuf {

@@ -14,9 +14,23 @@ const CONFORMANCE: &str = env!("CARGO_BIN_EXE_warden-conformance-upstream");
 
 /// The fixture's HTTP front on `addr` (port 0 picks one); returns it and its address.
 fn http_server(addr: &str, token: Option<&str>) -> (Child, String) {
+    serve(addr, token, false)
+}
+
+/// The test certificate material (tests/tls).
+fn tls_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/tls")
+}
+
+fn serve(addr: &str, token: Option<&str>, tls: bool) -> (Child, String) {
     let mut cmd = Command::new(CONFORMANCE);
-    cmd.args(["--http", addr])
-        .stdin(Stdio::null())
+    cmd.args(["--http", addr]);
+    if tls {
+        cmd.arg("--tls")
+            .arg(tls_dir().join("server.pem"))
+            .arg(tls_dir().join("server-key.pem"));
+    }
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     if let Some(t) = token {
@@ -27,6 +41,7 @@ fn http_server(addr: &str, token: Option<&str>) -> (Child, String) {
     let line = lines.next().expect("a banner").expect("a line");
     let addr = line
         .strip_prefix("warden-conformance-upstream: listening on http://")
+        .or_else(|| line.strip_prefix("warden-conformance-upstream: listening on https://"))
         .expect("the banner")
         .trim_end_matches("/mcp")
         .to_owned();
@@ -299,5 +314,36 @@ fn an_http_upstream_says_which_call_its_request_is_for() {
     let messages = a_reply.messages();
     assert_eq!(messages.len(), 1, "{messages:?}");
     assert_eq!(messages[0]["result"]["content"][0]["text"], "slept 1500 ms");
+    let _ = server.kill();
+}
+
+#[test]
+fn an_https_upstream_is_trusted_only_through_its_ca() {
+    let (mut server, addr) = serve("127.0.0.1:0", None, true);
+    let port = addr.rsplit(':').next().unwrap().to_owned();
+    let ca = tls_dir().join("ca.pem");
+    for host in ["localhost", "127.0.0.1"] {
+        let mut w = Warden::start(
+            "https-upstream",
+            &format!(
+                "[[upstream]]\nname = \"cf\"\nurl = \"https://{host}:{port}/mcp\"\ntls_ca_file = \"{}\"\n",
+                ca.display()
+            ),
+        );
+        assert_eq!(
+            w.call_text("cf.test_simple_text", json!({})),
+            "This is a simple text response for testing."
+        );
+    }
+    // Without the private CA the certificate is not trusted: nothing is listed, loudly.
+    let mut w = Warden::start(
+        "https-untrusted",
+        &format!("[[upstream]]\nname = \"cf\"\nurl = \"https://localhost:{port}/mcp\"\n"),
+    );
+    let r = w.request("tools/list", json!({}));
+    assert_eq!(
+        r["error"]["message"],
+        "Listing failed: upstream 'cf' is not available, so the list would be incomplete. Retry shortly."
+    );
     let _ = server.kill();
 }

@@ -220,12 +220,12 @@ fn webhook_config_errors_are_named() {
     );
     let path = write_config(
         &dir,
-        &format!("[access]\nwebhook = {{ url = \"https://x/\" }}\n{DEMO}"),
+        &format!("[access]\nwebhook = {{ url = \"ftp://x/\" }}\n{DEMO}"),
     );
     let (code, _, err) = cli(&["check", "--config", path.to_str().unwrap()]);
     assert_eq!(code, 1);
     assert!(
-        err.contains("access.webhook: 'https://x/' is not an http:// URL"),
+        err.contains("access.webhook: 'ftp://x/' is not an http:// or https:// URL"),
         "{err}"
     );
     let path = write_config(

@@ -90,6 +90,7 @@ impl McpClient {
             url,
             bearer_token_env: None,
             bearer_token,
+            tls_ca_file: None,
             env: Default::default(),
             prefix: false,
             unknown_arguments: None,

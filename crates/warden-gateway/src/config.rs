@@ -145,6 +145,9 @@ pub struct UpstreamConfig {
     /// The token itself, for library users (never read from a config file).
     #[serde(skip)]
     pub bearer_token: Option<String>,
+    /// For an `https://` upstream: a PEM file of CA certificates trusted besides the
+    /// public roots (a private CA). Relative paths resolve against the config's folder.
+    pub tls_ca_file: Option<PathBuf>,
     /// Extra environment variables for the child.
     #[serde(default)]
     pub env: HashMap<String, String>,
@@ -415,6 +418,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "command",
             "url",
             "bearer_token_env",
+            "tls_ca_file",
             "env",
             "prefix",
             "unknown_arguments",
@@ -546,7 +550,13 @@ impl Config {
                     ))
                 }
                 (Some(url), true) => {
-                    Webhook::parse(url, 1).map_err(|m| err(at("url"), m))?;
+                    let target = Webhook::parse(url, 1).map_err(|m| err(at("url"), m))?;
+                    if up.tls_ca_file.is_some() && !target.is_tls() {
+                        return Err(err(
+                            at("tls_ca_file"),
+                            "is for https:// upstreams; this url is plain http".into(),
+                        ));
+                    }
                 }
                 (None, _) => {
                     if up.command.is_empty() || up.command[0].is_empty() {
@@ -1026,6 +1036,42 @@ close_schema = true
             c.policy().resolve("notes", "list_notes").unknown,
             UnknownMode::Reject
         );
+    }
+
+    #[test]
+    fn http_upstreams_are_checked() {
+        let e = Config::parse(
+            "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\ntls_ca_file = \"ca.pem\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: upstream[0].tls_ca_file: is for https:// upstreams; this url is plain http"
+        );
+        let e = Config::parse(
+            "[[upstream]]\nname = \"a\"\nurl = \"ftp://x/mcp\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: upstream[0].url: 'ftp://x/mcp' is not an http:// or https:// URL"
+        );
+        let e = Config::parse(
+            "[[upstream]]\nname = \"a\"\nurl = \"http://x/mcp\"\ncommand = [\"y\"]\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: upstream[0].url: set command (a child process) or url (an HTTP server), not both"
+        );
+        assert!(Config::parse(
+            "[[upstream]]\nname = \"a\"\nurl = \"https://mcp.example.com/mcp\"\n",
+            "w.toml"
+        )
+        .is_ok());
     }
 
     #[test]

@@ -348,9 +348,13 @@ impl Gateway {
             .iter()
             .enumerate()
             .map(|(i, u)| {
+                let mut up = u.clone();
+                up.tls_ca_file = up
+                    .tls_ca_file
+                    .map(|p| config.resolve_path(&p.to_string_lossy()));
                 Arc::new(Upstream::new(
                     i,
-                    u.clone(),
+                    up,
                     config.program(u),
                     config.gateway.max_message_bytes,
                 ))

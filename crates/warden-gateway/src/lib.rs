@@ -22,6 +22,7 @@ pub mod http;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod modern;
+pub mod net;
 pub mod stdio;
 pub mod trail;
 pub mod upstream;

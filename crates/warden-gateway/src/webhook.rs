@@ -1,7 +1,7 @@
 //! Webhooks: the grant webhook (G4) and before/after hook webhooks (H1-H5).
 //!
-//! A webhook is an HTTP POST of a JSON body to a plain `http://` URL with a
-//! timeout; the answer is a JSON object, read up to 1 MiB. Anything else (a
+//! A webhook is an HTTP POST of a JSON body to an `http://` or `https://` URL
+//! with a timeout; the answer is a JSON object, read up to 1 MiB. Anything else (a
 //! refused connection, a timeout, a non-2xx status, a body that is not the JSON
 //! expected) is a failure, which the caller of this module turns into the
 //! fail-closed or degrade-to-rules behaviour each use asks for.
@@ -14,7 +14,6 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use warden_core::hooks::{
     AfterHook, BeforeDecision, BeforeHook, CallContext, CallEnd, HookError, HookFuture,
@@ -35,14 +34,17 @@ pub struct Webhook {
     authority: String,
     path: String,
     timeout: Duration,
+    tls: bool,
 }
 
 impl Webhook {
-    /// Parses `http://host[:port][/path]`; the message says what to write instead.
+    /// Parses `http[s]://host[:port][/path]`; the message says what to write instead.
     pub fn parse(url: &str, timeout_ms: u64) -> Result<Webhook, String> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            format!("'{url}' is not an http:// URL; this build speaks plain HTTP to webhooks and upstreams (for https, put a TLS-terminating proxy on loopback)")
-        })?;
+        let (rest, tls) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (rest, false),
+            (None, Some(rest)) => (rest, true),
+            _ => return Err(format!("'{url}' is not an http:// or https:// URL")),
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -65,6 +67,7 @@ impl Webhook {
             Some(p) => p
                 .parse::<u16>()
                 .map_err(|_| format!("'{url}' has an invalid port"))?,
+            None if tls => 443,
             None => 80,
         };
         if timeout_ms == 0 {
@@ -77,6 +80,7 @@ impl Webhook {
             authority: authority.to_owned(),
             path: path.to_owned(),
             timeout: Duration::from_millis(timeout_ms),
+            tls,
         })
     }
 
@@ -89,6 +93,11 @@ impl Webhook {
         (&self.host, self.port, &self.authority, &self.path)
     }
 
+    /// Whether the URL is `https://`.
+    pub fn is_tls(&self) -> bool {
+        self.tls
+    }
+
     /// POSTs `body`; the JSON answer, or why there is none.
     pub async fn post(&self, body: &Value) -> Result<Value, String> {
         match tokio::time::timeout(self.timeout, self.exchange(body)).await {
@@ -98,7 +107,12 @@ impl Webhook {
     }
 
     async fn exchange(&self, body: &Value) -> Result<Value, String> {
-        let stream = TcpStream::connect((self.host.as_str(), self.port))
+        let tls = if self.tls {
+            Some(crate::net::public_tls()?)
+        } else {
+            None
+        };
+        let stream = crate::net::connect(&self.host, self.port, tls.as_ref())
             .await
             .map_err(|e| format!("cannot connect: {e}"))?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -298,9 +312,12 @@ mod tests {
         );
         let w = Webhook::parse("http://hooks.local/x?y=1", 300).unwrap();
         assert_eq!((w.port, w.path.as_str()), (80, "/x?y=1"));
-        assert!(Webhook::parse("https://x/", 300)
-            .unwrap_err()
-            .contains("not an http:// URL"));
+        let w = Webhook::parse("https://hooks.example/x", 300).unwrap();
+        assert_eq!((w.port, w.is_tls(), w.path.as_str()), (443, true, "/x"));
+        assert_eq!(
+            Webhook::parse("ftp://x/", 300).unwrap_err(),
+            "'ftp://x/' is not an http:// or https:// URL"
+        );
         assert!(Webhook::parse("http://:80/", 300).is_err());
         assert!(Webhook::parse("http://x:99999/", 300).is_err());
         assert!(Webhook::parse("http://x/", 0).is_err());

@@ -23,12 +23,10 @@ use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Idle keep-alive connections kept per upstream.
 const POOL: usize = 32;
 
@@ -36,6 +34,8 @@ type Sender = SendRequest<Full<Bytes>>;
 
 struct Http {
     target: Webhook,
+    /// For `https://` upstreams: the public roots plus `tls_ca_file`.
+    tls: Option<tokio_rustls::TlsConnector>,
     token: Option<String>,
     session: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
@@ -62,6 +62,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn>, String> {
     let url = up.config.url.as_deref().unwrap_or_default();
     let target = Webhook::parse(url, up.timeout_ms()).map_err(|e| format!("url: {e}"))?;
+    let tls = if target.is_tls() {
+        Some(crate::net::tls_with(up.config.tls_ca_file.as_deref())?)
+    } else {
+        None
+    };
     let token = up
         .config
         .bearer_token
@@ -76,6 +81,7 @@ pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn
     let conn = up.new_conn(tx, stop_tx, None);
     let http = Arc::new(Http {
         target,
+        tls,
         token,
         session: Mutex::new(None),
         version: Mutex::new(None),
@@ -162,6 +168,11 @@ impl Http {
         req.body(body).expect("a request from valid parts")
     }
 
+    async fn connect(&self) -> Result<crate::net::Stream, String> {
+        let (host, port, _, _) = self.target.target();
+        crate::net::connect(host, port, self.tls.as_ref()).await
+    }
+
     /// A ready keep-alive connection from the pool, or a new one.
     async fn sender(&self) -> Result<Sender, Failure> {
         loop {
@@ -172,12 +183,7 @@ impl Http {
                 return Ok(s);
             }
         }
-        let (host, port, _, _) = self.target.target();
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port)))
-            .await
-            .map_err(|_| Failure::Unreachable("connecting timed out".into()))?
-            .map_err(|e| Failure::Unreachable(e.to_string()))?;
-        let _ = stream.set_nodelay(true);
+        let stream = self.connect().await.map_err(Failure::Unreachable)?;
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| Failure::Unreachable(e.to_string()))?;
@@ -343,11 +349,7 @@ impl Http {
     /// A GET for the server's own stream, on a connection of its own (the stream
     /// holds it for as long as it lasts).
     async fn open_stream(&self) -> Option<Response<Incoming>> {
-        let (host, port, _, _) = self.target.target();
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port)))
-            .await
-            .ok()?
-            .ok()?;
+        let stream = self.connect().await.ok()?;
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
                 .await
