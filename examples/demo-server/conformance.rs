@@ -534,24 +534,6 @@ mod http {
         r
     }
 
-    fn acceptor(cert: &str, key: &str) -> tokio_rustls::TlsAcceptor {
-        use tokio_rustls::rustls::pki_types::pem::PemObject;
-        use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-            .expect("a certificate file")
-            .map(|c| c.expect("a PEM certificate"))
-            .collect();
-        let key = PrivateKeyDer::from_pem_file(key).expect("a PKCS#8 key file");
-        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-        let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("TLS versions")
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .expect("a usable certificate and key");
-        tokio_rustls::TlsAcceptor::from(Arc::new(config))
-    }
-
     pub fn serve(addr: &str, tls: Option<(String, String)>, waiting: Waiting, next: Next) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -562,7 +544,10 @@ mod http {
                 .await
                 .unwrap_or_else(|e| panic!("cannot listen on {addr}: {e}"));
             let local = listener.local_addr().expect("a bound address");
-            let acceptor = tls.map(|(cert, key)| acceptor(&cert, &key));
+            let acceptor = tls.map(|(cert, key)| {
+                warden_gateway::net::acceptor(cert.as_ref(), key.as_ref())
+                    .unwrap_or_else(|e| panic!("{e}"))
+            });
             let scheme = if acceptor.is_some() { "https" } else { "http" };
             eprintln!("warden-conformance-upstream: listening on {scheme}://{local}/mcp");
             loop {

@@ -5,6 +5,7 @@ import os
 import pathlib
 import re
 import socket
+import ssl
 import subprocess
 import threading
 from contextlib import asynccontextmanager
@@ -290,12 +291,12 @@ async def http_gateway(config_path, env=None):
     def drain():
         for line in proc.stderr:
             log.append(line)
-            if "listening on http://" in line:
+            if "mcp-warden: listening on " in line:
                 found.set()
 
     threading.Thread(target=drain, daemon=True).start()
     assert found.wait(30), "".join(log)
-    url = re.search(r"listening on (http://\S+/mcp)", "".join(log)).group(1)
+    url = re.search(r"listening on (https?://\S+/mcp)", "".join(log)).group(1)
     try:
         yield url, log
     finally:
@@ -537,3 +538,29 @@ async def test_server_everything_samples_through_a_2026_07_28_client(config):
         assert not result.is_error, text(result)
         assert "sampled answer" in json.dumps([c.model_dump() for c in result.content])
     assert asked and "write a haiku" in asked[0]
+
+
+async def test_sdk_http_client_over_https(config):
+    """The HTTP front serves https with gateway.tls_cert/tls_key; the SDK client
+    checks the certificate against the test CA."""
+    tls = pathlib.Path(__file__).resolve().parent.parent / "tls"
+    path = config(everything() + f"""
+    [gateway]
+    anonymous_caller = "dev"
+    tls_cert = "{tls / 'server.pem'}"
+    tls_key = "{tls / 'server-key.pem'}"
+    """)
+    async with http_gateway(path) as (url, log):
+        assert url.startswith("https://127.0.0.1:"), url
+        url = url.replace("127.0.0.1", "localhost")
+        trust = ssl.create_default_context(cafile=str(tls / "ca.pem"))
+        async with httpx2.AsyncClient(verify=trust, timeout=30) as client:
+            async with streamable_http_client(url, http_client=client) as (r, w):
+                async with ClientSession(r, w) as s:
+                    await s.initialize()
+                    result = await s.call_tool("ev.echo", {"message": "over tls"})
+                    assert text(result) == ["Echo: over tls"]
+        # A client that does not trust the certificate does not get through.
+        with pytest.raises(Exception):
+            async with httpx2.AsyncClient(timeout=5) as client:
+                await client.post(url, json={})

@@ -193,9 +193,10 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                         .await
                         .map_err(|e| anyhow!(e))?;
                     let local = server.local_addr().context("reading the bound address")?;
-                    tracing::info!("serving MCP over Streamable HTTP at http://{local}/mcp");
+                    let scheme = server.scheme();
+                    tracing::info!("serving MCP over Streamable HTTP at {scheme}://{local}/mcp");
                     // Tests and scripts read the address from here when binding port 0.
-                    eprintln!("mcp-warden: listening on http://{local}/mcp");
+                    eprintln!("mcp-warden: listening on {scheme}://{local}/mcp");
                     server.run(shutdown_signal()).await;
                 }
                 None => warden_gateway::stdio::serve(gateway)

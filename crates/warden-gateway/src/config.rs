@@ -78,6 +78,10 @@ pub struct GatewayConfig {
     /// An HTTP session unused this long ends (`30m`).
     #[serde(default = "default_session_idle")]
     pub session_idle: String,
+    /// The HTTP front serves https with this PEM certificate chain …
+    pub tls_cert: Option<PathBuf>,
+    /// … and this PEM private key.
+    pub tls_key: Option<PathBuf>,
 }
 
 impl Default for GatewayConfig {
@@ -91,6 +95,8 @@ impl Default for GatewayConfig {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             session_idle: default_session_idle(),
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }
@@ -408,6 +414,8 @@ const KNOWN: &[(&str, &[&str])] = &[
             "allowed_origins",
             "allowed_hosts",
             "session_idle",
+            "tls_cert",
+            "tls_key",
         ],
     ),
     ("defaults", &["unknown_arguments", "validate", "reasons"]),
@@ -495,6 +503,12 @@ impl Config {
         }
         parse_duration(&self.gateway.session_idle)
             .map_err(|m| err("gateway.session_idle".into(), m))?;
+        if self.gateway.tls_cert.is_some() != self.gateway.tls_key.is_some() {
+            return Err(err(
+                "gateway".into(),
+                "tls_cert and tls_key go together: set both to serve https, or neither".into(),
+            ));
+        }
         if self.auth.jwt_secret_env.is_some() && self.auth.jwks.is_some() {
             return Err(err(
                 "auth".into(),
@@ -1072,6 +1086,11 @@ close_schema = true
             "w.toml"
         )
         .is_ok());
+        let e = Config::parse("[gateway]\ntls_cert = \"c.pem\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: gateway: tls_cert and tls_key go together: set both to serve https, or neither"
+        );
     }
 
     #[test]
@@ -1079,7 +1098,7 @@ close_schema = true
         let e = Config::parse("[gateway]\nstdio_caler = \"x\"\n", "w.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle."
+            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, tls_cert, tls_key."
         );
         let e = Config::parse(
             "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.t]\npinn = {}\n",

@@ -1148,16 +1148,38 @@ fn new_session_id() -> String {
 pub struct Server {
     listener: TcpListener,
     front: Arc<Front>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Server {
     /// Binds `addr` (e.g. `127.0.0.1:8931`); errors say what to change.
     pub async fn bind(gateway: Arc<Gateway>, addr: &str) -> Result<Server, String> {
+        let g = &gateway.config.gateway;
+        let tls = match (&g.tls_cert, &g.tls_key) {
+            (Some(cert), Some(key)) => Some(crate::net::acceptor(
+                &gateway.config.resolve_path(&cert.to_string_lossy()),
+                &gateway.config.resolve_path(&key.to_string_lossy()),
+            )?),
+            _ => None,
+        };
         let front = Front::new(gateway, addr)?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|e| format!("cannot listen on {addr}: {e}; pass --http with a free address or set gateway.listen"))?;
-        Ok(Server { listener, front })
+        Ok(Server {
+            listener,
+            front,
+            tls,
+        })
+    }
+
+    /// `https` when the front serves TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -1203,14 +1225,40 @@ impl Server {
             };
             let _ = stream.set_nodelay(true);
             let front = front.clone();
+            let tls = self.tls.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req| {
                     let front = front.clone();
                     async move { Ok::<_, Infallible>(front.handle(req).await) }
                 });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service);
-                if let Err(e) = conn.await {
+                let builder = hyper::server::conn::http1::Builder::new();
+                let ended = match tls {
+                    None => {
+                        builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await
+                    }
+                    Some(tls) => {
+                        let handshake =
+                            tokio::time::timeout(crate::net::CONNECT_TIMEOUT, tls.accept(stream));
+                        match handshake.await {
+                            Ok(Ok(stream)) => {
+                                builder
+                                    .serve_connection(TokioIo::new(stream), service)
+                                    .await
+                            }
+                            Ok(Err(e)) => {
+                                tracing::debug!("a TLS handshake failed: {e}");
+                                return;
+                            }
+                            Err(_) => {
+                                tracing::debug!("a TLS handshake timed out");
+                                return;
+                            }
+                        }
+                    }
+                };
+                if let Err(e) = ended {
                     tracing::debug!("an HTTP connection ended with an error: {e}");
                 }
             });

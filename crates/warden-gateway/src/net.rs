@@ -1,7 +1,8 @@
-//! Outgoing connections for webhooks and HTTP upstreams: plain TCP, or TLS
-//! (rustls with the ring provider) for `https://` URLs. Server certificates are
-//! checked against the Mozilla root set shipped in `webpki-roots`, plus the CA
-//! file an upstream names (`tls_ca_file`), never skipped.
+//! TLS by rustls with the ring provider. Outgoing (webhooks, HTTP upstreams):
+//! plain TCP, or TLS for `https://` URLs, with server certificates checked against
+//! the Mozilla root set shipped in `webpki-roots` plus the CA file an upstream
+//! names (`tls_ca_file`), never skipped. Incoming: the HTTP front serves https
+//! when `gateway.tls_cert` and `gateway.tls_key` name a certificate and its key.
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -9,9 +10,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
-use tokio_rustls::rustls::{ClientConfig, RootCertStore};
-use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio_rustls::rustls::{ClientConfig, RootCertStore, ServerConfig};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// A byte stream to a server, plain or TLS.
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -71,6 +72,33 @@ pub fn tls_with(ca_file: Option<&Path>) -> Result<TlsConnector, String> {
         return Err(format!("tls_ca_file: {shown} holds no certificate"));
     }
     client_config(roots).map(TlsConnector::from)
+}
+
+/// The acceptor for the HTTP front: a PEM certificate chain and its private key.
+pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| format!("gateway.tls_cert: cannot read {}: {e}", cert.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("gateway.tls_cert: {} is not PEM: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "gateway.tls_cert: {} holds no certificate",
+            cert.display()
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        format!(
+            "gateway.tls_key: {} holds no usable private key: {e}",
+            key.display()
+        )
+    })?;
+    let config = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS setup failed: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("gateway.tls_cert / tls_key do not go together: {e}"))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
 /// Connects to `host:port`, through TLS when `tls` is given (the certificate
