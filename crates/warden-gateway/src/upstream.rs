@@ -159,12 +159,7 @@ impl Conn {
     /// Cancels a pending request: its waiter gets [`CallError::Cancelled`] and the
     /// upstream a `notifications/cancelled`; a late response is dropped.
     pub fn cancel(&self, id: u64, reason: &str) {
-        let waiter = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        if let Some(w) = waiter {
+        if let Some(w) = self.take_waiter(id) {
             let _ = w.send(Reply::Cancelled);
             self.notify(jsonrpc::notification(
                 "notifications/cancelled",
@@ -174,10 +169,15 @@ impl Conn {
     }
 
     fn forget(&self, id: u64) {
+        self.take_waiter(id);
+    }
+
+    /// Takes the waiter of a pending request, if it still waits.
+    fn take_waiter(&self, id: u64) -> Option<oneshot::Sender<Reply>> {
         self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
+            .remove(&id)
     }
 
     /// Sends a notification or a response; dropped (and logged) if the child is gone or stalled.
@@ -197,12 +197,7 @@ impl Conn {
     /// Fails a request whose answer came and held no response (its waiter learns
     /// at once; the caller gets the internal-error answer).
     pub fn no_response(&self, id: u64) {
-        let waiter = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        if let Some(w) = waiter {
+        if let Some(w) = self.take_waiter(id) {
             let _ = w.send(Reply::NoResponse);
         }
     }
@@ -220,12 +215,7 @@ impl Conn {
     }
 
     fn resolve(&self, id: &Value, msg: Value) {
-        let waiter = id.as_u64().and_then(|id| {
-            self.pending
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&id)
-        });
+        let waiter = id.as_u64().and_then(|id| self.take_waiter(id));
         match waiter {
             Some(w) => {
                 let _ = w.send(Reply::Response(msg));
