@@ -274,3 +274,57 @@ fn log_messages_reach_a_modern_client_only_for_calls_that_opt_in() {
     );
     assert_eq!(logs_for(Some("debug")), 3);
 }
+
+#[test]
+fn replicas_sharing_a_state_secret_accept_each_others_approvals() {
+    std::env::set_var(
+        "WARDEN_TEST_STATE_SECRET",
+        "a shared secret of enough length",
+    );
+    let shared = format!(
+        "[gateway]\nstate_secret_env = \"WARDEN_TEST_STATE_SECRET\"\n{}",
+        ask_config()
+    );
+    let mut first = Warden::spawn("modern-replica-a", &shared);
+    let mut second = Warden::spawn("modern-replica-b", &shared);
+    let mut stranger = Warden::spawn("modern-replica-c", &ask_config());
+    let caps = json!({"elicitation": {}});
+    let call = |extra: Value| {
+        let mut p = json!({"name": "fx.echo", "arguments": {"text": "deploy"}});
+        for (k, v) in extra.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        with_envelope(p, caps.clone())
+    };
+    let r = first.request("tools/call", call(json!({})));
+    let state = r["result"]["requestState"].clone();
+    let yes = json!({"warden/approval": {"action": "accept", "content": {"approve": true}}});
+    let retry = call(json!({"inputResponses": yes, "requestState": state}));
+    let r = second.request("tools/call", retry.clone());
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"text": "deploy"}),
+        "{r}"
+    );
+    // A gateway with its own key does not take the state: it asks again.
+    let r = stranger.request("tools/call", retry);
+    assert_eq!(r["result"]["resultType"], "input_required");
+}
+
+#[test]
+fn a_missing_state_secret_stops_the_gateway_with_a_clear_error() {
+    let dir = scratch("modern-no-secret");
+    let path = write_config(
+        &dir,
+        &format!(
+            "[gateway]\nstate_secret_env = \"WARDEN_TEST_UNSET_SECRET\"\n{}",
+            fixture_config("", "")
+        ),
+    );
+    let (code, _, err) = cli(&["tools", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("gateway.state_secret_env: the environment variable 'WARDEN_TEST_UNSET_SECRET' must hold a secret of at least 16 characters"),
+        "{err}"
+    );
+}

@@ -82,6 +82,9 @@ pub struct GatewayConfig {
     pub tls_cert: Option<PathBuf>,
     /// … and this PEM private key.
     pub tls_key: Option<PathBuf>,
+    /// The environment variable holding the secret that seals 2026-07-28
+    /// `requestState`s, shared by replicas (built-in: a random key per process).
+    pub state_secret_env: Option<String>,
 }
 
 impl Default for GatewayConfig {
@@ -97,6 +100,7 @@ impl Default for GatewayConfig {
             session_idle: default_session_idle(),
             tls_cert: None,
             tls_key: None,
+            state_secret_env: None,
         }
     }
 }
@@ -416,6 +420,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "session_idle",
             "tls_cert",
             "tls_key",
+            "state_secret_env",
         ],
     ),
     ("defaults", &["unknown_arguments", "validate", "reasons"]),
@@ -1098,7 +1103,7 @@ close_schema = true
         let e = Config::parse("[gateway]\nstdio_caler = \"x\"\n", "w.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, tls_cert, tls_key."
+            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, tls_cert, tls_key, state_secret_env."
         );
         let e = Config::parse(
             "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.t]\npinn = {}\n",

@@ -343,6 +343,17 @@ impl Gateway {
             .webhook
             .as_ref()
             .and_then(|w| Webhook::parse(&w.url, w.timeout_ms).ok());
+        let state_key = match &config.gateway.state_secret_env {
+            None => modern::StateKey::random(),
+            Some(var) => match std::env::var(var) {
+                Ok(secret) if secret.len() >= 16 => modern::StateKey::from_secret(secret.as_bytes()),
+                _ => {
+                    return Err(format!(
+                        "gateway.state_secret_env: the environment variable '{var}' must hold a secret of at least 16 characters"
+                    ))
+                }
+            },
+        };
         let upstreams = config
             .upstream
             .iter()
@@ -380,7 +391,7 @@ impl Gateway {
             routes: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
             next_server_request: AtomicU64::new(1),
-            state_key: modern::StateKey::random(),
+            state_key,
             parked: Mutex::new(HashMap::new()),
             upstream_init: RwLock::new(None),
             connected: tokio::sync::OnceCell::new(),

@@ -238,6 +238,12 @@ impl StateKey {
         StateKey(k)
     }
 
+    /// A key derived from a shared secret, so that replicas behind one load
+    /// balancer accept each other's states.
+    pub fn from_secret(secret: &[u8]) -> StateKey {
+        StateKey(Sha256::digest(secret).into())
+    }
+
     fn mac(&self, payload: &[u8]) -> Hmac<Sha256> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
         mac.update(payload);
