@@ -654,3 +654,53 @@ fn an_upstream_request_that_could_be_anyones_goes_to_no_one() {
     );
     assert_eq!(messages[0]["result"]["content"][0]["text"], "slept 1500 ms");
 }
+
+#[test]
+fn metrics_count_refused_requests_and_open_sessions() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let toml = format!(
+        "[metrics]\nlisten = \"127.0.0.1:{port}\"\n[[caller]]\nname = \"alice\"\napi_key_env = \"WARDEN_TEST_METRICS_KEY\"\n{}",
+        fixture_config("", "")
+    );
+    let w = HttpWarden::start("http-metrics", &toml, &[("WARDEN_TEST_METRICS_KEY", "k-1")]);
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    assert_eq!(w.post(&[], &ping).status, 401);
+    assert_eq!(
+        w.post(&[("Authorization", "Bearer nope")], &ping).status,
+        401
+    );
+    let sid = w.session(&[("Authorization", "Bearer k-1")]);
+    let _other = w.session(&[("Authorization", "Bearer k-1")]);
+    let r = request(
+        &w.addr,
+        "DELETE",
+        &[("Authorization", "Bearer k-1"), ("Mcp-Session-Id", &sid)],
+        "",
+    );
+    assert_eq!(r.status, 200);
+    let metrics = request(&format!("127.0.0.1:{port}"), "GET", &[], "");
+    assert_eq!(
+        metrics.status, 404,
+        "the metrics endpoint is /metrics, not /mcp"
+    );
+    let scrape = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    assert!(
+        scrape.contains("warden_http_refused_total{status=\"401\"} 2\n"),
+        "{scrape}"
+    );
+    assert!(scrape.contains("warden_http_sessions 1\n"), "{scrape}");
+}

@@ -594,6 +594,16 @@ impl Front {
     }
 
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Reply {
+        let metrics = self.gateway.metrics.clone();
+        let reply = self.answer(req).await;
+        let status = reply.status();
+        if status.is_client_error() || status.is_server_error() {
+            metrics.http_refused(status.as_u16());
+        }
+        reply
+    }
+
+    async fn answer(self: Arc<Self>, req: Request<Incoming>) -> Reply {
         if req.uri().path() != ENDPOINT {
             return refuse(
                 StatusCode::NOT_FOUND,
@@ -783,7 +793,7 @@ impl Front {
                     r.headers_mut().insert(SESSION_HEADER, v);
                 }
             } else {
-                self.sessions().remove(&session.id);
+                self.keep_session(None, &session.id);
             }
         }
         r
@@ -862,7 +872,7 @@ impl Front {
         });
         tokio::spawn(route(Arc::downgrade(&session), rx));
         if addressable {
-            self.sessions().insert(session.id.clone(), session.clone());
+            self.keep_session(Some(session.clone()), &session.id);
             tracing::info!(session = %session.id, caller = %session.caller, "HTTP session opened");
         }
         session
@@ -1032,8 +1042,21 @@ impl Front {
         reply(StatusCode::OK, None, None)
     }
 
+    /// Adds (`Some`) or removes (`None`) a session, keeping the sessions gauge true.
+    fn keep_session(&self, session: Option<Arc<HttpSession>>, id: &str) {
+        let mut sessions = self.sessions();
+        match session {
+            Some(s) => sessions.insert(id.to_owned(), s),
+            None => sessions.remove(id),
+        };
+        self.gateway
+            .metrics
+            .http_sessions
+            .store(sessions.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn end(&self, session: &Arc<HttpSession>, why: &str) {
-        self.sessions().remove(&session.id);
+        self.keep_session(None, &session.id);
         let running = {
             let mut r = session.router();
             let running = r.running();

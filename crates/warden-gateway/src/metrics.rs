@@ -1,5 +1,6 @@
 //! Prometheus metrics: calls by decision and outcome, call latency, unknown keys
-//! seen, and the audit trail's backlog and losses, served on `[metrics] listen`.
+//! seen, the audit trail's backlog and losses, and the HTTP front's refusals (by
+//! status) and open sessions, served on `[metrics] listen`.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -27,6 +28,10 @@ pub struct Metrics {
     /// Audit records waiting for a retry, and records lost for good (shared with the trail).
     pub audit_backlog: Arc<AtomicU64>,
     pub audit_lost: Arc<AtomicU64>,
+    /// HTTP front: requests refused before any session or pipeline, by status.
+    http_refused: Mutex<BTreeMap<u16, u64>>,
+    /// HTTP front: sessions open now.
+    pub http_sessions: AtomicU64,
 }
 
 impl Metrics {
@@ -37,6 +42,16 @@ impl Metrics {
             audit_lost,
             ..Default::default()
         }
+    }
+
+    /// Counts one HTTP request the front refused (401, 403, 404, 413 …).
+    pub fn http_refused(&self, status: u16) {
+        *self
+            .http_refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(status)
+            .or_default() += 1;
     }
 
     /// Counts one finished tool call.
@@ -112,6 +127,24 @@ impl Metrics {
                 self.audit_lost.load(Ordering::Relaxed),
             ),
         ];
+        let refused = self
+            .http_refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let _ = writeln!(
+            out,
+            "# HELP warden_http_refused_total HTTP requests the front refused, by status.\n# TYPE warden_http_refused_total counter"
+        );
+        for (status, n) in refused {
+            let _ = writeln!(out, "warden_http_refused_total{{status=\"{status}\"}} {n}");
+        }
+        let gauges = gauges.into_iter().chain([(
+            "warden_http_sessions",
+            "gauge",
+            "HTTP sessions open.",
+            self.http_sessions.load(Ordering::Relaxed),
+        )]);
         for (name, kind, help, v) in gauges {
             let _ = writeln!(
                 out,
