@@ -516,6 +516,12 @@ fn stateless_2026_requests_need_no_session_and_matching_headers() {
         )
     );
 
+    // A 2026-07-28 notification has no session to be about: accepted, and nothing happens.
+    let note =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}});
+    let r = w.post(&[("MCP-Protocol-Version", "2026-07-28")], &note);
+    assert_eq!(r.status, 202);
+
     // server/discover over HTTP.
     let discover =
         json!({"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {"_meta": env}});

@@ -752,6 +752,15 @@ impl Front {
         if let Some(version) = modern_version(&msg) {
             return self.stateless(&headers, version, msg, caller).await;
         }
+        if header_str(&headers, VERSION_HEADER) == Some(modern::VERSION)
+            && header_str(&headers, SESSION_HEADER).is_none()
+            && msg.get("id").is_none()
+        {
+            // A 2026-07-28 notification: there is no session it could be about (a
+            // request is cancelled by closing its stream), so it is taken and dropped.
+            tracing::debug!("a 2026-07-28 notification over HTTP was accepted and ignored");
+            return reply(StatusCode::ACCEPTED, None, None);
+        }
         let (session, new) = match &msg {
             Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("initialize") => {
                 if self.sessions().len() >= MAX_SESSIONS {
