@@ -425,6 +425,19 @@ mod http {
         id: Value,
         rx: mpsc::UnboundedReceiver<Value>,
         done: bool,
+        /// Event ids (`stream-seq`) for a resumed stream.
+        ids: Option<(String, u64)>,
+    }
+
+    /// Streams `test_reconnection` left before their answer, by stream name, for a
+    /// GET with Last-Event-ID to pick up (SEP-1699 polling).
+    type Parked = std::sync::Mutex<
+        std::collections::HashMap<String, (Value, mpsc::UnboundedReceiver<Value>)>,
+    >;
+
+    fn parked() -> &'static Parked {
+        static PARKED: std::sync::OnceLock<Parked> = std::sync::OnceLock::new();
+        PARKED.get_or_init(Default::default)
     }
 
     impl hyper::body::Body for Sse {
@@ -442,8 +455,15 @@ mod http {
                     if msg.get("method").is_none() && msg.get("id") == Some(&self.id) {
                         self.done = true;
                     }
+                    let id = match &mut self.ids {
+                        Some((stream, seq)) => {
+                            *seq += 1;
+                            format!("id: {stream}-{seq}\n")
+                        }
+                        None => String::new(),
+                    };
                     Poll::Ready(Some(Ok(Frame::data(Bytes::from(format!(
-                        "event: message\ndata: {msg}\n\n"
+                        "{id}event: message\ndata: {msg}\n\n"
                     ))))))
                 }
                 Poll::Ready(None) => Poll::Ready(None),
@@ -493,6 +513,30 @@ mod http {
         match *req.method() {
             Method::POST => {}
             Method::DELETE => return status(StatusCode::OK),
+            Method::GET => {
+                // Only the resumption of a stream test_reconnection left early.
+                let last = req
+                    .headers()
+                    .get("last-event-id")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.rsplit_once('-'))
+                    .map(|(stream, _)| stream.to_owned());
+                let Some((stream, (id, rx))) = last.and_then(|s| {
+                    let found = parked().lock().unwrap().remove(&s)?;
+                    Some((s, found))
+                }) else {
+                    return status(StatusCode::METHOD_NOT_ALLOWED);
+                };
+                let mut r = Response::new(Body::Sse(Sse {
+                    id,
+                    rx,
+                    done: false,
+                    ids: Some((stream, 0)),
+                }));
+                r.headers_mut()
+                    .insert("content-type", "text/event-stream".parse().unwrap());
+                return r;
+            }
             _ => return status(StatusCode::METHOD_NOT_ALLOWED),
         }
         let Ok(body) = req.into_body().collect().await else {
@@ -512,14 +556,30 @@ mod http {
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
         let (tx, rx) = mpsc::unbounded_channel();
         let out: super::Out = Arc::new(Stream { tx });
+        let reconnection =
+            msg.pointer("/params/name").and_then(Value::as_str) == Some("test_reconnection");
         handle(msg, &out, &waiting, &next);
         if !is_request {
             return status(StatusCode::ACCEPTED);
+        }
+        if reconnection {
+            // Ends the stream after its priming event; the answer waits for a GET.
+            let stream = format!(
+                "r{}",
+                next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
+            let priming = Bytes::from(format!("id: {stream}-0\nretry: 100\ndata: \n\n"));
+            parked().lock().unwrap().insert(stream, (id, rx));
+            let mut r = Response::new(Body::Bytes(Some(priming)));
+            r.headers_mut()
+                .insert("content-type", "text/event-stream".parse().unwrap());
+            return r;
         }
         let mut r = Response::new(Body::Sse(Sse {
             id,
             rx,
             done: false,
+            ids: None,
         }));
         r.headers_mut()
             .insert("content-type", "text/event-stream".parse().unwrap());

@@ -118,6 +118,13 @@ fn an_http_upstream_is_relayed_like_a_child_process() {
         "This is the content of a static text resource."
     );
 
+    // SEP-1699: the server ends the call's stream after a priming event and serves
+    // the answer to a GET with Last-Event-ID; the gateway comes back for it.
+    assert_eq!(
+        w.call_text("cf.test_reconnection", json!({})),
+        "Reconnection test completed."
+    );
+
     // An answer that is not JSON fails the call at once (not at its 5 s timeout).
     let started = Instant::now();
     let r = w.call("cf.garbage_answer", json!({}));

@@ -29,6 +29,9 @@ const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
 /// Idle keep-alive connections kept per upstream.
 const POOL: usize = 32;
+/// Tries at resuming a stream that ended before its answer, and the pause before each.
+const RESUME_ATTEMPTS: usize = 5;
+const RESUME_PAUSE: Duration = Duration::from_millis(100);
 
 type Sender = SendRequest<Full<Bytes>>;
 
@@ -116,7 +119,13 @@ impl Http {
             .filter(|m| m.get("method").is_some())
             .and_then(|m| m.get("id").and_then(Value::as_u64));
         match self.exchange(&conn, line, pending_id).await {
-            Ok(()) => {
+            Ok(last) => {
+                // A stream that ended early with an event id: come back for the rest.
+                if let (Some(n), Some(last)) = (pending_id, last) {
+                    if conn.is_pending(n) && lock(&self.session).is_some() {
+                        self.resume(&conn, n, last).await;
+                    }
+                }
                 // The answer is over and held no response to this request (garbage, or
                 // a stream that closed early): the caller hears now, not at its timeout.
                 if let Some(n) = pending_id.filter(|n| conn.is_pending(*n)) {
@@ -205,7 +214,7 @@ impl Http {
         conn: &Arc<Conn>,
         line: Vec<u8>,
         related: Option<u64>,
-    ) -> Result<(), Failure> {
+    ) -> Result<Option<String>, Failure> {
         let mut sender = self.sender().await?;
         let mut req = self.request(
             "POST",
@@ -234,9 +243,9 @@ impl Http {
         if !status.is_success() {
             return Err(Failure::Refused(status));
         }
-        self.read_answer(conn, response, related).await?;
+        let last = self.read_answer(conn, response, related).await?;
         self.give_back(sender);
-        Ok(())
+        Ok(last)
     }
 
     /// Delivers a JSON answer, or every event of an SSE answer as it arrives.
@@ -245,7 +254,7 @@ impl Http {
         conn: &Arc<Conn>,
         response: Response<Incoming>,
         related: Option<u64>,
-    ) -> Result<(), Failure> {
+    ) -> Result<Option<String>, Failure> {
         let sse = response
             .headers()
             .get(CONTENT_TYPE)
@@ -261,9 +270,10 @@ impl Http {
             if !bytes.iter().all(u8::is_ascii_whitespace) {
                 self.take(conn, &bytes, related).await;
             }
-            return Ok(());
+            return Ok(None);
         }
         let mut buffer = Vec::new();
+        let mut last_id = None;
         while let Some(frame) = body.frame().await {
             let frame =
                 frame.map_err(|e| Failure::Unreachable(format!("an event stream broke: {e}")))?;
@@ -272,14 +282,41 @@ impl Http {
             };
             buffer.extend_from_slice(&data);
             for event in take_events(&mut buffer) {
-                self.take(conn, &event, related).await;
+                if event.id.is_some() {
+                    last_id = event.id;
+                }
+                if !event.data.iter().all(u8::is_ascii_whitespace) {
+                    self.take(conn, &event.data, related).await;
+                }
             }
             if buffer.len() > self.max {
                 tracing::warn!(upstream = %conn.name, "an SSE event larger than gateway.max_message_bytes; the stream is dropped");
-                return Ok(());
+                return Ok(last_id);
             }
         }
-        Ok(())
+        Ok(last_id)
+    }
+
+    /// SEP-1699: a server may end a request's stream before its answer and expect
+    /// the client to come back with a GET and the last event id it saw. Tries a few
+    /// times while the request still waits.
+    async fn resume(self: &Arc<Self>, conn: &Arc<Conn>, id: u64, mut last: String) {
+        for _ in 0..RESUME_ATTEMPTS {
+            if !conn.is_pending(id) {
+                return;
+            }
+            tokio::time::sleep(RESUME_PAUSE).await;
+            let Some(response) = self.open_stream(Some(&last)).await else {
+                continue;
+            };
+            if !response.status().is_success() {
+                tracing::debug!(upstream = %conn.name, status = %response.status(), "the HTTP upstream refused to resume a stream");
+                return;
+            }
+            if let Ok(Some(newer)) = self.read_answer(conn, response, Some(id)).await {
+                last = newer;
+            }
+        }
     }
 
     async fn take(self: &Arc<Self>, conn: &Arc<Conn>, message: &[u8], related: Option<u64>) {
@@ -315,7 +352,7 @@ impl Http {
             let Some(conn) = self.conn.upgrade().filter(|c| !c.is_closed()) else {
                 return;
             };
-            if let Some(response) = self.open_stream().await {
+            if let Some(response) = self.open_stream(None).await {
                 match response.status() {
                     StatusCode::METHOD_NOT_ALLOWED => return,
                     StatusCode::NOT_FOUND => {
@@ -348,7 +385,7 @@ impl Http {
 
     /// A GET for the server's own stream, on a connection of its own (the stream
     /// holds it for as long as it lasts).
-    async fn open_stream(&self) -> Option<Response<Incoming>> {
+    async fn open_stream(&self, last_event_id: Option<&str>) -> Option<Response<Incoming>> {
         let stream = self.connect().await.ok()?;
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
@@ -357,7 +394,12 @@ impl Http {
         tokio::spawn(async move {
             let _ = connection.await;
         });
-        let req = self.request("GET", Empty::new(), "text/event-stream");
+        let mut req = self.request("GET", Empty::new(), "text/event-stream");
+        if let Some(last) = last_event_id {
+            if let Ok(v) = last.parse() {
+                req.headers_mut().insert("last-event-id", v);
+            }
+        }
         sender.send_request(req).await.ok()
     }
 
@@ -373,9 +415,15 @@ impl Http {
     }
 }
 
-/// Removes every complete SSE event from `buffer` and returns their data (events
-/// without data, such as priming events and comments, are skipped).
-fn take_events(buffer: &mut Vec<u8>) -> Vec<Vec<u8>> {
+/// One SSE event: its id, if it has one, and its data (empty for a priming event
+/// or a comment).
+struct SseEvent {
+    id: Option<String>,
+    data: Vec<u8>,
+}
+
+/// Removes every complete SSE event from `buffer` and returns them.
+fn take_events(buffer: &mut Vec<u8>) -> Vec<SseEvent> {
     let mut out = Vec::new();
     loop {
         let end = buffer
@@ -393,6 +441,7 @@ fn take_events(buffer: &mut Vec<u8>) -> Vec<Vec<u8>> {
         let Some((at, len)) = end else { break };
         let event: Vec<u8> = buffer.drain(..at + len).collect();
         let mut data: Vec<u8> = Vec::new();
+        let mut id = None;
         for line in event.split(|b| *b == b'\n') {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             if let Some(rest) = line.strip_prefix(b"data:") {
@@ -400,11 +449,12 @@ fn take_events(buffer: &mut Vec<u8>) -> Vec<Vec<u8>> {
                     data.push(b'\n');
                 }
                 data.extend_from_slice(rest.strip_prefix(b" ").unwrap_or(rest));
+            } else if let Some(rest) = line.strip_prefix(b"id:") {
+                let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+                id = std::str::from_utf8(rest).ok().map(str::to_owned);
             }
         }
-        if !data.iter().all(u8::is_ascii_whitespace) {
-            out.push(data);
-        }
+        out.push(SseEvent { id, data });
     }
     out
 }
@@ -417,10 +467,22 @@ mod tests {
     fn sse_events_are_cut_at_blank_lines() {
         let mut b = b"id: 1-0\nretry: 1000\ndata: \n\nevent: message\ndata: {\"a\":1}\n\n: keep-alive\n\ndata: {\"b\":\r\ndata: 2}\r\n\r\ndata: {\"c\"".to_vec();
         let events = take_events(&mut b);
-        assert_eq!(events, vec![b"{\"a\":1}".to_vec(), b"{\"b\":\n2}".to_vec()]);
+        let seen: Vec<(Option<&str>, &[u8])> = events
+            .iter()
+            .map(|e| (e.id.as_deref(), e.data.as_slice()))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (Some("1-0"), &b""[..]),
+                (None, &b"{\"a\":1}"[..]),
+                (None, &b""[..]),
+                (None, &b"{\"b\":\n2}"[..]),
+            ]
+        );
         assert_eq!(b, b"data: {\"c\"".to_vec());
         b.extend_from_slice(b":3}\n\n");
-        assert_eq!(take_events(&mut b), vec![b"{\"c\":3}".to_vec()]);
+        assert_eq!(take_events(&mut b)[0].data, b"{\"c\":3}".to_vec());
         assert!(b.is_empty());
     }
 }
