@@ -284,6 +284,16 @@ fn audit_filters_and_table() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Runs `mcp-warden run` on a config that must stop it; its stderr.
+fn start_fails(path: &std::path::Path) -> String {
+    let out = std::process::Command::new(WARDEN)
+        .args(["run", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn a_store_that_cannot_be_opened_stops_the_start_with_a_clear_error() {
     let dir = scratch("store-bad");
@@ -291,12 +301,7 @@ fn a_store_that_cannot_be_opened_stops_the_start_with_a_clear_error() {
         &dir,
         &format!("[store]\nurl = \"sqlite:///nonexistent-dir/w.db\"\n{DEMO}"),
     );
-    let out = std::process::Command::new(WARDEN)
-        .args(["run", "--config", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = start_fails(&path);
     assert!(
         err.contains("store.url: the store is unavailable: cannot open /nonexistent-dir/w.db"),
         "{err}"
@@ -310,12 +315,7 @@ fn a_store_that_cannot_be_opened_stops_the_start_with_a_clear_error() {
         &dir,
         &format!("[store]\nurl = \"postgres://w:secret@127.0.0.1:1/db\"\n{DEMO}"),
     );
-    let out = std::process::Command::new(WARDEN)
-        .args(["run", "--config", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = start_fails(&path);
     assert!(
         err.contains("cannot connect to PostgreSQL at postgres://w@127.0.0.1:1/db")
             && !err.contains("secret"),

@@ -1305,9 +1305,12 @@ impl Gateway {
                 let stamp = envelope.as_ref().map(|_| method.clone());
                 if let Some(e) = &envelope {
                     session.modern.store(true, Ordering::Relaxed);
-                    // The first client's capabilities are what upstreams are offered.
-                    self.connect(Some(&e.upstream_init(SUPPORTED_VERSIONS[0])))
-                        .await;
+                    // The first client's capabilities are what upstreams are offered
+                    // (built only while nothing is connected yet).
+                    if !self.connected.initialized() {
+                        self.connect(Some(&e.upstream_init(SUPPORTED_VERSIONS[0])))
+                            .await;
+                    }
                     if method == "server/discover" {
                         self.connect(None).await;
                         let (capabilities, instructions) = self.offered();

@@ -282,12 +282,11 @@ impl HttpSession {
 async fn route(session: Weak<HttpSession>, mut rx: mpsc::Receiver<Value>) {
     while let Some(msg) = rx.recv().await {
         let Some(s) = session.upgrade() else { break };
+        // Serialised before the router is locked: the lock is for routing only.
+        let data = Bytes::from(serde_json::to_vec(&msg).unwrap_or_default());
         let mut router = s.router();
         match router.target(&msg) {
-            Some((n, last)) => {
-                let data = Bytes::from(serde_json::to_vec(&msg).unwrap_or_default());
-                router.push(n, data, last);
-            }
+            Some((n, last)) => router.push(n, data, last),
             None => tracing::debug!("an answer for a request no longer waiting was dropped"),
         }
     }
@@ -682,7 +681,8 @@ impl Front {
     }
 
     async fn post(self: Arc<Self>, req: Request<Incoming>, caller: warden_core::Caller) -> Reply {
-        let headers = req.headers().clone();
+        let (parts, incoming) = req.into_parts();
+        let headers = parts.headers;
         let json_body = header_str(&headers, header::CONTENT_TYPE).is_some_and(|ct| {
             ct.split(';')
                 .next()
@@ -709,15 +709,14 @@ impl Front {
                 &answer::http_too_large(self.max_body),
             )
         };
-        if req
-            .body()
+        if incoming
             .size_hint()
             .exact()
             .is_some_and(|n| n > self.max_body as u64)
         {
             return too_large();
         }
-        let body = match http_body_util::Limited::new(req.into_body(), self.max_body)
+        let body = match http_body_util::Limited::new(incoming, self.max_body)
             .collect()
             .await
         {

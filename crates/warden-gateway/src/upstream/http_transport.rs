@@ -49,6 +49,14 @@ struct Http {
     listening: AtomicBool,
 }
 
+/// What `post` needs of an outgoing message: whether it is one of our requests
+/// (they have numeric ids), and which.
+#[derive(serde::Deserialize)]
+struct Head {
+    id: Option<u64>,
+    method: Option<serde::de::IgnoredAny>,
+}
+
 enum Failure {
     /// Connection refused, reset, or no answer: the upstream is gone.
     Unreachable(String),
@@ -114,10 +122,11 @@ impl Http {
             return;
         };
         // A request that gets no JSON-RPC answer is answered here, so its caller learns at once.
-        let pending_id = serde_json::from_slice::<Value>(&line)
+        // Only the head is read (no tree is built): this runs for every message.
+        let pending_id = serde_json::from_slice::<Head>(&line)
             .ok()
-            .filter(|m| m.get("method").is_some())
-            .and_then(|m| m.get("id").and_then(Value::as_u64));
+            .filter(|h| h.method.is_some())
+            .and_then(|h| h.id);
         match self.exchange(&conn, line, pending_id).await {
             Ok(last) => {
                 // A stream that ended early with an event id: come back for the rest.
