@@ -8,10 +8,40 @@
 //! [`shown`] bounds and escapes them the same way everywhere, so a hidden and an
 //! absent tool name are always rendered identically (G2).
 
+use serde_json::Value;
 use std::fmt::Write as _;
 
 /// JSON-RPC "invalid params", the code MCP uses for unknown tools and malformed requests.
 pub const INVALID_PARAMS: i64 = -32602;
+
+/// How the gateway answers a call itself, without the tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// A tool result with `isError: true` and this text: the model reads it and can correct itself.
+    ToolError(String),
+    /// A JSON-RPC error object.
+    RpcError { code: i64, message: String },
+}
+
+impl Answer {
+    pub fn text(&self) -> &str {
+        match self {
+            Answer::ToolError(t) => t,
+            Answer::RpcError { message, .. } => message,
+        }
+    }
+
+    /// The MCP `CallToolResult` for a tool error; `None` for a JSON-RPC error.
+    pub fn to_tool_result(&self) -> Option<Value> {
+        match self {
+            Answer::ToolError(text) => Some(serde_json::json!({
+                "content": [{"type": "text", "text": text}],
+                "isError": true
+            })),
+            Answer::RpcError { .. } => None,
+        }
+    }
+}
 
 /// The longest name or key, in characters, echoed back to a caller.
 const SHOWN_MAX_CHARS: usize = 128;

@@ -1,6 +1,7 @@
 //! The values that travel through the pipeline: who calls, what the call became,
 //! and how it was answered.
 
+pub use crate::answer::Answer;
 use crate::catalogue::ToolEntry;
 use crate::meta::Meta;
 use crate::policy::UnknownMode;
@@ -19,35 +20,6 @@ impl Caller {
         Self {
             name: name.into(),
             groups: Vec::new(),
-        }
-    }
-}
-
-/// How the gateway answers a call itself, without the tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    /// A tool result with `isError: true` and this text: the model reads it and can correct itself.
-    ToolError(String),
-    /// A JSON-RPC error object.
-    RpcError { code: i64, message: String },
-}
-
-impl Answer {
-    pub fn text(&self) -> &str {
-        match self {
-            Answer::ToolError(t) => t,
-            Answer::RpcError { message, .. } => message,
-        }
-    }
-
-    /// The MCP `CallToolResult` for a tool error; `None` for a JSON-RPC error.
-    pub fn to_tool_result(&self) -> Option<Value> {
-        match self {
-            Answer::ToolError(text) => Some(serde_json::json!({
-                "content": [{"type": "text", "text": text}],
-                "isError": true
-            })),
-            Answer::RpcError { .. } => None,
         }
     }
 }

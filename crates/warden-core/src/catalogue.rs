@@ -9,7 +9,7 @@
 //! skipped by the argument stages (A4), never a panic.
 
 use crate::policy::{LayeredPolicy, ToolPolicy};
-use crate::stage::schema::describe_expected;
+use crate::expected;
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -308,7 +308,7 @@ fn build_entry(
     let mut defaulted = HashSet::new();
     if let Some(props) = props {
         for (name, prop) in props {
-            expected.insert(name.clone(), describe_expected(prop));
+            expected.insert(name.clone(), expected::describe(prop));
             if prop.get("default").is_some() {
                 defaulted.insert(name.clone());
             }

@@ -70,6 +70,7 @@ pub mod access;
 pub mod answer;
 pub mod call;
 pub mod catalogue;
+pub mod expected;
 pub mod hooks;
 pub mod meta;
 pub mod pipeline;

@@ -11,7 +11,8 @@ pub mod reasons;
 pub mod schema;
 pub mod unknown_keys;
 
-use crate::call::{Answer, CallReport};
+use crate::answer::Answer;
+use crate::call::CallReport;
 use crate::catalogue::ToolEntry;
 use serde_json::{Map, Value};
 

@@ -6,7 +6,7 @@
 //! gets the unknown-tool answer. `_meta` is bounded before anything reads it (N3).
 
 use crate::answer;
-use crate::call::Answer;
+use crate::answer::Answer;
 use crate::meta::{Meta, MetaLimits};
 use serde_json::{Map, Value};
 

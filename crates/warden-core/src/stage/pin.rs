@@ -6,7 +6,7 @@
 
 use super::{ArgCall, Step};
 use crate::answer;
-use crate::call::Answer;
+use crate::answer::Answer;
 
 pub fn apply(call: &mut ArgCall<'_>) -> Step {
     let pins = &call.tool.policy.pins;

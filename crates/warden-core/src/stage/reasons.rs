@@ -8,7 +8,7 @@
 
 use super::{ArgCall, Step};
 use crate::answer;
-use crate::call::Answer;
+use crate::answer::Answer;
 use serde_json::Value;
 
 pub const REASON: &str = "reason";

@@ -16,7 +16,7 @@
 use super::reasons::REASON;
 use super::{ArgCall, Step};
 use crate::answer::{self, UnknownKey};
-use crate::call::Answer;
+use crate::answer::Answer;
 use crate::catalogue::ArgCheck;
 use crate::policy::UnknownMode;
 use serde_json::Map;
