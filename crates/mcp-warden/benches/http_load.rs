@@ -1,9 +1,10 @@
-//! Load on the Streamable HTTP front (DESIGN.md §4): concurrent sessions call the
-//! `echo` tool of a Rust stdio upstream through `mcp-warden run --http` (validation
-//! on, an anonymous caller, keep-alive connections), and the same concurrency is sent
-//! to that upstream directly over its own stdio (it has no HTTP front), in the same
-//! run. Prints calls/s and p50/p99 latency of each. The load generator runs on one
-//! thread of the same 2-core machine.
+//! Load on the Streamable HTTP front (docs/behaviour.md, performance bar):
+//! concurrent sessions call the `echo` tool of a Rust stdio upstream through
+//! `mcp-warden run --http` (validation on, an anonymous caller, keep-alive
+//! connections), and the same concurrency is sent to that upstream directly over
+//! its own stdio (it has no HTTP front), in the same run. Prints calls/s and
+//! p50/p99 latency of each. The load generator runs on one thread of the same
+//! 2-core machine.
 //!
 //! `cargo bench -p mcp-warden --bench http_load` (LOAD_SESSIONS, default 32;
 //! LOAD_SECONDS, default 5).

@@ -1,5 +1,5 @@
-//! End-to-end cost of the gateway over stdio (DESIGN.md §4), measured against a
-//! direct call in the same run:
+//! End-to-end cost of the gateway over stdio (docs/behaviour.md, performance
+//! bar), measured against a direct call in the same run:
 //!
 //! - N sequential `tools/call` round trips from one client to a stdio echo upstream,
 //!   directly and through `mcp-warden run` (validation on), interleaved in rounds so

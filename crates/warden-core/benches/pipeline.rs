@@ -1,5 +1,6 @@
-//! The in-process cost of the pipeline (DESIGN.md §4: ≤ 5 µs a call with every
-//! stage on against a 20-property schema), and the catalogue build for 300 tools.
+//! The in-process cost of the pipeline (docs/behaviour.md, performance bar:
+//! ≤ 5 µs a call with every stage on against a 20-property schema), and the
+//! catalogue build for 300 tools.
 //!
 //! `cargo bench -p warden-core --bench pipeline` prints criterion's estimates and,
 //! at the end, the median per call next to the cost of the bare validator on the

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 use std::io;
 
-/// Limits applied to `_meta` (configurable; defaults from DESIGN.md N3).
+/// Limits applied to `_meta` (configurable; defaults from docs/behaviour.md N3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MetaLimits {
     /// Deepest nesting an entry's value may have (`{"a":{"b":1}}` nests 2 levels).

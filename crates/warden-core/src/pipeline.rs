@@ -1,6 +1,6 @@
-//! The pipeline, assembled in one place (DESIGN.md §1). Read this file to know
-//! what happens to a tool call and in which order; each stage lives in
-//! [`crate::stage`] with its own tests.
+//! The pipeline, assembled in one place (docs/behaviour.md, pipeline order).
+//! Read this file to know what happens to a tool call and in which order; each
+//! stage lives in [`crate::stage`] with its own tests.
 
 use crate::call::{Answer, CallReport, Caller, Forward, Outcome, Refusal, Verdict};
 use crate::catalogue::Catalogue;
