@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use warden_core::Caller;
 use warden_gateway::config::Config;
-use warden_gateway::gateway::{ClientSession, Gateway};
+use warden_gateway::gateway::{ClientSession, Gateway, Outgoing};
 
 #[derive(Parser)]
 #[command(
@@ -189,7 +189,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             match http {
                 Some(addr) => {
-                    let server = warden_gateway::http::Server::bind(gateway, &addr)
+                    let server = warden_gateway::front::http::Server::bind(gateway, &addr)
                         .await
                         .map_err(|e| anyhow!(e))?;
                     let local = server.local_addr().context("reading the bound address")?;
@@ -199,7 +199,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     eprintln!("mcp-warden: listening on {scheme}://{local}/mcp");
                     server.run(shutdown_signal()).await;
                 }
-                None => warden_gateway::stdio::serve(gateway)
+                None => warden_gateway::front::stdio::serve(gateway)
                     .await
                     .context("serving stdio")?,
             }
@@ -350,10 +350,10 @@ async fn start(
     };
     let gateway = Gateway::new(config).await.map_err(|e| anyhow!(e))?;
     // Messages the upstream sends the client (progress, logs) are shown on stderr.
-    let (tx, mut rx) = mpsc::channel::<Value>(64);
+    let (tx, mut rx) = mpsc::channel::<Outgoing>(64);
     tokio::spawn(async move {
-        while let Some(msg) = rx.recv().await {
-            eprintln!("{msg}");
+        while let Some(out) = rx.recv().await {
+            eprintln!("{}", out.msg);
         }
     });
     let session = ClientSession::new(Some(caller), tx);

@@ -88,7 +88,7 @@ async fn before_hooks_decide_and_after_hooks_run_exactly_once() {
     .unwrap();
     let (client, server) = tokio::io::duplex(1 << 20);
     let (server_read, server_write) = tokio::io::split(server);
-    let serving = tokio::spawn(warden_gateway::stdio::serve_on(
+    let serving = tokio::spawn(warden_gateway::front::stdio::serve_on(
         gateway,
         BufReader::new(server_read),
         server_write,

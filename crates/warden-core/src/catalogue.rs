@@ -8,8 +8,8 @@
 //! A schema that cannot be used is reported as a [`BuildProblem`] and the tool is
 //! skipped by the argument stages (A4), never a panic.
 
-use crate::policy::{LayeredPolicy, ToolPolicy};
 use crate::expected;
+use crate::policy::{LayeredPolicy, ToolPolicy};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -44,7 +44,8 @@ fn describe_at(prop: &Value, depth: usize) -> Option<String> {
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(alts)) = obj.get(key) {
-            let names: Option<Vec<String>> = alts.iter().map(|a| describe_at(a, depth + 1)).collect();
+            let names: Option<Vec<String>> =
+                alts.iter().map(|a| describe_at(a, depth + 1)).collect();
             if let Some(names) = names.filter(|n| !n.is_empty()) {
                 return Some(names.join(" or "));
             }

@@ -5,7 +5,7 @@
 
 use crate::config::{UpstreamConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS};
 use crate::jsonrpc;
-use crate::upstream::{futures_lite::BoxedSend, Conn, Inbound, Upstream};
+use crate::upstream::{BoxedSend, Conn, Inbound, Upstream};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Weak};
@@ -66,7 +66,7 @@ impl McpClient {
         url: &str,
         bearer_token: Option<String>,
     ) -> Result<McpClient, ProviderError> {
-        crate::webhook::Webhook::parse(url, DEFAULT_TIMEOUT_MS).map_err(ProviderError)?;
+        crate::net::target::HttpTarget::parse(url, DEFAULT_TIMEOUT_MS).map_err(ProviderError)?;
         Self::start(
             name,
             Vec::new(),
@@ -165,7 +165,7 @@ impl ToolProvider for McpClient {
                             .and_then(Value::as_str)
                             .unwrap_or("the server refused the call"),
                     ),
-                    _ => error_result(answer::UPSTREAM_EMPTY_ANSWER),
+                    _ => error_result(crate::texts::UPSTREAM_EMPTY_ANSWER),
                 };
                 results.push(ToolResult {
                     id: call.id,

@@ -4,7 +4,7 @@
 //! unknown or misspelt key is an error that names the file, the key's full path and
 //! the closest known key. Typed structs then carry a doc comment per field.
 
-use crate::webhook::Webhook;
+use crate::net::target::HttpTarget;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -569,7 +569,7 @@ impl Config {
                     ))
                 }
                 (Some(url), true) => {
-                    let target = Webhook::parse(url, 1).map_err(|m| err(at("url"), m))?;
+                    let target = HttpTarget::parse(url, 1).map_err(|m| err(at("url"), m))?;
                     if up.tls_ca_file.is_some() && !target.is_tls() {
                         return Err(err(
                             at("tls_ca_file"),
@@ -647,7 +647,7 @@ impl Config {
             ));
         }
         if let Some(w) = &self.access.webhook {
-            Webhook::parse(&w.url, w.timeout_ms).map_err(|m| err("access.webhook".into(), m))?;
+            HttpTarget::parse(&w.url, w.timeout_ms).map_err(|m| err("access.webhook".into(), m))?;
         }
         for (i, h) in self.hook.iter().enumerate() {
             if h.phase != "before" && h.phase != "after" {
@@ -656,7 +656,7 @@ impl Config {
                     format!("'{}' is not a phase; use before or after", h.phase),
                 ));
             }
-            Webhook::parse(&h.url, h.timeout_ms).map_err(|m| err(format!("hook[{i}]"), m))?;
+            HttpTarget::parse(&h.url, h.timeout_ms).map_err(|m| err(format!("hook[{i}]"), m))?;
         }
         let mut callers = HashSet::new();
         for (i, c) in self.caller.iter().enumerate() {

@@ -2,10 +2,10 @@
 //! requests from notifications from responses, and building the few messages the
 //! gateway writes itself. Messages stay `serde_json::Value` with key order kept.
 
+use crate::texts as answer;
 use serde_json::{json, Value};
 use std::io;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
-use warden_core::answer;
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;

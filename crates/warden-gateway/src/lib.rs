@@ -1,29 +1,32 @@
 //! # warden-gateway
 //!
 //! mcp-warden's gateway: the [`warden_core`] pipeline in front of MCP servers.
-//! It reads one TOML [`config::Config`], runs each `[[upstream]]` as a child
-//! process ([`upstream`]), serves clients over the stdio front ([`stdio`]) or Streamable HTTP ([`http`]), and
-//! relays every message it does not govern unchanged ([`gateway`]).
+//!
+//! - [`config`]: the one TOML file, checked, turned into runtime values;
+//! - [`front`]: how clients reach the gateway: stdio, Streamable HTTP, and who
+//!   the caller is ([`front::auth`]);
+//! - [`gateway`]: sessions, the catalogue, a call's path from start to settle,
+//!   and everything relayed between clients and upstreams;
+//! - [`upstream`]: the servers behind it, a child process or an HTTP server
+//!   behind one type;
+//! - [`texts`]: the gateway's protocol and HTTP texts (call and tool texts are
+//!   in [`warden_core::answer`]).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let config = warden_gateway::config::Config::load("warden.toml".as_ref())?;
 //! let gateway = warden_gateway::gateway::Gateway::new(config).await?;
-//! warden_gateway::stdio::serve(gateway).await?;
+//! warden_gateway::front::stdio::serve(gateway).await?;
 //! # Ok(()) }
 //! ```
 #![forbid(unsafe_code)]
 
-pub mod auth;
 pub mod client;
 pub mod config;
+pub mod front;
 pub mod gateway;
-pub mod http;
 pub mod jsonrpc;
 pub mod metrics;
-pub mod modern;
 pub mod net;
-pub mod stdio;
-pub mod trail;
+pub mod texts;
 pub mod upstream;
-pub mod webhook;

@@ -11,8 +11,8 @@
 //! The pin stage runs first, so validation sees pinned values applied (A7).
 
 use super::{ArgCall, Step};
-use crate::answer::{self, Violation};
 use crate::answer::Answer;
+use crate::answer::{self, Violation};
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 

@@ -15,8 +15,8 @@
 
 use super::reasons::REASON;
 use super::{ArgCall, Step};
-use crate::answer::{self, UnknownKey};
 use crate::answer::Answer;
+use crate::answer::{self, UnknownKey};
 use crate::catalogue::ArgCheck;
 use crate::policy::UnknownMode;
 use serde_json::Map;

@@ -27,7 +27,7 @@ pub enum Refused {
 impl Refused {
     /// The caller-facing text (the JSON-RPC error message of the 401).
     pub fn text(self) -> &'static str {
-        use warden_core::answer;
+        use crate::texts as answer;
         match self {
             Refused::Missing => answer::HTTP_NO_CREDENTIAL,
             Refused::NotBearer => answer::HTTP_NOT_BEARER,

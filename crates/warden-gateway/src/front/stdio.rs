@@ -7,7 +7,7 @@
 //! stops reading, lets calls in flight finish (each is bounded by its upstream's
 //! timeout), writes their answers, and ends the upstream children.
 
-use crate::gateway::{ClientSession, Gateway};
+use crate::gateway::{ClientSession, Gateway, Outgoing};
 use crate::jsonrpc::{self, Line};
 use serde_json::Value;
 use std::sync::Arc;
@@ -95,7 +95,7 @@ where
         groups: gateway.config.groups_of(&name),
         name,
     };
-    let (tx, rx) = mpsc::channel::<Value>(1024);
+    let (tx, rx) = mpsc::channel::<Outgoing>(1024);
     let session = ClientSession::new(Some(caller), tx);
     gateway.add_session(&session);
     let writer = tokio::spawn(write_messages(rx, output));
@@ -120,7 +120,7 @@ where
         let bytes = match line {
             Ok(Some(Line::Message(bytes))) => bytes,
             Ok(Some(Line::TooLong(n))) => {
-                let text = warden_core::answer::request_too_large(n, max);
+                let text = crate::texts::request_too_large(n, max);
                 session_send(
                     &session,
                     jsonrpc::error(Value::Null, jsonrpc::INVALID_REQUEST, &text),
@@ -140,7 +140,7 @@ where
         let msg: Value = match serde_json::from_slice(&bytes) {
             Ok(v) => v,
             Err(e) => {
-                let text = warden_core::answer::parse_error(&e.to_string());
+                let text = crate::texts::parse_error(&e.to_string());
                 session_send(
                     &session,
                     jsonrpc::error(Value::Null, jsonrpc::PARSE_ERROR, &text),
@@ -180,8 +180,8 @@ async fn session_send(session: &ClientSession, msg: Value) {
     session.send_raw(msg).await;
 }
 
-async fn write_messages<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Value>, mut out: W) {
-    while let Some(msg) = rx.recv().await {
+async fn write_messages<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Outgoing>, mut out: W) {
+    while let Some(Outgoing { msg, .. }) = rx.recv().await {
         if out.write_all(&jsonrpc::to_line(&msg)).await.is_err() {
             tracing::error!("writing to stdout failed; the client is gone");
             return;

@@ -11,7 +11,7 @@
 //! connection: waiting calls fail at once and the gateway reconnects with backoff.
 
 use super::{deliver, Conn, Inbound, Upstream};
-use crate::webhook::Webhook;
+use crate::net::target::HttpTarget;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
@@ -36,7 +36,7 @@ const RESUME_PAUSE: Duration = Duration::from_millis(100);
 type Sender = SendRequest<Full<Bytes>>;
 
 struct Http {
-    target: Webhook,
+    target: HttpTarget,
     /// For `https://` upstreams: the public roots plus `tls_ca_file`.
     tls: Option<tokio_rustls::TlsConnector>,
     token: Option<String>,
@@ -72,7 +72,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn>, String> {
     let url = up.config.url.as_deref().unwrap_or_default();
-    let target = Webhook::parse(url, up.timeout_ms()).map_err(|e| format!("url: {e}"))?;
+    let target = HttpTarget::parse(url, up.timeout_ms()).map_err(|e| format!("url: {e}"))?;
     let tls = if target.is_tls() {
         Some(crate::net::tls_with(up.config.tls_ca_file.as_deref())?)
     } else {

@@ -20,7 +20,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
-mod http_transport;
+mod http;
 
 /// Protocol versions this gateway speaks, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -59,15 +59,13 @@ pub trait Inbound: Send + Sync {
         conn: &Arc<Conn>,
         msg: Value,
         related: Option<u64>,
-    ) -> futures_lite::BoxedSend;
+    ) -> BoxedSend;
     /// The child exited or closed its stdout.
     fn on_exit(&self, upstream: usize, generation: u64);
 }
 
-/// Minimal boxed-future alias, to keep the trait object-safe without a crate for it.
-pub mod futures_lite {
-    pub type BoxedSend = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
-}
+/// A boxed future, to keep [`Inbound`] object-safe without a crate for it.
+pub type BoxedSend = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// One live child process.
 pub struct Conn {
@@ -455,7 +453,7 @@ impl Upstream {
 
     fn spawn(&self, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn>, String> {
         if self.config.url.is_some() {
-            return http_transport::open(self, inbound);
+            return http::open(self, inbound);
         }
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.config.command[1..])

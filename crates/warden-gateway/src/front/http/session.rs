@@ -1,0 +1,529 @@
+//! HTTP sessions: a [`ClientSession`] of the gateway plus the streams its messages
+//! go out on, and the table of open sessions.
+//!
+//! Every message the gateway sends a session names the request it belongs to
+//! ([`Outgoing`]), so sorting it is a lookup: the stream of the POST that carried
+//! that request, or the GET stream. Every stream keeps its last events, so a
+//! client that lost one resumes it with `Last-Event-ID`; a call whose stream is
+//! gone for longer than [`RESUME_GRACE`] is cancelled upstream.
+
+use crate::gateway::{ClientSession, Gateway, Outgoing};
+use crate::jsonrpc;
+use bytes::Bytes;
+use serde_json::{json, Value};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use warden_core::Caller;
+
+/// Events kept per stream for resumption.
+const HISTORY: usize = 256;
+/// Events queued for a connected stream before its client counts as not reading.
+pub(super) const SINK_CAPACITY: usize = 256;
+/// Finished streams kept (for late resumption) per session.
+const DONE_KEPT: usize = 32;
+/// How long a call whose SSE stream dropped waits for the client to resume it.
+const RESUME_GRACE: Duration = Duration::from_secs(5);
+/// Open sessions at most; an initialize beyond it gets 503 until some end.
+pub(super) const MAX_SESSIONS: usize = 10_000;
+
+/// One client session over HTTP.
+pub(super) struct HttpSession {
+    pub(super) id: String,
+    /// A 2026-07-28 request's own session: nothing can resume its stream.
+    pub(super) stateless: bool,
+    pub(super) caller: String,
+    gateway: Arc<Gateway>,
+    pub(super) client: Arc<ClientSession>,
+    streams: Mutex<Streams>,
+    last_used: Mutex<Instant>,
+}
+
+/// One event on a stream: its sequence number and the JSON-RPC message.
+#[derive(Clone)]
+pub(super) struct Event {
+    pub(super) seq: u64,
+    pub(super) data: Bytes,
+    /// The answer that ends a POST's stream.
+    pub(super) last: bool,
+}
+
+#[derive(Default)]
+struct Stream {
+    sink: Option<mpsc::Sender<Event>>,
+    history: VecDeque<Event>,
+    next_seq: u64,
+    /// The highest sequence number a connected client was handed.
+    delivered: u64,
+    /// The POSTed request this stream answers (id key, id); none for the GET stream.
+    request: Option<(String, Value)>,
+    done: bool,
+}
+
+/// A session's streams, and which POST's stream answers which request. Stream 0
+/// is the GET stream.
+pub(super) struct Streams {
+    streams: HashMap<u64, Stream>,
+    by_request: HashMap<String, u64>,
+    next: u64,
+    done: VecDeque<u64>,
+}
+
+impl Streams {
+    fn new() -> Self {
+        let mut streams = HashMap::new();
+        streams.insert(
+            0,
+            Stream {
+                next_seq: 1,
+                ..Stream::default()
+            },
+        );
+        Self {
+            streams,
+            by_request: HashMap::new(),
+            next: 1,
+            done: VecDeque::new(),
+        }
+    }
+
+    /// Opens the stream a POSTed request is answered on.
+    fn open(&mut self, key: String, id: Value, sink: mpsc::Sender<Event>) -> u64 {
+        let n = self.next;
+        self.next += 1;
+        self.by_request.insert(key.clone(), n);
+        self.streams.insert(
+            n,
+            Stream {
+                sink: Some(sink),
+                next_seq: 1,
+                request: Some((key, id)),
+                ..Stream::default()
+            },
+        );
+        n
+    }
+
+    /// Which stream a message from the gateway goes to, and whether it ends it:
+    /// the stream of the POST whose request it belongs to, else the GET stream.
+    /// `None`: an answer for a request no longer waiting.
+    fn target(&self, out: &Outgoing) -> Option<(u64, bool)> {
+        let stream = out
+            .call
+            .as_ref()
+            .and_then(|k| self.by_request.get(k).copied());
+        match (stream, out.ends_call) {
+            (Some(n), last) => Some((n, last)),
+            (None, true) => None,
+            (None, false) => Some((0, false)),
+        }
+    }
+
+    fn push(&mut self, n: u64, data: Bytes, last: bool) {
+        let Some(s) = self.streams.get_mut(&n) else {
+            return;
+        };
+        let event = Event {
+            seq: s.next_seq,
+            data,
+            last,
+        };
+        s.next_seq += 1;
+        s.history.push_back(event.clone());
+        if s.history.len() > HISTORY {
+            s.history.pop_front();
+        }
+        if let Some(sink) = &s.sink {
+            let seq = event.seq;
+            match sink.try_send(event) {
+                Ok(()) => s.delivered = seq,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    tracing::warn!(stream = n, "an SSE client is not reading its stream; it is disconnected (it may resume with Last-Event-ID)");
+                    s.sink = None;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => s.sink = None,
+            }
+        }
+        if last {
+            self.close(n);
+        }
+    }
+
+    /// Marks a POST stream answered: its request and token no longer route here.
+    fn close(&mut self, n: u64) -> Option<Value> {
+        let s = self.streams.get_mut(&n)?;
+        if s.done {
+            return None;
+        }
+        s.done = true;
+        let (key, id) = s.request.clone()?;
+        self.by_request.remove(&key);
+        self.done.push_back(n);
+        while self.done.len() > DONE_KEPT {
+            if let Some(old) = self.done.pop_front() {
+                self.streams.remove(&old);
+            }
+        }
+        Some(id)
+    }
+
+    /// The requests still waiting for their answers.
+    fn running(&self) -> Vec<Value> {
+        self.streams
+            .values()
+            .filter(|s| !s.done)
+            .filter_map(|s| s.request.as_ref().map(|(_, id)| id.clone()))
+            .collect()
+    }
+}
+
+impl HttpSession {
+    pub(super) fn streams(&self) -> std::sync::MutexGuard<'_, Streams> {
+        self.streams.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    pub(super) fn primes(&self) -> bool {
+        // Priming events (an id and no data) came with 2025-11-25.
+        self.client.version().is_some_and(|v| v >= "2025-11-25")
+    }
+
+    /// Cancels a request upstream as if the client had sent `notifications/cancelled`.
+    fn cancel(self: &Arc<Self>, id: Value, reason: &str) {
+        let me = self.clone();
+        let note = jsonrpc::notification(
+            "notifications/cancelled",
+            Some(json!({"requestId": id, "reason": reason})),
+        );
+        tokio::spawn(async move {
+            if let Some(w) = me.gateway.handle(&me.client, note).await {
+                w.await;
+            }
+        });
+    }
+}
+
+/// Moves a session's outgoing messages onto its streams until the session ends.
+async fn sort(session: Weak<HttpSession>, mut rx: mpsc::Receiver<Outgoing>) {
+    while let Some(out) = rx.recv().await {
+        let Some(s) = session.upgrade() else { break };
+        // Serialised before the streams are locked: the lock is for sorting only.
+        let data = Bytes::from(serde_json::to_vec(&out.msg).unwrap_or_default());
+        let mut streams = s.streams();
+        match streams.target(&out) {
+            Some((n, last)) => streams.push(n, data, last),
+            None => tracing::debug!("an answer for a request no longer waiting was dropped"),
+        }
+    }
+}
+
+/// Watches a POST's answer: if the client goes away before it, the call is
+/// cancelled (at once for a JSON answer, after [`RESUME_GRACE`] for a stream the
+/// client may resume).
+pub(super) struct Watch {
+    pub(super) session: Arc<HttpSession>,
+    pub(super) stream: u64,
+    pub(super) resumable: bool,
+    pub(super) armed: bool,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if !self.armed || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        {
+            let mut r = self.session.streams();
+            match r.streams.get_mut(&self.stream) {
+                Some(s) if !s.done => s.sink = None,
+                _ => return,
+            }
+        }
+        let (session, n) = (self.session.clone(), self.stream);
+        let grace = if self.resumable {
+            RESUME_GRACE
+        } else {
+            Duration::ZERO
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            let id = {
+                let mut r = session.streams();
+                match r.streams.get(&n) {
+                    Some(s) if !s.done && s.sink.is_none() => r.close(n),
+                    _ => None,
+                }
+            };
+            if let Some(id) = id {
+                tracing::info!(session = %session.id, "the HTTP client went away mid-call; the call is cancelled");
+                session.cancel(id, "the HTTP client disconnected");
+            }
+        });
+    }
+}
+
+/// 128 bits from the OS's random source, as 32 hex characters.
+fn new_session_id() -> String {
+    let mut bytes = [0u8; 16];
+    if let Err(e) = getrandom::fill(&mut bytes) {
+        // Without randomness a session id could be guessed; better to stop.
+        panic!("the OS random source failed: {e}");
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Why a request could not get a stream.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum StreamRefused {
+    /// A request with this id still runs in the session.
+    IdInUse,
+    /// `Last-Event-ID` names no stream of the session.
+    UnknownEvent,
+    /// The session's GET stream is already open.
+    GetStreamOpen,
+}
+
+/// A stream handed to a client: its number, the events to send first (a
+/// resumption replays what the client missed), and whether it already ended.
+pub(super) struct Attached {
+    pub(super) stream: u64,
+    pub(super) replay: Vec<Event>,
+    pub(super) ended: bool,
+}
+
+impl HttpSession {
+    /// Opens the stream a POSTed request is answered on.
+    pub(super) fn open_stream(
+        &self,
+        id: &Value,
+    ) -> Result<(u64, mpsc::Receiver<Event>), StreamRefused> {
+        let key = jsonrpc::id_key(id);
+        let (tx, rx) = mpsc::channel(SINK_CAPACITY);
+        let mut s = self.streams();
+        if s.by_request.contains_key(&key) {
+            return Err(StreamRefused::IdInUse);
+        }
+        Ok((s.open(key, id.clone(), tx), rx))
+    }
+
+    /// GET: the session's own stream, or (with `Last-Event-ID`) any of its streams
+    /// again from after the last event the client saw.
+    pub(super) fn attach(
+        &self,
+        last_event_id: Option<&str>,
+        sink: mpsc::Sender<Event>,
+    ) -> Result<Attached, StreamRefused> {
+        let resume = last_event_id.map(|v| {
+            let (s, q) = v.trim().split_once('-').unwrap_or(("", ""));
+            (s.parse::<u64>(), q.parse::<u64>())
+        });
+        let mut r = self.streams();
+        let (n, after) = match resume {
+            Some((Ok(n), Ok(seq))) if r.streams.contains_key(&n) => (n, seq),
+            Some(_) => return Err(StreamRefused::UnknownEvent),
+            None => match r.streams.get(&0) {
+                Some(s) if s.sink.as_ref().is_some_and(|k| !k.is_closed()) => {
+                    return Err(StreamRefused::GetStreamOpen)
+                }
+                Some(s) => (0, s.delivered),
+                None => (0, 0),
+            },
+        };
+        let s = r.streams.get_mut(&n).ok_or(StreamRefused::UnknownEvent)?;
+        let mut replay = Vec::new();
+        let mut ended = false;
+        for e in s.history.iter().filter(|e| e.seq > after) {
+            replay.push(e.clone());
+            s.delivered = e.seq;
+            ended |= e.last;
+        }
+        ended |= s.done && n != 0;
+        if !ended {
+            s.sink = Some(sink);
+        }
+        Ok(Attached {
+            stream: n,
+            replay,
+            ended,
+        })
+    }
+}
+
+/// The open sessions, by id.
+pub(super) struct SessionTable {
+    gateway: Arc<Gateway>,
+    map: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// A session unused this long ends.
+    pub(super) idle: Duration,
+}
+
+impl SessionTable {
+    pub(super) fn new(gateway: Arc<Gateway>, idle: Duration) -> SessionTable {
+        SessionTable {
+            gateway,
+            map: Mutex::new(HashMap::new()),
+            idle,
+        }
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<HttpSession>>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn count(&self) -> usize {
+        self.map().len()
+    }
+
+    /// A session; `addressable` ones are kept and found again by their Mcp-Session-Id,
+    /// the others (a 2026-07-28 request's own) end with their request.
+    pub(super) fn open(&self, caller: Caller, addressable: bool) -> Arc<HttpSession> {
+        let (tx, rx) = mpsc::channel::<Outgoing>(1024);
+        let name = caller.name.clone();
+        let id = new_session_id();
+        let label = if addressable {
+            format!("http:{id}")
+        } else {
+            "http:stateless".to_owned()
+        };
+        let client = ClientSession::labelled(Some(caller), tx, label);
+        self.gateway.add_session(&client);
+        let session = Arc::new(HttpSession {
+            id,
+            stateless: !addressable,
+            caller: name,
+            gateway: self.gateway.clone(),
+            client,
+            streams: Mutex::new(Streams::new()),
+            last_used: Mutex::new(Instant::now()),
+        });
+        tokio::spawn(sort(Arc::downgrade(&session), rx));
+        if addressable {
+            self.keep(Some(session.clone()), &session.id);
+            tracing::info!(session = %session.id, caller = %session.caller, "HTTP session opened");
+        }
+        session
+    }
+
+    /// The session `id`, when it is open and `caller`'s.
+    pub(super) fn find(&self, id: &str, caller: &str) -> Option<Arc<HttpSession>> {
+        self.map().get(id).filter(|s| s.caller == caller).cloned()
+    }
+
+    /// Adds (`Some`) or removes (`None`) a session, keeping the sessions gauge true.
+    pub(super) fn keep(&self, session: Option<Arc<HttpSession>>, id: &str) {
+        let mut map = self.map();
+        match session {
+            Some(s) => map.insert(id.to_owned(), s),
+            None => map.remove(id),
+        };
+        self.gateway
+            .metrics
+            .http_sessions
+            .store(map.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Ends a session: its streams close and its running calls are cancelled.
+    pub(super) fn end(&self, session: &Arc<HttpSession>, why: &str) {
+        self.keep(None, &session.id);
+        let running = {
+            let mut r = session.streams();
+            let running = r.running();
+            for s in r.streams.values_mut() {
+                s.sink = None;
+                s.done = true;
+            }
+            r.by_request.clear();
+            running
+        };
+        for id in running {
+            session.cancel(id, why);
+        }
+        tracing::info!(session = %session.id, "HTTP session ended: {why}");
+    }
+
+    /// Ends every session (the gateway is stopping).
+    pub(super) fn end_all(&self, why: &str) {
+        let sessions: Vec<_> = self.map().values().cloned().collect();
+        for s in sessions {
+            self.end(&s, why);
+        }
+    }
+
+    /// Ends sessions unused for longer than `gateway.session_idle`.
+    pub(super) fn sweep(&self) {
+        let idle: Vec<Arc<HttpSession>> = self
+            .map()
+            .values()
+            .filter(|s| {
+                let used = *s.last_used.lock().unwrap_or_else(|e| e.into_inner());
+                let r = s.streams();
+                used.elapsed() > self.idle
+                    && r.by_request.is_empty()
+                    && r.streams
+                        .values()
+                        .all(|st| st.sink.as_ref().is_none_or(|k| k.is_closed()))
+            })
+            .cloned()
+            .collect();
+        for s in idle {
+            self.end(&s, "idle for longer than gateway.session_idle");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_are_random_visible_ascii() {
+        let a = new_session_id();
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+        assert_ne!(a, new_session_id());
+    }
+
+    #[test]
+    fn the_router_sends_answers_to_their_streams_and_the_rest_to_get() {
+        let mut r = Streams::new();
+        let (tx, mut rx) = mpsc::channel(4);
+        let n = r.open("1".into(), json!(1), tx);
+        let for_call = |msg: Value, ends_call: bool| Outgoing {
+            call: Some("1".into()),
+            ends_call,
+            msg,
+        };
+        let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}});
+        assert_eq!(
+            r.target(&for_call(progress.clone(), false)),
+            Some((n, false))
+        );
+        let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        assert_eq!(r.target(&Outgoing::session(changed)), Some((0, false)));
+        let sampling = json!({"jsonrpc": "2.0", "id": "warden-1", "method": "sampling/createMessage", "params": {}});
+        assert_eq!(r.target(&for_call(sampling, false)), Some((n, false)));
+        let answer = json!({"jsonrpc": "2.0", "id": 1, "result": {}});
+        assert_eq!(r.target(&for_call(answer.clone(), true)), Some((n, true)));
+        r.push(n, Bytes::from_static(b"{}"), true);
+        assert!(rx.try_recv().unwrap().last);
+        assert_eq!(r.target(&for_call(answer, true)), None);
+        assert_eq!(r.target(&for_call(progress, false)), Some((0, false)));
+        assert!(r.running().is_empty());
+    }
+
+    #[test]
+    fn a_client_that_does_not_read_is_let_go() {
+        let mut r = Streams::new();
+        let (tx, _rx) = mpsc::channel(1);
+        let n = r.open("1".into(), json!(1), tx);
+        r.push(n, Bytes::from_static(b"{}"), false);
+        r.push(n, Bytes::from_static(b"{}"), false);
+        assert!(r.streams[&n].sink.is_none());
+        assert_eq!(r.streams[&n].history.len(), 2);
+        assert_eq!(r.running(), vec![json!(1)]);
+    }
+}

@@ -1,0 +1,95 @@
+//! The `ask` effect (H5): a call a rule marks `ask` runs only once a human
+//! approved it, asked through MCP elicitation: a request to the client, or, for a
+//! 2026-07-28 client, an `InputRequiredResult` whose answer comes back with the
+//! retried call under a sealed state bound to the caller, tool and arguments.
+
+use super::rev2026::{self, Binding, Envelope, StateKey};
+use super::session::{CallKey, ClientSession, Sessions};
+use crate::upstream::SUPPORTED_VERSIONS;
+use serde_json::{json, Value};
+use std::time::Duration;
+use warden_core::{answer, CallContext};
+
+/// How an approval question ended.
+pub enum Approval {
+    Approved,
+    Refused(&'static str),
+    /// A 2026-07-28 client is asked through the call's result; it retries.
+    InputRequired(Value),
+}
+
+/// Puts a call to the human.
+pub async fn approve(
+    session: &ClientSession,
+    sessions: &Sessions,
+    call: Option<CallKey>,
+    ctx: &CallContext,
+    envelope: Option<&Envelope>,
+    key: &StateKey,
+    timeout: Duration,
+) -> Approval {
+    let can = match envelope {
+        Some(e) => e.can("elicitation"),
+        None => session.client_can("elicitation"),
+    };
+    if !can {
+        tracing::info!(tool = %ctx.tool, "approval needed but the client cannot elicit; denied");
+        return Approval::Refused(answer::APPROVAL_UNAVAILABLE);
+    }
+    let args = serde_json::to_string(&ctx.arguments).unwrap_or_default();
+    let shown: String = args.chars().take(2000).collect();
+    let mut params = json!({
+        "message": answer::approval_question(&ctx.tool, &shown),
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"approve": {"type": "boolean", "title": "Approve this call", "default": false}},
+            "required": ["approve"]
+        }
+    });
+    if let Some(e) = envelope {
+        let caller = ctx
+            .caller
+            .as_ref()
+            .map(|c| c.name.as_str())
+            .unwrap_or_default();
+        let binding = Binding::new(caller, &ctx.tool, &ctx.arguments);
+        let now = rev2026::unix_now();
+        let answered = e
+            .request_state
+            .as_deref()
+            .filter(|t| key.opens(t, &binding, now))
+            .and(e.input_responses.as_ref())
+            .and_then(|r| r.get(rev2026::APPROVAL_KEY));
+        if let Some(answer) = answered {
+            let approved = answer.get("action").and_then(Value::as_str) == Some("accept")
+                && answer.pointer("/content/approve") == Some(&Value::Bool(true));
+            return decided(ctx, approved);
+        }
+        params["mode"] = json!("form");
+        return Approval::InputRequired(rev2026::approval_required(
+            params,
+            key.seal(&binding, now),
+        ));
+    }
+    if session.version() == Some(SUPPORTED_VERSIONS[0]) {
+        params["mode"] = json!("form");
+    }
+    let id = sessions.next_request_id();
+    let answer = session
+        .ask(call, id, "elicitation/create", params, timeout)
+        .await;
+    let approved = answer.as_ref().is_some_and(|a| {
+        a.pointer("/result/action").and_then(Value::as_str) == Some("accept")
+            && a.pointer("/result/content/approve") == Some(&Value::Bool(true))
+    });
+    decided(ctx, approved)
+}
+
+fn decided(ctx: &CallContext, approved: bool) -> Approval {
+    tracing::info!(tool = %ctx.tool, approved, "approval answered");
+    if approved {
+        Approval::Approved
+    } else {
+        Approval::Refused(answer::APPROVAL_REFUSED)
+    }
+}

@@ -1,0 +1,575 @@
+//! A `tools/call`, start to finish, and nothing else:
+//!
+//! begin → grant → pipeline → prepare → guards (approval, before hooks, ledger
+//! claim) → relay → settle.
+//!
+//! What must keep arrival order (the pipeline, queueing the call upstream) runs
+//! in [`Calls::begin`] before the front reads its next message; waiting for the
+//! upstream, and guards that may wait for a human or a webhook, run in the future
+//! it returns. Every exit goes through [`Settle::settle`] exactly once.
+
+use super::approval::{self, Approval};
+use super::grant::GrantSource;
+use super::ledger::LedgerKey;
+use super::relay::{self, Pending};
+use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls};
+use super::session::{CallKey, ClientSession, Sessions};
+use super::settle::{Body, CallRecord, Decision, End, Settle};
+use super::upstreams::Upstreams;
+use crate::texts;
+use crate::upstream::{CallError, Upstream};
+use serde_json::{Map, Value};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use warden_core::hooks::{self, BeforeHook, BeforeOutcome, CallContext};
+use warden_core::{answer, CallReport, Caller, Forward, Pipeline, Refusal, Verdict};
+use warden_store::Claim;
+
+/// A future that ends with a response body (`None`: nothing is due).
+pub type Answering = Pin<Box<dyn Future<Output = Option<Body>> + Send>>;
+
+/// How far a call got in its in-order phase.
+pub enum Begun {
+    /// Answered (or, `None`, nothing is due).
+    Done(Option<Body>),
+    /// Under way; the future answers it.
+    Then(Answering),
+}
+
+/// Everything the tool-call path uses.
+pub struct Calls {
+    pub pipeline: Pipeline,
+    pub grant: GrantSource,
+    before_hooks: Vec<Arc<dyn BeforeHook>>,
+    approval_timeout: Duration,
+    pub settle: Arc<Settle>,
+    upstreams: Arc<Upstreams>,
+    sessions: Arc<Sessions>,
+    /// 2026-07-28 calls waiting for their client's answer to an upstream's request.
+    parked: Arc<ParkedCalls<Relayed>>,
+}
+
+/// A call accepted by the pipeline, on its way upstream.
+struct Accepted {
+    up: Arc<Upstream>,
+    /// The params as they go upstream.
+    params: Value,
+    record: CallRecord,
+    approval: bool,
+    ledger: Option<LedgerKey>,
+    call: Option<CallKey>,
+    envelope: Option<Arc<Envelope>>,
+    binding: Option<Arc<Binding>>,
+}
+
+/// A call queued upstream.
+pub struct Relayed {
+    pending: Pending,
+    record: CallRecord,
+    envelope: Option<Arc<Envelope>>,
+    binding: Option<Arc<Binding>>,
+}
+
+impl Calls {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        pipeline: Pipeline,
+        grant: GrantSource,
+        before_hooks: Vec<Arc<dyn BeforeHook>>,
+        approval_timeout: Duration,
+        settle: Arc<Settle>,
+        upstreams: Arc<Upstreams>,
+        sessions: Arc<Sessions>,
+        parked: ParkedCalls<Relayed>,
+    ) -> Calls {
+        Calls {
+            pipeline,
+            grant,
+            before_hooks,
+            approval_timeout,
+            settle,
+            upstreams,
+            sessions,
+            parked: Arc::new(parked),
+        }
+    }
+
+    /// The key 2026-07-28 states are sealed with.
+    pub fn state_key(&self) -> &rev2026::StateKey {
+        self.parked.key()
+    }
+
+    /// Begins one `tools/call` (`id`: the client's request id, when it has one).
+    pub async fn begin(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        id: Option<&Value>,
+        mut params: Value,
+        envelope: Option<Arc<Envelope>>,
+    ) -> Begun {
+        let started = Instant::now();
+        let call = id.map(crate::jsonrpc::id_key);
+        if let Some(e) = &envelope {
+            if let Some(resumed) = self.resume(session, call.clone(), &params, e).await {
+                return resumed;
+            }
+        }
+        // Move the arguments out (no copy); a placeholder keeps their position.
+        let arguments = params.get_mut("arguments").map(Value::take);
+        let had_arguments = params.get("arguments").is_some();
+        // Refused calls are audited with the arguments they carried: kept only when audited.
+        let sent = self.settle.audit.on().then(|| match &arguments {
+            Some(Value::Object(m)) => m.clone(),
+            _ => Map::new(),
+        });
+        let name = params.get("name").cloned().unwrap_or(Value::Null);
+        let binding = envelope.as_ref().map(|_| {
+            Arc::new(binding_of(
+                session.caller.as_ref(),
+                name.as_str().unwrap_or_default(),
+                arguments.as_ref(),
+            ))
+        });
+        let mut check = Map::new();
+        check.insert("name".into(), name);
+        if let Some(args) = arguments {
+            check.insert("arguments".into(), args);
+        }
+        if let Some(meta) = params.get("_meta") {
+            check.insert("_meta".into(), meta.clone());
+        }
+        let verdict = self.check(session, check).await;
+        self.settle
+            .metrics
+            .unknown_keys
+            .fetch_add(verdict.report.unknown_keys.len() as u64, Ordering::Relaxed);
+        let forward = match verdict.outcome {
+            warden_core::Outcome::Forward(f) => f,
+            warden_core::Outcome::Answer { answer, refusal } => {
+                tracing::info!(caller = ?session.caller.as_ref().map(|c| &c.name), ?refusal, unknown = ?verdict.report.unknown_keys, answer = %answer.text(), "call answered by the gateway");
+                let tool = params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let record =
+                    self.refused_record(session, tool, sent, &verdict.report, refusal, started);
+                let decision = match refusal {
+                    Refusal::NoToolName | Refusal::InvalidArguments => Decision::InvalidArguments,
+                    Refusal::UnknownTool => Decision::UnknownTool,
+                    Refusal::GrantFailure => Decision::GrantFailure,
+                };
+                let end = End::Pipeline { decision, answer };
+                return Begun::Done(self.settle.settle(&record, end).await);
+            }
+        };
+        if !verdict.report.unknown_keys.is_empty() {
+            tracing::info!(tool = %forward.tool.name, mode = ?verdict.report.unknown_mode, keys = ?verdict.report.unknown_keys, "undeclared argument keys");
+        }
+        let accepted = self.prepare(
+            session,
+            params,
+            had_arguments,
+            forward,
+            &verdict.report,
+            (call, envelope, binding),
+            started,
+        );
+        let accepted = match accepted {
+            Ok(a) => a,
+            Err(tool) => {
+                let record = CallRecord::new(started, &tool);
+                let end = End::Failed {
+                    decision: Decision::Allowed,
+                    why: "the tool's upstream is not configured".into(),
+                };
+                return Begun::Done(self.settle.settle(&record, end).await);
+            }
+        };
+        let guarded =
+            accepted.approval || !self.before_hooks.is_empty() || accepted.ledger.is_some();
+        let (me, session) = (self.clone(), session.clone());
+        if guarded {
+            return Begun::Then(Box::pin(
+                async move { me.guarded(&session, accepted).await },
+            ));
+        }
+        match self.relay(&session, accepted).await {
+            Ok(relayed) => Begun::Then(Box::pin(async move { me.answer(&session, relayed).await })),
+            Err(body) => Begun::Done(body),
+        }
+    }
+
+    /// The grant, then the pipeline (G, N, R, A).
+    async fn check(&self, session: &ClientSession, check: Map<String, Value>) -> Verdict {
+        let name = check.get("name").and_then(Value::as_str);
+        let caller = session.caller.as_ref();
+        match self.grant.for_call(caller, name).await {
+            Some(grant) => {
+                let catalogue = self.upstreams.catalogue();
+                self.pipeline.check_with(
+                    &*grant,
+                    &catalogue,
+                    &session.warn,
+                    caller,
+                    Value::Object(check),
+                )
+            }
+            None => {
+                let catalogue = self.upstreams.catalogue();
+                self.pipeline
+                    .check(&catalogue, &session.warn, caller, Value::Object(check))
+            }
+        }
+    }
+
+    /// What a call the pipeline refused leaves behind: its audit record, and for a
+    /// failed grant source the context the after hooks hear of it with (G4).
+    fn refused_record(
+        &self,
+        session: &ClientSession,
+        tool: &str,
+        sent: Option<Map<String, Value>>,
+        report: &CallReport,
+        refusal: Refusal,
+        started: Instant,
+    ) -> CallRecord {
+        let mut record = CallRecord::new(started, tool);
+        record.audit = sent.map(|args| {
+            self.settle.audit.template(
+                &session.label,
+                session.caller.as_ref(),
+                tool,
+                None,
+                &args,
+                report,
+                None,
+            )
+        });
+        if refusal == Refusal::GrantFailure {
+            record.ctx = Some(Arc::new(CallContext {
+                caller: session.caller.clone(),
+                tool: tool.to_owned(),
+                upstream: String::new(),
+                arguments: Map::new(),
+                meta: Default::default(),
+                reason: None,
+            }));
+        }
+        record
+    }
+
+    /// Turns the pipeline's verdict into the request that goes upstream and the
+    /// record its end needs. `Err`: the tool's upstream is gone from the config (its name).
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
+        &self,
+        session: &Arc<ClientSession>,
+        mut params: Value,
+        had_arguments: bool,
+        forward: Forward,
+        report: &CallReport,
+        (call, envelope, binding): (Option<CallKey>, Option<Arc<Envelope>>, Option<Arc<Binding>>),
+        started: Instant,
+    ) -> Result<Accepted, String> {
+        let tool = forward.tool.clone();
+        let (Some(up), Some(obj)) = (
+            self.upstreams.by_name(&tool.upstream),
+            params.as_object_mut(),
+        ) else {
+            return Err(tool.name.clone());
+        };
+        let up = up.clone();
+        let caller = session.caller.as_ref();
+        let ledger = self.settle.ledger.key_of(
+            caller.map(|c| c.name.as_str()).unwrap_or_default(),
+            &forward.meta,
+        );
+        let mut record = CallRecord::new(started, &tool.name);
+        record.audit = self.settle.audit.on().then(|| {
+            self.settle.audit.template(
+                &session.label,
+                caller,
+                &tool.name,
+                Some(&tool.upstream),
+                &forward.arguments,
+                report,
+                ledger.as_ref().map(|(_, k)| k.clone()),
+            )
+        });
+        let guarded = forward.needs_approval || !self.before_hooks.is_empty() || ledger.is_some();
+        // Hooks see the call as it goes upstream; built only when someone will look.
+        record.ctx = (guarded || self.settle.has_after_hooks()).then(|| {
+            Arc::new(CallContext {
+                caller: session.caller.clone(),
+                tool: tool.name.clone(),
+                upstream: tool.upstream.clone(),
+                arguments: forward.arguments.clone(),
+                meta: forward.meta.clone(),
+                reason: report.reason.clone(),
+            })
+        });
+        obj.insert("name".into(), Value::String(tool.upstream_name.clone()));
+        if had_arguments || forward.rewritten {
+            obj.insert("arguments".into(), Value::Object(forward.arguments));
+        }
+        record.token = self
+            .sessions
+            .map_progress_token(session, call.as_ref(), obj);
+        Ok(Accepted {
+            up,
+            params: Value::Object(std::mem::take(obj)),
+            record,
+            approval: forward.needs_approval,
+            ledger,
+            call,
+            envelope,
+            binding,
+        })
+    }
+
+    /// Approval, before hooks, then the ledger (H1-H5, I1): only then upstream.
+    async fn guarded(&self, session: &Arc<ClientSession>, mut a: Accepted) -> Option<Body> {
+        let Some(ctx) = a.record.ctx.clone() else {
+            let end = End::Failed {
+                decision: Decision::Allowed,
+                why: "a guarded call has no context".into(),
+            };
+            return self.settle.settle(&a.record, end).await;
+        };
+        let refused = |text: &str| End::Refused {
+            decision: Decision::Denied,
+            text: text.to_owned(),
+        };
+        if a.approval {
+            let asked = approval::approve(
+                session,
+                &self.sessions,
+                a.call.clone(),
+                &ctx,
+                a.envelope.as_deref(),
+                self.state_key(),
+                self.approval_timeout,
+            )
+            .await;
+            match asked {
+                Approval::Approved => {}
+                Approval::Refused(text) => {
+                    return self.settle.settle(&a.record, refused(text)).await
+                }
+                Approval::InputRequired(result) => {
+                    // Not over: the client asks its user and retries the call.
+                    self.settle
+                        .paused(&a.record, Decision::ApprovalRequested)
+                        .await;
+                    return Some(Ok(result));
+                }
+            }
+        }
+        let end = match hooks::run_before(&self.before_hooks, &ctx).await {
+            BeforeOutcome::Pass => None,
+            BeforeOutcome::Deny(reason) => Some(refused(reason.as_str())),
+            BeforeOutcome::Answer(result) => Some(End::Hook(result)),
+            BeforeOutcome::Failed(e) => {
+                tracing::error!(tool = %ctx.tool, "a before hook failed; the tool is not run: {e}");
+                Some(End::Failed {
+                    decision: Decision::Denied,
+                    why: format!("before hook failed: {e}"),
+                })
+            }
+        };
+        if let Some(end) = end {
+            return self.settle.settle(&a.record, end).await;
+        }
+        // The ledger last: only a call that will run claims its key (I1).
+        if let Some(key) = a.ledger.take() {
+            let args = Value::Object(ctx.arguments.clone());
+            let end = match self.settle.ledger.claim(&key, &ctx.tool, &args).await {
+                Ok(Claim::Run) => {
+                    // From here on the call's end is the ledger's to record.
+                    a.record.ledger = Some(key);
+                    None
+                }
+                Ok(Claim::Replay(result)) => Some(End::Replayed(result)),
+                Ok(Claim::Running) => Some(refused(answer::ALREADY_RUNNING)),
+                Ok(Claim::Mismatch) => Some(refused(&answer::idempotency_mismatch(&key.1))),
+                Err(e) => {
+                    // A call that needs the ledger fails closed when the store is unavailable.
+                    tracing::error!(tool = %ctx.tool, "the ledger is unavailable; the call is refused: {e}");
+                    Some(End::Failed {
+                        decision: Decision::Allowed,
+                        why: e.to_string(),
+                    })
+                }
+            };
+            if let Some(end) = end {
+                return self.settle.settle(&a.record, end).await;
+            }
+        }
+        match self.relay(session, a).await {
+            Ok(relayed) => self.answer(session, relayed).await,
+            Err(body) => body,
+        }
+    }
+
+    /// Queues the call on its upstream.
+    async fn relay(&self, session: &ClientSession, a: Accepted) -> Result<Relayed, Option<Body>> {
+        let log_level = a.envelope.as_ref().and_then(|e| e.log_level);
+        match relay::start(&a.up, session, a.call, "tools/call", a.params, log_level).await {
+            Ok(pending) => Ok(Relayed {
+                pending,
+                record: a.record,
+                envelope: a.envelope,
+                binding: a.binding,
+            }),
+            Err(e) => Err(self.failed(&a.record, &a.up.name, e).await),
+        }
+    }
+
+    /// Waits for the upstream's answer and settles the call with it.
+    async fn answer(&self, session: &ClientSession, mut r: Relayed) -> Option<Body> {
+        let result = match (&r.binding, &r.pending.call) {
+            // A 2026-07-28 call: an upstream's request for it pauses the call.
+            (Some(_), Some(_)) => {
+                match rev2026::wait_bridged(session, &mut r.pending, r.envelope.as_deref()).await {
+                    Bridged::Answered(result) => result,
+                    Bridged::Asked(their_id, request) => {
+                        return self.park(r, their_id, request).await
+                    }
+                }
+            }
+            _ => relay::wait(session, &mut r.pending).await,
+        };
+        match result {
+            Ok(response) => {
+                tracing::debug!(tool = %r.record.tool, ms = r.record.started.elapsed().as_millis() as u64, "relayed");
+                let end = End::Upstream(relay::response_body(response));
+                self.settle.settle(&r.record, end).await
+            }
+            Err(e) => self.failed(&r.record, &r.pending.upstream, e).await,
+        }
+    }
+
+    /// E2: a call that failed upstream. Details go to the log, never to the caller.
+    async fn failed(&self, record: &CallRecord, upstream: &str, e: CallError) -> Option<Body> {
+        if e == CallError::Cancelled {
+            return self
+                .settle
+                .settle(record, End::Cancelled(e.to_string()))
+                .await;
+        }
+        let ms = record.started.elapsed().as_millis() as u64;
+        tracing::error!(%upstream, method = "tools/call", tool = %answer::shown(&record.tool), ms, "request failed: {e}");
+        let end = End::Failed {
+            decision: Decision::Allowed,
+            why: e.to_string(),
+        };
+        self.settle.settle(record, end).await
+    }
+
+    /// Sets a 2026-07-28 call aside and puts its upstream's request to the client as
+    /// an `InputRequiredResult`; the client's retry resumes it. A call nobody comes
+    /// back for is cancelled upstream after its timeout.
+    async fn park(&self, r: Relayed, their_id: Value, request: Value) -> Option<Body> {
+        let Some(binding) = r.binding.clone() else {
+            let end = End::Failed {
+                decision: Decision::Allowed,
+                why: "a parked call has no binding".into(),
+            };
+            return self.settle.settle(&r.record, end).await;
+        };
+        let Some(park_id) = rev2026::park_id() else {
+            let end = End::Failed {
+                decision: Decision::Allowed,
+                why: "the OS random source failed".into(),
+            };
+            return self.settle.settle(&r.record, end).await;
+        };
+        self.settle
+            .paused(&r.record, Decision::InputRequested)
+            .await;
+        let timeout = Duration::from_millis(r.pending.timeout_ms);
+        let state = self.parked.park(park_id.clone(), &binding, r, their_id);
+        let (parked, settle) = (self.parked.clone(), self.settle.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            if let Some((r, asked)) = parked.take(&park_id) {
+                let conn = r.pending.conn.clone();
+                tracing::info!(upstream = %r.pending.upstream, "a parked call's client did not come back; cancelled");
+                relay::refuse_upstream(&conn, asked, texts::CLIENT_DID_NOT_ANSWER).await;
+                conn.cancel(r.pending.id, "the client did not come back");
+                let why = CallError::Timeout(r.pending.timeout_ms).to_string();
+                let end = End::Failed {
+                    decision: Decision::Allowed,
+                    why,
+                };
+                settle.settle(&r.record, end).await;
+            }
+        });
+        Some(Ok(rev2026::input_required(&request, state)))
+    }
+
+    /// A retried 2026-07-28 call whose requestState names a parked call: the
+    /// client's answer goes to the upstream's request and the wait goes on.
+    /// `None` when the call names no parked call (it then runs as a new one).
+    async fn resume(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        call: Option<CallKey>,
+        params: &Value,
+        envelope: &Arc<Envelope>,
+    ) -> Option<Begun> {
+        let name = params.get("name")?.as_str()?;
+        let binding = binding_of(session.caller.as_ref(), name, params.get("arguments"));
+        let Some((mut r, asked)) = self.parked.resume(envelope, &binding)? else {
+            let body = Ok(super::settle::tool_error(texts::INPUT_ROUND_EXPIRED));
+            return Some(Begun::Done(Some(body)));
+        };
+        r.pending
+            .conn
+            .send(rev2026::upstream_answer(asked, envelope))
+            .await;
+        let log_level = envelope
+            .log_level
+            .or(r.envelope.as_ref().and_then(|e| e.log_level));
+        if let Some(k) = &call {
+            session.track(k, &r.pending.conn, r.pending.id, log_level);
+        }
+        r.pending.call = call;
+        let (me, session) = (self.clone(), session.clone());
+        Some(Begun::Then(Box::pin(async move {
+            me.answer(&session, r).await
+        })))
+    }
+}
+
+/// What a 2026-07-28 call's sealed state is bound to: the caller, the tool as the
+/// caller named it, and the arguments as the caller sent them.
+fn binding_of(caller: Option<&Caller>, tool: &str, arguments: Option<&Value>) -> Binding {
+    let caller = caller.map(|c| c.name.as_str()).unwrap_or_default();
+    let empty = Map::new();
+    let args = arguments.and_then(Value::as_object).unwrap_or(&empty);
+    Binding::new(caller, tool, args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_binding_ignores_nothing_the_caller_sent() {
+        let alice = Caller::new("alice");
+        let a = binding_of(Some(&alice), "t", Some(&json!({"x": 1})));
+        assert_eq!(a, binding_of(Some(&alice), "t", Some(&json!({"x": 1}))));
+        assert_ne!(a, binding_of(Some(&alice), "t", Some(&json!({"x": 2}))));
+        assert_ne!(a, binding_of(Some(&alice), "u", Some(&json!({"x": 1}))));
+        assert_ne!(a, binding_of(None, "t", Some(&json!({"x": 1}))));
+        assert_eq!(
+            binding_of(None, "t", None),
+            binding_of(None, "t", Some(&json!({})))
+        );
+    }
+}

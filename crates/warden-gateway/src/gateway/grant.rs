@@ -1,0 +1,98 @@
+//! Who may see and call what (G1-G4): the configured rules, overridden per tool
+//! by the grant webhook when one is configured.
+//!
+//! A listing and a call take the same decision (G2). When the webhook fails, a
+//! listing degrades to the rules (at worst a caller sees a tool it cannot use)
+//! while a call fails closed: the pipeline answers it as unverifiable (G4).
+
+use super::webhooks;
+use crate::net::target::HttpTarget;
+use std::collections::HashMap;
+use std::sync::Arc;
+use warden_core::{answer, Caller, Catalogue, Grant, GrantDecision, Pipeline, Rules, ToolEntry};
+
+/// The grant decision's sources.
+pub struct GrantSource {
+    pub rules: Arc<Rules>,
+    webhook: Option<HttpTarget>,
+}
+
+/// A grant decided by the webhook for some names, the rules for the rest.
+struct Decided<'r> {
+    decisions: HashMap<String, GrantDecision>,
+    base: &'r Rules,
+}
+
+impl Grant for Decided<'_> {
+    fn decide(&self, caller: &Caller, name: &str, tool: Option<&ToolEntry>) -> GrantDecision {
+        match self.decisions.get(name) {
+            Some(d) => *d,
+            None => self.base.decide(caller, name, tool),
+        }
+    }
+}
+
+/// The grant source failed: every call is refused as unverifiable (G4).
+struct CannotDecide;
+
+impl Grant for CannotDecide {
+    fn decide(&self, _: &Caller, _: &str, _: Option<&ToolEntry>) -> GrantDecision {
+        GrantDecision::Unavailable
+    }
+}
+
+impl GrantSource {
+    pub fn new(rules: Arc<Rules>, webhook: Option<HttpTarget>) -> GrantSource {
+        GrantSource { rules, webhook }
+    }
+
+    /// The tools `caller` sees, in catalogue order.
+    pub async fn list<'c>(
+        &self,
+        pipeline: &Pipeline,
+        catalogue: &'c Catalogue,
+        caller: Option<&Caller>,
+    ) -> Vec<&'c serde_json::Value> {
+        let (Some(hook), Some(caller)) = (&self.webhook, caller) else {
+            return pipeline.list(catalogue, caller);
+        };
+        let names: Vec<&str> = catalogue.tools().iter().map(|t| t.name.as_str()).collect();
+        match webhooks::grant_decisions(hook, caller, &names).await {
+            Ok(decisions) => {
+                let grant = Decided {
+                    decisions,
+                    base: &self.rules,
+                };
+                pipeline.list_with(&grant, catalogue, Some(caller))
+            }
+            Err(e) => {
+                // G4: a listing degrades to the configured rules.
+                tracing::warn!(url = %hook.url(), "grant webhook failed; listing by the rules: {e}");
+                pipeline.list(catalogue, Some(caller))
+            }
+        }
+    }
+
+    /// The grant for one call: the webhook's decision over the rules, or, when the
+    /// webhook fails, a source that says it cannot decide (G4: fail closed).
+    /// `None`: the rules alone decide (the pipeline's own grant).
+    pub async fn for_call(
+        &self,
+        caller: Option<&Caller>,
+        name: Option<&str>,
+    ) -> Option<Box<dyn Grant + '_>> {
+        let (hook, caller, name) = (self.webhook.as_ref()?, caller?, name?);
+        Some(
+            match webhooks::grant_decisions(hook, caller, &[name]).await {
+                Ok(decisions) => Box::new(Decided {
+                    decisions,
+                    base: &self.rules,
+                }),
+                Err(e) => {
+                    tracing::error!(url = %hook.url(), tool = %answer::shown(name), "grant webhook failed; the call is refused: {e}");
+                    Box::new(CannotDecide)
+                }
+            },
+        )
+    }
+}

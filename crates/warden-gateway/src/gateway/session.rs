@@ -1,0 +1,367 @@
+//! Client sessions: one [`ClientSession`] per client connection (a stdio front
+//! has exactly one; the HTTP front one per `Mcp-Session-Id`, or one per request at
+//! 2026-07-28), and [`Sessions`], the registry of live ones with the progress
+//! tokens handed upstream on their behalf.
+//!
+//! Everything the gateway sends a client is an [`Outgoing`]: the message and the
+//! client request it belongs to, so a front never has to work out again which
+//! call a message is about.
+
+use crate::jsonrpc;
+use crate::upstream::Conn;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use warden_core::{Caller, UnknownKeyWarning};
+
+/// A client request, as a map key: its JSON-RPC id ([`jsonrpc::id_key`]).
+pub type CallKey = String;
+
+/// A message for a client and the request of its it belongs to.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    /// The client request this message is about: its answer, its progress, or an
+    /// upstream's request or log message made while it ran. `None`: the session as
+    /// a whole (a list-changed notification, an error about an unreadable message).
+    pub call: Option<CallKey>,
+    /// The message is the answer to `call`, which ends it.
+    pub ends_call: bool,
+    pub msg: Value,
+}
+
+impl Outgoing {
+    /// A message about the session as a whole.
+    pub fn session(msg: Value) -> Outgoing {
+        Outgoing {
+            call: None,
+            ends_call: false,
+            msg,
+        }
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One client connection.
+pub struct ClientSession {
+    out: mpsc::Sender<Outgoing>,
+    pub caller: Option<Caller>,
+    /// How audit records name the session: "stdio", or "http:" and the session id.
+    pub label: String,
+    pub(crate) warn: warden_core::Session,
+    /// Client request → (upstream connection, upstream request id), for cancellation
+    /// and for telling which call an upstream's message belongs to.
+    pub(crate) inflight: Mutex<HashMap<CallKey, (Weak<Conn>, u64)>>,
+    /// Id we gave the client for an upstream's request → (connection, the upstream's own id).
+    pub(crate) server_requests: Mutex<HashMap<String, (Weak<Conn>, Value)>>,
+    /// Requests the gateway itself sent the client (approval) → their waiters.
+    own_requests: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    /// 2026-07-28 calls waiting upstream → where an upstream's request for that
+    /// call goes, to be put to the client as an input request.
+    pub(crate) interrupts: Mutex<HashMap<CallKey, mpsc::Sender<(Value, Value)>>>,
+    /// 2026-07-28 calls that opted in to log messages → least severe level wanted.
+    pub(crate) log_levels: Mutex<HashMap<CallKey, u8>>,
+    /// What the client declared in `initialize`: its capabilities and the version agreed.
+    client: RwLock<Option<(Value, &'static str)>>,
+    /// The client speaks the stateless 2026-07-28 revision: no requests to it, and
+    /// no notifications but the progress of its own requests.
+    stateless: AtomicBool,
+}
+
+impl ClientSession {
+    pub fn new(caller: Option<Caller>, out: mpsc::Sender<Outgoing>) -> Arc<Self> {
+        Self::labelled(caller, out, "stdio".into())
+    }
+
+    /// A session whose audit records carry `label`.
+    pub fn labelled(
+        caller: Option<Caller>,
+        out: mpsc::Sender<Outgoing>,
+        label: String,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            out,
+            caller,
+            label,
+            warn: warden_core::Session::new(Arc::new(|w: &UnknownKeyWarning| {
+                tracing::warn!(
+                    tool = %w.tool,
+                    unknown = %w.unknown_keys.join(", "),
+                    declared = %w.declared_keys.join(", "),
+                    "a call carried argument(s) the tool does not declare; forwarded unchanged (warn mode)"
+                );
+            })),
+            inflight: Mutex::new(HashMap::new()),
+            server_requests: Mutex::new(HashMap::new()),
+            own_requests: Mutex::new(HashMap::new()),
+            interrupts: Mutex::new(HashMap::new()),
+            log_levels: Mutex::new(HashMap::new()),
+            client: RwLock::new(None),
+            stateless: AtomicBool::new(false),
+        })
+    }
+
+    /// Remembers what the client declared in `initialize`.
+    pub(crate) fn initialized(&self, capabilities: Value, version: &'static str) {
+        *self.client.write().unwrap_or_else(|e| e.into_inner()) = Some((capabilities, version));
+    }
+
+    /// Whether the client declared a capability in `initialize`.
+    pub(crate) fn client_can(&self, capability: &str) -> bool {
+        let client = self.client.read().unwrap_or_else(|e| e.into_inner());
+        client
+            .as_ref()
+            .is_some_and(|(caps, _)| caps.get(capability).is_some_and(Value::is_object))
+    }
+
+    /// The protocol version agreed in `initialize`, once it ran.
+    pub fn version(&self) -> Option<&'static str> {
+        self.client
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|(_, v)| *v)
+    }
+
+    pub(crate) fn mark_stateless(&self) {
+        self.stateless.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the client speaks the stateless 2026-07-28 revision.
+    pub fn is_stateless(&self) -> bool {
+        self.stateless.load(Ordering::Relaxed)
+    }
+
+    /// Sends the client a request of the gateway's own, for the call `call`, and
+    /// waits for its answer (`None` when it does not come in time or the client is gone).
+    pub(crate) async fn ask(
+        &self,
+        call: Option<CallKey>,
+        id: Value,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Option<Value> {
+        let (tx, rx) = oneshot::channel();
+        let key = jsonrpc::id_key(&id);
+        lock(&self.own_requests).insert(key.clone(), tx);
+        self.send_for(call, jsonrpc::request(id, method, Some(params)))
+            .await;
+        let answer = tokio::time::timeout(timeout, rx)
+            .await
+            .ok()
+            .and_then(Result::ok);
+        lock(&self.own_requests).remove(&key);
+        answer
+    }
+
+    /// Hands a client's response to the gateway's own request that waits for it.
+    /// Gives the response back when no such request waits.
+    pub(crate) fn answer_own(&self, key: &str, msg: Value) -> Result<(), Value> {
+        match lock(&self.own_requests).remove(key) {
+            Some(waiter) => {
+                let _ = waiter.send(msg);
+                Ok(())
+            }
+            None => Err(msg),
+        }
+    }
+
+    pub(crate) async fn send(&self, out: Outgoing) {
+        // A closed channel means the client is gone; nothing is left to tell it.
+        let _ = self.out.send(out).await;
+    }
+
+    /// Sends a message that belongs to the call `call` without ending it.
+    pub(crate) async fn send_for(&self, call: Option<CallKey>, msg: Value) {
+        self.send(Outgoing {
+            call,
+            ends_call: false,
+            msg,
+        })
+        .await
+    }
+
+    /// Sends a message the front wrote itself (a parse error, say).
+    pub async fn send_raw(&self, msg: Value) {
+        self.send(Outgoing::session(msg)).await
+    }
+
+    /// Remembers that client request `key` runs as `upstream_id` on `conn`.
+    pub(crate) fn track(&self, key: &CallKey, conn: &Arc<Conn>, upstream_id: u64, log: Option<u8>) {
+        lock(&self.inflight).insert(key.clone(), (Arc::downgrade(conn), upstream_id));
+        if let Some(level) = log {
+            lock(&self.log_levels).insert(key.clone(), level);
+        }
+    }
+
+    /// Forgets a client request that no longer waits upstream.
+    pub(crate) fn untrack(&self, key: &CallKey) {
+        lock(&self.inflight).remove(key);
+        lock(&self.log_levels).remove(key);
+    }
+
+    /// The upstream request client request `key` waits on, if it still waits.
+    pub(crate) fn upstream_of(&self, key: &str) -> Option<(Arc<Conn>, u64)> {
+        let (conn, id) = lock(&self.inflight).get(key).cloned()?;
+        Some((conn.upgrade()?, id))
+    }
+
+    fn uses(&self, conn: &Arc<Conn>) -> bool {
+        self.latest_on(conn).is_some()
+    }
+
+    fn owns(&self, conn: &Arc<Conn>, upstream_id: u64) -> bool {
+        self.call_for(conn, upstream_id).is_some()
+    }
+
+    /// The client request of this session that is `upstream_id` on `conn`.
+    fn call_for(&self, conn: &Arc<Conn>, upstream_id: u64) -> Option<CallKey> {
+        lock(&self.inflight)
+            .iter()
+            .find(|(_, (c, id))| {
+                *id == upstream_id && c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, conn))
+            })
+            .map(|(k, _)| k.clone())
+    }
+
+    /// The client request of this session most recently sent to `conn`.
+    fn latest_on(&self, conn: &Arc<Conn>) -> Option<CallKey> {
+        lock(&self.inflight)
+            .iter()
+            .filter(|(_, (c, _))| c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, conn)))
+            .max_by_key(|(_, (_, upstream_id))| *upstream_id)
+            .map(|(k, _)| k.clone())
+    }
+
+    /// The call an upstream's message on `conn` belongs to: the one it came with
+    /// (`related`, when the transport says), else this session's latest call there.
+    pub(crate) fn call_on(&self, conn: &Arc<Conn>, related: Option<u64>) -> Option<CallKey> {
+        related
+            .and_then(|r| self.call_for(conn, r))
+            .or_else(|| self.latest_on(conn))
+    }
+}
+
+/// Where a progress token handed upstream leads back to.
+struct ProgressRoute {
+    session: Weak<ClientSession>,
+    /// The client's own token.
+    theirs: Value,
+    /// The client request that carried it.
+    call: Option<CallKey>,
+}
+
+/// The live client sessions, and the progress tokens sent upstream for them.
+#[derive(Default)]
+pub struct Sessions {
+    live: Mutex<Vec<Weak<ClientSession>>>,
+    /// Token sent upstream → the session and token it stands for.
+    progress: Mutex<HashMap<String, ProgressRoute>>,
+    next_token: AtomicU64,
+    next_request: AtomicU64,
+}
+
+impl Sessions {
+    pub fn add(&self, session: &Arc<ClientSession>) {
+        let mut live = lock(&self.live);
+        live.retain(|s| s.strong_count() > 0);
+        live.push(Arc::downgrade(session));
+    }
+
+    pub fn live(&self) -> Vec<Arc<ClientSession>> {
+        lock(&self.live).iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// A fresh id for a request the gateway sends a client (`warden-N`).
+    pub fn next_request_id(&self) -> Value {
+        let n = self.next_request.fetch_add(1, Ordering::Relaxed) + 1;
+        Value::String(format!("warden-{n}"))
+    }
+
+    /// Replaces the caller's progress token with one unique across sessions and
+    /// remembers the way back. Returns the token sent upstream.
+    pub fn map_progress_token(
+        &self,
+        session: &Arc<ClientSession>,
+        call: Option<&CallKey>,
+        params: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let meta = params.get_mut("_meta")?.as_object_mut()?;
+        let theirs = meta.get("progressToken")?.clone();
+        let n = self.next_token.fetch_add(1, Ordering::Relaxed) + 1;
+        let ours = format!("warden-{n}");
+        meta.insert("progressToken".into(), Value::String(ours.clone()));
+        lock(&self.progress).insert(
+            ours.clone(),
+            ProgressRoute {
+                session: Arc::downgrade(session),
+                theirs,
+                call: call.cloned(),
+            },
+        );
+        Some(ours)
+    }
+
+    /// Forgets a token once its call is over.
+    pub fn forget_token(&self, token: &str) {
+        lock(&self.progress).remove(token);
+    }
+
+    /// Relays an upstream's progress notification to the client whose token it names.
+    pub async fn relay_progress(&self, mut msg: Value) {
+        let token = msg
+            .pointer("/params/progressToken")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let target = token.and_then(|t| {
+            let progress = lock(&self.progress);
+            let r = progress.get(&t)?;
+            Some((r.session.upgrade()?, r.theirs.clone(), r.call.clone()))
+        });
+        if let Some((session, theirs, call)) = target {
+            msg["params"]["progressToken"] = theirs;
+            session.send_for(call, msg).await;
+        }
+    }
+
+    /// Sends a notification to every session that takes unsolicited ones (2026-07-28
+    /// clients get them only on subscription streams).
+    pub async fn broadcast(&self, msg: Value) {
+        for s in self.live().into_iter().filter(|s| !s.is_stateless()) {
+            s.send(Outgoing::session(msg.clone())).await;
+        }
+    }
+
+    /// The session an upstream's request or log message is for: the one whose call
+    /// it came with (an HTTP upstream says which), else the only session with a call
+    /// on that connection, else the only session there is. Several candidates and
+    /// nothing to tell them apart: none, so one caller never sees another's traffic.
+    pub fn session_for(
+        &self,
+        conn: &Arc<Conn>,
+        related: Option<u64>,
+    ) -> Option<Arc<ClientSession>> {
+        let sessions = self.live();
+        if let Some(upstream_id) = related {
+            if let Some(owner) = sessions.iter().find(|s| s.owns(conn, upstream_id)) {
+                return Some(owner.clone());
+            }
+        }
+        let mut using = sessions.iter().filter(|s| s.uses(conn));
+        match (using.next(), using.next()) {
+            (Some(only), None) => return Some(only.clone()),
+            (Some(_), Some(_)) => return None,
+            (None, _) => {}
+        }
+        match sessions.as_slice() {
+            [only] => Some(only.clone()),
+            _ => None,
+        }
+    }
+}

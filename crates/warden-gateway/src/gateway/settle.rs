@@ -1,0 +1,375 @@
+//! The one place a tool call ends (H4, I1, E2).
+//!
+//! Whatever happened to a call — refused by the pipeline, denied by a hook,
+//! answered from the ledger, run upstream, failed, cancelled — it leaves through
+//! [`Settle::settle`] exactly once: the after hooks see it, the ledger records its
+//! end, its audit record is written (before the answer goes out), the metrics
+//! count it, its progress token is forgotten, and the answer the caller gets is
+//! built here. A call that only pauses (a 2026-07-28 input round) is recorded with
+//! [`Settle::paused`] and settles later.
+
+use super::audit::AuditTrail;
+use super::ledger::{Ledger, LedgerKey};
+use super::session::Sessions;
+use crate::metrics::Metrics;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Instant;
+use warden_core::hooks::{self, AfterHook, CallContext, CallEnd};
+use warden_core::{answer, Answer};
+use warden_store::{AuditRecord, Finish};
+
+/// A JSON-RPC response body: the result, or the error object.
+pub type Body = Result<Value, Value>;
+
+/// What the gateway decided about a call (the audit record's and the metrics'
+/// `decision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Let through to the upstream (or to the ledger's stored answer).
+    Allowed,
+    /// Refused by an approval, a before hook or the ledger.
+    Denied,
+    /// A before hook answered in the tool's place.
+    AnsweredByHook,
+    /// The pipeline refused the arguments (N1, N2, A3, A5, A7).
+    InvalidArguments,
+    /// Hidden, absent, or no caller (G1, G2).
+    UnknownTool,
+    /// The grant source failed (G4).
+    GrantFailure,
+    /// A 2026-07-28 client was asked for an approval and will retry.
+    ApprovalRequested,
+    /// A 2026-07-28 client was handed an upstream's request and will retry.
+    InputRequested,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allowed => "allowed",
+            Decision::Denied => "denied",
+            Decision::AnsweredByHook => "answered_by_hook",
+            Decision::InvalidArguments => "invalid_arguments",
+            Decision::UnknownTool => "unknown_tool",
+            Decision::GrantFailure => "grant_failure",
+            Decision::ApprovalRequested => "approval_requested",
+            Decision::InputRequested => "input_requested",
+        }
+    }
+}
+
+/// How a call ended (the audit record's and the metrics' `outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// The tool ran and answered `isError: true`.
+    ToolError,
+    /// The upstream answered with a JSON-RPC error.
+    UpstreamError,
+    /// The gateway answered with a refusal.
+    Refused,
+    /// Something the caller did not cause went wrong (E2).
+    Failed,
+    /// The client cancelled the call.
+    Cancelled,
+    /// The call waits for the client's input (2026-07-28).
+    InputRequired,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::ToolError => "tool_error",
+            Outcome::UpstreamError => "upstream_error",
+            Outcome::Refused => "refused",
+            Outcome::Failed => "failed",
+            Outcome::Cancelled => "cancelled",
+            Outcome::InputRequired => "input_required",
+        }
+    }
+}
+
+/// What a tool call carries from its start to its end: pingora's per-request
+/// context, for the one phase that runs last.
+pub struct CallRecord {
+    pub started: Instant,
+    /// The tool as the caller named it.
+    pub tool: String,
+    /// What the after hooks see (built only when there are hooks to see it).
+    pub ctx: Option<Arc<CallContext>>,
+    /// The call's audit record before its end is known (when calls are audited).
+    pub audit: Option<AuditRecord>,
+    /// The idempotency key the call holds in the ledger.
+    pub ledger: Option<LedgerKey>,
+    /// The progress token sent upstream for it.
+    pub token: Option<String>,
+}
+
+impl CallRecord {
+    pub fn new(started: Instant, tool: &str) -> CallRecord {
+        CallRecord {
+            started,
+            tool: tool.to_owned(),
+            ctx: None,
+            audit: None,
+            ledger: None,
+            token: None,
+        }
+    }
+}
+
+/// How a call ended, and so what its caller is answered.
+pub enum End {
+    /// The upstream answered (a result or a JSON-RPC error, passed through: E3).
+    Upstream(Body),
+    /// The gateway answers with a tool error of its own, a text the caller may read.
+    Refused { decision: Decision, text: String },
+    /// The pipeline answered (N, G, A): with a tool error or a JSON-RPC error.
+    Pipeline { decision: Decision, answer: Answer },
+    /// A before hook answered in the tool's place (H1).
+    Hook(Value),
+    /// The ledger holds this call's answer from an earlier run (I1).
+    Replayed(Value),
+    /// Something the caller did not cause went wrong: `why` goes to the log, the
+    /// after hooks and the ledger; the caller gets the generic answer (E2, H3).
+    Failed { decision: Decision, why: String },
+    /// The client cancelled the call: no answer is due.
+    Cancelled(String),
+}
+
+/// The end of every tool call.
+pub struct Settle {
+    pub audit: AuditTrail,
+    pub ledger: Ledger,
+    pub metrics: Arc<Metrics>,
+    after_hooks: Arc<[Arc<dyn AfterHook>]>,
+    sessions: Arc<Sessions>,
+}
+
+impl Settle {
+    pub fn new(
+        audit: AuditTrail,
+        ledger: Ledger,
+        metrics: Arc<Metrics>,
+        after_hooks: Vec<Arc<dyn AfterHook>>,
+        sessions: Arc<Sessions>,
+    ) -> Settle {
+        Settle {
+            audit,
+            ledger,
+            metrics,
+            after_hooks: after_hooks.into(),
+            sessions,
+        }
+    }
+
+    /// Whether anyone looks at a call's context after it ran.
+    pub fn has_after_hooks(&self) -> bool {
+        !self.after_hooks.is_empty()
+    }
+
+    /// Ends a call: after hooks, ledger, audit, metrics, once; returns its answer
+    /// (`None`: cancelled, nothing is due).
+    pub async fn settle(&self, call: &CallRecord, end: End) -> Option<Body> {
+        if let Some(t) = &call.token {
+            self.sessions.forget_token(t);
+        }
+        let (decision, outcome, replayed, body) = match end {
+            End::Upstream(body) => {
+                let outcome = match &body {
+                    Ok(r) if r.get("isError") == Some(&Value::Bool(true)) => Outcome::ToolError,
+                    Ok(_) => Outcome::Ok,
+                    Err(_) => Outcome::UpstreamError,
+                };
+                match &body {
+                    Ok(result) => self.after(call, Some(result.clone()), None),
+                    Err(error) => self.after(call, None, Some(format!("upstream error: {error}"))),
+                }
+                if let Some(key) = &call.ledger {
+                    let finish = match &body {
+                        Ok(result) => Finish::Completed(result.clone()),
+                        Err(error) => Finish::Failed(error.to_string()),
+                    };
+                    self.ledger.settle(key, finish).await;
+                }
+                (Decision::Allowed, outcome, false, Some(body))
+            }
+            End::Refused { decision, text } => {
+                let result = tool_error(&text);
+                self.after(call, Some(result.clone()), None);
+                (decision, Outcome::Refused, false, Some(Ok(result)))
+            }
+            End::Pipeline { decision, answer } => {
+                if decision == Decision::GrantFailure {
+                    // G4: no before hooks ran, but the after hooks hear of the refusal once.
+                    self.after(call, None, Some("the grant source failed".into()));
+                }
+                (decision, Outcome::Refused, false, Some(answer_body(answer)))
+            }
+            End::Hook(result) => {
+                self.after(call, Some(result.clone()), None);
+                (
+                    Decision::AnsweredByHook,
+                    Outcome::Ok,
+                    false,
+                    Some(Ok(result)),
+                )
+            }
+            End::Replayed(result) => {
+                self.after(call, Some(result.clone()), None);
+                (Decision::Allowed, Outcome::Ok, true, Some(Ok(result)))
+            }
+            End::Failed { decision, why } => {
+                self.after(call, None, Some(why.clone()));
+                if let Some(key) = &call.ledger {
+                    self.ledger.settle(key, Finish::Failed(why)).await;
+                }
+                (decision, Outcome::Failed, false, Some(internal_error()))
+            }
+            End::Cancelled(why) => {
+                self.after(call, None, Some(why.clone()));
+                if let Some(key) = &call.ledger {
+                    self.ledger.settle(key, Finish::Failed(why)).await;
+                }
+                (Decision::Allowed, Outcome::Cancelled, false, None)
+            }
+        };
+        self.record(call, decision, outcome, replayed).await;
+        body
+    }
+
+    /// Records a call that waits for its client's input and is not over.
+    pub async fn paused(&self, call: &CallRecord, decision: Decision) {
+        self.record(call, decision, Outcome::InputRequired, false)
+            .await;
+    }
+
+    async fn record(
+        &self,
+        call: &CallRecord,
+        decision: Decision,
+        outcome: Outcome,
+        replayed: bool,
+    ) {
+        let ms = call.started.elapsed().as_secs_f64() * 1e3;
+        self.metrics
+            .observe(decision.as_str(), outcome.as_str(), ms);
+        if let Some(template) = &call.audit {
+            let mut record = template.clone();
+            record.decision = decision.as_str().to_owned();
+            record.outcome = outcome.as_str().to_owned();
+            record.duration_ms = ms;
+            record.replayed = replayed;
+            self.audit.record(record).await;
+        }
+    }
+
+    /// H4: runs the after hooks once, without delaying the answer.
+    fn after(&self, call: &CallRecord, result: Option<Value>, failure: Option<String>) {
+        let Some(ctx) = call.ctx.clone() else { return };
+        if self.after_hooks.is_empty() {
+            return;
+        }
+        let hooks = self.after_hooks.clone();
+        let end = CallEnd {
+            result,
+            failure,
+            duration_ms: call.started.elapsed().as_secs_f64() * 1e3,
+        };
+        tokio::spawn(async move {
+            for e in hooks::run_after(&hooks, &ctx, &end).await {
+                tracing::warn!(tool = %ctx.tool, "an after hook failed (ignored): {e}");
+            }
+        });
+    }
+}
+
+/// A tool result with `isError: true` and `text`.
+pub fn tool_error(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": true})
+}
+
+/// E2: the answer to a tool call that failed for reasons the caller did not cause.
+pub fn internal_error() -> Body {
+    Ok(tool_error(answer::INTERNAL_ERROR))
+}
+
+/// The JSON-RPC body of a gateway answer.
+pub fn answer_body(answer: Answer) -> Body {
+    match answer {
+        Answer::ToolError(text) => Ok(tool_error(&text)),
+        Answer::RpcError { code, message } => Err(json!({"code": code, "message": message})),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_and_outcomes_print_as_before() {
+        let decisions = [
+            Decision::Allowed,
+            Decision::Denied,
+            Decision::AnsweredByHook,
+            Decision::InvalidArguments,
+            Decision::UnknownTool,
+            Decision::GrantFailure,
+            Decision::ApprovalRequested,
+            Decision::InputRequested,
+        ];
+        assert_eq!(
+            decisions.map(Decision::as_str),
+            [
+                "allowed",
+                "denied",
+                "answered_by_hook",
+                "invalid_arguments",
+                "unknown_tool",
+                "grant_failure",
+                "approval_requested",
+                "input_requested"
+            ]
+        );
+        let outcomes = [
+            Outcome::Ok,
+            Outcome::ToolError,
+            Outcome::UpstreamError,
+            Outcome::Refused,
+            Outcome::Failed,
+            Outcome::Cancelled,
+            Outcome::InputRequired,
+        ];
+        assert_eq!(
+            outcomes.map(Outcome::as_str),
+            [
+                "ok",
+                "tool_error",
+                "upstream_error",
+                "refused",
+                "failed",
+                "cancelled",
+                "input_required"
+            ]
+        );
+    }
+
+    #[test]
+    fn gateway_answers() {
+        assert_eq!(
+            internal_error(),
+            Ok(
+                json!({"content": [{"type": "text", "text": answer::INTERNAL_ERROR}], "isError": true})
+            )
+        );
+        assert_eq!(
+            answer_body(Answer::RpcError {
+                code: -32602,
+                message: "m".into()
+            }),
+            Err(json!({"code": -32602, "message": "m"}))
+        );
+    }
+}

@@ -1,0 +1,499 @@
+//! The gateway's upstreams as one catalogue: starting them, their last good tool
+//! listings, the catalogue built from those, restarts, and which upstream serves
+//! a method the gateway does not govern.
+//!
+//! A listing replaces the cached one only when it succeeds; a `tools/list` while
+//! an upstream has none to offer fails loudly instead of returning a shorter list.
+
+use super::relay;
+use super::session::lock;
+use super::settle::Body;
+use crate::config::Config;
+use crate::jsonrpc;
+use crate::texts;
+use crate::upstream::{Inbound, Upstream, SUPPORTED_VERSIONS};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::Duration;
+use warden_core::{Catalogue, LayeredPolicy};
+
+pub struct Upstreams {
+    pub list: Vec<Arc<Upstream>>,
+    policy: LayeredPolicy,
+    /// Per upstream, its last successful tool listing (`None` until one succeeded).
+    listings: RwLock<Vec<Option<Vec<Value>>>>,
+    catalogue: RwLock<Arc<Catalogue>>,
+    /// A resource URI (`uri:…`) or prompt name (`prompt:…`) → the upstream that listed it.
+    owners: Mutex<HashMap<String, usize>>,
+    /// The initialize params sent to upstreams (replayed on restart).
+    init: RwLock<Option<Value>>,
+    /// Where the upstreams' own requests and notifications go.
+    inbound: OnceLock<Weak<dyn Inbound>>,
+    connected: tokio::sync::OnceCell<()>,
+    shutting_down: AtomicBool,
+}
+
+impl Upstreams {
+    pub fn new(config: &Config) -> Upstreams {
+        let list: Vec<Arc<Upstream>> = config
+            .upstream
+            .iter()
+            .enumerate()
+            .map(|(i, u)| {
+                let mut up = u.clone();
+                up.tls_ca_file = up
+                    .tls_ca_file
+                    .map(|p| config.resolve_path(&p.to_string_lossy()));
+                Arc::new(Upstream::new(
+                    i,
+                    up,
+                    config.program(u),
+                    config.gateway.max_message_bytes,
+                ))
+            })
+            .collect();
+        let n = list.len();
+        Upstreams {
+            list,
+            policy: config.policy(),
+            listings: RwLock::new(vec![None; n]),
+            catalogue: RwLock::new(Arc::new(Catalogue::default())),
+            owners: Mutex::new(HashMap::new()),
+            init: RwLock::new(None),
+            inbound: OnceLock::new(),
+            connected: tokio::sync::OnceCell::new(),
+            shutting_down: AtomicBool::new(false),
+        }
+    }
+
+    /// Names where upstream messages go; set once, before anything connects.
+    pub fn set_inbound(&self, inbound: Weak<dyn Inbound>) {
+        let _ = self.inbound.set(inbound);
+    }
+
+    fn inbound(&self) -> Weak<dyn Inbound> {
+        match self.inbound.get() {
+            Some(w) => w.clone(),
+            None => Weak::<NoInbound>::new(),
+        }
+    }
+
+    pub fn catalogue(&self) -> Arc<Catalogue> {
+        self.catalogue
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.list.iter().find(|u| u.name == name)
+    }
+
+    /// Whether the upstreams were started (or are being started).
+    pub fn started(&self) -> bool {
+        self.connected.initialized()
+    }
+
+    /// Starts every upstream once (later calls wait for the first). `client_init` is
+    /// the client's initialize params, whose version, capabilities and clientInfo the
+    /// upstreams are offered; without one the gateway introduces itself.
+    pub async fn connect(&self, client_init: Option<&Value>) {
+        self.connected
+            .get_or_init(|| async {
+                let init = upstream_init(client_init);
+                *self.init.write().unwrap_or_else(|e| e.into_inner()) = Some(init.clone());
+                let inbound = self.inbound();
+                let tasks = self.list.iter().map(|up| {
+                    let (up, inbound, init) = (up.clone(), inbound.clone(), init.clone());
+                    async move { (up.index, up.connect(inbound, &init).await) }
+                });
+                for (index, result) in join_all(tasks).await {
+                    self.record_listing(index, result);
+                }
+                self.rebuild_catalogue();
+            })
+            .await;
+    }
+
+    fn record_listing(&self, index: usize, result: Result<Vec<Value>, String>) -> bool {
+        let name = &self.list[index].name;
+        match result {
+            Ok(tools) => {
+                tracing::info!(upstream = %name, tools = tools.len(), "upstream ready");
+                self.listings.write().unwrap_or_else(|e| e.into_inner())[index] = Some(tools);
+                true
+            }
+            Err(e) => {
+                // The cached listing stays: it is replaced only by a successful one.
+                tracing::error!(upstream = %name, "upstream could not be started or listed: {e}");
+                false
+            }
+        }
+    }
+
+    fn rebuild_catalogue(&self) {
+        let listings = self
+            .listings
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut builder = Catalogue::builder(&self.policy);
+        for (up, tools) in self.list.iter().zip(&listings) {
+            if let Some(tools) = tools {
+                builder.add_upstream(&up.name, up.config.prefix, tools);
+            }
+        }
+        let (catalogue, problems) = builder.build();
+        for p in problems {
+            tracing::warn!(upstream = %p.upstream, tool = %p.tool, dropped = p.dropped, "{}", p.problem);
+        }
+        *self.catalogue.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalogue);
+    }
+
+    /// Upstreams that have no listing to offer, or are not running now.
+    pub fn unavailable(&self) -> Vec<String> {
+        let listings = self.listings.read().unwrap_or_else(|e| e.into_inner());
+        self.list
+            .iter()
+            .zip(listings.iter())
+            .filter(|(up, l)| l.is_none() || up.conn().is_none())
+            .map(|(up, _)| up.name.clone())
+            .collect()
+    }
+
+    /// Re-lists one upstream's tools after `list_changed`; the cached listing is
+    /// replaced only when this succeeds.
+    pub async fn refresh(&self, index: usize) -> bool {
+        let result = self.list[index].list_tools().await;
+        let ok = self.record_listing(index, result);
+        if ok {
+            self.rebuild_catalogue();
+        }
+        ok
+    }
+
+    /// Whether an exit of generation `generation` of upstream `index` needs a restart.
+    pub fn needs_restart(&self, index: usize, generation: u64) -> bool {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return false;
+        }
+        // An older child's exit, when a newer one already runs, needs nothing.
+        let current = self.list[index].conn().map(|c| c.generation);
+        current.is_none_or(|g| g == generation)
+    }
+
+    /// Starts upstream `index` again, with backoff, until it lists its tools; false
+    /// when the gateway shuts down first.
+    pub async fn restart(&self, index: usize) -> bool {
+        let up = self.list[index].clone();
+        let mut delay = Duration::from_millis(100);
+        loop {
+            tokio::time::sleep(delay).await;
+            if self.shutting_down.load(Ordering::SeqCst) {
+                return false;
+            }
+            let init = self.init.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let init = init.unwrap_or_else(|| upstream_init(None));
+            tracing::info!(upstream = %up.name, "restarting upstream");
+            match up.connect(self.inbound(), &init).await {
+                Ok(tools) => {
+                    self.record_listing(index, Ok(tools));
+                    self.rebuild_catalogue();
+                    return true;
+                }
+                Err(e) => {
+                    tracing::error!(upstream = %up.name, "restart failed: {e}; next try in {:?}", delay * 2);
+                    delay = (delay * 2).min(Duration::from_secs(10));
+                }
+            }
+        }
+    }
+
+    /// Which upstream serves a method the gateway does not govern: the one upstream
+    /// that declared the capability it belongs to (the first such, with several),
+    /// or the one that listed the resource or prompt the request names.
+    pub fn serving(&self, method: &str, params: Option<&Value>) -> Option<Arc<Upstream>> {
+        let Some(capability) = capability_of(method) else {
+            // Not tied to a capability: only unambiguous with a single upstream.
+            return match self.list.as_slice() {
+                [only] if only.conn().is_some() => Some(only.clone()),
+                _ => None,
+            };
+        };
+        if let Some(key) = params.and_then(owner_key) {
+            let owner = lock(&self.owners).get(&key).copied();
+            if let Some(up) = owner
+                .and_then(|i| self.list.get(i))
+                .filter(|u| u.conn().is_some())
+            {
+                return Some(up.clone());
+            }
+        }
+        self.capable(capability).into_iter().next()
+    }
+
+    /// The running upstreams that declared the capability `method` belongs to,
+    /// when `method` is a list merged across upstreams and several serve it.
+    pub fn merging(&self, method: &str) -> Option<(&'static str, Vec<Arc<Upstream>>)> {
+        let field = merged_field(method)?;
+        let ups = self.capable(capability_of(method).unwrap_or_default());
+        (ups.len() > 1).then_some((field, ups))
+    }
+
+    /// Running upstreams that declared `capability`, in config order.
+    fn capable(&self, capability: &str) -> Vec<Arc<Upstream>> {
+        self.list
+            .iter()
+            .filter(|u| {
+                u.conn().is_some()
+                    && u.info()
+                        .is_some_and(|i| i.capabilities.contains_key(capability))
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// `resources/list`, `resources/templates/list` or `prompts/list` over several
+    /// upstreams: every page of each, concatenated in config order, remembering which
+    /// upstream offers which URI or prompt. One failing upstream fails the listing.
+    pub async fn merged_list(&self, method: &str, field: &str, ups: Vec<Arc<Upstream>>) -> Body {
+        let mut items = Vec::new();
+        for up in ups {
+            let failed = || json!({"code": jsonrpc::INTERNAL_ERROR, "message": texts::listing_failed(std::slice::from_ref(&up.name))});
+            let conn = up.conn().ok_or_else(failed)?;
+            let mut cursor: Option<Value> = None;
+            loop {
+                let params = match cursor.take() {
+                    Some(c) => json!({"cursor": c}),
+                    None => json!({}),
+                };
+                let response = conn
+                    .request(method, Some(params), up.timeout_ms())
+                    .await
+                    .map_err(|e| {
+                        tracing::error!(upstream = %up.name, %method, "listing failed: {e}");
+                        failed()
+                    })?;
+                let result = relay::response_body(response)?;
+                let page = result
+                    .get(field)
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                {
+                    let mut owners = lock(&self.owners);
+                    for item in &page {
+                        if let Some(key) = item_owner_key(field, item) {
+                            owners.entry(key).or_insert(up.index);
+                        }
+                    }
+                }
+                items.extend(page);
+                match result.get("nextCursor") {
+                    Some(c) if !c.is_null() => cursor = Some(c.clone()),
+                    _ => break,
+                }
+            }
+        }
+        let mut result = Map::new();
+        result.insert(field.to_owned(), Value::Array(items));
+        Ok(Value::Object(result))
+    }
+
+    /// The capabilities the gateway offers (its upstreams' merged, tools always)
+    /// and their instructions.
+    pub fn offered(&self) -> (Map<String, Value>, Option<String>) {
+        let mut capabilities = Map::new();
+        let mut instructions = Vec::new();
+        for up in &self.list {
+            if let Some(info) = up.info() {
+                merge_capabilities(&mut capabilities, &info.capabilities);
+                if let Some(i) = info.instructions {
+                    instructions.push(i);
+                }
+            }
+        }
+        capabilities.insert("tools".into(), json!({"listChanged": true}));
+        let instructions = (!instructions.is_empty()).then(|| instructions.join("\n\n"));
+        (capabilities, instructions)
+    }
+
+    /// Stops every upstream; no restarts after this.
+    pub async fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        join_all(
+            self.list
+                .iter()
+                .cloned()
+                .map(|u| async move { u.shutdown().await }),
+        )
+        .await;
+    }
+}
+
+/// Stands in for the router before it is named (nothing connects before then).
+struct NoInbound;
+
+impl Inbound for NoInbound {
+    fn on_message(
+        &self,
+        _: usize,
+        _: &Arc<crate::upstream::Conn>,
+        _: Value,
+        _: Option<u64>,
+    ) -> crate::upstream::BoxedSend {
+        Box::pin(async {})
+    }
+    fn on_exit(&self, _: usize, _: u64) {}
+}
+
+/// The capability a method belongs to, for the methods the gateway relays.
+fn capability_of(method: &str) -> Option<&'static str> {
+    match method.split('/').next()? {
+        "resources" => Some("resources"),
+        "prompts" => Some("prompts"),
+        "completion" => Some("completions"),
+        "logging" => Some("logging"),
+        _ => None,
+    }
+}
+
+/// The result field of the list methods merged across upstreams.
+fn merged_field(method: &str) -> Option<&'static str> {
+    match method {
+        "resources/list" => Some("resources"),
+        "resources/templates/list" => Some("resourceTemplates"),
+        "prompts/list" => Some("prompts"),
+        _ => None,
+    }
+}
+
+/// The resource URI or prompt name a request names, as an owners key.
+fn owner_key(params: &Value) -> Option<String> {
+    if let Some(uri) = params.get("uri").and_then(Value::as_str) {
+        return Some(format!("uri:{uri}"));
+    }
+    if let Some(name) = params.get("name").and_then(Value::as_str) {
+        return Some(format!("prompt:{name}"));
+    }
+    let r = params.get("ref")?;
+    match r.get("type").and_then(Value::as_str)? {
+        "ref/prompt" => Some(format!("prompt:{}", r.get("name")?.as_str()?)),
+        "ref/resource" => Some(format!("uri:{}", r.get("uri")?.as_str()?)),
+        _ => None,
+    }
+}
+
+fn item_owner_key(field: &str, item: &Value) -> Option<String> {
+    match field {
+        "resources" => Some(format!("uri:{}", item.get("uri")?.as_str()?)),
+        "resourceTemplates" => Some(format!("uri:{}", item.get("uriTemplate")?.as_str()?)),
+        "prompts" => Some(format!("prompt:{}", item.get("name")?.as_str()?)),
+        _ => None,
+    }
+}
+
+/// The protocol version to answer an `initialize` with: the one asked for when
+/// the gateway speaks it, else the newest it speaks.
+pub fn negotiated_version(params: Option<&Value>) -> &'static str {
+    let requested = params
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_str);
+    SUPPORTED_VERSIONS
+        .iter()
+        .find(|v| Some(**v) == requested)
+        .copied()
+        .unwrap_or(SUPPORTED_VERSIONS[0])
+}
+
+/// The initialize params sent upstream: the client's own where there is one.
+fn upstream_init(client: Option<&Value>) -> Value {
+    let version = negotiated_version(client);
+    let capabilities = client
+        .and_then(|p| p.get("capabilities"))
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let info = client
+        .and_then(|p| p.get("clientInfo"))
+        .cloned()
+        .unwrap_or_else(|| json!({"name": "mcp-warden", "version": env!("CARGO_PKG_VERSION")}));
+    json!({"protocolVersion": version, "capabilities": capabilities, "clientInfo": info})
+}
+
+/// Merges one upstream's capabilities into the set the gateway offers: objects are
+/// merged key by key, a `true` flag wins, anything else keeps the first value.
+fn merge_capabilities(into: &mut Map<String, Value>, from: &Map<String, Value>) {
+    for (k, v) in from {
+        match (into.get_mut(k), v) {
+            (None, v) => {
+                into.insert(k.clone(), v.clone());
+            }
+            (Some(Value::Object(a)), Value::Object(b)) => merge_capabilities(a, b),
+            (Some(a @ Value::Bool(false)), Value::Bool(true)) => *a = Value::Bool(true),
+            _ => {}
+        }
+    }
+}
+
+/// Runs futures concurrently on the runtime and collects their outputs in order.
+async fn join_all<F>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        match h.await {
+            Ok(v) => out.push(v),
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_merge() {
+        let mut a = json!({"resources": {"subscribe": false}, "x-custom": {"a": 1}})
+            .as_object()
+            .unwrap()
+            .clone();
+        let b = json!({"resources": {"subscribe": true, "listChanged": true}, "logging": {}})
+            .as_object()
+            .unwrap()
+            .clone();
+        merge_capabilities(&mut a, &b);
+        assert_eq!(
+            Value::Object(a),
+            json!({"resources": {"subscribe": true, "listChanged": true}, "x-custom": {"a": 1}, "logging": {}})
+        );
+    }
+
+    #[test]
+    fn upstream_init_offers_the_clients_terms() {
+        let client = json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}, "clientInfo": {"name": "c"}});
+        assert_eq!(
+            upstream_init(Some(&client)),
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}, "clientInfo": {"name": "c"}})
+        );
+        assert_eq!(upstream_init(None)["protocolVersion"], "2025-11-25");
+        let odd = json!({"protocolVersion": "1999-01-01"});
+        assert_eq!(upstream_init(Some(&odd))["protocolVersion"], "2025-11-25");
+    }
+
+    #[tokio::test]
+    async fn join_all_keeps_order() {
+        let out = join_all((0..5u64).map(|i| async move {
+            tokio::time::sleep(Duration::from_millis(50 - i * 10)).await;
+            i
+        }))
+        .await;
+        assert_eq!(out, [0, 1, 2, 3, 4]);
+    }
+}

@@ -1,0 +1,254 @@
+//! The gateway's own protocol texts: JSON-RPC errors outside the tool-call
+//! pipeline, the HTTP front's refusals, and the 2026-07-28 envelope's errors.
+//!
+//! Texts about a tool call itself (unknown tool, unknown parameters, the generic
+//! internal error …) belong to the pipeline and live in [`warden_core::answer`].
+//! Like those, every text here is tested byte for byte: clients and models match
+//! on them.
+
+use warden_core::answer::shown;
+
+// JSON-RPC errors outside the pipeline.
+
+/// An upstream the listing needs is down or never listed (never a shorter list).
+pub fn listing_failed(upstreams: &[String]) -> String {
+    let names: Vec<String> = upstreams
+        .iter()
+        .map(|n| format!("'{}'", shown(n)))
+        .collect();
+    format!(
+        "Listing failed: upstream {} is not available, so the list would be incomplete. Retry shortly.",
+        names.join(", ")
+    )
+}
+
+/// A relayed request (not a tool call) got no answer from its upstream.
+pub const UPSTREAM_NO_ANSWER: &str =
+    "Internal error: the server behind the gateway did not answer.";
+/// An upstream answered with neither a result nor an error.
+pub const UPSTREAM_EMPTY_ANSWER: &str =
+    "Internal error: the server behind the gateway sent an empty answer.";
+/// An upstream asked the client something, but no client is connected.
+pub const NO_CLIENT: &str = "No client is connected to the gateway.";
+/// An upstream asked something, and several clients' calls wait on it: the
+/// gateway will not guess whose it is.
+pub const UNTIED_REQUEST: &str =
+    "The gateway cannot tell which of its clients this request is for, so it was not relayed.";
+/// To an upstream: the client did not declare the capability its request needs.
+pub const CLIENT_LACKS_CAPABILITY: &str =
+    "The client did not declare the capability this request needs.";
+/// To an upstream: the client did not answer its request (or never came back).
+pub const CLIENT_DID_NOT_ANSWER: &str = "The client did not answer this request.";
+/// A 2026-07-28 retry whose earlier round the gateway no longer holds.
+pub const INPUT_ROUND_EXPIRED: &str =
+    "Error: This call waited too long for its input and was ended. Call the tool again.";
+/// An upstream asked something of a client that speaks 2026-07-28, where servers
+/// send clients no requests (the gateway does not bridge them into input requests).
+pub const CLIENT_TAKES_NO_REQUESTS: &str =
+    "The client speaks MCP 2026-07-28, which takes no requests from servers; this request cannot reach it.";
+
+/// Why a message is not a JSON-RPC 2.0 message (completes [`invalid_request`]).
+pub const NOT_A_BATCH: &str =
+    "JSON-RPC batches are not supported by MCP; send one message per line";
+pub const NOT_AN_OBJECT: &str = "a JSON-RPC message must be an object";
+pub const NO_VERSION: &str = "the message must carry \"jsonrpc\": \"2.0\"";
+pub const BAD_ID: &str = "a request id must be a string or a number";
+pub const BAD_METHOD: &str = "\"method\" must be a string";
+pub const NO_KIND: &str = "the message is neither a request, a notification nor a response";
+
+pub fn invalid_request(why: &str) -> String {
+    format!("Invalid request: {why}.")
+}
+
+pub fn parse_error(detail: &str) -> String {
+    format!("Parse error: {detail}.")
+}
+
+pub fn request_too_large(bytes: usize, max: usize) -> String {
+    format!("Request too large: {bytes} bytes; the gateway accepts at most {max} (gateway.max_message_bytes).")
+}
+
+pub fn method_not_found(method: &str) -> String {
+    format!("Method not found: {}", shown(method))
+}
+
+// The HTTP front's own answers (each the JSON-RPC error message of an HTTP error).
+
+/// 401: no `Authorization` header.
+pub const HTTP_NO_CREDENTIAL: &str =
+    "Unauthorized: send 'Authorization: Bearer <API key or token>'.";
+/// 401: a scheme other than Bearer.
+pub const HTTP_NOT_BEARER: &str = "Unauthorized: use the Bearer scheme.";
+/// 401: neither a known key nor a valid token.
+pub const HTTP_BAD_CREDENTIAL: &str = "Unauthorized: the credential was not accepted.";
+pub const HTTP_TOKEN_EXPIRED: &str = "Unauthorized: the token has expired.";
+pub const HTTP_TOKEN_AUDIENCE: &str = "Unauthorized: the token is meant for another audience.";
+pub const HTTP_TOKEN_ISSUER: &str =
+    "Unauthorized: the token comes from an issuer this gateway does not trust.";
+pub const HTTP_TOKEN_NO_CALLER: &str = "Unauthorized: the token does not name a caller.";
+/// 403: a browser origin that is not allowed (DNS rebinding protection).
+pub const HTTP_BAD_ORIGIN: &str = "Forbidden: this origin is not allowed.";
+/// 403: a Host header that is not allowed (DNS rebinding protection).
+pub const HTTP_BAD_HOST: &str = "Forbidden: this host name is not allowed.";
+/// 400: a request after initialize without its session.
+pub const HTTP_NO_SESSION: &str =
+    "Bad request: send the Mcp-Session-Id header the initialize response returned.";
+/// 404: an ended, expired or never-issued session.
+pub const HTTP_UNKNOWN_SESSION: &str =
+    "Session not found: it ended or expired. Start a new one with initialize.";
+/// 415.
+pub const HTTP_CONTENT_TYPE: &str = "Unsupported media type: send the message as application/json.";
+/// 406 on POST.
+pub const HTTP_ACCEPT_POST: &str =
+    "Not acceptable: the Accept header must list application/json and text/event-stream.";
+/// 406 on GET.
+pub const HTTP_ACCEPT_GET: &str = "Not acceptable: the Accept header must list text/event-stream.";
+/// 405.
+pub const HTTP_METHOD: &str = "Method not allowed: use POST, GET or DELETE.";
+/// 405 for GET and DELETE at 2026-07-28, which has no sessions and no GET stream.
+pub const HTTP_STATELESS_POST_ONLY: &str =
+    "Method not allowed: MCP 2026-07-28 uses POST only (no sessions, no GET stream).";
+/// 404 for any path but the endpoint.
+pub const HTTP_NOT_ENDPOINT: &str = "Not found: the MCP endpoint is /mcp.";
+/// 503: the gateway holds as many sessions as it will.
+pub const HTTP_TOO_MANY_SESSIONS: &str =
+    "Service unavailable: too many open sessions; end unused ones with DELETE or retry later.";
+/// 409: a second standalone GET stream for one session.
+pub const HTTP_STREAM_OPEN: &str = "Conflict: this session already has a GET stream open.";
+/// 400: a JSON-RPC batch (MCP sends one message per HTTP request).
+pub const HTTP_BATCH: &str =
+    "JSON-RPC batches are not supported by MCP; send one message per request";
+/// 400: a request id still in use in this session.
+pub const HTTP_ID_IN_USE: &str = "a request with this id is still running in this session";
+/// 400: a Last-Event-ID this gateway never issued for the session.
+pub const HTTP_BAD_EVENT_ID: &str = "Bad request: Last-Event-ID names no stream of this session.";
+
+/// 400: an `MCP-Protocol-Version` header naming a version the gateway does not speak.
+pub fn http_bad_version(version: &str, supported: &[&str]) -> String {
+    format!(
+        "Bad request: unsupported MCP-Protocol-Version '{}'; this gateway speaks {}.",
+        shown(version),
+        supported.join(", ")
+    )
+}
+
+/// 413: a body over the limit.
+pub fn http_too_large(max: usize) -> String {
+    format!("Request too large: the gateway accepts bodies of at most {max} bytes (gateway.max_message_bytes).")
+}
+
+// The 2026-07-28 revision's envelope (the gateway's hop).
+
+/// -32602: the protocol version in `_meta` is not a string.
+pub const ENVELOPE_VERSION_NOT_STRING: &str =
+    "Invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string.";
+/// -32602: a 2026-07-28 request without the client's capabilities.
+pub const ENVELOPE_NO_CAPABILITIES: &str = "Invalid params: _meta is missing \"io.modelcontextprotocol/clientCapabilities\"; a 2026-07-28 request carries the client's capabilities.";
+
+/// -32022: a protocol version the gateway does not speak.
+pub fn unsupported_version(requested: &str, speaks: &str) -> String {
+    format!(
+        "Unsupported protocol version '{}'; this gateway speaks {speaks} (or the initialize handshake for 2025-11-25 and earlier).",
+        shown(requested)
+    )
+}
+
+/// -32020 over HTTP: a header that disagrees with the body.
+pub fn header_mismatch(header: &str) -> String {
+    format!("Bad request: the {header} header does not match the request body.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateway_texts() {
+        assert_eq!(
+            listing_failed(&["bad".into()]),
+            "Listing failed: upstream 'bad' is not available, so the list would be incomplete. Retry shortly."
+        );
+        assert_eq!(
+            listing_failed(&["a".into(), "b".into()]),
+            "Listing failed: upstream 'a', 'b' is not available, so the list would be incomplete. Retry shortly."
+        );
+        assert_eq!(
+            UPSTREAM_NO_ANSWER,
+            "Internal error: the server behind the gateway did not answer."
+        );
+        assert_eq!(
+            UPSTREAM_EMPTY_ANSWER,
+            "Internal error: the server behind the gateway sent an empty answer."
+        );
+        assert_eq!(NO_CLIENT, "No client is connected to the gateway.");
+        assert_eq!(
+            invalid_request(NOT_A_BATCH),
+            "Invalid request: JSON-RPC batches are not supported by MCP; send one message per line."
+        );
+        assert_eq!(
+            invalid_request(NO_VERSION),
+            "Invalid request: the message must carry \"jsonrpc\": \"2.0\"."
+        );
+        assert_eq!(
+            invalid_request(NOT_AN_OBJECT),
+            "Invalid request: a JSON-RPC message must be an object."
+        );
+        assert_eq!(
+            invalid_request(BAD_ID),
+            "Invalid request: a request id must be a string or a number."
+        );
+        assert_eq!(
+            invalid_request(BAD_METHOD),
+            "Invalid request: \"method\" must be a string."
+        );
+        assert_eq!(
+            invalid_request(NO_KIND),
+            "Invalid request: the message is neither a request, a notification nor a response."
+        );
+        assert_eq!(
+            parse_error("EOF while parsing"),
+            "Parse error: EOF while parsing."
+        );
+        assert_eq!(
+            request_too_large(70000, 65536),
+            "Request too large: 70000 bytes; the gateway accepts at most 65536 (gateway.max_message_bytes)."
+        );
+        assert_eq!(method_not_found("x/y"), "Method not found: x/y");
+    }
+
+    #[test]
+    fn http_front_texts() {
+        assert_eq!(
+            http_bad_version("1999-01-01", &["2025-11-25", "2025-06-18"]),
+            "Bad request: unsupported MCP-Protocol-Version '1999-01-01'; this gateway speaks 2025-11-25, 2025-06-18."
+        );
+        assert_eq!(
+            http_too_large(1024),
+            "Request too large: the gateway accepts bodies of at most 1024 bytes (gateway.max_message_bytes)."
+        );
+        assert_eq!(
+            HTTP_UNKNOWN_SESSION,
+            "Session not found: it ended or expired. Start a new one with initialize."
+        );
+        assert_eq!(
+            HTTP_NO_CREDENTIAL,
+            "Unauthorized: send 'Authorization: Bearer <API key or token>'."
+        );
+    }
+
+    #[test]
+    fn envelope_texts() {
+        assert_eq!(
+            unsupported_version("2027-01-01", "2026-07-28"),
+            "Unsupported protocol version '2027-01-01'; this gateway speaks 2026-07-28 (or the initialize handshake for 2025-11-25 and earlier)."
+        );
+        assert_eq!(
+            header_mismatch("Mcp-Method"),
+            "Bad request: the Mcp-Method header does not match the request body."
+        );
+        assert_eq!(
+            ENVELOPE_VERSION_NOT_STRING,
+            "Invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string."
+        );
+    }
+}
