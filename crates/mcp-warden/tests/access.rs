@@ -1,4 +1,6 @@
-//! Callers, grants and approval through the real binary (G1-G5, H5).
+//! Callers, grants and approval (G1-G5, H5) on the call path, through the gateway
+//! built in-process by the harness (`Warden::start_in_process`): the stdio front
+//! over an in-memory pipe, the demo server as a real child process.
 
 mod common;
 
@@ -31,7 +33,7 @@ fn a_hidden_tool_is_answered_exactly_like_an_absent_one() {
         "[gateway]\nstdio_caller = \"local\"\n[access]\ndefault = \"allow\"\n\
          [[rule]]\ncallers = [\"local\"]\ntools = [\"notes.create_note\"]\neffect = \"deny\"\n{DEMO}"
     );
-    let mut hidden = Warden::start("hidden", &hidden_cfg);
+    let mut hidden = Warden::start_in_process("hidden", &hidden_cfg);
     let names: Vec<String> = hidden.request("tools/list", json!({}))["result"]["tools"]
         .as_array()
         .unwrap()
@@ -43,7 +45,7 @@ fn a_hidden_tool_is_answered_exactly_like_an_absent_one() {
 
     // The same name where it is absent: a server without create_note in front.
     let absent_cfg = "[gateway]\nstdio_caller = \"local\"\n[[upstream]]\nname = \"notes\"\ncommand = [\"{fixture}\"]\n";
-    let mut absent = Warden::start("absent", absent_cfg);
+    let mut absent = Warden::start_in_process("absent", absent_cfg);
     let absent_answer = error_line(&mut absent, "notes.create_note");
     assert_eq!(hidden_answer, absent_answer);
     assert_eq!(
@@ -54,7 +56,7 @@ fn a_hidden_tool_is_answered_exactly_like_an_absent_one() {
 
 #[test]
 fn default_deny_hides_everything_unmatched() {
-    let mut w = Warden::start("deny", &ruled("deny", ""));
+    let mut w = Warden::start_in_process("deny", &ruled("deny", ""));
     let list = w.request("tools/list", json!({}));
     let names: Vec<&str> = list["result"]["tools"]
         .as_array()
@@ -75,7 +77,7 @@ fn default_deny_hides_everything_unmatched() {
 
 #[test]
 fn ask_runs_the_call_when_the_human_approves() {
-    let mut w = Warden::start("ask-accept", &ruled("deny", ""));
+    let mut w = Warden::start_in_process("ask-accept", &ruled("deny", ""));
     w.call_text("notes.create_note", json!({"title": "a", "text": "b"}));
     let id = w.send_request(
         "tools/call",
@@ -97,7 +99,7 @@ fn ask_runs_the_call_when_the_human_approves() {
 
 #[test]
 fn ask_denies_on_decline_refusal_or_silence() {
-    let mut w = Warden::start("ask-decline", &ruled("deny", ""));
+    let mut w = Warden::start_in_process("ask-decline", &ruled("deny", ""));
     w.call_text("notes.create_note", json!({"title": "a", "text": "b"}));
     let answers = [
         json!({"action": "decline"}),
@@ -138,7 +140,7 @@ fn ask_denies_on_decline_refusal_or_silence() {
 
 #[test]
 fn ask_without_the_elicitation_capability_is_denied_saying_so() {
-    let mut w = Warden::spawn("ask-nocap", &ruled("deny", ""));
+    let mut w = Warden::spawn_in_process("ask-nocap", &ruled("deny", ""));
     let init = w.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}));
     assert!(init.get("result").is_some());
     let r = w.call("notes.publish_note", json!({"id": 1}));

@@ -1,4 +1,6 @@
-//! The grant webhook (G4) and hook webhooks (H1-H4) through the real binary.
+//! The grant webhook (G4) and hook webhooks (H1-H4) on the call path, through the
+//! gateway built in-process by the harness (`Warden::start_in_process`), with real
+//! upstream children and real HTTP webhook servers.
 
 mod common;
 
@@ -27,7 +29,7 @@ fn grant_webhook_decides_listing_and_calls_alike() {
             json!({"decisions": {"notes.create_note": "deny", "notes.publish_note": "allow"}}),
         )
     });
-    let mut w = Warden::start("grant-ok", &with_grant_webhook(&hook.url));
+    let mut w = Warden::start_in_process("grant-ok", &with_grant_webhook(&hook.url));
     // The webhook overrides the rules where it decides; the rules decide the rest.
     assert_eq!(names(&mut w), ["notes.list_notes", "notes.publish_note"]);
     let r = w.call("notes.create_note", json!({"title": "a", "text": "b"}));
@@ -61,12 +63,12 @@ fn assert_fails_closed(w: &mut Warden) {
 
 #[test]
 fn grant_webhook_down_slow_or_garbled_fails_calls_closed() {
-    let mut down = Warden::start("grant-down", &with_grant_webhook(&dead_url()));
+    let mut down = Warden::start_in_process("grant-down", &with_grant_webhook(&dead_url()));
     assert_fails_closed(&mut down);
 
     let slow =
         HookServer::start(|_| Reply::After(Duration::from_secs(3), json!({"decisions": {}})));
-    let mut w = Warden::start("grant-slow", &with_grant_webhook(&slow.url));
+    let mut w = Warden::start_in_process("grant-slow", &with_grant_webhook(&slow.url));
     assert_fails_closed(&mut w);
 
     for garbage in [
@@ -89,7 +91,7 @@ fn grant_webhook_down_slow_or_garbled_fails_calls_closed() {
                 json!({"decisions": {"notes.list_notes": true}}),
             ))
         });
-        let mut w = Warden::start("grant-garbage", &with_grant_webhook(&server.url));
+        let mut w = Warden::start_in_process("grant-garbage", &with_grant_webhook(&server.url));
         assert_fails_closed(&mut w);
     }
 }
@@ -122,7 +124,7 @@ fn before_webhook_denies_answers_or_fails_the_call() {
         }
     });
     let after = HookServer::start(|_| Reply::Json(json!({})));
-    let mut w = Warden::start("before-hook", &with_hooks(&before.url, &after.url));
+    let mut w = Warden::start_in_process("before-hook", &with_hooks(&before.url, &after.url));
     let call = |w: &mut Warden, title: &str| {
         w.call_text(
             "notes.create_note",
@@ -174,7 +176,7 @@ fn before_webhook_denies_answers_or_fails_the_call() {
 fn meta_of_every_shape_reaches_hooks_bounded() {
     let before = HookServer::start(|_| Reply::Json(json!({"decision": "pass"})));
     let after = HookServer::start(|_| Reply::Json(json!({})));
-    let mut w = Warden::start("meta-hook", &with_hooks(&before.url, &after.url));
+    let mut w = Warden::start_in_process("meta-hook", &with_hooks(&before.url, &after.url));
     let deep = json!({"a": {"b": {"c": {"d": {"e": 1}}}}});
     let metas = [
         json!("str"),
@@ -250,7 +252,7 @@ fn a_call_refused_by_a_failed_grant_source_reaches_the_after_hooks_once() {
         after.url,
         with_grant_webhook(&dead_url())
     );
-    let mut w = Warden::start("grant-after", &config);
+    let mut w = Warden::start_in_process("grant-after", &config);
     let r = w.call("notes.list_notes", json!({}));
     assert_eq!(r["result"]["content"][0]["text"], NOT_VERIFIED);
     let deadline = std::time::Instant::now() + Duration::from_secs(5);

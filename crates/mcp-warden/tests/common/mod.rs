@@ -1,12 +1,15 @@
 //! A harness that runs the real `mcp-warden` binary over real pipes, in front of
-//! real upstream child processes, and talks JSON-RPC to it line by line.
+//! real upstream child processes, and talks JSON-RPC to it line by line; or the
+//! same gateway built in-process ([`Warden::start_in_process`]): a `Gateway`
+//! served by the stdio front over an in-memory pipe, with real upstream children,
+//! for call-path tests that need no process of its own.
 
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -60,8 +63,9 @@ pub fn fixture_config(extra_upstream: &str, rest: &str) -> String {
 }
 
 pub struct Warden {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    /// The gateway process; `None` when the gateway runs in this process.
+    child: Option<Child>,
+    stdin: Option<Box<dyn Write + Send>>,
     lines: Receiver<String>,
     next_id: i64,
     /// Messages received while waiting for something else, in order.
@@ -73,13 +77,7 @@ impl Warden {
     /// Starts `mcp-warden run` on a config text and completes the MCP handshake.
     pub fn start(name: &str, toml: &str) -> Warden {
         let mut w = Warden::spawn(name, toml);
-        let init = w.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}, "elicitation": {}},
-                   "clientInfo": {"name": "warden-tests", "version": "1"}}),
-        );
-        assert!(init.get("result").is_some(), "initialize failed: {init}");
-        w.notify("notifications/initialized", None);
+        w.handshake();
         w
     }
 
@@ -107,13 +105,89 @@ impl Warden {
             }
         });
         Warden {
-            stdin: child.stdin.take(),
-            child,
+            stdin: child
+                .stdin
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Write + Send>),
+            child: Some(child),
             lines: rx,
             next_id: 1,
             backlog: Vec::new(),
             dir,
         }
+    }
+
+    /// [`Warden::start`] with the gateway built in this process: the same config
+    /// file, the same stdio front (over an in-memory pipe), real upstream children.
+    pub fn start_in_process(name: &str, toml: &str) -> Warden {
+        let mut w = Warden::spawn_in_process(name, toml);
+        w.handshake();
+        w
+    }
+
+    /// [`Warden::spawn`] in this process: no handshake.
+    pub fn spawn_in_process(name: &str, toml: &str) -> Warden {
+        let dir = scratch(name);
+        let path = write_config(&dir, toml);
+        let config = warden_gateway::config::Config::load(&path).expect("a valid config");
+        let (line_tx, lines) = channel();
+        let (input, mut input_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            rt.block_on(async move {
+                use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+                let gateway = warden_gateway::gateway::Gateway::new(config)
+                    .await
+                    .expect("the gateway starts");
+                let (client, server) = tokio::io::duplex(1 << 20);
+                let (server_read, server_write) = tokio::io::split(server);
+                let serving = tokio::spawn(warden_gateway::front::stdio::serve_on(
+                    gateway,
+                    tokio::io::BufReader::new(server_read),
+                    server_write,
+                    std::future::pending::<()>(),
+                ));
+                let (client_read, mut client_write) = tokio::io::split(client);
+                tokio::spawn(async move {
+                    while let Some(bytes) = input_rx.recv().await {
+                        if client_write.write_all(&bytes).await.is_err() {
+                            return;
+                        }
+                    }
+                    // The test closed stdin: end of input, as for the binary.
+                    let _ = client_write.shutdown().await;
+                });
+                let mut out = tokio::io::BufReader::new(client_read).lines();
+                while let Ok(Some(line)) = out.next_line().await {
+                    if line_tx.send(line).is_err() {
+                        break;
+                    }
+                }
+                let _ = serving.await;
+            });
+        });
+        Warden {
+            child: None,
+            stdin: Some(Box::new(InProcessInput(input))),
+            lines,
+            next_id: 1,
+            backlog: Vec::new(),
+            dir,
+        }
+    }
+
+    fn handshake(&mut self) {
+        let init = self.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}, "elicitation": {}},
+                   "clientInfo": {"name": "warden-tests", "version": "1"}}),
+        );
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        self.notify("notifications/initialized", None);
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {
@@ -249,14 +323,20 @@ impl Warden {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.as_ref().expect("a gateway process").id()
+    }
+
+    fn process(&mut self) -> &mut Child {
+        self.child
+            .as_mut()
+            .expect("this gateway runs in-process; start it with Warden::start for a process")
     }
 
     /// Waits for the gateway to exit by itself.
     pub fn wait_exit(&mut self) -> ExitStatus {
         let deadline = Instant::now() + PATIENCE;
         loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
+            if let Some(status) = self.process().try_wait().expect("wait") {
                 return status;
             }
             assert!(Instant::now() < deadline, "the gateway did not exit");
@@ -269,7 +349,7 @@ impl Warden {
         drop(self.stdin.take());
         let deadline = Instant::now() + PATIENCE;
         loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
+            if let Some(status) = self.process().try_wait().expect("wait") {
                 return status;
             }
             assert!(
@@ -281,10 +361,30 @@ impl Warden {
     }
 }
 
+/// Input to an in-process gateway: bytes handed to the task that writes its pipe.
+struct InProcessInput(tokio::sync::mpsc::UnboundedSender<Vec<u8>>);
+
+impl Write for InProcessInput {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .send(buf.to_vec())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Drop for Warden {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // In-process: closing the input ends the front, which stops its upstreams.
+        drop(self.stdin.take());
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
