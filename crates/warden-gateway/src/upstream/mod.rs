@@ -1,25 +1,26 @@
-//! Upstream MCP servers run as child processes, spoken to over stdio.
+//! The MCP servers behind the gateway, whatever carries them: a child process
+//! over stdio ([`child`]) or a Streamable HTTP server ([`http`]), behind one type.
 //!
-//! Each [`Upstream`] owns at most one live [`Conn`] at a time. A connection has a
-//! writer task (messages to the child's stdin, bounded), a reader task (responses
-//! resolve pending requests; everything else goes to the [`Inbound`] router, in
-//! order), and a task that turns the child's stderr into log lines. When the child
-//! exits, every pending request learns it at once and the router is told, so the
-//! gateway can answer callers and restart the child with backoff.
+//! Each [`Upstream`] owns at most one live [`Conn`] at a time; every transport
+//! feeds the same connection: outgoing lines through its writer queue, incoming
+//! messages through [`deliver`] (responses resolve pending requests; everything
+//! else goes to the [`Inbound`] router, in order). A request fails with one
+//! error type, [`CallError`]. When a transport ends, every pending request learns
+//! it at once and the router is told, so the gateway can answer callers and
+//! start the upstream again with backoff.
 
 use crate::config::UpstreamConfig;
-use crate::jsonrpc::{self, Kind, Line};
+use crate::jsonrpc::{self, Kind};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 
+mod child;
 mod http;
 
 /// Protocol versions this gateway speaks, newest first.
@@ -451,100 +452,12 @@ impl Upstream {
         conn
     }
 
+    /// Opens the transport: a child process, or an HTTP server for `url =`.
     fn spawn(&self, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn>, String> {
-        if self.config.url.is_some() {
-            return http::open(self, inbound);
+        match self.config.url {
+            Some(_) => http::open(self, inbound),
+            None => child::open(self, inbound),
         }
-        let mut cmd = Command::new(&self.program);
-        cmd.args(&self.config.command[1..])
-            .envs(&self.config.env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
-        let stdin = child.stdin.take().ok_or("child has no stdin")?;
-        let stdout = child.stdout.take().ok_or("child has no stdout")?;
-        let stderr = child.stderr.take().ok_or("child has no stderr")?;
-        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(1024);
-        let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
-        let conn = self.new_conn(tx, stop_tx, Some(child));
-        let generation = conn.generation;
-
-        let name = self.name.clone();
-        tokio::spawn(async move {
-            let mut stdin = stdin;
-            loop {
-                let line = tokio::select! {
-                    line = rx.recv() => line,
-                    _ = &mut stop_rx => None,
-                };
-                let Some(line) = line else { break };
-                if let Err(e) = stdin.write_all(&line).await {
-                    tracing::debug!(upstream = %name, "writing to the upstream failed: {e}");
-                    break;
-                }
-                if rx.is_empty() {
-                    let _ = stdin.flush().await;
-                }
-            }
-        });
-
-        let name = self.name.clone();
-        let max = self.max_message;
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr);
-            while let Ok(Some(line)) = jsonrpc::read_line(&mut lines, max).await {
-                if let Line::Message(l) = line {
-                    tracing::info!(upstream = %name, "stderr: {}", String::from_utf8_lossy(&l));
-                }
-            }
-        });
-
-        let reader_conn = conn.clone();
-        let index = self.index;
-        let name = self.name.clone();
-        tokio::spawn(async move {
-            let mut out = BufReader::new(stdout);
-            loop {
-                match jsonrpc::read_line(&mut out, max).await {
-                    Ok(Some(Line::Message(bytes))) => {
-                        deliver(&reader_conn, &inbound, &bytes, None).await;
-                    }
-                    Ok(Some(Line::TooLong(n))) => {
-                        tracing::warn!(upstream = %name, "skipped a {n}-byte message: larger than gateway.max_message_bytes");
-                    }
-                    Ok(None) | Err(_) => break,
-                }
-            }
-            reader_conn.close();
-            let status = {
-                let child = reader_conn
-                    .child
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take();
-                match child {
-                    Some(mut c) => {
-                        match tokio::time::timeout(Duration::from_secs(2), c.wait()).await {
-                            Ok(Ok(s)) => s.to_string(),
-                            _ => {
-                                let _ = c.kill().await;
-                                "killed after closing its stdout".to_owned()
-                            }
-                        }
-                    }
-                    None => "shut down".to_owned(),
-                }
-            };
-            tracing::info!(upstream = %name, "upstream exited ({status})");
-            if let Some(router) = inbound.upgrade() {
-                router.on_exit(index, generation);
-            }
-        });
-        Ok(conn)
     }
 
     /// Ends the current child, if any.
