@@ -322,7 +322,7 @@ impl Gateway {
                     Ok(pending) => {
                         let session = session.clone();
                         Begun::Then(Box::pin(async move {
-                            relay::finish_forward(&session, pending).await
+                            relay::await_forward(&session, pending).await
                         }))
                     }
                     Err(body) => Begun::Done(body),

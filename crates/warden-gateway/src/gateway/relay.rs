@@ -75,7 +75,7 @@ pub async fn begin_forward(
 }
 
 /// The answer to a forwarded request (`None`: cancelled, nothing is due).
-pub async fn finish_forward(session: &ClientSession, mut p: Pending) -> Option<Body> {
+pub async fn await_forward(session: &ClientSession, mut p: Pending) -> Option<Body> {
     let started = Instant::now();
     match wait(session, &mut p).await {
         Ok(response) => {

@@ -114,18 +114,9 @@ impl Conn {
         }
     }
 
-    /// Waits for the response to `id`; on timeout, cancels it upstream.
-    pub async fn finish(
-        &self,
-        id: u64,
-        mut reply: PendingReply,
-        timeout_ms: u64,
-    ) -> Result<Value, CallError> {
-        self.wait(id, &mut reply, timeout_ms).await
-    }
-
-    /// [`Conn::finish`] without giving up the receiver, so the wait can be set
-    /// aside (a call parked while its client is asked something) and resumed.
+    /// Waits for the response to `id`; on timeout, cancels it upstream. The
+    /// receiver is borrowed, so a wait can be set aside (a call parked while its
+    /// client is asked something) and resumed.
     pub async fn wait(
         &self,
         id: u64,
@@ -151,8 +142,8 @@ impl Conn {
         params: Option<Value>,
         timeout_ms: u64,
     ) -> Result<Value, CallError> {
-        let (id, reply) = self.start(method, params, timeout_ms).await?;
-        self.finish(id, reply, timeout_ms).await
+        let (id, mut reply) = self.start(method, params, timeout_ms).await?;
+        self.wait(id, &mut reply, timeout_ms).await
     }
 
     /// Cancels a pending request: its waiter gets [`CallError::Cancelled`] and the
