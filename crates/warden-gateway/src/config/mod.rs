@@ -1,12 +1,13 @@
 //! The gateway's one TOML file: parsing, checking, and turning it into runtime values.
 //!
-//! Keys are checked against the known set before anything is deserialised, so an
-//! unknown or misspelt key is an error that names the file, the key's full path and
-//! the closest known key. Typed structs then carry a doc comment per field.
+//! Every table denies keys it does not declare, so the serde structs are the only
+//! list of known keys: an unknown or misspelt key is serde's error, reported with
+//! the file, the key's full path and the closest known key.
 
 use crate::webhook::Webhook;
 use serde::Deserialize;
 use serde_json::Value;
+use serde_path_to_error::Segment;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -370,91 +371,10 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Known keys, by section. `*` stands for a user-chosen table name.
-const KNOWN: &[(&str, &[&str])] = &[
-    (
-        "",
-        &[
-            "gateway",
-            "defaults",
-            "upstream",
-            "caller",
-            "access",
-            "rule",
-            "hook",
-            "store",
-            "idempotency",
-            "audit",
-            "metrics",
-            "auth",
-        ],
-    ),
-    (
-        "auth",
-        &[
-            "jwt_secret_env",
-            "jwks",
-            "issuer",
-            "audience",
-            "caller_claim",
-        ],
-    ),
-    ("access", &["default", "approval_timeout_ms", "webhook"]),
-    ("access.webhook", &["url", "timeout_ms"]),
-    ("hook", &["phase", "url", "timeout_ms"]),
-    ("store", &["url"]),
-    ("idempotency", &["meta_key", "retention"]),
-    ("audit", &["jsonl", "redact"]),
-    ("metrics", &["listen"]),
-    ("rule", &["callers", "tools", "effect"]),
-    (
-        "gateway",
-        &[
-            "front",
-            "stdio_caller",
-            "max_message_bytes",
-            "listen",
-            "anonymous_caller",
-            "allowed_origins",
-            "allowed_hosts",
-            "session_idle",
-            "tls_cert",
-            "tls_key",
-            "state_secret_env",
-        ],
-    ),
-    ("defaults", &["unknown_arguments", "validate", "reasons"]),
-    (
-        "upstream",
-        &[
-            "name",
-            "command",
-            "url",
-            "bearer_token_env",
-            "tls_ca_file",
-            "env",
-            "prefix",
-            "unknown_arguments",
-            "validate",
-            "reasons",
-            "timeout_ms",
-            "tools",
-        ],
-    ),
-    (
-        "upstream.tools.*",
-        &[
-            "aliases",
-            "pin",
-            "close_schema",
-            "arbitrary_targets",
-            "unknown_arguments",
-            "validate",
-            "reasons",
-        ],
-    ),
-    ("caller", &["name", "groups", "api_key_env"]),
-];
+/// Tables whose keys are names the user chooses rather than settings. serde's
+/// path cannot tell a chosen name from a field, and errors name such a table as
+/// `[upstream.tools.*]`, whatever the tool is called.
+const NAMED_TABLES: &[&str] = &["upstream.tools"];
 
 impl Config {
     /// Reads and checks a config file.
@@ -483,10 +403,11 @@ impl Config {
                 format!("not valid TOML: {}", e.message().trim()),
             )
         })?;
-        check_keys(&table, file)?;
-        let config: Config = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| err(String::new(), e.message().trim().to_owned()))?;
+        let config: Config =
+            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+                let (key, message) = deserialise_error(e);
+                err(key, message)
+            })?;
         config.validate(file)?;
         Ok(config)
     }
@@ -931,92 +852,81 @@ pub fn toml_to_json(v: &toml::Value) -> Value {
     }
 }
 
-fn known(section: &str) -> Option<&'static [&'static str]> {
-    KNOWN
+/// A deserialisation error as a key and a message.
+///
+/// An unknown key gets the table it is in, the closest known key and the list
+/// of known keys, all taken from serde's complaint. Any other serde error (a
+/// wrong type, a missing field) is reported as serde words it, for the whole
+/// file, as it always was.
+fn deserialise_error(e: serde_path_to_error::Error<toml::de::Error>) -> (String, String) {
+    let path = e.path().clone();
+    let message = e.into_inner().message().trim().to_owned();
+    let segments: Vec<&Segment> = path.iter().collect();
+    if let Some((Segment::Map { key }, table)) = segments.split_last() {
+        if let Some(known) = unknown_field(&message, key) {
+            return (path.to_string(), unknown_key(key, table, &known));
+        }
+    }
+    (String::new(), message)
+}
+
+/// The field names serde lists when it rejects `key` as unknown, or `None` for
+/// any other error. The key is taken from the path rather than the message, as a
+/// quoted TOML key may itself contain a backtick.
+fn unknown_field(message: &str, key: &str) -> Option<Vec<String>> {
+    let rest = message
+        .strip_prefix("unknown field `")?
+        .strip_prefix(key)?
+        .strip_prefix("`, ")?;
+    if rest == "there are no fields" {
+        return Some(Vec::new());
+    }
+    let list = rest.strip_prefix("expected ")?;
+    let list = list.strip_prefix("one of ").unwrap_or(list);
+    // `a`, `b` or `a` or `b`: the names are every other piece between backticks.
+    Some(
+        list.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// The message for an unknown `key` in the table at `table`.
+fn unknown_key(key: &str, table: &[&Segment], known: &[String]) -> String {
+    let hint = known
         .iter()
-        .find(|(s, _)| *s == section)
-        .map(|(_, keys)| *keys)
-}
-
-/// Walks the tables the schema knows and reports the first unknown key with a did-you-mean.
-fn check_keys(root: &toml::Table, file: &str) -> Result<(), ConfigError> {
-    check_table(root, "", "", file)?;
-    for (section, value) in root {
-        let tables: Vec<(String, &toml::Table)> = match value {
-            toml::Value::Table(t) => vec![(section.clone(), t)],
-            toml::Value::Array(items) => items
-                .iter()
-                .enumerate()
-                .filter_map(|(i, v)| v.as_table().map(|t| (format!("{section}[{i}]"), t)))
-                .collect(),
-            _ => continue,
-        };
-        for (path, table) in tables {
-            check_table(table, section, &path, file)?;
-            if let (Some(toml::Value::Table(webhook)), "access") =
-                (table.get("webhook"), section.as_str())
-            {
-                check_table(webhook, "access.webhook", &format!("{path}.webhook"), file)?;
-            }
-            if section == "upstream" {
-                if let Some(toml::Value::Table(tools)) = table.get("tools") {
-                    for (tool, cfg) in tools {
-                        if let toml::Value::Table(cfg) = cfg {
-                            check_table(
-                                cfg,
-                                "upstream.tools.*",
-                                &format!("{path}.tools.{tool}"),
-                                file,
-                            )?;
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-fn check_table(
-    table: &toml::Table,
-    section: &str,
-    path: &str,
-    file: &str,
-) -> Result<(), ConfigError> {
-    let Some(keys) = known(section) else {
-        return Ok(());
+        .map(|k| (strsim::levenshtein(key, k), k))
+        .filter(|(d, k)| *d <= 3.max(k.len() / 3))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| format!(" Did you mean '{k}'?"))
+        .unwrap_or_default();
+    let section = section(table);
+    let where_ = if section.is_empty() {
+        "at the top level".to_owned()
+    } else {
+        format!("in [{section}]")
     };
-    for key in table.keys() {
-        if keys.contains(&key.as_str()) {
-            continue;
-        }
-        let full = if path.is_empty() {
-            key.clone()
-        } else {
-            format!("{path}.{key}")
+    format!(
+        "unknown key {where_}.{hint} Known keys: {}.",
+        known.join(", ")
+    )
+}
+
+/// How errors name a table: its dotted path without array indices, a name the
+/// user chose standing as `*` (`upstream[0].tools.t` is `upstream.tools.*`).
+fn section(table: &[&Segment]) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for segment in table {
+        let name = match segment {
+            Segment::Seq { .. } => continue,
+            _ if NAMED_TABLES.contains(&names.join(".").as_str()) => "*".to_owned(),
+            other => other.to_string(),
         };
-        let hint = keys
-            .iter()
-            .map(|k| (strsim::levenshtein(key, k), *k))
-            .filter(|(d, k)| *d <= 3.max(k.len() / 3))
-            .min_by_key(|(d, _)| *d)
-            .map(|(_, k)| format!(" Did you mean '{k}'?"))
-            .unwrap_or_default();
-        let where_ = if section.is_empty() {
-            "at the top level".to_owned()
-        } else {
-            format!("in [{section}]")
-        };
-        return Err(ConfigError {
-            file: file.to_owned(),
-            key: full,
-            message: format!(
-                "unknown key {where_}.{hint} Known keys: {}.",
-                keys.join(", ")
-            ),
-        });
+        names.push(name);
     }
-    Ok(())
+    names.join(".")
 }
 
 #[cfg(test)]
@@ -1136,6 +1046,52 @@ close_schema = true
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn serde_errors_read_as_the_key_table_did() {
+        // serde words its list of known keys differently for one, two and more.
+        let e = Config::parse("[store]\nurl_ = 1\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: store.url_: unknown key in [store]. Did you mean 'url'? Known keys: url."
+        );
+        let e = Config::parse("[idempotency]\nmeta = 1\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: idempotency.meta: unknown key in [idempotency]. Known keys: meta_key, retention."
+        );
+        let e = Config::parse(
+            "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.\"a.b\"]\npinn = 1\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "upstream[0].tools.a.b.pinn");
+        assert!(
+            e.message
+                .starts_with("unknown key in [upstream.tools.*]. Did you mean 'pin'?"),
+            "{}",
+            e.message
+        );
+        // A word the field does not know names the key; a value of the wrong type
+        // is serde's message for the whole file.
+        let e = Config::parse("[gateway]\nfront = \"ftp\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: gateway.front: 'ftp' is not a front; use \"stdio\" or \"http\""
+        );
+        let e = Config::parse("[access]\ndefault = \"ask\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: access.default: 'ask' is not a default; use allow or deny"
+        );
+        let e = Config::parse("[gateway]\nfront = 1\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: invalid type: integer `1`, expected a string"
+        );
+        let e = Config::parse("[[upstream]]\ncommand = [\"x\"]\n", "w.toml").unwrap_err();
+        assert_eq!(e.to_string(), "w.toml: missing field `name`");
     }
 
     #[test]
