@@ -6,7 +6,7 @@
 //! progress tokens mapped both ways so several upstreams (and later several
 //! clients) can share the gateway without their numbering colliding.
 
-use crate::config::Config;
+use crate::config::{Config, Phase};
 use crate::jsonrpc::{self, Kind};
 use crate::metrics::Metrics;
 use crate::modern::{self, Envelope};
@@ -333,7 +333,7 @@ impl Gateway {
         for h in &config.hook {
             // The config was checked when loaded; a hook that fails to parse now is skipped loudly.
             match Webhook::parse(&h.url, h.timeout_ms) {
-                Ok(w) if h.phase == "before" => before.push(Arc::new(BeforeWebhook(w))),
+                Ok(w) if h.phase == Phase::Before => before.push(Arc::new(BeforeWebhook(w))),
                 Ok(w) => after.push(AfterWebhook::start(w)),
                 Err(e) => tracing::error!("hook {} skipped: {e}", h.url),
             }

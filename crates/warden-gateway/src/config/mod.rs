@@ -5,12 +5,14 @@
 //! the file, the key's full path and the closest known key.
 
 use crate::webhook::Webhook;
+use serde::de::{self, Deserializer};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_path_to_error::Segment;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use warden_core::{Effect, LayeredPolicy, Overrides, Rule, Rules, UnknownMode};
 
 /// The default upstream call timeout.
@@ -52,12 +54,35 @@ pub struct Config {
     pub path: PathBuf,
 }
 
+/// Which front `run` serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Front {
+    /// One session on stdin and stdout.
+    #[default]
+    Stdio,
+    /// Streamable HTTP on `gateway.listen`.
+    Http,
+}
+
+impl FromStr for Front {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "stdio" => Ok(Front::Stdio),
+            "http" => Ok(Front::Http),
+            other => Err(format!(
+                "'{other}' is not a front; use \"stdio\" or \"http\""
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayConfig {
-    /// The front `run` serves when no flag says otherwise: "stdio".
-    #[serde(default = "default_front")]
-    pub front: String,
+    /// The front `run` serves when no flag says otherwise: "stdio" or "http".
+    #[serde(default, deserialize_with = "parsed")]
+    pub front: Front,
     /// The caller a stdio session acts for (G1).
     #[serde(default = "default_stdio_caller")]
     pub stdio_caller: String,
@@ -91,7 +116,7 @@ pub struct GatewayConfig {
 impl Default for GatewayConfig {
     fn default() -> Self {
         Self {
-            front: default_front(),
+            front: Front::default(),
             stdio_caller: default_stdio_caller(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             listen: default_listen(),
@@ -106,9 +131,6 @@ impl Default for GatewayConfig {
     }
 }
 
-fn default_front() -> String {
-    "stdio".into()
-}
 fn default_listen() -> String {
     "127.0.0.1:8931".into()
 }
@@ -132,7 +154,8 @@ fn default_timeout() -> u64 {
 #[serde(deny_unknown_fields)]
 pub struct DefaultsConfig {
     /// warn | strip | reject (A3); built-in: warn.
-    pub unknown_arguments: Option<String>,
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub unknown_arguments: Option<UnknownMode>,
     /// JSON Schema validation of arguments (A5); built-in: true.
     pub validate: Option<bool>,
     /// The optional `reason` parameter (R1); built-in: false.
@@ -165,8 +188,12 @@ pub struct UpstreamConfig {
     /// Tools appear as `name.tool` (true) or under their own names (false).
     #[serde(default = "default_true")]
     pub prefix: bool,
-    pub unknown_arguments: Option<String>,
+    /// This upstream's A3 mode, over `[defaults]`.
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub unknown_arguments: Option<UnknownMode>,
+    /// This upstream's A5 switch, over `[defaults]`.
     pub validate: Option<bool>,
+    /// This upstream's R1 switch, over `[defaults]`.
     pub reasons: Option<bool>,
     /// Per call; past it the caller gets the internal-error answer and the upstream a cancellation.
     #[serde(default = "default_timeout")]
@@ -191,16 +218,48 @@ pub struct ToolConfig {
     /// grants everything it can reach (G5); `check` warns when a rule grants it.
     #[serde(default)]
     pub arbitrary_targets: bool,
-    pub unknown_arguments: Option<String>,
+    /// This tool's A3 mode, over its upstream's.
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub unknown_arguments: Option<UnknownMode>,
+    /// This tool's A5 switch, over its upstream's.
     pub validate: Option<bool>,
+    /// This tool's R1 switch, over its upstream's.
     pub reasons: Option<bool>,
+}
+
+/// What `[access] default` may say: `ask` needs a rule that names the tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessDefault {
+    Allow,
+    Deny,
+}
+
+impl AccessDefault {
+    pub fn effect(self) -> Effect {
+        match self {
+            AccessDefault::Allow => Effect::Allow,
+            AccessDefault::Deny => Effect::Deny,
+        }
+    }
+}
+
+impl FromStr for AccessDefault {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "allow" => Ok(AccessDefault::Allow),
+            "deny" => Ok(AccessDefault::Deny),
+            other => Err(format!("'{other}' is not a default; use allow or deny")),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct AccessConfig {
     /// allow | deny, when no rule matches; built-in: allow.
-    pub default: Option<String>,
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub default: Option<AccessDefault>,
     /// How long an `ask` waits for the human's answer, in ms.
     #[serde(default = "default_approval_timeout")]
     pub approval_timeout_ms: u64,
@@ -209,11 +268,16 @@ pub struct AccessConfig {
     pub webhook: Option<WebhookConfig>,
 }
 
+fn default_approval_timeout() -> u64 {
+    120_000
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookConfig {
-    /// A plain http:// URL.
+    /// An http:// or https:// URL.
     pub url: String,
+    /// How long one decision may take, in ms.
     #[serde(default = "default_webhook_timeout")]
     pub timeout_ms: u64,
 }
@@ -222,19 +286,37 @@ fn default_webhook_timeout() -> u64 {
     300
 }
 
+/// When a hook webhook hears of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Before the call goes upstream; the hook may refuse or rewrite it.
+    Before,
+    /// After the answer; the hook only hears of it.
+    After,
+}
+
+impl FromStr for Phase {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "before" => Ok(Phase::Before),
+            "after" => Ok(Phase::After),
+            other => Err(format!("'{other}' is not a phase; use before or after")),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HookConfig {
     /// before | after.
-    pub phase: String,
-    /// A plain http:// URL the call's context is POSTed to.
+    #[serde(deserialize_with = "parsed")]
+    pub phase: Phase,
+    /// An http:// or https:// URL the call's context is POSTed to.
     pub url: String,
+    /// How long one POST may take, in ms.
     #[serde(default = "default_webhook_timeout")]
     pub timeout_ms: u64,
-}
-
-fn default_approval_timeout() -> u64 {
-    120_000
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -290,23 +372,6 @@ pub struct AuditConfig {
     pub redact: Vec<String>,
 }
 
-/// `90s`, `15m`, `24h`, `7d`.
-pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let bad =
-        || format!("'{text}' is not a duration; write a number and a unit: 90s, 15m, 24h, 7d");
-    let t = text.trim();
-    let unit = t.chars().last().ok_or_else(bad)?;
-    let n: u64 = t[..t.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
-    let secs = match unit {
-        's' => n,
-        'm' => n * 60,
-        'h' => n * 3600,
-        'd' => n * 86_400,
-        _ => return Err(bad()),
-    };
-    Ok(std::time::Duration::from_secs(secs))
-}
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
@@ -315,13 +380,16 @@ pub struct RuleConfig {
     /// Globs over the tool names callers see (`notes.*`).
     pub tools: Vec<String>,
     /// allow | deny | ask.
-    pub effect: String,
+    #[serde(deserialize_with = "parsed")]
+    pub effect: Effect,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallerConfig {
+    /// The name rules and audit records know the caller by.
     pub name: String,
+    /// Groups rules can name as `group:NAME`.
     #[serde(default)]
     pub groups: Vec<String>,
     /// The environment variable holding this caller's HTTP bearer key.
@@ -350,6 +418,23 @@ impl AuthConfig {
     }
 }
 
+/// `90s`, `15m`, `24h`, `7d`.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let bad =
+        || format!("'{text}' is not a duration; write a number and a unit: 90s, 15m, 24h, 7d");
+    let t = text.trim();
+    let unit = t.chars().last().ok_or_else(bad)?;
+    let n: u64 = t[..t.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
+    let secs = match unit {
+        's' => n,
+        'm' => n * 60,
+        'h' => n * 3600,
+        'd' => n * 86_400,
+        _ => return Err(bad()),
+    };
+    Ok(std::time::Duration::from_secs(secs))
+}
+
 /// A configuration error: where, what, and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -375,6 +460,11 @@ impl std::error::Error for ConfigError {}
 /// path cannot tell a chosen name from a field, and errors name such a table as
 /// `[upstream.tools.*]`, whatever the tool is called.
 const NAMED_TABLES: &[&str] = &["upstream.tools"];
+
+/// Leads the message of a value that had the right type but a wrong content (an
+/// unknown `front`, say). serde hands back only a message; this is how the loader
+/// tells these from serde's own type errors, which name no key.
+const VALUE_ERROR: char = '\u{1}';
 
 impl Config {
     /// Reads and checks a config file.
@@ -418,15 +508,6 @@ impl Config {
             key,
             message,
         };
-        if self.gateway.front != "stdio" && self.gateway.front != "http" {
-            return Err(err(
-                "gateway.front".into(),
-                format!(
-                    "'{}' is not a front; use \"stdio\" or \"http\"",
-                    self.gateway.front
-                ),
-            ));
-        }
         parse_duration(&self.gateway.session_idle)
             .map_err(|m| err("gateway.session_idle".into(), m))?;
         if self.gateway.tls_cert.is_some() != self.gateway.tls_key.is_some() {
@@ -454,11 +535,6 @@ impl Config {
                 "must be at least 1024".into(),
             ));
         }
-        parse_mode(
-            self.defaults.unknown_arguments.as_deref(),
-            "defaults.unknown_arguments",
-            file,
-        )?;
         let mut names = HashSet::new();
         for (i, up) in self.upstream.iter().enumerate() {
             let at = |k: &str| format!("upstream[{i}].{k}");
@@ -516,18 +592,8 @@ impl Config {
             if up.timeout_ms == 0 {
                 return Err(err(at("timeout_ms"), "must be more than 0".into()));
             }
-            parse_mode(
-                up.unknown_arguments.as_deref(),
-                &at("unknown_arguments"),
-                file,
-            )?;
             for (tool, tc) in &up.tools {
                 let at = |k: &str| format!("upstream[{i}].tools.{tool}.{k}");
-                parse_mode(
-                    tc.unknown_arguments.as_deref(),
-                    &at("unknown_arguments"),
-                    file,
-                )?;
                 for (alias, canonical) in &tc.aliases {
                     if !canonical.is_str() {
                         return Err(err(
@@ -571,12 +637,6 @@ impl Config {
             Webhook::parse(&w.url, w.timeout_ms).map_err(|m| err("access.webhook".into(), m))?;
         }
         for (i, h) in self.hook.iter().enumerate() {
-            if h.phase != "before" && h.phase != "after" {
-                return Err(err(
-                    format!("hook[{i}].phase"),
-                    format!("'{}' is not a phase; use before or after", h.phase),
-                ));
-            }
             Webhook::parse(&h.url, h.timeout_ms).map_err(|m| err(format!("hook[{i}]"), m))?;
         }
         let mut callers = HashSet::new();
@@ -598,24 +658,11 @@ impl Config {
             key,
             message,
         };
-        let default = match self.access.default.as_deref() {
-            None | Some("allow") => Effect::Allow,
-            Some("deny") => Effect::Deny,
-            Some(other) => {
-                return Err(err(
-                    "access.default".into(),
-                    format!("'{other}' is not a default; use allow or deny"),
-                ))
-            }
-        };
+        let default = self.access.default.map_or(Effect::Allow, |d| d.effect());
         let mut rules = Vec::new();
         for (i, r) in self.rule.iter().enumerate() {
-            let effect = r
-                .effect
-                .parse::<Effect>()
-                .map_err(|m| err(format!("rule[{i}].effect"), m))?;
             rules.push(
-                Rule::new(&r.callers, &r.tools, effect)
+                Rule::new(&r.callers, &r.tools, r.effect)
                     .map_err(|m| err(format!("rule[{i}]"), m))?,
             );
         }
@@ -690,7 +737,7 @@ impl Config {
             ));
         }
         let keyed = self.caller.iter().any(|c| c.api_key_env.is_some());
-        if self.gateway.front == "http"
+        if self.gateway.front == Front::Http
             && !keyed
             && !self.auth.jwt_enabled()
             && self.gateway.anonymous_caller.is_none()
@@ -726,10 +773,9 @@ impl Config {
 
     /// The argument policy: defaults, then per-upstream, then per-tool layers.
     pub fn policy(&self) -> LayeredPolicy {
-        let mode = |m: &Option<String>| m.as_deref().and_then(|m| m.parse::<UnknownMode>().ok());
         let mut policy = LayeredPolicy {
             defaults: Overrides {
-                unknown: mode(&self.defaults.unknown_arguments),
+                unknown: self.defaults.unknown_arguments,
                 validate: self.defaults.validate,
                 reasons: self.defaults.reasons,
                 ..Default::default()
@@ -740,7 +786,7 @@ impl Config {
             policy.upstreams.insert(
                 up.name.clone(),
                 Overrides {
-                    unknown: mode(&up.unknown_arguments),
+                    unknown: up.unknown_arguments,
                     validate: up.validate,
                     reasons: up.reasons,
                     ..Default::default()
@@ -750,7 +796,7 @@ impl Config {
                 policy.tools.insert(
                     (up.name.clone(), tool.clone()),
                     Overrides {
-                        unknown: mode(&tc.unknown_arguments),
+                        unknown: tc.unknown_arguments,
                         validate: tc.validate,
                         reasons: tc.reasons,
                         close_schema: tc.close_schema,
@@ -822,17 +868,6 @@ impl Config {
     }
 }
 
-fn parse_mode(mode: Option<&str>, key: &str, file: &str) -> Result<(), ConfigError> {
-    match mode.map(str::parse::<UnknownMode>) {
-        Some(Err(message)) => Err(ConfigError {
-            file: file.to_owned(),
-            key: key.to_owned(),
-            message,
-        }),
-        _ => Ok(()),
-    }
-}
-
 /// Converts a TOML value into JSON (pins are JSON values sent upstream).
 pub fn toml_to_json(v: &toml::Value) -> Value {
     match v {
@@ -855,9 +890,9 @@ pub fn toml_to_json(v: &toml::Value) -> Value {
 /// A deserialisation error as a key and a message.
 ///
 /// An unknown key gets the table it is in, the closest known key and the list
-/// of known keys, all taken from serde's complaint. Any other serde error (a
-/// wrong type, a missing field) is reported as serde words it, for the whole
-/// file, as it always was.
+/// of known keys, all taken from serde's complaint. A value its parser refused
+/// names its key. Any other serde error (a wrong type, a missing field) is
+/// reported as serde words it, for the whole file, as it always was.
 fn deserialise_error(e: serde_path_to_error::Error<toml::de::Error>) -> (String, String) {
     let path = e.path().clone();
     let message = e.into_inner().message().trim().to_owned();
@@ -867,7 +902,10 @@ fn deserialise_error(e: serde_path_to_error::Error<toml::de::Error>) -> (String,
             return (path.to_string(), unknown_key(key, table, &known));
         }
     }
-    (String::new(), message)
+    match message.strip_prefix(VALUE_ERROR) {
+        Some(message) => (path.to_string(), message.to_owned()),
+        None => (String::new(), message),
+    }
 }
 
 /// The field names serde lists when it rejects `key` as unknown, or `None` for
@@ -927,6 +965,27 @@ fn section(table: &[&Segment]) -> String {
         names.push(name);
     }
     names.join(".")
+}
+
+/// A value written as a string and read with its type's own parser. Going through
+/// `String` keeps serde's type errors as they were for string fields, and the
+/// parser's message says which words are allowed.
+fn parsed<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr<Err = String>,
+{
+    String::deserialize(deserializer)?
+        .parse()
+        .map_err(|message| de::Error::custom(format!("{VALUE_ERROR}{message}")))
+}
+
+fn parsed_opt<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr<Err = String>,
+{
+    parsed(deserializer).map(Some)
 }
 
 #[cfg(test)]
