@@ -331,18 +331,12 @@ impl Gateway {
         let policy = config.policy();
         let rules = Arc::new(config.rules());
         for h in &config.hook {
-            // The config was checked when loaded; a hook that fails to parse now is skipped loudly.
-            match Webhook::parse(&h.url, h.timeout_ms) {
-                Ok(w) if h.phase == Phase::Before => before.push(Arc::new(BeforeWebhook(w))),
-                Ok(w) => after.push(AfterWebhook::start(w)),
-                Err(e) => tracing::error!("hook {} skipped: {e}", h.url),
+            match h.phase {
+                Phase::Before => before.push(Arc::new(BeforeWebhook(h.webhook.clone()))),
+                Phase::After => after.push(AfterWebhook::start(h.webhook.clone())),
             }
         }
-        let grant_webhook = config
-            .access
-            .webhook
-            .as_ref()
-            .and_then(|w| Webhook::parse(&w.url, w.timeout_ms).ok());
+        let grant_webhook = config.access.webhook.clone();
         let state_key = match &config.gateway.state_secret_env {
             None => modern::StateKey::random(),
             Some(var) => match std::env::var(var) {

@@ -20,17 +20,33 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 /// The default cap on one JSON-RPC message, in bytes.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
+/// Tables whose keys are names the user chooses rather than settings. serde's
+/// path cannot tell a chosen name from a field, and errors name such a table as
+/// `[upstream.tools.*]`, whatever the tool is called.
+const NAMED_TABLES: &[&str] = &["upstream.tools"];
+
+/// Leads the message of a value that had the right type but a wrong content (an
+/// unknown `front`, say). serde hands back only a message; this is how the loader
+/// tells these from serde's own type errors, which name no key.
+const VALUE_ERROR: char = '\u{1}';
+
+/// The whole file.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-pub struct Config {
+struct ConfigFile {
+    /// `[gateway]`: the fronts and what they accept.
     #[serde(default)]
     pub gateway: GatewayConfig,
+    /// `[defaults]`: argument handling unless an upstream or tool says otherwise.
     #[serde(default)]
     pub defaults: DefaultsConfig,
+    /// `[[upstream]]`: the servers behind the gateway.
     #[serde(default)]
     pub upstream: Vec<UpstreamConfig>,
+    /// `[[caller]]`: who may connect, and their groups.
     #[serde(default)]
     pub caller: Vec<CallerConfig>,
+    /// `[access]`: what happens when no rule matches, and the grant webhook.
     #[serde(default)]
     pub access: AccessConfig,
     /// Access rules, first match wins (G1-G3, H5).
@@ -39,19 +55,21 @@ pub struct Config {
     /// External before/after hooks (H1-H5).
     #[serde(default)]
     pub hook: Vec<HookConfig>,
+    /// `[store]`: where the ledger and the audit trail live.
     #[serde(default)]
     pub store: StoreConfig,
+    /// `[idempotency]`: how repeated calls are recognised.
     #[serde(default)]
     pub idempotency: IdempotencyConfig,
+    /// `[audit]`: the audit trail's extra copy and what it hides.
     #[serde(default)]
     pub audit: AuditConfig,
+    /// `[metrics]`: the Prometheus endpoint.
     #[serde(default)]
     pub metrics: MetricsConfig,
+    /// `[auth]`: bearer JWTs on the HTTP front.
     #[serde(default)]
     pub auth: AuthConfig,
-    /// Where the file was read from; relative upstream commands resolve against its folder.
-    #[serde(skip)]
-    pub path: PathBuf,
 }
 
 /// Which front `run` serves.
@@ -418,6 +436,397 @@ impl AuthConfig {
     }
 }
 
+/// A value written as a string and read with its type's own parser. Going through
+/// `String` keeps serde's type errors as they were for string fields, and the
+/// parser's message says which words are allowed.
+fn parsed<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr<Err = String>,
+{
+    String::deserialize(deserializer)?
+        .parse()
+        .map_err(|message| de::Error::custom(format!("{VALUE_ERROR}{message}")))
+}
+
+fn parsed_opt<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr<Err = String>,
+{
+    parsed(deserializer).map(Some)
+}
+
+/// One thing wrong with the file: the dotted key and what to do about it.
+#[derive(Debug)]
+struct Invalid {
+    pub key: String,
+    pub message: String,
+}
+
+fn invalid(key: impl Into<String>, message: impl Into<String>) -> Invalid {
+    Invalid {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+/// `[access]`, checked: the grant webhook's URL is parsed here, once.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// What happens when no rule matches.
+    pub default: Effect,
+    /// How long an `ask` waits for the human's answer, in ms.
+    pub approval_timeout_ms: u64,
+    /// The grant webhook (G4), if one is configured.
+    pub webhook: Option<Webhook>,
+}
+
+/// One `[[hook]]`, checked: its URL is parsed here, once.
+#[derive(Debug, Clone)]
+pub struct Hook {
+    /// Before the call goes upstream, or after its answer.
+    pub phase: Phase,
+    /// Where the call's context is POSTed.
+    pub webhook: Webhook,
+}
+
+/// The tables whose checked form differs from what the file says.
+struct Checked {
+    pub access: Access,
+    pub hook: Vec<Hook>,
+}
+
+/// Checks a deserialised file. Only the first problem is reported, so the order
+/// of the checks decides which one a file with several gets to hear about.
+fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
+    let (gateway, auth) = (&file.gateway, &file.auth);
+    parse_duration(&gateway.session_idle).map_err(|m| invalid("gateway.session_idle", m))?;
+    if gateway.tls_cert.is_some() != gateway.tls_key.is_some() {
+        return Err(invalid(
+            "gateway",
+            "tls_cert and tls_key go together: set both to serve https, or neither",
+        ));
+    }
+    if auth.jwt_secret_env.is_some() && auth.jwks.is_some() {
+        return Err(invalid(
+            "auth",
+            "set jwt_secret_env (HS256) or jwks (RS256/ES256), not both",
+        ));
+    }
+    if (auth.issuer.is_some() || auth.audience.is_some()) && !auth.jwt_enabled() {
+        return Err(invalid(
+            "auth",
+            "issuer and audience check JWTs: also set jwt_secret_env or jwks",
+        ));
+    }
+    if gateway.max_message_bytes < 1024 {
+        return Err(invalid(
+            "gateway.max_message_bytes",
+            "must be at least 1024",
+        ));
+    }
+    let mut names = HashSet::new();
+    for (i, up) in file.upstream.iter().enumerate() {
+        upstream(i, up, &mut names)?;
+    }
+    let default = file.access.default.map_or(Effect::Allow, |d| d.effect());
+    rules(default, &file.rule)?;
+    if let Some(url) = &file.store.url {
+        let sqlite = url.strip_prefix("sqlite://").is_some_and(|p| !p.is_empty());
+        let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
+        if !sqlite && !postgres {
+            return Err(invalid(
+                "store.url",
+                format!("'{url}' is not a store URL; use sqlite://FILE or postgres://USER@HOST/DB"),
+            ));
+        }
+    }
+    parse_duration(&file.idempotency.retention).map_err(|m| invalid("idempotency.retention", m))?;
+    if file.idempotency.meta_key.is_empty() {
+        return Err(invalid("idempotency.meta_key", "must not be empty"));
+    }
+    let webhook = file
+        .access
+        .webhook
+        .as_ref()
+        .map(|w| Webhook::parse(&w.url, w.timeout_ms).map_err(|m| invalid("access.webhook", m)))
+        .transpose()?;
+    let mut hook = Vec::with_capacity(file.hook.len());
+    for (i, h) in file.hook.iter().enumerate() {
+        let webhook =
+            Webhook::parse(&h.url, h.timeout_ms).map_err(|m| invalid(format!("hook[{i}]"), m))?;
+        hook.push(Hook {
+            phase: h.phase,
+            webhook,
+        });
+    }
+    let mut callers = HashSet::new();
+    for (i, c) in file.caller.iter().enumerate() {
+        if !callers.insert(c.name.as_str()) {
+            return Err(invalid(
+                format!("caller[{i}].name"),
+                format!("'{}' names two callers", c.name),
+            ));
+        }
+    }
+    let access = Access {
+        default,
+        approval_timeout_ms: file.access.approval_timeout_ms,
+        webhook,
+    };
+    Ok(Checked { access, hook })
+}
+
+/// One `[[upstream]]`; `names` collects the names seen so far.
+fn upstream<'a>(
+    i: usize,
+    up: &'a UpstreamConfig,
+    names: &mut HashSet<&'a str>,
+) -> Result<(), Invalid> {
+    let at = |k: &str| format!("upstream[{i}].{k}");
+    if up.name.is_empty()
+        || !up
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+    {
+        return Err(invalid(
+            at("name"),
+            format!(
+                "'{}' is not a usable upstream name; use letters, digits, '_' and '-'",
+                up.name
+            ),
+        ));
+    }
+    if !names.insert(up.name.as_str()) {
+        return Err(invalid(
+            at("name"),
+            format!("'{}' names two upstreams; names must be unique", up.name),
+        ));
+    }
+    match (&up.url, up.command.is_empty()) {
+        (Some(_), false) => {
+            return Err(invalid(
+                at("url"),
+                "set command (a child process) or url (an HTTP server), not both",
+            ))
+        }
+        (Some(url), true) => {
+            let target = Webhook::parse(url, 1).map_err(|m| invalid(at("url"), m))?;
+            if up.tls_ca_file.is_some() && !target.is_tls() {
+                return Err(invalid(
+                    at("tls_ca_file"),
+                    "is for https:// upstreams; this url is plain http",
+                ));
+            }
+        }
+        (None, _) => {
+            if up.command.is_empty() || up.command[0].is_empty() {
+                return Err(invalid(
+                    at("command"),
+                    "must name the program to run, e.g. [\"npx\", \"-y\", \"server\"], or set url for an HTTP server",
+                ));
+            }
+            if up.bearer_token_env.is_some() {
+                return Err(invalid(
+                    at("bearer_token_env"),
+                    "is for HTTP upstreams (url); a child process gets credentials through env",
+                ));
+            }
+        }
+    }
+    if up.timeout_ms == 0 {
+        return Err(invalid(at("timeout_ms"), "must be more than 0"));
+    }
+    for (tool, tc) in &up.tools {
+        let at = |k: &str| format!("upstream[{i}].tools.{tool}.{k}");
+        for (alias, canonical) in &tc.aliases {
+            if !canonical.is_str() {
+                return Err(invalid(
+                    at(&format!("aliases.{alias}")),
+                    "an alias maps to the canonical parameter's name, a string",
+                ));
+            }
+        }
+        for (pinned, _) in &tc.pin {
+            if tc.aliases.contains_key(pinned) {
+                return Err(invalid(
+                    at("pin"),
+                    format!("'{pinned}' is both pinned and an alias"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The access rules, built; an error names the rule and what is wrong with it.
+fn rules(default: Effect, rule: &[RuleConfig]) -> Result<Rules, Invalid> {
+    let rules = rule
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            Rule::new(&r.callers, &r.tools, r.effect).map_err(|m| invalid(format!("rule[{i}]"), m))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Rules { rules, default })
+}
+
+/// The argument policy: defaults, then per-upstream, then per-tool layers.
+fn policy(defaults: &DefaultsConfig, upstreams: &[UpstreamConfig]) -> LayeredPolicy {
+    let mut policy = LayeredPolicy {
+        defaults: Overrides {
+            unknown: defaults.unknown_arguments,
+            validate: defaults.validate,
+            reasons: defaults.reasons,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    for up in upstreams {
+        policy.upstreams.insert(
+            up.name.clone(),
+            Overrides {
+                unknown: up.unknown_arguments,
+                validate: up.validate,
+                reasons: up.reasons,
+                ..Default::default()
+            },
+        );
+        for (tool, tc) in &up.tools {
+            policy.tools.insert(
+                (up.name.clone(), tool.clone()),
+                Overrides {
+                    unknown: tc.unknown_arguments,
+                    validate: tc.validate,
+                    reasons: tc.reasons,
+                    close_schema: tc.close_schema,
+                    aliases: tc
+                        .aliases
+                        .iter()
+                        .filter_map(|(a, c)| Some((a.clone(), c.as_str()?.to_owned())))
+                        .collect(),
+                    pins: tc
+                        .pin
+                        .iter()
+                        .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                        .collect(),
+                },
+            );
+        }
+    }
+    policy
+}
+
+/// What the warnings look at, borrowed from the checked config.
+struct Settings<'a> {
+    pub rules: &'a Rules,
+    pub gateway: &'a GatewayConfig,
+    pub defaults: &'a DefaultsConfig,
+    pub upstream: &'a [UpstreamConfig],
+    pub caller: &'a [CallerConfig],
+    pub auth: &'a AuthConfig,
+}
+
+/// Risky but valid settings, one sentence each. Environment variables are read
+/// now, not when the file was loaded, so a warning reflects the current process.
+fn warnings(s: Settings<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (shadowed, by) in s.rules.shadowed() {
+        out.push(format!(
+            "rule[{shadowed}] never applies: rule[{by}] comes first and matches everything it does"
+        ));
+    }
+    for up in s.upstream {
+        for (tool, tc) in &up.tools {
+            let seen = warden_core::catalogue::seen_name(&up.name, tool, up.prefix);
+            if tc.arbitrary_targets && s.rules.grants_any(&seen) {
+                out.push(format!(
+                    "'{seen}' reaches arbitrary targets (arbitrary_targets = true) and is granted: a caller who may call it reaches everything it can name (G5)"
+                ));
+            }
+        }
+    }
+    if s.defaults.validate == Some(false) {
+        out.push(
+            "defaults.validate = false: arguments reach upstreams without schema validation (A5)"
+                .into(),
+        );
+    }
+    let unprefixed: Vec<&str> = s
+        .upstream
+        .iter()
+        .filter(|u| !u.prefix)
+        .map(|u| u.name.as_str())
+        .collect();
+    if unprefixed.len() > 1 {
+        out.push(format!(
+            "upstreams {} are not prefixed: a tool name both offer is served by the first only",
+            unprefixed.join(", ")
+        ));
+    }
+    if s.upstream.is_empty() {
+        out.push("no [[upstream]] is configured: the gateway offers no tools".into());
+    }
+    for up in s.upstream {
+        if up.timeout_ms > 600_000 {
+            out.push(format!(
+                "upstream '{}': timeout_ms = {} lets a hung call hold a caller for over 10 minutes",
+                up.name, up.timeout_ms
+            ));
+        }
+        if let Some(var) = &up.bearer_token_env {
+            if std::env::var(var).map_or(true, |v| v.is_empty()) {
+                out.push(format!(
+                    "upstream '{}': bearer_token_env = '{var}' is not set in the environment: requests go without a token",
+                    up.name
+                ));
+            }
+        }
+        if up.validate == Some(false) {
+            out.push(format!(
+                "upstream '{}': validate = false turns schema validation off",
+                up.name
+            ));
+        }
+    }
+    let gateway = s.gateway;
+    if let Some(anon) = &gateway.anonymous_caller {
+        out.push(format!(
+            "gateway.anonymous_caller = '{anon}': HTTP requests without credentials act as '{anon}' (authentication is off for them; development and test suites only)"
+        ));
+    }
+    let keyed = s.caller.iter().any(|c| c.api_key_env.is_some());
+    if gateway.front == Front::Http
+        && !keyed
+        && !s.auth.jwt_enabled()
+        && gateway.anonymous_caller.is_none()
+    {
+        out.push("the HTTP front has no way to identify callers (no [[caller]] api_key_env, no [auth] JWT, no gateway.anonymous_caller): every request will get 401".into());
+    }
+    if s.auth.jwt_enabled() && s.auth.audience.is_none() {
+        out.push("[auth] has no audience: a JWT issued for another service is accepted".into());
+    }
+    for c in s.caller {
+        if let Some(var) = &c.api_key_env {
+            if std::env::var(var).map_or(true, |v| v.is_empty()) {
+                out.push(format!(
+                    "caller '{}': api_key_env = '{var}' is not set in the environment: the caller cannot authenticate over HTTP",
+                    c.name
+                ));
+            }
+        }
+    }
+    if !s.caller.iter().any(|c| c.name == gateway.stdio_caller) && !s.caller.is_empty() {
+        out.push(format!(
+            "gateway.stdio_caller = '{}' is not one of the [[caller]] entries: it has no groups",
+            gateway.stdio_caller
+        ));
+    }
+    out
+}
+
 /// `90s`, `15m`, `24h`, `7d`.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let bad =
@@ -433,6 +842,47 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         _ => return Err(bad()),
     };
     Ok(std::time::Duration::from_secs(secs))
+}
+
+/// Converts a TOML value into JSON (pins are JSON values sent upstream).
+pub fn toml_to_json(v: &toml::Value) -> Value {
+    match v {
+        toml::Value::String(s) => Value::String(s.clone()),
+        toml::Value::Integer(i) => Value::from(*i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// A checked config file.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub gateway: GatewayConfig,
+    pub defaults: DefaultsConfig,
+    pub upstream: Vec<UpstreamConfig>,
+    pub caller: Vec<CallerConfig>,
+    /// `[access]`, with the grant webhook parsed.
+    pub access: Access,
+    /// Access rules, first match wins (G1-G3, H5).
+    pub rule: Vec<RuleConfig>,
+    /// External before/after hooks (H1-H5), their URLs parsed.
+    pub hook: Vec<Hook>,
+    pub store: StoreConfig,
+    pub idempotency: IdempotencyConfig,
+    pub audit: AuditConfig,
+    pub metrics: MetricsConfig,
+    pub auth: AuthConfig,
+    /// Where the file was read from; relative upstream commands resolve against its folder.
+    pub path: PathBuf,
 }
 
 /// A configuration error: where, what, and how to fix it.
@@ -455,16 +905,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-/// Tables whose keys are names the user chooses rather than settings. serde's
-/// path cannot tell a chosen name from a field, and errors name such a table as
-/// `[upstream.tools.*]`, whatever the tool is called.
-const NAMED_TABLES: &[&str] = &["upstream.tools"];
-
-/// Leads the message of a value that had the right type but a wrong content (an
-/// unknown `front`, say). serde hands back only a message; this is how the loader
-/// tells these from serde's own type errors, which name no key.
-const VALUE_ERROR: char = '\u{1}';
 
 impl Config {
     /// Reads and checks a config file.
@@ -493,328 +933,64 @@ impl Config {
                 format!("not valid TOML: {}", e.message().trim()),
             )
         })?;
-        let config: Config =
+        let raw: ConfigFile =
             serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
                 let (key, message) = deserialise_error(e);
                 err(key, message)
             })?;
-        config.validate(file)?;
-        Ok(config)
-    }
-
-    fn validate(&self, file: &str) -> Result<(), ConfigError> {
-        let err = |key: String, message: String| ConfigError {
-            file: file.to_owned(),
-            key,
-            message,
-        };
-        parse_duration(&self.gateway.session_idle)
-            .map_err(|m| err("gateway.session_idle".into(), m))?;
-        if self.gateway.tls_cert.is_some() != self.gateway.tls_key.is_some() {
-            return Err(err(
-                "gateway".into(),
-                "tls_cert and tls_key go together: set both to serve https, or neither".into(),
-            ));
-        }
-        if self.auth.jwt_secret_env.is_some() && self.auth.jwks.is_some() {
-            return Err(err(
-                "auth".into(),
-                "set jwt_secret_env (HS256) or jwks (RS256/ES256), not both".into(),
-            ));
-        }
-        if (self.auth.issuer.is_some() || self.auth.audience.is_some()) && !self.auth.jwt_enabled()
-        {
-            return Err(err(
-                "auth".into(),
-                "issuer and audience check JWTs: also set jwt_secret_env or jwks".into(),
-            ));
-        }
-        if self.gateway.max_message_bytes < 1024 {
-            return Err(err(
-                "gateway.max_message_bytes".into(),
-                "must be at least 1024".into(),
-            ));
-        }
-        let mut names = HashSet::new();
-        for (i, up) in self.upstream.iter().enumerate() {
-            let at = |k: &str| format!("upstream[{i}].{k}");
-            if up.name.is_empty()
-                || !up
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
-            {
-                return Err(err(
-                    at("name"),
-                    format!(
-                        "'{}' is not a usable upstream name; use letters, digits, '_' and '-'",
-                        up.name
-                    ),
-                ));
-            }
-            if !names.insert(up.name.as_str()) {
-                return Err(err(
-                    at("name"),
-                    format!("'{}' names two upstreams; names must be unique", up.name),
-                ));
-            }
-            match (&up.url, up.command.is_empty()) {
-                (Some(_), false) => {
-                    return Err(err(
-                        at("url"),
-                        "set command (a child process) or url (an HTTP server), not both".into(),
-                    ))
-                }
-                (Some(url), true) => {
-                    let target = Webhook::parse(url, 1).map_err(|m| err(at("url"), m))?;
-                    if up.tls_ca_file.is_some() && !target.is_tls() {
-                        return Err(err(
-                            at("tls_ca_file"),
-                            "is for https:// upstreams; this url is plain http".into(),
-                        ));
-                    }
-                }
-                (None, _) => {
-                    if up.command.is_empty() || up.command[0].is_empty() {
-                        return Err(err(
-                            at("command"),
-                            "must name the program to run, e.g. [\"npx\", \"-y\", \"server\"], or set url for an HTTP server".into(),
-                        ));
-                    }
-                    if up.bearer_token_env.is_some() {
-                        return Err(err(
-                            at("bearer_token_env"),
-                            "is for HTTP upstreams (url); a child process gets credentials through env".into(),
-                        ));
-                    }
-                }
-            }
-            if up.timeout_ms == 0 {
-                return Err(err(at("timeout_ms"), "must be more than 0".into()));
-            }
-            for (tool, tc) in &up.tools {
-                let at = |k: &str| format!("upstream[{i}].tools.{tool}.{k}");
-                for (alias, canonical) in &tc.aliases {
-                    if !canonical.is_str() {
-                        return Err(err(
-                            at(&format!("aliases.{alias}")),
-                            "an alias maps to the canonical parameter's name, a string".into(),
-                        ));
-                    }
-                }
-                for (pinned, _) in &tc.pin {
-                    if tc.aliases.contains_key(pinned) {
-                        return Err(err(
-                            at("pin"),
-                            format!("'{pinned}' is both pinned and an alias"),
-                        ));
-                    }
-                }
-            }
-        }
-        self.rules_checked(file)?;
-        if let Some(url) = &self.store.url {
-            let sqlite = url.strip_prefix("sqlite://").is_some_and(|p| !p.is_empty());
-            let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
-            if !sqlite && !postgres {
-                return Err(err(
-                    "store.url".into(),
-                    format!(
-                        "'{url}' is not a store URL; use sqlite://FILE or postgres://USER@HOST/DB"
-                    ),
-                ));
-            }
-        }
-        parse_duration(&self.idempotency.retention)
-            .map_err(|m| err("idempotency.retention".into(), m))?;
-        if self.idempotency.meta_key.is_empty() {
-            return Err(err(
-                "idempotency.meta_key".into(),
-                "must not be empty".into(),
-            ));
-        }
-        if let Some(w) = &self.access.webhook {
-            Webhook::parse(&w.url, w.timeout_ms).map_err(|m| err("access.webhook".into(), m))?;
-        }
-        for (i, h) in self.hook.iter().enumerate() {
-            Webhook::parse(&h.url, h.timeout_ms).map_err(|m| err(format!("hook[{i}]"), m))?;
-        }
-        let mut callers = HashSet::new();
-        for (i, c) in self.caller.iter().enumerate() {
-            if !callers.insert(c.name.as_str()) {
-                return Err(err(
-                    format!("caller[{i}].name"),
-                    format!("'{}' names two callers", c.name),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The access rules, built; errors name the rule and what is wrong.
-    fn rules_checked(&self, file: &str) -> Result<Rules, ConfigError> {
-        let err = |key: String, message: String| ConfigError {
-            file: file.to_owned(),
-            key,
-            message,
-        };
-        let default = self.access.default.map_or(Effect::Allow, |d| d.effect());
-        let mut rules = Vec::new();
-        for (i, r) in self.rule.iter().enumerate() {
-            rules.push(
-                Rule::new(&r.callers, &r.tools, r.effect)
-                    .map_err(|m| err(format!("rule[{i}]"), m))?,
-            );
-        }
-        Ok(Rules { rules, default })
+        let Checked { access, hook } =
+            check(&raw).map_err(|Invalid { key, message }| err(key, message))?;
+        let ConfigFile {
+            gateway,
+            defaults,
+            upstream,
+            caller,
+            access: _,
+            rule,
+            hook: _,
+            store,
+            idempotency,
+            audit,
+            metrics,
+            auth,
+        } = raw;
+        Ok(Config {
+            gateway,
+            defaults,
+            upstream,
+            caller,
+            access,
+            rule,
+            hook,
+            store,
+            idempotency,
+            audit,
+            metrics,
+            auth,
+            path: PathBuf::new(),
+        })
     }
 
     /// The access rules (the config was checked when loaded).
     pub fn rules(&self) -> Rules {
-        self.rules_checked("").unwrap_or_default()
+        rules(self.access.default, &self.rule).unwrap_or_default()
     }
 
     /// Risky but valid settings, one sentence each (printed by `check` and at start-up).
     pub fn warnings(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let rules = self.rules();
-        for (shadowed, by) in rules.shadowed() {
-            out.push(format!("rule[{shadowed}] never applies: rule[{by}] comes first and matches everything it does"));
-        }
-        for up in &self.upstream {
-            for (tool, tc) in &up.tools {
-                let seen = warden_core::catalogue::seen_name(&up.name, tool, up.prefix);
-                if tc.arbitrary_targets && rules.grants_any(&seen) {
-                    out.push(format!(
-                        "'{seen}' reaches arbitrary targets (arbitrary_targets = true) and is granted: a caller who may call it reaches everything it can name (G5)"
-                    ));
-                }
-            }
-        }
-        if self.defaults.validate == Some(false) {
-            out.push("defaults.validate = false: arguments reach upstreams without schema validation (A5)".into());
-        }
-        let unprefixed: Vec<&str> = self
-            .upstream
-            .iter()
-            .filter(|u| !u.prefix)
-            .map(|u| u.name.as_str())
-            .collect();
-        if unprefixed.len() > 1 {
-            out.push(format!(
-                "upstreams {} are not prefixed: a tool name both offer is served by the first only",
-                unprefixed.join(", ")
-            ));
-        }
-        if self.upstream.is_empty() {
-            out.push("no [[upstream]] is configured: the gateway offers no tools".into());
-        }
-        for up in &self.upstream {
-            if up.timeout_ms > 600_000 {
-                out.push(format!(
-                    "upstream '{}': timeout_ms = {} lets a hung call hold a caller for over 10 minutes",
-                    up.name, up.timeout_ms
-                ));
-            }
-            if let Some(var) = &up.bearer_token_env {
-                if std::env::var(var).map_or(true, |v| v.is_empty()) {
-                    out.push(format!(
-                        "upstream '{}': bearer_token_env = '{var}' is not set in the environment: requests go without a token",
-                        up.name
-                    ));
-                }
-            }
-            if up.validate == Some(false) {
-                out.push(format!(
-                    "upstream '{}': validate = false turns schema validation off",
-                    up.name
-                ));
-            }
-        }
-        if let Some(anon) = &self.gateway.anonymous_caller {
-            out.push(format!(
-                "gateway.anonymous_caller = '{anon}': HTTP requests without credentials act as '{anon}' (authentication is off for them; development and test suites only)"
-            ));
-        }
-        let keyed = self.caller.iter().any(|c| c.api_key_env.is_some());
-        if self.gateway.front == Front::Http
-            && !keyed
-            && !self.auth.jwt_enabled()
-            && self.gateway.anonymous_caller.is_none()
-        {
-            out.push("the HTTP front has no way to identify callers (no [[caller]] api_key_env, no [auth] JWT, no gateway.anonymous_caller): every request will get 401".into());
-        }
-        if self.auth.jwt_enabled() && self.auth.audience.is_none() {
-            out.push("[auth] has no audience: a JWT issued for another service is accepted".into());
-        }
-        for c in &self.caller {
-            if let Some(var) = &c.api_key_env {
-                if std::env::var(var).map_or(true, |v| v.is_empty()) {
-                    out.push(format!(
-                        "caller '{}': api_key_env = '{var}' is not set in the environment: the caller cannot authenticate over HTTP",
-                        c.name
-                    ));
-                }
-            }
-        }
-        if !self
-            .caller
-            .iter()
-            .any(|c| c.name == self.gateway.stdio_caller)
-            && !self.caller.is_empty()
-        {
-            out.push(format!(
-                "gateway.stdio_caller = '{}' is not one of the [[caller]] entries: it has no groups",
-                self.gateway.stdio_caller
-            ));
-        }
-        out
+        warnings(Settings {
+            rules: &self.rules(),
+            gateway: &self.gateway,
+            defaults: &self.defaults,
+            upstream: &self.upstream,
+            caller: &self.caller,
+            auth: &self.auth,
+        })
     }
 
     /// The argument policy: defaults, then per-upstream, then per-tool layers.
     pub fn policy(&self) -> LayeredPolicy {
-        let mut policy = LayeredPolicy {
-            defaults: Overrides {
-                unknown: self.defaults.unknown_arguments,
-                validate: self.defaults.validate,
-                reasons: self.defaults.reasons,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        for up in &self.upstream {
-            policy.upstreams.insert(
-                up.name.clone(),
-                Overrides {
-                    unknown: up.unknown_arguments,
-                    validate: up.validate,
-                    reasons: up.reasons,
-                    ..Default::default()
-                },
-            );
-            for (tool, tc) in &up.tools {
-                policy.tools.insert(
-                    (up.name.clone(), tool.clone()),
-                    Overrides {
-                        unknown: tc.unknown_arguments,
-                        validate: tc.validate,
-                        reasons: tc.reasons,
-                        close_schema: tc.close_schema,
-                        aliases: tc
-                            .aliases
-                            .iter()
-                            .filter_map(|(a, c)| Some((a.clone(), c.as_str()?.to_owned())))
-                            .collect(),
-                        pins: tc
-                            .pin
-                            .iter()
-                            .map(|(k, v)| (k.clone(), toml_to_json(v)))
-                            .collect(),
-                    },
-                );
-            }
-        }
-        policy
+        policy(&self.defaults, &self.upstream)
     }
 
     /// The program to start for an upstream, resolved against the config's folder.
@@ -830,7 +1006,6 @@ impl Config {
         }
     }
 
-    /// The groups of a caller named in config (none for an unlisted caller).
     /// A path from the config, resolved against the config file's folder.
     pub fn resolve_path(&self, path: &str) -> PathBuf {
         let p = Path::new(path);
@@ -859,31 +1034,13 @@ impl Config {
         store.map(Some).map_err(|e| format!("store.url: {e}"))
     }
 
+    /// The groups of a caller named in config (none for an unlisted caller).
     pub fn groups_of(&self, caller: &str) -> Vec<String> {
         self.caller
             .iter()
             .find(|c| c.name == caller)
             .map(|c| c.groups.clone())
             .unwrap_or_default()
-    }
-}
-
-/// Converts a TOML value into JSON (pins are JSON values sent upstream).
-pub fn toml_to_json(v: &toml::Value) -> Value {
-    match v {
-        toml::Value::String(s) => Value::String(s.clone()),
-        toml::Value::Integer(i) => Value::from(*i),
-        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
-            .map(Value::Number)
-            .unwrap_or(Value::Null),
-        toml::Value::Boolean(b) => Value::Bool(*b),
-        toml::Value::Datetime(d) => Value::String(d.to_string()),
-        toml::Value::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
-        toml::Value::Table(t) => Value::Object(
-            t.iter()
-                .map(|(k, v)| (k.clone(), toml_to_json(v)))
-                .collect(),
-        ),
     }
 }
 
@@ -967,30 +1124,10 @@ fn section(table: &[&Segment]) -> String {
     names.join(".")
 }
 
-/// A value written as a string and read with its type's own parser. Going through
-/// `String` keeps serde's type errors as they were for string fields, and the
-/// parser's message says which words are allowed.
-fn parsed<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: FromStr<Err = String>,
-{
-    String::deserialize(deserializer)?
-        .parse()
-        .map_err(|message| de::Error::custom(format!("{VALUE_ERROR}{message}")))
-}
-
-fn parsed_opt<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: FromStr<Err = String>,
-{
-    parsed(deserializer).map(Some)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     const EXAMPLE: &str = r#"
 [gateway]
@@ -1151,6 +1288,29 @@ close_schema = true
         );
         let e = Config::parse("[[upstream]]\ncommand = [\"x\"]\n", "w.toml").unwrap_err();
         assert_eq!(e.to_string(), "w.toml: missing field `name`");
+    }
+
+    #[test]
+    fn webhooks_are_parsed_once_when_checked() {
+        let c = Config::parse(
+            "[access]\ndefault = \"deny\"\nwebhook = { url = \"https://grant.example/g\" }\n\
+             [[hook]]\nphase = \"after\"\nurl = \"http://127.0.0.1:9/a\"\n\
+             [[hook]]\nphase = \"before\"\nurl = \"http://127.0.0.1:9/b\"\ntimeout_ms = 50\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(c.access.default, warden_core::Effect::Deny);
+        let grant = c.access.webhook.as_ref().unwrap();
+        assert_eq!(grant.url(), "https://grant.example/g");
+        assert!(grant.is_tls());
+        let hooks: Vec<(Phase, &str)> = c.hook.iter().map(|h| (h.phase, h.webhook.url())).collect();
+        assert_eq!(
+            hooks,
+            [
+                (Phase::After, "http://127.0.0.1:9/a"),
+                (Phase::Before, "http://127.0.0.1:9/b")
+            ]
+        );
     }
 
     #[test]
