@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use warden_core::Caller;
-use warden_gateway::config::Config;
+use warden_gateway::config::{Config, Front};
 use warden_gateway::gateway::{ClientSession, Gateway, Outgoing};
 
 #[derive(Parser)]
@@ -119,7 +119,7 @@ fn main() -> ExitCode {
         } => {
             !stdio
                 && (http.is_some()
-                    || Config::load(&config.config).is_ok_and(|c| c.gateway.front == "http"))
+                    || Config::load(&config.config).is_ok_and(|c| c.gateway.front == Front::Http))
         }
         _ => false,
     };
@@ -182,7 +182,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             let http = match http {
                 Some(addr) if addr.is_empty() => Some(gateway.config.gateway.listen.clone()),
                 Some(addr) => Some(addr),
-                None if !stdio && gateway.config.gateway.front == "http" => {
+                None if !stdio && gateway.config.gateway.front == Front::Http => {
                     Some(gateway.config.gateway.listen.clone())
                 }
                 None => None,

@@ -114,7 +114,7 @@ impl Gateway {
         ));
         let calls = Calls::new(
             Pipeline::new().with_grant(rules.clone(), rules.clone()),
-            GrantSource::new(rules, webhooks::grant_webhook(&config)),
+            GrantSource::new(rules, config.access.webhook.clone()),
             before,
             Duration::from_millis(config.access.approval_timeout_ms),
             settle,

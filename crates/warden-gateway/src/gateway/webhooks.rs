@@ -3,7 +3,7 @@
 //! caller's to say: a grant webhook that fails refuses a call and degrades a
 //! listing to the rules; a before hook that fails fails the call.
 
-use crate::config::Config;
+use crate::config::{Config, Phase};
 use crate::net::target::HttpTarget;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -24,22 +24,14 @@ pub type HookLists = (Vec<Arc<dyn BeforeHook>>, Vec<Arc<dyn AfterHook>>);
 pub fn hooks(config: &Config) -> HookLists {
     let (mut before, mut after) = (Vec::new(), Vec::<Arc<dyn AfterHook>>::new());
     for h in &config.hook {
-        // The config was checked when loaded; a hook that fails to parse now is skipped loudly.
-        match HttpTarget::parse(&h.url, h.timeout_ms) {
-            Ok(w) if h.phase == "before" => {
-                before.push(Arc::new(BeforeWebhook(w)) as Arc<dyn BeforeHook>)
+        match h.phase {
+            Phase::Before => {
+                before.push(Arc::new(BeforeWebhook(h.webhook.clone())) as Arc<dyn BeforeHook>)
             }
-            Ok(w) => after.push(AfterWebhook::start(w)),
-            Err(e) => tracing::error!("hook {} skipped: {e}", h.url),
+            Phase::After => after.push(AfterWebhook::start(h.webhook.clone())),
         }
     }
     (before, after)
-}
-
-/// The configured grant webhook (`[access] webhook`).
-pub fn grant_webhook(config: &Config) -> Option<HttpTarget> {
-    let w = config.access.webhook.as_ref()?;
-    HttpTarget::parse(&w.url, w.timeout_ms).ok()
 }
 
 fn caller_json(caller: &Caller) -> Value {

@@ -1,0 +1,421 @@
+//! What serde cannot check (names, URLs, durations, settings that exclude each
+//! other), the values the gateway runs on (rules, argument policy, parsed
+//! webhooks), and the warnings about settings that are valid but risky.
+//!
+//! Nothing here knows the file name: a problem is a key and a message, and the
+//! loader adds where it was read from.
+
+use super::file::{
+    AuthConfig, CallerConfig, ConfigFile, DefaultsConfig, Front, GatewayConfig, Phase, RuleConfig,
+    UpstreamConfig,
+};
+use crate::net::target::HttpTarget;
+use serde_json::Value;
+use std::collections::HashSet;
+use warden_core::{Effect, LayeredPolicy, Overrides, Rule, Rules};
+
+/// One thing wrong with the file: the dotted key and what to do about it.
+#[derive(Debug)]
+pub(super) struct Invalid {
+    pub key: String,
+    pub message: String,
+}
+
+fn invalid(key: impl Into<String>, message: impl Into<String>) -> Invalid {
+    Invalid {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+/// `[access]`, checked: the grant webhook's URL is parsed here, once.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// What happens when no rule matches.
+    pub default: Effect,
+    /// How long an `ask` waits for the human's answer, in ms.
+    pub approval_timeout_ms: u64,
+    /// The grant webhook (G4), if one is configured.
+    pub webhook: Option<HttpTarget>,
+}
+
+/// One `[[hook]]`, checked: its URL is parsed here, once.
+#[derive(Debug, Clone)]
+pub struct Hook {
+    /// Before the call goes upstream, or after its answer.
+    pub phase: Phase,
+    /// Where the call's context is POSTed.
+    pub webhook: HttpTarget,
+}
+
+/// The tables whose checked form differs from what the file says.
+pub(super) struct Checked {
+    pub access: Access,
+    pub hook: Vec<Hook>,
+}
+
+/// Checks a deserialised file. Only the first problem is reported, so the order
+/// of the checks decides which one a file with several gets to hear about.
+pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
+    let (gateway, auth) = (&file.gateway, &file.auth);
+    parse_duration(&gateway.session_idle).map_err(|m| invalid("gateway.session_idle", m))?;
+    if gateway.tls_cert.is_some() != gateway.tls_key.is_some() {
+        return Err(invalid(
+            "gateway",
+            "tls_cert and tls_key go together: set both to serve https, or neither",
+        ));
+    }
+    if auth.jwt_secret_env.is_some() && auth.jwks.is_some() {
+        return Err(invalid(
+            "auth",
+            "set jwt_secret_env (HS256) or jwks (RS256/ES256), not both",
+        ));
+    }
+    if (auth.issuer.is_some() || auth.audience.is_some()) && !auth.jwt_enabled() {
+        return Err(invalid(
+            "auth",
+            "issuer and audience check JWTs: also set jwt_secret_env or jwks",
+        ));
+    }
+    if gateway.max_message_bytes < 1024 {
+        return Err(invalid(
+            "gateway.max_message_bytes",
+            "must be at least 1024",
+        ));
+    }
+    let mut names = HashSet::new();
+    for (i, up) in file.upstream.iter().enumerate() {
+        upstream(i, up, &mut names)?;
+    }
+    let default = file.access.default.map_or(Effect::Allow, |d| d.effect());
+    rules(default, &file.rule)?;
+    if let Some(url) = &file.store.url {
+        let sqlite = url.strip_prefix("sqlite://").is_some_and(|p| !p.is_empty());
+        let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
+        if !sqlite && !postgres {
+            return Err(invalid(
+                "store.url",
+                format!("'{url}' is not a store URL; use sqlite://FILE or postgres://USER@HOST/DB"),
+            ));
+        }
+    }
+    parse_duration(&file.idempotency.retention).map_err(|m| invalid("idempotency.retention", m))?;
+    if file.idempotency.meta_key.is_empty() {
+        return Err(invalid("idempotency.meta_key", "must not be empty"));
+    }
+    let webhook = file
+        .access
+        .webhook
+        .as_ref()
+        .map(|w| HttpTarget::parse(&w.url, w.timeout_ms).map_err(|m| invalid("access.webhook", m)))
+        .transpose()?;
+    let mut hook = Vec::with_capacity(file.hook.len());
+    for (i, h) in file.hook.iter().enumerate() {
+        let webhook = HttpTarget::parse(&h.url, h.timeout_ms)
+            .map_err(|m| invalid(format!("hook[{i}]"), m))?;
+        hook.push(Hook {
+            phase: h.phase,
+            webhook,
+        });
+    }
+    let mut callers = HashSet::new();
+    for (i, c) in file.caller.iter().enumerate() {
+        if !callers.insert(c.name.as_str()) {
+            return Err(invalid(
+                format!("caller[{i}].name"),
+                format!("'{}' names two callers", c.name),
+            ));
+        }
+    }
+    let access = Access {
+        default,
+        approval_timeout_ms: file.access.approval_timeout_ms,
+        webhook,
+    };
+    Ok(Checked { access, hook })
+}
+
+/// One `[[upstream]]`; `names` collects the names seen so far.
+fn upstream<'a>(
+    i: usize,
+    up: &'a UpstreamConfig,
+    names: &mut HashSet<&'a str>,
+) -> Result<(), Invalid> {
+    let at = |k: &str| format!("upstream[{i}].{k}");
+    if up.name.is_empty()
+        || !up
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+    {
+        return Err(invalid(
+            at("name"),
+            format!(
+                "'{}' is not a usable upstream name; use letters, digits, '_' and '-'",
+                up.name
+            ),
+        ));
+    }
+    if !names.insert(up.name.as_str()) {
+        return Err(invalid(
+            at("name"),
+            format!("'{}' names two upstreams; names must be unique", up.name),
+        ));
+    }
+    match (&up.url, up.command.is_empty()) {
+        (Some(_), false) => {
+            return Err(invalid(
+                at("url"),
+                "set command (a child process) or url (an HTTP server), not both",
+            ))
+        }
+        (Some(url), true) => {
+            let target = HttpTarget::parse(url, 1).map_err(|m| invalid(at("url"), m))?;
+            if up.tls_ca_file.is_some() && !target.is_tls() {
+                return Err(invalid(
+                    at("tls_ca_file"),
+                    "is for https:// upstreams; this url is plain http",
+                ));
+            }
+        }
+        (None, _) => {
+            if up.command.is_empty() || up.command[0].is_empty() {
+                return Err(invalid(
+                    at("command"),
+                    "must name the program to run, e.g. [\"npx\", \"-y\", \"server\"], or set url for an HTTP server",
+                ));
+            }
+            if up.bearer_token_env.is_some() {
+                return Err(invalid(
+                    at("bearer_token_env"),
+                    "is for HTTP upstreams (url); a child process gets credentials through env",
+                ));
+            }
+        }
+    }
+    if up.timeout_ms == 0 {
+        return Err(invalid(at("timeout_ms"), "must be more than 0"));
+    }
+    for (tool, tc) in &up.tools {
+        let at = |k: &str| format!("upstream[{i}].tools.{tool}.{k}");
+        for (alias, canonical) in &tc.aliases {
+            if !canonical.is_str() {
+                return Err(invalid(
+                    at(&format!("aliases.{alias}")),
+                    "an alias maps to the canonical parameter's name, a string",
+                ));
+            }
+        }
+        for (pinned, _) in &tc.pin {
+            if tc.aliases.contains_key(pinned) {
+                return Err(invalid(
+                    at("pin"),
+                    format!("'{pinned}' is both pinned and an alias"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The access rules, built; an error names the rule and what is wrong with it.
+pub(super) fn rules(default: Effect, rule: &[RuleConfig]) -> Result<Rules, Invalid> {
+    let rules = rule
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            Rule::new(&r.callers, &r.tools, r.effect).map_err(|m| invalid(format!("rule[{i}]"), m))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Rules { rules, default })
+}
+
+/// The argument policy: defaults, then per-upstream, then per-tool layers.
+pub(super) fn policy(defaults: &DefaultsConfig, upstreams: &[UpstreamConfig]) -> LayeredPolicy {
+    let mut policy = LayeredPolicy {
+        defaults: Overrides {
+            unknown: defaults.unknown_arguments,
+            validate: defaults.validate,
+            reasons: defaults.reasons,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    for up in upstreams {
+        policy.upstreams.insert(
+            up.name.clone(),
+            Overrides {
+                unknown: up.unknown_arguments,
+                validate: up.validate,
+                reasons: up.reasons,
+                ..Default::default()
+            },
+        );
+        for (tool, tc) in &up.tools {
+            policy.tools.insert(
+                (up.name.clone(), tool.clone()),
+                Overrides {
+                    unknown: tc.unknown_arguments,
+                    validate: tc.validate,
+                    reasons: tc.reasons,
+                    close_schema: tc.close_schema,
+                    aliases: tc
+                        .aliases
+                        .iter()
+                        .filter_map(|(a, c)| Some((a.clone(), c.as_str()?.to_owned())))
+                        .collect(),
+                    pins: tc
+                        .pin
+                        .iter()
+                        .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                        .collect(),
+                },
+            );
+        }
+    }
+    policy
+}
+
+/// What the warnings look at, borrowed from the checked config.
+pub(super) struct Settings<'a> {
+    pub rules: &'a Rules,
+    pub gateway: &'a GatewayConfig,
+    pub defaults: &'a DefaultsConfig,
+    pub upstream: &'a [UpstreamConfig],
+    pub caller: &'a [CallerConfig],
+    pub auth: &'a AuthConfig,
+}
+
+/// Risky but valid settings, one sentence each. Environment variables are read
+/// now, not when the file was loaded, so a warning reflects the current process.
+pub(super) fn warnings(s: Settings<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (shadowed, by) in s.rules.shadowed() {
+        out.push(format!(
+            "rule[{shadowed}] never applies: rule[{by}] comes first and matches everything it does"
+        ));
+    }
+    for up in s.upstream {
+        for (tool, tc) in &up.tools {
+            let seen = warden_core::catalogue::seen_name(&up.name, tool, up.prefix);
+            if tc.arbitrary_targets && s.rules.grants_any(&seen) {
+                out.push(format!(
+                    "'{seen}' reaches arbitrary targets (arbitrary_targets = true) and is granted: a caller who may call it reaches everything it can name (G5)"
+                ));
+            }
+        }
+    }
+    if s.defaults.validate == Some(false) {
+        out.push(
+            "defaults.validate = false: arguments reach upstreams without schema validation (A5)"
+                .into(),
+        );
+    }
+    let unprefixed: Vec<&str> = s
+        .upstream
+        .iter()
+        .filter(|u| !u.prefix)
+        .map(|u| u.name.as_str())
+        .collect();
+    if unprefixed.len() > 1 {
+        out.push(format!(
+            "upstreams {} are not prefixed: a tool name both offer is served by the first only",
+            unprefixed.join(", ")
+        ));
+    }
+    if s.upstream.is_empty() {
+        out.push("no [[upstream]] is configured: the gateway offers no tools".into());
+    }
+    for up in s.upstream {
+        if up.timeout_ms > 600_000 {
+            out.push(format!(
+                "upstream '{}': timeout_ms = {} lets a hung call hold a caller for over 10 minutes",
+                up.name, up.timeout_ms
+            ));
+        }
+        if let Some(var) = &up.bearer_token_env {
+            if std::env::var(var).map_or(true, |v| v.is_empty()) {
+                out.push(format!(
+                    "upstream '{}': bearer_token_env = '{var}' is not set in the environment: requests go without a token",
+                    up.name
+                ));
+            }
+        }
+        if up.validate == Some(false) {
+            out.push(format!(
+                "upstream '{}': validate = false turns schema validation off",
+                up.name
+            ));
+        }
+    }
+    let gateway = s.gateway;
+    if let Some(anon) = &gateway.anonymous_caller {
+        out.push(format!(
+            "gateway.anonymous_caller = '{anon}': HTTP requests without credentials act as '{anon}' (authentication is off for them; development and test suites only)"
+        ));
+    }
+    let keyed = s.caller.iter().any(|c| c.api_key_env.is_some());
+    if gateway.front == Front::Http
+        && !keyed
+        && !s.auth.jwt_enabled()
+        && gateway.anonymous_caller.is_none()
+    {
+        out.push("the HTTP front has no way to identify callers (no [[caller]] api_key_env, no [auth] JWT, no gateway.anonymous_caller): every request will get 401".into());
+    }
+    if s.auth.jwt_enabled() && s.auth.audience.is_none() {
+        out.push("[auth] has no audience: a JWT issued for another service is accepted".into());
+    }
+    for c in s.caller {
+        if let Some(var) = &c.api_key_env {
+            if std::env::var(var).map_or(true, |v| v.is_empty()) {
+                out.push(format!(
+                    "caller '{}': api_key_env = '{var}' is not set in the environment: the caller cannot authenticate over HTTP",
+                    c.name
+                ));
+            }
+        }
+    }
+    if !s.caller.iter().any(|c| c.name == gateway.stdio_caller) && !s.caller.is_empty() {
+        out.push(format!(
+            "gateway.stdio_caller = '{}' is not one of the [[caller]] entries: it has no groups",
+            gateway.stdio_caller
+        ));
+    }
+    out
+}
+
+/// `90s`, `15m`, `24h`, `7d`.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let bad =
+        || format!("'{text}' is not a duration; write a number and a unit: 90s, 15m, 24h, 7d");
+    let t = text.trim();
+    let unit = t.chars().last().ok_or_else(bad)?;
+    let n: u64 = t[..t.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
+    let secs = match unit {
+        's' => n,
+        'm' => n * 60,
+        'h' => n * 3600,
+        'd' => n * 86_400,
+        _ => return Err(bad()),
+    };
+    Ok(std::time::Duration::from_secs(secs))
+}
+
+/// Converts a TOML value into JSON (pins are JSON values sent upstream).
+pub fn toml_to_json(v: &toml::Value) -> Value {
+    match v {
+        toml::Value::String(s) => Value::String(s.clone()),
+        toml::Value::Integer(i) => Value::from(*i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                .collect(),
+        ),
+    }
+}

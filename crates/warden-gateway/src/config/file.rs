@@ -1,0 +1,453 @@
+//! What the TOML file may say: one serde type per table, nothing checked beyond
+//! shape. Every table denies keys it does not declare, so these structs are the
+//! only list of known keys; the loader turns serde's complaint into the
+//! did-you-mean error.
+
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::str::FromStr;
+use warden_core::{Effect, UnknownMode};
+
+/// The default upstream call timeout.
+pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+/// The default cap on one JSON-RPC message, in bytes.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Tables whose keys are names the user chooses rather than settings. serde's
+/// path cannot tell a chosen name from a field, and errors name such a table as
+/// `[upstream.tools.*]`, whatever the tool is called.
+pub(super) const NAMED_TABLES: &[&str] = &["upstream.tools"];
+
+/// Leads the message of a value that had the right type but a wrong content (an
+/// unknown `front`, say). serde hands back only a message; this is how the loader
+/// tells these from serde's own type errors, which name no key.
+pub(super) const VALUE_ERROR: char = '\u{1}';
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ConfigFile {
+    /// `[gateway]`: the fronts and what they accept.
+    #[serde(default)]
+    pub gateway: GatewayConfig,
+    /// `[defaults]`: argument handling unless an upstream or tool says otherwise.
+    #[serde(default)]
+    pub defaults: DefaultsConfig,
+    /// `[[upstream]]`: the servers behind the gateway.
+    #[serde(default)]
+    pub upstream: Vec<UpstreamConfig>,
+    /// `[[caller]]`: who may connect, and their groups.
+    #[serde(default)]
+    pub caller: Vec<CallerConfig>,
+    /// `[access]`: what happens when no rule matches, and the grant webhook.
+    #[serde(default)]
+    pub access: AccessConfig,
+    /// Access rules, first match wins (G1-G3, H5).
+    #[serde(default)]
+    pub rule: Vec<RuleConfig>,
+    /// External before/after hooks (H1-H5).
+    #[serde(default)]
+    pub hook: Vec<HookConfig>,
+    /// `[store]`: where the ledger and the audit trail live.
+    #[serde(default)]
+    pub store: StoreConfig,
+    /// `[idempotency]`: how repeated calls are recognised.
+    #[serde(default)]
+    pub idempotency: IdempotencyConfig,
+    /// `[audit]`: the audit trail's extra copy and what it hides.
+    #[serde(default)]
+    pub audit: AuditConfig,
+    /// `[metrics]`: the Prometheus endpoint.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+    /// `[auth]`: bearer JWTs on the HTTP front.
+    #[serde(default)]
+    pub auth: AuthConfig,
+}
+
+/// Which front `run` serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Front {
+    /// One session on stdin and stdout.
+    #[default]
+    Stdio,
+    /// Streamable HTTP on `gateway.listen`.
+    Http,
+}
+
+impl FromStr for Front {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "stdio" => Ok(Front::Stdio),
+            "http" => Ok(Front::Http),
+            other => Err(format!(
+                "'{other}' is not a front; use \"stdio\" or \"http\""
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// The front `run` serves when no flag says otherwise: "stdio" or "http".
+    #[serde(default, deserialize_with = "parsed")]
+    pub front: Front,
+    /// The caller a stdio session acts for (G1).
+    #[serde(default = "default_stdio_caller")]
+    pub stdio_caller: String,
+    /// The largest JSON-RPC message accepted from a client or an upstream, in bytes
+    /// (over HTTP: the request body limit, 413 beyond it).
+    #[serde(default = "default_max_message_bytes")]
+    pub max_message_bytes: usize,
+    /// Where the HTTP front listens (path `/mcp`).
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// The caller HTTP requests without credentials act for (development only).
+    pub anonymous_caller: Option<String>,
+    /// Browser origins allowed besides loopback ones (`https://app.example.com`).
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Host header values allowed besides loopback names and the listen address.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// An HTTP session unused this long ends (`30m`).
+    #[serde(default = "default_session_idle")]
+    pub session_idle: String,
+    /// The HTTP front serves https with this PEM certificate chain …
+    pub tls_cert: Option<PathBuf>,
+    /// … and this PEM private key.
+    pub tls_key: Option<PathBuf>,
+    /// The environment variable holding the secret that seals 2026-07-28
+    /// `requestState`s, shared by replicas (built-in: a random key per process).
+    pub state_secret_env: Option<String>,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            front: Front::default(),
+            stdio_caller: default_stdio_caller(),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            listen: default_listen(),
+            anonymous_caller: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            session_idle: default_session_idle(),
+            tls_cert: None,
+            tls_key: None,
+            state_secret_env: None,
+        }
+    }
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:8931".into()
+}
+fn default_session_idle() -> String {
+    "30m".into()
+}
+fn default_stdio_caller() -> String {
+    "local".into()
+}
+fn default_max_message_bytes() -> usize {
+    DEFAULT_MAX_MESSAGE_BYTES
+}
+fn default_true() -> bool {
+    true
+}
+fn default_timeout() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DefaultsConfig {
+    /// warn | strip | reject (A3); built-in: warn.
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub unknown_arguments: Option<UnknownMode>,
+    /// JSON Schema validation of arguments (A5); built-in: true.
+    pub validate: Option<bool>,
+    /// The optional `reason` parameter (R1); built-in: false.
+    pub reasons: Option<bool>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Unique name; the tool prefix when `prefix` is on.
+    pub name: String,
+    /// The server's command line, program first. A program given as a relative path
+    /// with a `/` resolves against the config file's folder; a bare name uses PATH.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// … or the URL of a Streamable HTTP server (`http://host:port/mcp`).
+    pub url: Option<String>,
+    /// The environment variable holding the bearer token this gateway presents to
+    /// an HTTP upstream (its own credential; a client's token is never forwarded).
+    pub bearer_token_env: Option<String>,
+    /// The token itself, for library users (never read from a config file).
+    #[serde(skip)]
+    pub bearer_token: Option<String>,
+    /// For an `https://` upstream: a PEM file of CA certificates trusted besides the
+    /// public roots (a private CA). Relative paths resolve against the config's folder.
+    pub tls_ca_file: Option<PathBuf>,
+    /// Extra environment variables for the child.
+    #[serde(default)]
+    pub env: HashMap<String, String>,
+    /// Tools appear as `name.tool` (true) or under their own names (false).
+    #[serde(default = "default_true")]
+    pub prefix: bool,
+    /// This upstream's A3 mode, over `[defaults]`.
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub unknown_arguments: Option<UnknownMode>,
+    /// This upstream's A5 switch, over `[defaults]`.
+    pub validate: Option<bool>,
+    /// This upstream's R1 switch, over `[defaults]`.
+    pub reasons: Option<bool>,
+    /// Per call; past it the caller gets the internal-error answer and the upstream a cancellation.
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+    /// Per tool settings, keyed by the upstream's own tool name.
+    #[serde(default)]
+    pub tools: HashMap<String, ToolConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    /// alias = "canonical" (A2); the first alias for a key wins.
+    #[serde(default)]
+    pub aliases: toml::Table,
+    /// Arguments fixed by configuration (A7).
+    #[serde(default)]
+    pub pin: toml::Table,
+    /// Treat the schema as `additionalProperties: false` (A6).
+    pub close_schema: Option<bool>,
+    /// The tool reaches arbitrary targets (a URL, a command, a path): granting it
+    /// grants everything it can reach (G5); `check` warns when a rule grants it.
+    #[serde(default)]
+    pub arbitrary_targets: bool,
+    /// This tool's A3 mode, over its upstream's.
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub unknown_arguments: Option<UnknownMode>,
+    /// This tool's A5 switch, over its upstream's.
+    pub validate: Option<bool>,
+    /// This tool's R1 switch, over its upstream's.
+    pub reasons: Option<bool>,
+}
+
+/// What `[access] default` may say: `ask` needs a rule that names the tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessDefault {
+    Allow,
+    Deny,
+}
+
+impl AccessDefault {
+    pub fn effect(self) -> Effect {
+        match self {
+            AccessDefault::Allow => Effect::Allow,
+            AccessDefault::Deny => Effect::Deny,
+        }
+    }
+}
+
+impl FromStr for AccessDefault {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "allow" => Ok(AccessDefault::Allow),
+            "deny" => Ok(AccessDefault::Deny),
+            other => Err(format!("'{other}' is not a default; use allow or deny")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AccessConfig {
+    /// allow | deny, when no rule matches; built-in: allow.
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub default: Option<AccessDefault>,
+    /// How long an `ask` waits for the human's answer, in ms.
+    #[serde(default = "default_approval_timeout")]
+    pub approval_timeout_ms: u64,
+    /// A grant webhook (G4): decides per caller and tool; when it fails a listing
+    /// falls back to the rules and a call fails closed.
+    pub webhook: Option<WebhookConfig>,
+}
+
+fn default_approval_timeout() -> u64 {
+    120_000
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// An http:// or https:// URL.
+    pub url: String,
+    /// How long one decision may take, in ms.
+    #[serde(default = "default_webhook_timeout")]
+    pub timeout_ms: u64,
+}
+
+fn default_webhook_timeout() -> u64 {
+    300
+}
+
+/// When a hook webhook hears of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Before the call goes upstream; the hook may refuse or rewrite it.
+    Before,
+    /// After the answer; the hook only hears of it.
+    After,
+}
+
+impl FromStr for Phase {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "before" => Ok(Phase::Before),
+            "after" => Ok(Phase::After),
+            other => Err(format!("'{other}' is not a phase; use before or after")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookConfig {
+    /// before | after.
+    #[serde(deserialize_with = "parsed")]
+    pub phase: Phase,
+    /// An http:// or https:// URL the call's context is POSTed to.
+    pub url: String,
+    /// How long one POST may take, in ms.
+    #[serde(default = "default_webhook_timeout")]
+    pub timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `sqlite://FILE` (relative to the config file's folder) or
+    /// `postgres://USER@HOST/DB` for replicas sharing state. Without it the
+    /// ledger is off and the audit trail goes to the log (and `audit.jsonl`) only.
+    pub url: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdempotencyConfig {
+    /// The `_meta` key carrying a call's idempotency key (I1).
+    #[serde(default = "default_meta_key")]
+    pub meta_key: String,
+    /// How long a key is remembered (I2): `90s`, `15m`, `24h`, `7d`.
+    #[serde(default = "default_retention")]
+    pub retention: String,
+}
+
+impl Default for IdempotencyConfig {
+    fn default() -> Self {
+        Self {
+            meta_key: default_meta_key(),
+            retention: default_retention(),
+        }
+    }
+}
+
+fn default_meta_key() -> String {
+    "warden/idempotencyKey".into()
+}
+fn default_retention() -> String {
+    "24h".into()
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Where Prometheus scrapes `/metrics` (`127.0.0.1:9464`); off when absent.
+    pub listen: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// A JSON-lines file each audit record is also appended to.
+    pub jsonl: Option<String>,
+    /// Argument keys whose values are replaced by "[redacted]" in audit records.
+    #[serde(default)]
+    pub redact: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// Caller names, `group:NAME`, or `*`.
+    pub callers: Vec<String>,
+    /// Globs over the tool names callers see (`notes.*`).
+    pub tools: Vec<String>,
+    /// allow | deny | ask.
+    #[serde(deserialize_with = "parsed")]
+    pub effect: Effect,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallerConfig {
+    /// The name rules and audit records know the caller by.
+    pub name: String,
+    /// Groups rules can name as `group:NAME`.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// The environment variable holding this caller's HTTP bearer key.
+    pub api_key_env: Option<String>,
+}
+
+/// How HTTP callers prove who they are besides API keys: bearer JWTs.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// The environment variable holding an HS256 secret.
+    pub jwt_secret_env: Option<String>,
+    /// A JWKS file with RS256 / ES256 public keys (selected by `kid`).
+    pub jwks: Option<String>,
+    /// The `iss` a token must carry.
+    pub issuer: Option<String>,
+    /// The `aud` a token must carry.
+    pub audience: Option<String>,
+    /// The claim naming the caller (built-in: `sub`).
+    pub caller_claim: Option<String>,
+}
+
+impl AuthConfig {
+    pub fn jwt_enabled(&self) -> bool {
+        self.jwt_secret_env.is_some() || self.jwks.is_some()
+    }
+}
+
+/// A value written as a string and read with its type's own parser. Going through
+/// `String` keeps serde's type errors as they were for string fields, and the
+/// parser's message says which words are allowed.
+fn parsed<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr<Err = String>,
+{
+    String::deserialize(deserializer)?
+        .parse()
+        .map_err(|message| de::Error::custom(format!("{VALUE_ERROR}{message}")))
+}
+
+fn parsed_opt<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr<Err = String>,
+{
+    parsed(deserializer).map(Some)
+}

@@ -1,0 +1,539 @@
+//! The gateway's one TOML file: read, deserialised, checked, and turned into the
+//! values the gateway runs on.
+//!
+//! `file.rs` says what the file may contain, and its serde types are the only
+//! list of known keys: an unknown or misspelt key is serde's error, reported here
+//! with the file, the key's full path and the closest known key. `check.rs` does
+//! what serde cannot and builds the runtime values.
+
+mod check;
+mod file;
+
+pub use check::{parse_duration, toml_to_json, Access, Hook};
+pub use file::{
+    AccessConfig, AccessDefault, AuditConfig, AuthConfig, CallerConfig, DefaultsConfig, Front,
+    GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, Phase, RuleConfig, StoreConfig,
+    ToolConfig, UpstreamConfig, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS,
+};
+
+use check::{Checked, Invalid, Settings};
+use file::{ConfigFile, NAMED_TABLES, VALUE_ERROR};
+use serde_path_to_error::Segment;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use warden_core::{LayeredPolicy, Rules};
+
+/// A checked config file.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub gateway: GatewayConfig,
+    pub defaults: DefaultsConfig,
+    pub upstream: Vec<UpstreamConfig>,
+    pub caller: Vec<CallerConfig>,
+    /// `[access]`, with the grant webhook parsed.
+    pub access: Access,
+    /// Access rules, first match wins (G1-G3, H5).
+    pub rule: Vec<RuleConfig>,
+    /// External before/after hooks (H1-H5), their URLs parsed.
+    pub hook: Vec<Hook>,
+    pub store: StoreConfig,
+    pub idempotency: IdempotencyConfig,
+    pub audit: AuditConfig,
+    pub metrics: MetricsConfig,
+    pub auth: AuthConfig,
+    /// Where the file was read from; relative upstream commands resolve against its folder.
+    pub path: PathBuf,
+}
+
+/// A configuration error: where, what, and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    /// The dotted key path (`upstream[0].tools.create_note.pin`), empty for the whole file.
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            key: String::new(),
+            message: format!("cannot read the file ({e}); pass --config FILE with a readable file"),
+        })?;
+        let mut config = Config::parse(&text, &file)?;
+        config.path = path.to_path_buf();
+        Ok(config)
+    }
+
+    /// Parses and checks config text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let err = |key: String, message: String| ConfigError {
+            file: file.to_owned(),
+            key,
+            message,
+        };
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            err(
+                String::new(),
+                format!("not valid TOML: {}", e.message().trim()),
+            )
+        })?;
+        let raw: ConfigFile =
+            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+                let (key, message) = deserialise_error(e);
+                err(key, message)
+            })?;
+        let Checked { access, hook } =
+            check::check(&raw).map_err(|Invalid { key, message }| err(key, message))?;
+        let ConfigFile {
+            gateway,
+            defaults,
+            upstream,
+            caller,
+            access: _,
+            rule,
+            hook: _,
+            store,
+            idempotency,
+            audit,
+            metrics,
+            auth,
+        } = raw;
+        Ok(Config {
+            gateway,
+            defaults,
+            upstream,
+            caller,
+            access,
+            rule,
+            hook,
+            store,
+            idempotency,
+            audit,
+            metrics,
+            auth,
+            path: PathBuf::new(),
+        })
+    }
+
+    /// The access rules (the config was checked when loaded).
+    pub fn rules(&self) -> Rules {
+        check::rules(self.access.default, &self.rule).unwrap_or_default()
+    }
+
+    /// Risky but valid settings, one sentence each (printed by `check` and at start-up).
+    pub fn warnings(&self) -> Vec<String> {
+        check::warnings(Settings {
+            rules: &self.rules(),
+            gateway: &self.gateway,
+            defaults: &self.defaults,
+            upstream: &self.upstream,
+            caller: &self.caller,
+            auth: &self.auth,
+        })
+    }
+
+    /// The argument policy: defaults, then per-upstream, then per-tool layers.
+    pub fn policy(&self) -> LayeredPolicy {
+        check::policy(&self.defaults, &self.upstream)
+    }
+
+    /// The program to start for an upstream, resolved against the config's folder.
+    pub fn program(&self, up: &UpstreamConfig) -> PathBuf {
+        let Some(first) = up.command.first() else {
+            return PathBuf::new(); // an HTTP upstream
+        };
+        let program = Path::new(first);
+        if program.is_relative() && up.command[0].contains('/') {
+            self.path.parent().unwrap_or(Path::new(".")).join(program)
+        } else {
+            program.to_path_buf()
+        }
+    }
+
+    /// A path from the config, resolved against the config file's folder.
+    pub fn resolve_path(&self, path: &str) -> PathBuf {
+        let p = Path::new(path);
+        if p.is_relative() {
+            self.path.parent().unwrap_or(Path::new(".")).join(p)
+        } else {
+            p.to_path_buf()
+        }
+    }
+
+    /// The SQLite file of `[store] url`, if one is configured.
+    pub fn store_path(&self) -> Option<PathBuf> {
+        let url = self.store.url.as_deref()?;
+        Some(self.resolve_path(url.strip_prefix("sqlite://")?))
+    }
+
+    /// Opens the configured store, if any: a SQLite file, or a PostgreSQL connection.
+    pub async fn open_store(&self) -> Result<Option<warden_store::Store>, String> {
+        let Some(url) = self.store.url.as_deref() else {
+            return Ok(None);
+        };
+        let store = match self.store_path() {
+            Some(path) => warden_store::Store::open(&path),
+            None => warden_store::Store::connect_postgres(url).await,
+        };
+        store.map(Some).map_err(|e| format!("store.url: {e}"))
+    }
+
+    /// The groups of a caller named in config (none for an unlisted caller).
+    pub fn groups_of(&self, caller: &str) -> Vec<String> {
+        self.caller
+            .iter()
+            .find(|c| c.name == caller)
+            .map(|c| c.groups.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// A deserialisation error as a key and a message.
+///
+/// An unknown key gets the table it is in, the closest known key and the list
+/// of known keys, all taken from serde's complaint. A value its parser refused
+/// names its key. Any other serde error (a wrong type, a missing field) is
+/// reported as serde words it, for the whole file, as it always was.
+fn deserialise_error(e: serde_path_to_error::Error<toml::de::Error>) -> (String, String) {
+    let path = e.path().clone();
+    let message = e.into_inner().message().trim().to_owned();
+    let segments: Vec<&Segment> = path.iter().collect();
+    if let Some((Segment::Map { key }, table)) = segments.split_last() {
+        if let Some(known) = unknown_field(&message, key) {
+            return (path.to_string(), unknown_key(key, table, &known));
+        }
+    }
+    match message.strip_prefix(VALUE_ERROR) {
+        Some(message) => (path.to_string(), message.to_owned()),
+        None => (String::new(), message),
+    }
+}
+
+/// The field names serde lists when it rejects `key` as unknown, or `None` for
+/// any other error. The key is taken from the path rather than the message, as a
+/// quoted TOML key may itself contain a backtick.
+fn unknown_field(message: &str, key: &str) -> Option<Vec<String>> {
+    let rest = message
+        .strip_prefix("unknown field `")?
+        .strip_prefix(key)?
+        .strip_prefix("`, ")?;
+    if rest == "there are no fields" {
+        return Some(Vec::new());
+    }
+    let list = rest.strip_prefix("expected ")?;
+    let list = list.strip_prefix("one of ").unwrap_or(list);
+    // `a`, `b` or `a` or `b`: the names are every other piece between backticks.
+    Some(
+        list.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// The message for an unknown `key` in the table at `table`.
+fn unknown_key(key: &str, table: &[&Segment], known: &[String]) -> String {
+    let hint = known
+        .iter()
+        .map(|k| (strsim::levenshtein(key, k), k))
+        .filter(|(d, k)| *d <= 3.max(k.len() / 3))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| format!(" Did you mean '{k}'?"))
+        .unwrap_or_default();
+    let section = section(table);
+    let where_ = if section.is_empty() {
+        "at the top level".to_owned()
+    } else {
+        format!("in [{section}]")
+    };
+    format!(
+        "unknown key {where_}.{hint} Known keys: {}.",
+        known.join(", ")
+    )
+}
+
+/// How errors name a table: its dotted path without array indices, a name the
+/// user chose standing as `*` (`upstream[0].tools.t` is `upstream.tools.*`).
+fn section(table: &[&Segment]) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for segment in table {
+        let name = match segment {
+            Segment::Seq { .. } => continue,
+            _ if NAMED_TABLES.contains(&names.join(".").as_str()) => "*".to_owned(),
+            other => other.to_string(),
+        };
+        names.push(name);
+    }
+    names.join(".")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use warden_core::UnknownMode;
+
+    const EXAMPLE: &str = r#"
+[gateway]
+stdio_caller = "local"
+
+[defaults]
+unknown_arguments = "warn"
+
+[[upstream]]
+name = "notes"
+command = ["./notes-server", "--flag"]
+unknown_arguments = "reject"
+timeout_ms = 5000
+
+[upstream.tools.create_note]
+aliases = { body = "text" }
+pin = { is_public = false }
+close_schema = true
+"#;
+
+    #[test]
+    fn parses_the_example_shape() {
+        let c = Config::parse(EXAMPLE, "warden.toml").unwrap();
+        assert_eq!(c.upstream[0].timeout_ms, 5000);
+        let p = c.policy().resolve("notes", "create_note");
+        assert_eq!(p.unknown, UnknownMode::Reject);
+        assert_eq!(p.aliases, vec![("body".to_string(), "text".to_string())]);
+        assert_eq!(p.pins.get("is_public"), Some(&Value::Bool(false)));
+        assert!(p.close_schema);
+        assert_eq!(
+            c.policy().resolve("notes", "list_notes").unknown,
+            UnknownMode::Reject
+        );
+    }
+
+    #[test]
+    fn http_upstreams_are_checked() {
+        let e = Config::parse(
+            "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\ntls_ca_file = \"ca.pem\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: upstream[0].tls_ca_file: is for https:// upstreams; this url is plain http"
+        );
+        let e = Config::parse(
+            "[[upstream]]\nname = \"a\"\nurl = \"ftp://x/mcp\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: upstream[0].url: 'ftp://x/mcp' is not an http:// or https:// URL"
+        );
+        let e = Config::parse(
+            "[[upstream]]\nname = \"a\"\nurl = \"http://x/mcp\"\ncommand = [\"y\"]\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: upstream[0].url: set command (a child process) or url (an HTTP server), not both"
+        );
+        assert!(Config::parse(
+            "[[upstream]]\nname = \"a\"\nurl = \"https://mcp.example.com/mcp\"\n",
+            "w.toml"
+        )
+        .is_ok());
+        let e = Config::parse("[gateway]\ntls_cert = \"c.pem\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: gateway: tls_cert and tls_key go together: set both to serve https, or neither"
+        );
+    }
+
+    #[test]
+    fn unknown_key_names_file_key_and_fix() {
+        let e = Config::parse("[gateway]\nstdio_caler = \"x\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, tls_cert, tls_key, state_secret_env."
+        );
+        let e = Config::parse(
+            "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.t]\npinn = {}\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "upstream[0].tools.t.pinn");
+        assert!(e.message.contains("Did you mean 'pin'?"), "{}", e.message);
+        let e = Config::parse("[defaultz]\n", "w.toml").unwrap_err();
+        assert!(e.message.contains("Did you mean 'defaults'?"));
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let e = Config::parse("[defaults]\nunknown_arguments = \"block\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: defaults.unknown_arguments: 'block' is not an unknown-argument mode; use one of: warn, strip, reject"
+        );
+        let e = Config::parse("[[upstream]]\nname=\"a\"\ncommand=[]\n", "w.toml").unwrap_err();
+        assert_eq!(e.key, "upstream[0].command");
+        let e = Config::parse("[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[[upstream]]\nname=\"a\"\ncommand=[\"y\"]\n", "w.toml")
+            .unwrap_err();
+        assert_eq!(e.key, "upstream[1].name");
+        let e = Config::parse("[gateway\n", "w.toml").unwrap_err();
+        assert!(e.message.starts_with("not valid TOML"), "{}", e.message);
+        let e = Config::parse("[[upstream]]\nname=\"a\"\ncommand=\"x\"\n", "w.toml").unwrap_err();
+        assert!(
+            e.message.contains("command") || e.message.contains("sequence"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn serde_errors_read_as_the_key_table_did() {
+        // serde words its list of known keys differently for one, two and more.
+        let e = Config::parse("[store]\nurl_ = 1\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: store.url_: unknown key in [store]. Did you mean 'url'? Known keys: url."
+        );
+        let e = Config::parse("[idempotency]\nmeta = 1\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: idempotency.meta: unknown key in [idempotency]. Known keys: meta_key, retention."
+        );
+        let e = Config::parse(
+            "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.\"a.b\"]\npinn = 1\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "upstream[0].tools.a.b.pinn");
+        assert!(
+            e.message
+                .starts_with("unknown key in [upstream.tools.*]. Did you mean 'pin'?"),
+            "{}",
+            e.message
+        );
+        // A word the field does not know names the key; a value of the wrong type
+        // is serde's message for the whole file.
+        let e = Config::parse("[gateway]\nfront = \"ftp\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: gateway.front: 'ftp' is not a front; use \"stdio\" or \"http\""
+        );
+        let e = Config::parse("[access]\ndefault = \"ask\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: access.default: 'ask' is not a default; use allow or deny"
+        );
+        let e = Config::parse("[gateway]\nfront = 1\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: invalid type: integer `1`, expected a string"
+        );
+        let e = Config::parse("[[upstream]]\ncommand = [\"x\"]\n", "w.toml").unwrap_err();
+        assert_eq!(e.to_string(), "w.toml: missing field `name`");
+    }
+
+    #[test]
+    fn webhooks_are_parsed_once_when_checked() {
+        let c = Config::parse(
+            "[access]\ndefault = \"deny\"\nwebhook = { url = \"https://grant.example/g\" }\n\
+             [[hook]]\nphase = \"after\"\nurl = \"http://127.0.0.1:9/a\"\n\
+             [[hook]]\nphase = \"before\"\nurl = \"http://127.0.0.1:9/b\"\ntimeout_ms = 50\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(c.access.default, warden_core::Effect::Deny);
+        let grant = c.access.webhook.as_ref().unwrap();
+        assert_eq!(grant.url(), "https://grant.example/g");
+        assert!(grant.is_tls());
+        let hooks: Vec<(Phase, &str)> = c.hook.iter().map(|h| (h.phase, h.webhook.url())).collect();
+        assert_eq!(
+            hooks,
+            [
+                (Phase::After, "http://127.0.0.1:9/a"),
+                (Phase::Before, "http://127.0.0.1:9/b")
+            ]
+        );
+    }
+
+    #[test]
+    fn warnings_for_risky_settings() {
+        let c = Config::parse(
+            "[defaults]\nvalidate=false\n[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\nprefix=false\n[[upstream]]\nname=\"b\"\ncommand=[\"y\"]\nprefix=false\n",
+            "w.toml",
+        )
+        .unwrap();
+        let w = c.warnings();
+        assert!(w.iter().any(|w| w.contains("validate = false")));
+        assert!(w.iter().any(|w| w.contains("not prefixed")));
+    }
+
+    #[test]
+    fn rules_are_checked_and_warned_about() {
+        let e = Config::parse(
+            "[[rule]]\ncallers = [\"*\"]\ntools = [\"a.[x\"]\neffect = \"allow\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: rule[0]: 'a.[x' is not a valid tool glob: unclosed character class; missing ']'"
+        );
+        let e = Config::parse(
+            "[[rule]]\ncallers = [\"*\"]\ntools = [\"a\"]\neffect = \"permit\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: rule[0].effect: 'permit' is not an effect; use one of: allow, deny, ask"
+        );
+        let e = Config::parse("[access]\ndefault = \"ask\"\n", "w.toml").unwrap_err();
+        assert_eq!(e.key, "access.default");
+        let c = Config::parse(
+            "[access]\ndefault = \"deny\"\n\
+             [[rule]]\ncallers = [\"*\"]\ntools = [\"web.*\"]\neffect = \"allow\"\n\
+             [[rule]]\ncallers = [\"alice\"]\ntools = [\"web.fetch\"]\neffect = \"deny\"\n\
+             [[upstream]]\nname = \"web\"\ncommand = [\"x\"]\n[upstream.tools.fetch]\narbitrary_targets = true\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.warnings(),
+            [
+                "rule[1] never applies: rule[0] comes first and matches everything it does",
+                "'web.fetch' reaches arbitrary targets (arbitrary_targets = true) and is granted: a caller who may call it reaches everything it can name (G5)"
+            ]
+        );
+    }
+
+    #[test]
+    fn relative_programs_resolve_against_the_config_folder() {
+        let mut c = Config::parse(EXAMPLE, "w.toml").unwrap();
+        c.path = PathBuf::from("/etc/warden/warden.toml");
+        assert_eq!(
+            c.program(&c.upstream[0]),
+            PathBuf::from("/etc/warden/./notes-server")
+        );
+        c.upstream[0].command[0] = "npx".into();
+        assert_eq!(c.program(&c.upstream[0]), PathBuf::from("npx"));
+    }
+}
