@@ -88,8 +88,12 @@ pub const HTTP_TOKEN_NOT_YET_VALID: &str = "Unauthorized: the token is not valid
 pub const HTTP_TOKEN_ISSUED_IN_FUTURE: &str =
     "Unauthorized: the token says it was issued in the future.";
 pub const HTTP_TOKEN_AUDIENCE: &str = "Unauthorized: the token is meant for another audience.";
+/// 401: no `aud` in the token, and `[auth] audience` is set.
+pub const HTTP_TOKEN_NO_AUDIENCE: &str = "Unauthorized: the token does not name an audience.";
 pub const HTTP_TOKEN_ISSUER: &str =
     "Unauthorized: the token comes from an issuer this gateway does not trust.";
+/// 401: no `iss` in the token, and `[auth] issuer` is set.
+pub const HTTP_TOKEN_NO_ISSUER: &str = "Unauthorized: the token does not name an issuer.";
 pub const HTTP_TOKEN_NO_CALLER: &str = "Unauthorized: the token does not name a caller.";
 /// 403: a browser origin that is not allowed (DNS rebinding protection).
 pub const HTTP_BAD_ORIGIN: &str = "Forbidden: this origin is not allowed.";
@@ -250,6 +254,14 @@ mod tests {
         assert_eq!(
             HTTP_TOKEN_ISSUED_IN_FUTURE,
             "Unauthorized: the token says it was issued in the future."
+        );
+        assert_eq!(
+            HTTP_TOKEN_NO_AUDIENCE,
+            "Unauthorized: the token does not name an audience."
+        );
+        assert_eq!(
+            HTTP_TOKEN_NO_ISSUER,
+            "Unauthorized: the token does not name an issuer."
         );
     }
 

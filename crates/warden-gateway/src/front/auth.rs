@@ -25,6 +25,10 @@ pub enum Refused {
     IssuedInFuture,
     WrongAudience,
     WrongIssuer,
+    /// A JWT without `aud` although `[auth] audience` is configured.
+    NoAudience,
+    /// A JWT without `iss` although `[auth] issuer` is configured.
+    NoIssuer,
     /// A JWT whose caller claim is missing or not a string.
     NoCaller,
 }
@@ -42,6 +46,8 @@ impl Refused {
             Refused::IssuedInFuture => answer::HTTP_TOKEN_ISSUED_IN_FUTURE,
             Refused::WrongAudience => answer::HTTP_TOKEN_AUDIENCE,
             Refused::WrongIssuer => answer::HTTP_TOKEN_ISSUER,
+            Refused::NoAudience => answer::HTTP_TOKEN_NO_AUDIENCE,
+            Refused::NoIssuer => answer::HTTP_TOKEN_NO_ISSUER,
             Refused::NoCaller => answer::HTTP_TOKEN_NO_CALLER,
         }
     }
@@ -182,14 +188,22 @@ impl Jwt {
         // jsonwebtoken leaves `nbf` unchecked unless asked: without this, a token
         // minted to start tomorrow would work today.
         v.validate_nbf = true;
-        v.set_required_spec_claims(&["exp"]);
+        // jsonwebtoken checks `aud` and `iss` only when the token carries them, so a
+        // token that simply leaves them out would pass a configured audience or
+        // issuer. What the operator configured must be present, not just not wrong.
+        let mut required = vec!["exp"];
         match &self.audience {
-            Some(aud) => v.set_audience(&[aud]),
+            Some(aud) => {
+                v.set_audience(&[aud]);
+                required.push("aud");
+            }
             None => v.validate_aud = false,
         }
         if let Some(iss) = &self.issuer {
             v.set_issuer(&[iss]);
+            required.push("iss");
         }
+        v.set_required_spec_claims(&required);
         let data = jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &key.2, &v)
             .map_err(|e| {
                 use jsonwebtoken::errors::ErrorKind as K;
@@ -198,8 +212,8 @@ impl Jwt {
                     K::ImmatureSignature => Refused::NotYetValid,
                     K::InvalidAudience => Refused::WrongAudience,
                     K::InvalidIssuer => Refused::WrongIssuer,
-                    K::MissingRequiredClaim(c) if c == "aud" => Refused::WrongAudience,
-                    K::MissingRequiredClaim(c) if c == "iss" => Refused::WrongIssuer,
+                    K::MissingRequiredClaim(c) if c == "aud" => Refused::NoAudience,
+                    K::MissingRequiredClaim(c) if c == "iss" => Refused::NoIssuer,
                     _ => Refused::Invalid,
                 }
             })?;
@@ -368,18 +382,23 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
 -----END PRIVATE KEY-----
 ";
 
-    #[test]
-    fn es256_tokens_are_checked_against_a_jwks_file() {
+    /// The public half of `TEST_EC_KEY` as a JWKS document, key id `k1`.
+    const TEST_EC_JWKS: &str = r#"{"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256", "use": "sig",
+                "x": "py6d_Gt1kAGy500oqCaGJft4iHltAdC2wTsfsAyCHSo",
+                "y": "Mu1qE-wuIkDxkn7zwRp2t9rbjp57Q34mX71hMdRAGUg"}]}"#;
+
+    /// A JWKS file holding `TEST_EC_JWKS` under a name of the test's own.
+    fn jwks_file(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("warden-jwks-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let jwks = dir.join("keys.json");
-        std::fs::write(
-            &jwks,
-            r#"{"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256", "use": "sig",
-                "x": "py6d_Gt1kAGy500oqCaGJft4iHltAdC2wTsfsAyCHSo",
-                "y": "Mu1qE-wuIkDxkn7zwRp2t9rbjp57Q34mX71hMdRAGUg"}]}"#,
-        )
-        .unwrap();
+        let jwks = dir.join(name);
+        std::fs::write(&jwks, TEST_EC_JWKS).unwrap();
+        jwks
+    }
+
+    #[test]
+    fn es256_tokens_are_checked_against_a_jwks_file() {
+        let jwks = jwks_file("keys.json");
         let c = config(&format!(
             "[auth]\njwks = \"{}\"\naudience = \"warden\"\n[[caller]]\nname = \"carol\"\ngroups = [\"ops\"]\n",
             jwks.display()
@@ -518,5 +537,76 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
             Refused::IssuedInFuture.text(),
             "Unauthorized: the token says it was issued in the future."
         );
+    }
+
+    #[test]
+    fn hs256_configured_audience_and_issuer_must_be_present() {
+        let (auth, c) = hs256_auth("audience = \"warden\"\nissuer = \"https://id.example\"\n");
+        let full = serde_json::json!({"sub": "bob", "aud": "warden",
+            "iss": "https://id.example", "exp": now() + 60});
+        assert_eq!(who(&auth, &c, &hs256_bearer(&full)).unwrap(), "bob");
+        let mut no_aud = full.clone();
+        no_aud.as_object_mut().unwrap().remove("aud");
+        assert_eq!(
+            who(&auth, &c, &hs256_bearer(&no_aud)),
+            Err(Refused::NoAudience)
+        );
+        let mut no_iss = full.clone();
+        no_iss.as_object_mut().unwrap().remove("iss");
+        assert_eq!(
+            who(&auth, &c, &hs256_bearer(&no_iss)),
+            Err(Refused::NoIssuer)
+        );
+        assert_eq!(
+            Refused::NoAudience.challenge(),
+            "Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token does not name an audience\""
+        );
+        assert_eq!(
+            Refused::NoIssuer.text(),
+            "Unauthorized: the token does not name an issuer."
+        );
+
+        // Only what is configured is required: without `audience` and `issuer`, a
+        // token that carries neither is fine.
+        let (open, c) = hs256_auth("");
+        let bare = serde_json::json!({"sub": "bob", "exp": now() + 60});
+        assert_eq!(who(&open, &c, &hs256_bearer(&bare)).unwrap(), "bob");
+    }
+
+    #[test]
+    fn es256_not_before_and_missing_audience_are_refused() {
+        let jwks = jwks_file("claims.json");
+        let c = config(&format!(
+            "[auth]\njwks = \"{}\"\naudience = \"warden\"\n",
+            jwks.display()
+        ));
+        let auth = Auth::from_config(&c).unwrap();
+        let key = jsonwebtoken::EncodingKey::from_ec_pem(TEST_EC_KEY.as_bytes()).unwrap();
+        let sign = |claims: Value| {
+            let mut h = jsonwebtoken::Header::new(Algorithm::ES256);
+            h.kid = Some("k1".into());
+            format!(
+                "Bearer {}",
+                jsonwebtoken::encode(&h, &claims, &key).unwrap()
+            )
+        };
+        let now = now();
+        let good = serde_json::json!({"sub": "carol", "aud": "warden", "exp": now + 2 * 86_400});
+        assert_eq!(who(&auth, &c, &sign(good.clone())).unwrap(), "carol");
+        let mut later = good.clone();
+        later["nbf"] = (now + 86_400).into();
+        assert_eq!(who(&auth, &c, &sign(later)), Err(Refused::NotYetValid));
+        let mut started = good.clone();
+        started["nbf"] = (now - 60).into();
+        assert_eq!(who(&auth, &c, &sign(started)).unwrap(), "carol");
+        let mut issued_later = good.clone();
+        issued_later["iat"] = (now + 86_400).into();
+        assert_eq!(
+            who(&auth, &c, &sign(issued_later)),
+            Err(Refused::IssuedInFuture)
+        );
+        let mut no_aud = good;
+        no_aud.as_object_mut().unwrap().remove("aud");
+        assert_eq!(who(&auth, &c, &sign(no_aud)), Err(Refused::NoAudience));
     }
 }
