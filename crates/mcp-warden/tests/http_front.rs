@@ -416,6 +416,118 @@ fn callers_are_identified_by_api_key_or_jwt() {
     assert_eq!(r.status, 401);
 }
 
+/// A gateway that takes HS256 tokens for audience `mcp-warden` from issuer
+/// `https://id.test`, and a signer for such tokens.
+fn jwt_warden(name: &str) -> (HttpWarden, impl Fn(&Value) -> String) {
+    let secret = "jwt-claims-secret";
+    let toml = format!(
+        "[auth]\njwt_secret_env = \"WARDEN_TEST_JWT\"\naudience = \"mcp-warden\"\nissuer = \"https://id.test\"\n{}",
+        fixture_config("", "")
+    );
+    let w = HttpWarden::start(name, &toml, &[("WARDEN_TEST_JWT", secret)]);
+    let sign = move |claims: &Value| {
+        format!(
+            "Bearer {}",
+            jsonwebtoken::encode(
+                &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+                claims,
+                &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+            )
+            .unwrap()
+        )
+    };
+    (w, sign)
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+}
+
+#[test]
+fn a_jwt_that_is_not_valid_yet_is_refused() {
+    let (w, sign) = jwt_warden("http-jwt-times");
+    let now = unix_now();
+    let good = json!({"sub": "bob", "aud": "mcp-warden", "iss": "https://id.test",
+        "exp": now + 2 * 86_400, "nbf": now - 60, "iat": now - 60});
+
+    // Signed correctly, but only valid from tomorrow.
+    let mut tomorrow = good.clone();
+    tomorrow["nbf"] = json!(now + 86_400);
+    let r = w.post(&[("Authorization", &sign(&tomorrow))], &initialize());
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.body,
+        error_body("Unauthorized: the token is not valid yet.")
+    );
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token is not valid yet\"")
+    );
+
+    // Dated as issued tomorrow.
+    let mut issued_later = good.clone();
+    issued_later["iat"] = json!(now + 86_400);
+    let r = w.post(&[("Authorization", &sign(&issued_later))], &initialize());
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.body,
+        error_body("Unauthorized: the token says it was issued in the future.")
+    );
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token says it was issued in the future\"")
+    );
+
+    // Valid since a minute ago: in.
+    let r = w.post(&[("Authorization", &sign(&good))], &initialize());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.header("mcp-session-id").is_some());
+}
+
+#[test]
+fn a_jwt_without_the_configured_audience_or_issuer_is_refused() {
+    let (w, sign) = jwt_warden("http-jwt-claims");
+    let good = json!({"sub": "bob", "aud": "mcp-warden", "iss": "https://id.test", "exp": unix_now() + 300});
+
+    let mut no_aud = good.clone();
+    no_aud.as_object_mut().unwrap().remove("aud");
+    let r = w.post(&[("Authorization", &sign(&no_aud))], &initialize());
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.body,
+        error_body("Unauthorized: the token does not name an audience.")
+    );
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token does not name an audience\"")
+    );
+
+    let mut no_iss = good.clone();
+    no_iss.as_object_mut().unwrap().remove("iss");
+    let r = w.post(&[("Authorization", &sign(&no_iss))], &initialize());
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.body,
+        error_body("Unauthorized: the token does not name an issuer.")
+    );
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token does not name an issuer\"")
+    );
+
+    let r = w.post(&[("Authorization", &sign(&good))], &initialize());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.header("mcp-session-id").is_some());
+}
+
 #[test]
 fn check_is_loud_about_anonymous_http_callers() {
     let dir = scratch("http-check");

@@ -82,9 +82,18 @@ pub const HTTP_NOT_BEARER: &str = "Unauthorized: use the Bearer scheme.";
 /// 401: neither a known key nor a valid token.
 pub const HTTP_BAD_CREDENTIAL: &str = "Unauthorized: the credential was not accepted.";
 pub const HTTP_TOKEN_EXPIRED: &str = "Unauthorized: the token has expired.";
+/// 401: a token whose `nbf` has not come yet.
+pub const HTTP_TOKEN_NOT_YET_VALID: &str = "Unauthorized: the token is not valid yet.";
+/// 401: a token whose `iat` is later than now.
+pub const HTTP_TOKEN_ISSUED_IN_FUTURE: &str =
+    "Unauthorized: the token says it was issued in the future.";
 pub const HTTP_TOKEN_AUDIENCE: &str = "Unauthorized: the token is meant for another audience.";
+/// 401: no `aud` in the token, and `[auth] audience` is set.
+pub const HTTP_TOKEN_NO_AUDIENCE: &str = "Unauthorized: the token does not name an audience.";
 pub const HTTP_TOKEN_ISSUER: &str =
     "Unauthorized: the token comes from an issuer this gateway does not trust.";
+/// 401: no `iss` in the token, and `[auth] issuer` is set.
+pub const HTTP_TOKEN_NO_ISSUER: &str = "Unauthorized: the token does not name an issuer.";
 pub const HTTP_TOKEN_NO_CALLER: &str = "Unauthorized: the token does not name a caller.";
 /// 403: a browser origin that is not allowed (DNS rebinding protection).
 pub const HTTP_BAD_ORIGIN: &str = "Forbidden: this origin is not allowed.";
@@ -233,6 +242,26 @@ mod tests {
         assert_eq!(
             HTTP_NO_CREDENTIAL,
             "Unauthorized: send 'Authorization: Bearer <API key or token>'."
+        );
+    }
+
+    #[test]
+    fn token_time_and_claim_texts() {
+        assert_eq!(
+            HTTP_TOKEN_NOT_YET_VALID,
+            "Unauthorized: the token is not valid yet."
+        );
+        assert_eq!(
+            HTTP_TOKEN_ISSUED_IN_FUTURE,
+            "Unauthorized: the token says it was issued in the future."
+        );
+        assert_eq!(
+            HTTP_TOKEN_NO_AUDIENCE,
+            "Unauthorized: the token does not name an audience."
+        );
+        assert_eq!(
+            HTTP_TOKEN_NO_ISSUER,
+            "Unauthorized: the token does not name an issuer."
         );
     }
 

@@ -1,7 +1,8 @@
 //! Who an HTTP request acts for (G1): a bearer API key (`[[caller]] api_key_env`),
 //! a bearer JWT (`[auth]`: HS256 secret, or RS256/ES256 keys from a JWKS file, with
-//! issuer, audience and expiry checked), or, with `gateway.anonymous_caller`, no
-//! credential at all. Anything else is refused before the pipeline sees it.
+//! issuer, audience, expiry, not-before and issue time checked), or, with
+//! `gateway.anonymous_caller`, no credential at all. Anything else is refused before
+//! the pipeline sees it.
 
 use crate::config::Config;
 use jsonwebtoken::{jwk::JwkSet, Algorithm, DecodingKey, Validation};
@@ -18,8 +19,16 @@ pub enum Refused {
     /// A credential that is neither a known key nor a valid token.
     Invalid,
     Expired,
+    /// A JWT whose `nbf` is still ahead (beyond the clock-skew leeway).
+    NotYetValid,
+    /// A JWT whose `iat` is ahead: a token cannot have been issued later than now.
+    IssuedInFuture,
     WrongAudience,
     WrongIssuer,
+    /// A JWT without `aud` although `[auth] audience` is configured.
+    NoAudience,
+    /// A JWT without `iss` although `[auth] issuer` is configured.
+    NoIssuer,
     /// A JWT whose caller claim is missing or not a string.
     NoCaller,
 }
@@ -33,8 +42,12 @@ impl Refused {
             Refused::NotBearer => answer::HTTP_NOT_BEARER,
             Refused::Invalid => answer::HTTP_BAD_CREDENTIAL,
             Refused::Expired => answer::HTTP_TOKEN_EXPIRED,
+            Refused::NotYetValid => answer::HTTP_TOKEN_NOT_YET_VALID,
+            Refused::IssuedInFuture => answer::HTTP_TOKEN_ISSUED_IN_FUTURE,
             Refused::WrongAudience => answer::HTTP_TOKEN_AUDIENCE,
             Refused::WrongIssuer => answer::HTTP_TOKEN_ISSUER,
+            Refused::NoAudience => answer::HTTP_TOKEN_NO_AUDIENCE,
+            Refused::NoIssuer => answer::HTTP_TOKEN_NO_ISSUER,
             Refused::NoCaller => answer::HTTP_TOKEN_NO_CALLER,
         }
     }
@@ -50,6 +63,11 @@ impl Refused {
         }
     }
 }
+
+/// Clock skew tolerated between the token issuer and this gateway, in seconds. One
+/// value for `exp`, `nbf` and `iat` alike, so a token is never judged by one clock
+/// at its start and another at its end.
+const LEEWAY_SECS: u64 = 30;
 
 /// The credentials the HTTP front accepts, loaded once at start-up.
 pub struct Auth {
@@ -166,32 +184,65 @@ impl Jwt {
             })
             .ok_or(Refused::Invalid)?;
         let mut v = Validation::new(key.1);
-        v.leeway = 30;
-        v.set_required_spec_claims(&["exp"]);
+        v.leeway = LEEWAY_SECS;
+        // jsonwebtoken leaves `nbf` unchecked unless asked: without this, a token
+        // minted to start tomorrow would work today.
+        v.validate_nbf = true;
+        // jsonwebtoken checks `aud` and `iss` only when the token carries them, so a
+        // token that simply leaves them out would pass a configured audience or
+        // issuer. What the operator configured must be present, not just not wrong.
+        let mut required = vec!["exp"];
         match &self.audience {
-            Some(aud) => v.set_audience(&[aud]),
+            Some(aud) => {
+                v.set_audience(&[aud]);
+                required.push("aud");
+            }
             None => v.validate_aud = false,
         }
         if let Some(iss) = &self.issuer {
             v.set_issuer(&[iss]);
+            required.push("iss");
         }
+        v.set_required_spec_claims(&required);
         let data = jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &key.2, &v)
             .map_err(|e| {
                 use jsonwebtoken::errors::ErrorKind as K;
                 match e.kind() {
-                    K::ExpiredSignature | K::ImmatureSignature => Refused::Expired,
+                    K::ExpiredSignature => Refused::Expired,
+                    K::ImmatureSignature => Refused::NotYetValid,
                     K::InvalidAudience => Refused::WrongAudience,
                     K::InvalidIssuer => Refused::WrongIssuer,
-                    K::MissingRequiredClaim(c) if c == "aud" => Refused::WrongAudience,
-                    K::MissingRequiredClaim(c) if c == "iss" => Refused::WrongIssuer,
+                    K::MissingRequiredClaim(c) if c == "aud" => Refused::NoAudience,
+                    K::MissingRequiredClaim(c) if c == "iss" => Refused::NoIssuer,
                     _ => Refused::Invalid,
                 }
             })?;
+        check_issued_at(
+            data.claims.get("iat"),
+            jsonwebtoken::get_current_timestamp(),
+        )?;
         match data.claims.get(&self.claim) {
             Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
             _ => Err(Refused::NoCaller),
         }
     }
+}
+
+/// jsonwebtoken does not look at `iat`, so it is checked here. No issuer can have
+/// signed a token later than now: an `iat` beyond the leeway means a wrong clock or
+/// a made-up date, and the token's other times cannot be trusted either. `iat` is
+/// optional (RFC 7519), but one that is present must be a NumericDate; an unreadable
+/// one is refused like any other malformed credential.
+fn check_issued_at(iat: Option<&Value>, now: u64) -> Result<(), Refused> {
+    let Some(iat) = iat else { return Ok(()) };
+    let iat = iat
+        .as_f64()
+        .filter(|t| t.is_finite())
+        .ok_or(Refused::Invalid)?;
+    if iat > (now + LEEWAY_SECS) as f64 {
+        return Err(Refused::IssuedInFuture);
+    }
+    Ok(())
 }
 
 fn load_jwks(
@@ -331,18 +382,23 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
 -----END PRIVATE KEY-----
 ";
 
-    #[test]
-    fn es256_tokens_are_checked_against_a_jwks_file() {
+    /// The public half of `TEST_EC_KEY` as a JWKS document, key id `k1`.
+    const TEST_EC_JWKS: &str = r#"{"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256", "use": "sig",
+                "x": "py6d_Gt1kAGy500oqCaGJft4iHltAdC2wTsfsAyCHSo",
+                "y": "Mu1qE-wuIkDxkn7zwRp2t9rbjp57Q34mX71hMdRAGUg"}]}"#;
+
+    /// A JWKS file holding `TEST_EC_JWKS` under a name of the test's own.
+    fn jwks_file(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("warden-jwks-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let jwks = dir.join("keys.json");
-        std::fs::write(
-            &jwks,
-            r#"{"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256", "use": "sig",
-                "x": "py6d_Gt1kAGy500oqCaGJft4iHltAdC2wTsfsAyCHSo",
-                "y": "Mu1qE-wuIkDxkn7zwRp2t9rbjp57Q34mX71hMdRAGUg"}]}"#,
-        )
-        .unwrap();
+        let jwks = dir.join(name);
+        std::fs::write(&jwks, TEST_EC_JWKS).unwrap();
+        jwks
+    }
+
+    #[test]
+    fn es256_tokens_are_checked_against_a_jwks_file() {
+        let jwks = jwks_file("keys.json");
         let c = config(&format!(
             "[auth]\njwks = \"{}\"\naudience = \"warden\"\n[[caller]]\nname = \"carol\"\ngroups = [\"ops\"]\n",
             jwks.display()
@@ -394,5 +450,163 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
             e.starts_with("auth.jwks: ") && e.contains("is not a JWKS document"),
             "{e}"
         );
+    }
+
+    fn now() -> u64 {
+        jsonwebtoken::get_current_timestamp()
+    }
+
+    /// `[auth]` with an HS256 secret, and audience and issuer as `extra` sets them.
+    fn hs256_auth(extra: &str) -> (Auth, Config) {
+        std::env::set_var("WARDEN_AUTH_CLAIMS_SECRET", "claims-secret");
+        let c = config(&format!(
+            "[auth]\njwt_secret_env = \"WARDEN_AUTH_CLAIMS_SECRET\"\n{extra}"
+        ));
+        (Auth::from_config(&c).unwrap(), c)
+    }
+
+    fn hs256_bearer(claims: &Value) -> String {
+        let t = jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(Algorithm::HS256),
+            claims,
+            &jsonwebtoken::EncodingKey::from_secret(b"claims-secret"),
+        )
+        .unwrap();
+        format!("Bearer {t}")
+    }
+
+    fn who(auth: &Auth, c: &Config, bearer: &str) -> Result<String, Refused> {
+        auth.identify(Some(bearer.as_bytes()), c).map(|c| c.name)
+    }
+
+    #[test]
+    fn hs256_not_before_is_enforced_with_the_expiry_leeway() {
+        let (auth, c) = hs256_auth("audience = \"warden\"\nissuer = \"https://id.example\"\n");
+        let now = now();
+        let token = |nbf: u64| {
+            hs256_bearer(&serde_json::json!({"sub": "bob", "aud": "warden",
+                "iss": "https://id.example", "exp": now + 2 * 86_400, "nbf": nbf}))
+        };
+        assert_eq!(
+            who(&auth, &c, &token(now + 86_400)),
+            Err(Refused::NotYetValid)
+        );
+        // Just past the leeway is still too early.
+        assert_eq!(
+            who(&auth, &c, &token(now + LEEWAY_SECS + 5)),
+            Err(Refused::NotYetValid)
+        );
+        assert_eq!(who(&auth, &c, &token(now - 60)).unwrap(), "bob");
+        // A few seconds ahead is clock skew, tolerated as it is for `exp`.
+        assert_eq!(who(&auth, &c, &token(now + 10)).unwrap(), "bob");
+        assert_eq!(
+            Refused::NotYetValid.challenge(),
+            "Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token is not valid yet\""
+        );
+    }
+
+    #[test]
+    fn hs256_issued_at_in_the_future_is_refused() {
+        let (auth, c) = hs256_auth("audience = \"warden\"\nissuer = \"https://id.example\"\n");
+        let now = now();
+        let token = |iat: Value| {
+            hs256_bearer(&serde_json::json!({"sub": "bob", "aud": "warden",
+                "iss": "https://id.example", "exp": now + 2 * 86_400, "iat": iat}))
+        };
+        assert_eq!(
+            who(&auth, &c, &token((now + 86_400).into())),
+            Err(Refused::IssuedInFuture)
+        );
+        assert_eq!(
+            who(&auth, &c, &token((now + LEEWAY_SECS + 5).into())),
+            Err(Refused::IssuedInFuture)
+        );
+        assert_eq!(who(&auth, &c, &token((now - 60).into())).unwrap(), "bob");
+        assert_eq!(who(&auth, &c, &token((now + 10).into())).unwrap(), "bob");
+        // A fractional NumericDate is a date too.
+        assert_eq!(
+            who(&auth, &c, &token(((now - 1) as f64 + 0.5).into())).unwrap(),
+            "bob"
+        );
+        // An `iat` that is not a date at all is a malformed token.
+        assert_eq!(
+            who(&auth, &c, &token("yesterday".into())),
+            Err(Refused::Invalid)
+        );
+        assert_eq!(
+            Refused::IssuedInFuture.text(),
+            "Unauthorized: the token says it was issued in the future."
+        );
+    }
+
+    #[test]
+    fn hs256_configured_audience_and_issuer_must_be_present() {
+        let (auth, c) = hs256_auth("audience = \"warden\"\nissuer = \"https://id.example\"\n");
+        let full = serde_json::json!({"sub": "bob", "aud": "warden",
+            "iss": "https://id.example", "exp": now() + 60});
+        assert_eq!(who(&auth, &c, &hs256_bearer(&full)).unwrap(), "bob");
+        let mut no_aud = full.clone();
+        no_aud.as_object_mut().unwrap().remove("aud");
+        assert_eq!(
+            who(&auth, &c, &hs256_bearer(&no_aud)),
+            Err(Refused::NoAudience)
+        );
+        let mut no_iss = full.clone();
+        no_iss.as_object_mut().unwrap().remove("iss");
+        assert_eq!(
+            who(&auth, &c, &hs256_bearer(&no_iss)),
+            Err(Refused::NoIssuer)
+        );
+        assert_eq!(
+            Refused::NoAudience.challenge(),
+            "Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token does not name an audience\""
+        );
+        assert_eq!(
+            Refused::NoIssuer.text(),
+            "Unauthorized: the token does not name an issuer."
+        );
+
+        // Only what is configured is required: without `audience` and `issuer`, a
+        // token that carries neither is fine.
+        let (open, c) = hs256_auth("");
+        let bare = serde_json::json!({"sub": "bob", "exp": now() + 60});
+        assert_eq!(who(&open, &c, &hs256_bearer(&bare)).unwrap(), "bob");
+    }
+
+    #[test]
+    fn es256_not_before_and_missing_audience_are_refused() {
+        let jwks = jwks_file("claims.json");
+        let c = config(&format!(
+            "[auth]\njwks = \"{}\"\naudience = \"warden\"\n",
+            jwks.display()
+        ));
+        let auth = Auth::from_config(&c).unwrap();
+        let key = jsonwebtoken::EncodingKey::from_ec_pem(TEST_EC_KEY.as_bytes()).unwrap();
+        let sign = |claims: Value| {
+            let mut h = jsonwebtoken::Header::new(Algorithm::ES256);
+            h.kid = Some("k1".into());
+            format!(
+                "Bearer {}",
+                jsonwebtoken::encode(&h, &claims, &key).unwrap()
+            )
+        };
+        let now = now();
+        let good = serde_json::json!({"sub": "carol", "aud": "warden", "exp": now + 2 * 86_400});
+        assert_eq!(who(&auth, &c, &sign(good.clone())).unwrap(), "carol");
+        let mut later = good.clone();
+        later["nbf"] = (now + 86_400).into();
+        assert_eq!(who(&auth, &c, &sign(later)), Err(Refused::NotYetValid));
+        let mut started = good.clone();
+        started["nbf"] = (now - 60).into();
+        assert_eq!(who(&auth, &c, &sign(started)).unwrap(), "carol");
+        let mut issued_later = good.clone();
+        issued_later["iat"] = (now + 86_400).into();
+        assert_eq!(
+            who(&auth, &c, &sign(issued_later)),
+            Err(Refused::IssuedInFuture)
+        );
+        let mut no_aud = good;
+        no_aud.as_object_mut().unwrap().remove("aud");
+        assert_eq!(who(&auth, &c, &sign(no_aud)), Err(Refused::NoAudience));
     }
 }
