@@ -774,6 +774,45 @@ fn an_upstream_request_that_could_be_anyones_goes_to_no_one() {
 }
 
 #[test]
+fn an_upstream_request_goes_only_to_a_client_that_declared_it() {
+    // Same call, two sessions: one declared sampling and is asked; the other did not,
+    // and its upstream hears "no" at once instead of waiting for its timeout.
+    let w = HttpWarden::start("http-capability", &anonymous(""), &[]);
+    let without = w.session(&[]);
+    let r = w.post(
+        &[("Mcp-Session-Id", &without)],
+        &call(1, "fx.sample", json!({"prompt": "p"})),
+    );
+    let messages = r.messages();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(
+        messages[0]["result"]["content"][0]["text"],
+        "model said: <no answer>"
+    );
+    let with = w.session_with(&[], json!({"sampling": {}}));
+    let mut headers = POST.to_vec();
+    headers.push(("Mcp-Session-Id", &with));
+    let mut stream = open(
+        &w.addr,
+        "POST",
+        &headers,
+        &call(2, "fx.sample", json!({"prompt": "p"})).to_string(),
+    );
+    let asked = loop {
+        let (_, data) = stream.next_event().expect("the sampling request");
+        if data.contains("sampling/createMessage") {
+            break serde_json::from_str::<Value>(&data).unwrap();
+        }
+    };
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}});
+    let r = w.post(&[("Mcp-Session-Id", &with)], &answer);
+    assert_eq!(r.status, 202);
+    let reply = stream.finish();
+    let last = reply.messages().pop().expect("the answer");
+    assert_eq!(last["result"]["content"][0]["text"], "model said: hi");
+}
+
+#[test]
 fn metrics_count_refused_requests_and_open_sessions() {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -268,8 +268,10 @@ fn an_http_upstream_says_which_call_its_request_is_for() {
         ),
         &[],
     );
-    let a = w.session(&[]);
-    let b = w.session(&[]);
+    // Both clients declare sampling: an upstream's request reaches only a client
+    // that said it can answer it.
+    let a = w.session_with(&[], json!({"sampling": {}}));
+    let b = w.session_with(&[], json!({"sampling": {}}));
     let call = |id: i64, tool: &str, args: serde_json::Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
             .to_string()

@@ -267,6 +267,33 @@ fn sampling_round_trip_through_the_gateway() {
 }
 
 #[test]
+fn an_upstream_request_the_client_cannot_take_is_refused_at_once() {
+    // The client declares no sampling: the upstream's sampling request is answered
+    // with an error by the gateway at once (the fixture would wait 30 s for an answer
+    // that never comes, beyond this harness's patience), and never reaches the client.
+    let mut w = Warden::spawn("sampling-undeclared", &fixture_config("", ""));
+    let init = w.request(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {"roots": {}},
+               "clientInfo": {"name": "no-sampling", "version": "1"}}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    w.notify("notifications/initialized", None);
+    let r = w.call("fx.sample", json!({"prompt": "say hi"}));
+    assert_eq!(
+        r["result"]["content"][0]["text"], "model said: <no answer>",
+        "{r}"
+    );
+    assert!(
+        w.backlog
+            .iter()
+            .all(|m| m["method"] != "sampling/createMessage"),
+        "the client was sent a request it did not declare it can take: {:?}",
+        w.backlog
+    );
+}
+
+#[test]
 fn list_changed_refreshes_the_catalogue() {
     let mut w = Warden::start("listchanged", &fixture_config("", ""));
     let names = |w: &mut Warden| w.tool_names();

@@ -243,10 +243,15 @@ impl HttpWarden {
 
     /// Opens a session (initialize + initialized) and returns its id.
     pub fn session(&self, extra: &[(&str, &str)]) -> String {
+        self.session_with(extra, serde_json::json!({}))
+    }
+
+    /// [`HttpWarden::session`] for a client that declares `capabilities`.
+    pub fn session_with(&self, extra: &[(&str, &str)], capabilities: Value) -> String {
         let r = self.post(
             extra,
             &serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {},
+                "protocolVersion": "2025-11-25", "capabilities": capabilities,
                 "clientInfo": {"name": "warden-http-tests", "version": "1"}}}),
         );
         assert_eq!(r.status, 200, "initialize: {}", r.body);

@@ -103,6 +103,14 @@ impl FromUpstreams {
             }
             return refuse_upstream(&conn, their_id, texts::CLIENT_TAKES_NO_REQUESTS).await;
         }
+        if let Some(capability) = rev2026::input_capability(method) {
+            if !session.client_can(capability) {
+                // The client never said it can answer this: the upstream hears so at
+                // once instead of waiting out its timeout.
+                tracing::info!(upstream = %self.upstreams.list[index].name, %method, "an upstream request needs a capability the client did not declare; refused");
+                return refuse_upstream(&conn, their_id, texts::CLIENT_LACKS_CAPABILITY).await;
+            }
+        }
         let ours = self.sessions.next_request_id();
         lock(&session.server_requests)
             .insert(jsonrpc::id_key(&ours), (Arc::downgrade(&conn), their_id));
