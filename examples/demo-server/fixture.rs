@@ -7,6 +7,8 @@
 //!   (after `pause_ms`, cancellable);
 //! - `sample {prompt}`: asks the client for a sampling round trip and returns the answer;
 //! - `crash`: exits the process; `garbage`: writes a non-JSON line, then answers;
+//! - `freeze` (with `FIXTURE_FREEZE_TOOL=1`): stops reading and answering anything,
+//!   alive but stuck;
 //! - `fail`: an `isError` result; `rpc_error`: a JSON-RPC error with data;
 //! - `add_tool`: declares `late_tool` and sends `notifications/tools/list_changed`.
 //!
@@ -65,6 +67,9 @@ fn tools(late: bool) -> Vec<Value> {
             json!({"name": format!("gen_{i:03}"), "description": format!("Generated tool {i}."),
             "inputSchema": {"type": "object", "properties": props, "required": ["p0"]}}),
         );
+    }
+    if std::env::var("FIXTURE_FREEZE_TOOL").is_ok_and(|v| v == "1") {
+        t.push(json!({"name": "freeze", "description": "Stop answering, stay alive.", "inputSchema": {"type": "object"}}));
     }
     if late {
         t.push(json!({"name": "late_tool", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}}));
@@ -217,6 +222,9 @@ fn main() {
                         );
                     }
                     "crash" => std::process::exit(3),
+                    "freeze" => loop {
+                        std::thread::sleep(Duration::from_secs(3600));
+                    },
                     "garbage" => {
                         {
                             let mut o = out.lock().unwrap();

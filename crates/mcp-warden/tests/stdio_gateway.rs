@@ -249,6 +249,71 @@ fn a_crashed_upstream_answers_e2_and_is_restarted() {
     );
 }
 
+/// The gateway's metrics on `port`, as text.
+fn metrics_text(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn an_upstream_that_stops_answering_is_restarted_after_timeouts_in_a_row() {
+    // Alive but stuck: every call times out. After two in a row the gateway ends it
+    // and starts it again, as after a crash; the next call works.
+    let port = free_port();
+    let toml = fixture_config(
+        "timeout_ms = 300\nrestart_after_timeouts = 2\nping_interval_ms = 0\nenv = { FIXTURE_FREEZE_TOOL = \"1\" }",
+        &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""),
+    );
+    let mut w = Warden::start("stuck-timeouts", &toml);
+    let internal = "Error: An internal error occurred while executing the tool.";
+    assert_eq!(w.call_text("fx.freeze", json!({})), internal);
+    assert_eq!(w.call_text("fx.echo", json!({"text": "1"})), internal);
+    w.wait_for("list_changed after the restart", |m| {
+        m["method"] == "notifications/tools/list_changed"
+    });
+    assert_eq!(
+        w.call_text("fx.echo", json!({"text": "back"})),
+        r#"{"text":"back"}"#
+    );
+    let metrics = metrics_text(port);
+    assert!(
+        metrics.contains("warden_upstream_restarts_total{upstream=\"fx\",reason=\"stuck\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn an_upstream_that_misses_a_liveness_ping_is_restarted() {
+    // No call waits on it: the ping notices it is stuck.
+    let port = free_port();
+    let toml = fixture_config(
+        "timeout_ms = 300\nrestart_after_timeouts = 0\nping_interval_ms = 200\nenv = { FIXTURE_FREEZE_TOOL = \"1\" }",
+        &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""),
+    );
+    let mut w = Warden::start("stuck-ping", &toml);
+    let internal = "Error: An internal error occurred while executing the tool.";
+    assert_eq!(w.call_text("fx.freeze", json!({})), internal);
+    w.wait_for("list_changed after the restart", |m| {
+        m["method"] == "notifications/tools/list_changed"
+    });
+    assert_eq!(
+        w.call_text("fx.echo", json!({"text": "alive"})),
+        r#"{"text":"alive"}"#
+    );
+    assert!(metrics_text(port)
+        .contains("warden_upstream_restarts_total{upstream=\"fx\",reason=\"stuck\"} 1"));
+}
+
 #[test]
 fn sampling_round_trip_through_the_gateway() {
     let mut w = Warden::start("sampling", &fixture_config("", ""));

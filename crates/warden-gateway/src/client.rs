@@ -45,7 +45,7 @@ impl Inbound for HostInbound {
         })
     }
 
-    fn on_exit(&self, _upstream: usize, _generation: u64) {
+    fn on_exit(&self, _upstream: usize, _generation: u64, _exit: crate::upstream::Exit) {
         tracing::warn!("the MCP server exited; later calls will fail");
     }
 }
@@ -97,6 +97,8 @@ impl McpClient {
             validate: None,
             reasons: None,
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            restart_after_timeouts: 0,
+            ping_interval_ms: 0,
             tools: Default::default(),
         };
         let upstream = Arc::new(Upstream::new(0, config, program, DEFAULT_MAX_MESSAGE_BYTES));

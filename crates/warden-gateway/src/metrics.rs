@@ -32,6 +32,8 @@ pub struct Metrics {
     http_refused: Mutex<BTreeMap<u16, u64>>,
     /// HTTP front: sessions open now.
     pub http_sessions: AtomicU64,
+    /// Upstream restarts begun, by upstream and why it ended ("stopped", "stuck").
+    upstream_restarts: Mutex<BTreeMap<(String, &'static str), u64>>,
 }
 
 impl Metrics {
@@ -51,6 +53,16 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(status)
+            .or_default() += 1;
+    }
+
+    /// Counts one restart of `upstream`, which ended for `reason`.
+    pub fn upstream_restarted(&self, upstream: &str, reason: &'static str) {
+        *self
+            .upstream_restarts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((upstream.to_owned(), reason))
             .or_default() += 1;
     }
 
@@ -127,6 +139,21 @@ impl Metrics {
                 self.audit_lost.load(Ordering::Relaxed),
             ),
         ];
+        let restarts = self
+            .upstream_restarts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let _ = writeln!(
+            out,
+            "# HELP warden_upstream_restarts_total Upstreams started again, by why they ended (stopped, stuck).\n# TYPE warden_upstream_restarts_total counter"
+        );
+        for ((upstream, reason), n) in restarts {
+            let _ = writeln!(
+                out,
+                "warden_upstream_restarts_total{{upstream=\"{upstream}\",reason=\"{reason}\"}} {n}"
+            );
+        }
         let refused = self
             .http_refused
             .lock()

@@ -12,6 +12,10 @@ use warden_core::{Effect, UnknownMode};
 
 /// The default upstream call timeout.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+/// Calls in a row that time out before an upstream counts as stuck.
+pub const DEFAULT_RESTART_AFTER_TIMEOUTS: u32 = 3;
+/// How often a running upstream is pinged, in milliseconds.
+pub const DEFAULT_PING_INTERVAL_MS: u64 = 30_000;
 /// The default cap on one JSON-RPC message, in bytes.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
@@ -162,6 +166,12 @@ fn default_true() -> bool {
 fn default_timeout() -> u64 {
     DEFAULT_TIMEOUT_MS
 }
+fn default_restart_after_timeouts() -> u32 {
+    DEFAULT_RESTART_AFTER_TIMEOUTS
+}
+fn default_ping_interval_ms() -> u64 {
+    DEFAULT_PING_INTERVAL_MS
+}
 
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -211,6 +221,14 @@ pub struct UpstreamConfig {
     /// Per call; past it the caller gets the internal-error answer and the upstream a cancellation.
     #[serde(default = "default_timeout")]
     pub timeout_ms: u64,
+    /// After this many calls in a row time out, the upstream counts as stuck and is
+    /// restarted as after a crash (0: never).
+    #[serde(default = "default_restart_after_timeouts")]
+    pub restart_after_timeouts: u32,
+    /// How often a running upstream is pinged; one that does not answer within its
+    /// timeout (at most 10 s) counts as stuck and is restarted (0: never ping).
+    #[serde(default = "default_ping_interval_ms")]
+    pub ping_interval_ms: u64,
     /// Per tool settings, keyed by the upstream's own tool name.
     #[serde(default)]
     pub tools: HashMap<String, ToolConfig>,

@@ -11,8 +11,9 @@ use super::rev2026;
 use super::session::{lock, Sessions};
 use super::upstreams::Upstreams;
 use crate::jsonrpc;
+use crate::metrics::Metrics;
 use crate::texts;
-use crate::upstream::{BoxedSend, Conn, Inbound};
+use crate::upstream::{BoxedSend, Conn, Exit, Inbound};
 use serde_json::{json, Value};
 use std::sync::{Arc, Weak};
 
@@ -20,14 +21,20 @@ use std::sync::{Arc, Weak};
 pub struct FromUpstreams {
     upstreams: Arc<Upstreams>,
     sessions: Arc<Sessions>,
+    metrics: Arc<Metrics>,
     me: Weak<FromUpstreams>,
 }
 
 impl FromUpstreams {
-    pub fn new(upstreams: Arc<Upstreams>, sessions: Arc<Sessions>) -> Arc<FromUpstreams> {
+    pub fn new(
+        upstreams: Arc<Upstreams>,
+        sessions: Arc<Sessions>,
+        metrics: Arc<Metrics>,
+    ) -> Arc<FromUpstreams> {
         Arc::new_cyclic(|me| FromUpstreams {
             upstreams,
             sessions,
+            metrics,
             me: me.clone(),
         })
     }
@@ -181,11 +188,13 @@ impl Inbound for FromUpstreams {
         })
     }
 
-    fn on_exit(&self, upstream: usize, generation: u64) {
+    fn on_exit(&self, upstream: usize, generation: u64, exit: Exit) {
         if !self.upstreams.needs_restart(upstream, generation) {
             return;
         }
-        tracing::warn!(upstream = %self.upstreams.list[upstream].name, "upstream stopped; it will be restarted");
+        let name = &self.upstreams.list[upstream].name;
+        tracing::warn!(upstream = %name, reason = exit.as_str(), "upstream ended; it will be restarted");
+        self.metrics.upstream_restarted(name, exit.as_str());
         let Some(me) = self.me.upgrade() else { return };
         tokio::spawn(async move {
             if me.upstreams.restart(upstream).await {

@@ -101,7 +101,8 @@ impl Gateway {
         let metrics = Arc::new(Metrics::new(audit.backlog.clone(), audit.lost.clone()));
         let upstreams = Arc::new(Upstreams::new(&config));
         let sessions = Arc::new(Sessions::default());
-        let inbound = inbound::FromUpstreams::new(upstreams.clone(), sessions.clone());
+        let inbound =
+            inbound::FromUpstreams::new(upstreams.clone(), sessions.clone(), metrics.clone());
         let weak: std::sync::Weak<inbound::FromUpstreams> = Arc::downgrade(&inbound);
         upstreams.set_inbound(weak);
         let rules = Arc::new(config.rules());

@@ -346,7 +346,7 @@ impl Inbound for NoInbound {
     ) -> crate::upstream::BoxedSend {
         Box::pin(async {})
     }
-    fn on_exit(&self, _: usize, _: u64) {}
+    fn on_exit(&self, _: usize, _: u64, _: crate::upstream::Exit) {}
 }
 
 /// The capability a method belongs to, for the methods the gateway relays.

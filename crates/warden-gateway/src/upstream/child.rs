@@ -31,7 +31,7 @@ pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn
     let stderr = child.stderr.take().ok_or("child has no stderr")?;
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(1024);
     let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
-    let conn = up.new_conn(tx, stop_tx, Some(child));
+    let conn = up.new_conn(tx, stop_tx, Some(child), inbound.clone());
     let generation = conn.generation;
 
     let name = up.name.clone();
@@ -100,7 +100,7 @@ pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn
         };
         tracing::info!(upstream = %name, "upstream exited ({status})");
         if let Some(router) = inbound.upgrade() {
-            router.on_exit(index, generation);
+            router.on_exit(index, generation, reader_conn.exit());
         }
     });
     Ok(conn)

@@ -89,7 +89,7 @@ pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn
         .filter(|t| !t.is_empty());
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(1024);
     let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
-    let conn = up.new_conn(tx, stop_tx, None);
+    let conn = up.new_conn(tx, stop_tx, None, inbound.clone());
     let http = Arc::new(Http {
         target,
         tls,
@@ -162,7 +162,7 @@ impl Http {
     fn lost(&self, conn: &Arc<Conn>) {
         if conn.close_once() {
             if let Some(router) = self.inbound.upgrade() {
-                router.on_exit(conn.upstream, conn.generation);
+                router.on_exit(conn.upstream, conn.generation, conn.exit());
             }
         }
     }

@@ -14,7 +14,7 @@ use crate::jsonrpc::{self, Kind};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 use tokio::process::Child;
@@ -27,6 +27,8 @@ mod http;
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 /// How long the initialize handshake and a tools/list page may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest a liveness ping waits for its answer.
+const PING_TIMEOUT_MS: u64 = 10_000;
 /// Pages of tools/list followed before giving up on a server that never stops paginating.
 const MAX_LIST_PAGES: usize = 1000;
 
@@ -61,8 +63,27 @@ pub trait Inbound: Send + Sync {
         msg: Value,
         related: Option<u64>,
     ) -> BoxedSend;
-    /// The child exited or closed its stdout.
-    fn on_exit(&self, upstream: usize, generation: u64);
+    /// The connection ended: the child exited or closed its stdout, the HTTP
+    /// server went away, or the gateway gave up on it as stuck.
+    fn on_exit(&self, upstream: usize, generation: u64, exit: Exit);
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The upstream stopped or could no longer be reached.
+    Stopped,
+    /// The upstream was alive but stopped answering: the gateway ended it.
+    Stuck,
+}
+
+impl Exit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Exit::Stopped => "stopped",
+            Exit::Stuck => "stuck",
+        }
+    }
 }
 
 /// A boxed future, to keep [`Inbound`] object-safe without a crate for it.
@@ -80,6 +101,13 @@ pub struct Conn {
     child: Mutex<Option<Child>>,
     /// Tells the writer task to close the child's stdin.
     stop_writer: Mutex<Option<oneshot::Sender<()>>>,
+    /// Requests in a row that timed out; any answer resets it.
+    timeouts: AtomicU32,
+    /// Timeouts in a row after which the upstream counts as stuck (0: never).
+    restart_after: u32,
+    /// The gateway gave up on this connection as stuck.
+    stuck: AtomicBool,
+    inbound: Weak<dyn Inbound>,
 }
 
 impl Conn {
@@ -124,14 +152,54 @@ impl Conn {
         timeout_ms: u64,
     ) -> Result<Value, CallError> {
         match tokio::time::timeout(Duration::from_millis(timeout_ms), &mut reply.0).await {
-            Ok(Ok(Reply::Response(v))) => Ok(v),
+            Ok(Ok(Reply::Response(v))) => {
+                self.timeouts.store(0, Ordering::Relaxed);
+                Ok(v)
+            }
             Ok(Ok(Reply::Cancelled)) => Err(CallError::Cancelled),
             Ok(Ok(Reply::NoResponse)) => Err(CallError::NoResponse),
             Ok(Err(_)) => Err(CallError::Gone),
             Err(_) => {
                 self.cancel(id, "timed out at the gateway");
+                let run = self.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+                if self.restart_after > 0 && run >= self.restart_after {
+                    self.abandon(&format!("{run} requests in a row timed out"));
+                }
                 Err(CallError::Timeout(timeout_ms))
             }
+        }
+    }
+
+    /// Gives up on an upstream that is alive but does not answer: it is ended, and
+    /// the router hears of it as stuck (and starts it again, as after a crash).
+    pub fn abandon(&self, why: &str) {
+        if self.stuck.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tracing::warn!(upstream = %self.name, "the upstream is stuck ({why}); it is restarted");
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        match child.as_mut() {
+            // The reader task sees the child's end and tells the router.
+            Some(c) => {
+                let _ = c.start_kill();
+            }
+            None => {
+                drop(child);
+                if self.close_once() {
+                    if let Some(router) = self.inbound.upgrade() {
+                        router.on_exit(self.upstream, self.generation, Exit::Stuck);
+                    }
+                }
+            }
+        }
+    }
+
+    /// How the connection ended, for the router.
+    pub(crate) fn exit(&self) -> Exit {
+        if self.stuck.load(Ordering::SeqCst) {
+            Exit::Stuck
+        } else {
+            Exit::Stopped
         }
     }
 
@@ -373,10 +441,39 @@ impl Upstream {
             self.list_tools_on(&conn).await
         }
         .await;
-        if result.is_err() {
-            conn.shutdown().await;
+        match &result {
+            Ok(_) => self.keep_pinging(&conn),
+            Err(_) => conn.shutdown().await,
         }
         result
+    }
+
+    /// Pings the connection every `ping_interval_ms` while it lives; one that does
+    /// not answer in time is stuck. Off with an interval of 0.
+    fn keep_pinging(&self, conn: &Arc<Conn>) {
+        let every = self.config.ping_interval_ms;
+        if every == 0 {
+            return;
+        }
+        let patience = self.config.timeout_ms.min(PING_TIMEOUT_MS);
+        let conn = Arc::downgrade(conn);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(every)).await;
+                let Some(c) = conn.upgrade().filter(|c| !c.is_closed()) else {
+                    return;
+                };
+                match c.request("ping", None, patience).await {
+                    Err(CallError::Timeout(_)) => {
+                        c.abandon("it did not answer a liveness ping");
+                        return;
+                    }
+                    Err(_) => return,
+                    // Any answer, even "method not found", shows it is alive.
+                    Ok(_) => {}
+                }
+            }
+        });
     }
 
     /// Lists the tools again on the live connection (after `list_changed`).
@@ -426,6 +523,7 @@ impl Upstream {
         tx: mpsc::Sender<Vec<u8>>,
         stop: oneshot::Sender<()>,
         child: Option<Child>,
+        inbound: Weak<dyn Inbound>,
     ) -> Arc<Conn> {
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let conn = Arc::new(Conn {
@@ -438,6 +536,10 @@ impl Upstream {
             closed: AtomicBool::new(false),
             child: Mutex::new(child),
             stop_writer: Mutex::new(Some(stop)),
+            timeouts: AtomicU32::new(0),
+            restart_after: self.config.restart_after_timeouts,
+            stuck: AtomicBool::new(false),
+            inbound,
         });
         *self.conn.write().unwrap_or_else(|e| e.into_inner()) = Some(conn.clone());
         conn
