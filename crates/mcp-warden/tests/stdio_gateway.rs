@@ -117,7 +117,12 @@ fn strip_mode_removes_undeclared_keys() {
 
 #[test]
 fn upstream_results_errors_and_capabilities_pass_through() {
-    let mut w = Warden::spawn("passthrough", &fixture_config("", ""));
+    // The operator opted in to passing upstream error data (see the next test for
+    // what clients get by default).
+    let mut w = Warden::spawn(
+        "passthrough",
+        &fixture_config("", "[gateway]\nupstream_error_data = \"pass\""),
+    );
     let init = w.request("initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}));
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
     assert_eq!(
@@ -150,6 +155,36 @@ fn upstream_results_errors_and_capabilities_pass_through() {
     // Upstream garbage on stdout is skipped; the answer still arrives.
     assert_eq!(w.call_text("fx.garbage", json!({})), "after garbage");
     assert!(w.close().success());
+}
+
+#[test]
+fn an_upstream_error_reaches_the_client_bounded_and_without_its_data() {
+    // E3: code and message, the message bounded and escaped; data (a path, a token)
+    // only to the log and the audit trail.
+    let mut w = Warden::start(
+        "error-data",
+        &fixture_config("", "[store]\nurl = \"sqlite://warden.db\""),
+    );
+    let id = w.send_request(
+        "tools/call",
+        json!({"name": "fx.rpc_error", "arguments": {}}),
+    );
+    let (line, _) = w.response_line(&json!(id));
+    assert_eq!(
+        line,
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32000,"message":"upstream says no"}}}}"#
+        )
+    );
+    let config = w.dir.join("warden.toml");
+    let (code, out, err) = cli(&["audit", "--config", config.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let record: Value = serde_json::from_str(out.lines().next().expect("a record")).unwrap();
+    assert_eq!(record["outcome"], "upstream_error");
+    assert_eq!(
+        record["error"],
+        r#"{"code":-32000,"message":"upstream says no","data":{"why":[1,2]}}"#
+    );
 }
 
 #[test]

@@ -88,6 +88,10 @@ pub struct AuditRecord {
     pub duration_ms: f64,
     pub idempotency_key: Option<String>,
     pub replayed: bool,
+    /// What went wrong, in full, when the call failed or its upstream answered with
+    /// an error (the caller saw only the generic or the bounded answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// What `mcp-warden audit` filters on.
@@ -485,6 +489,7 @@ mod tests {
             duration_ms: 1.5,
             idempotency_key: None,
             replayed: false,
+            error: None,
         };
         s.record(&rec("alice", "notes.create_note", "ok"))
             .await

@@ -374,6 +374,7 @@ mod tests {
             duration_ms: 2.5,
             idempotency_key: Some("k".into()),
             replayed: false,
+            error: None,
         };
         s.record(&rec).await.unwrap();
         let got = s

@@ -128,6 +128,33 @@ pub struct GatewayConfig {
     /// The environment variable holding the secret that seals 2026-07-28
     /// `requestState`s, shared by replicas (built-in: a random key per process).
     pub state_secret_env: Option<String>,
+    /// An upstream's JSON-RPC error reaches the client with its `code` and a bounded
+    /// `message`; its `data` only where MCP defines it (-32042) unless "pass" (E3).
+    #[serde(default, deserialize_with = "parsed")]
+    pub upstream_error_data: ErrorData,
+}
+
+/// What happens to the `data` of an upstream's JSON-RPC error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ErrorData {
+    /// Dropped, except where the MCP specification gives it a meaning.
+    #[default]
+    Drop,
+    /// Passed to the client as the upstream sent it.
+    Pass,
+}
+
+impl FromStr for ErrorData {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "drop" => Ok(ErrorData::Drop),
+            "pass" => Ok(ErrorData::Pass),
+            other => Err(format!(
+                "'{other}' is not an error data policy; use \"drop\" or \"pass\""
+            )),
+        }
+    }
 }
 
 impl Default for GatewayConfig {
@@ -144,6 +171,7 @@ impl Default for GatewayConfig {
             tls_cert: None,
             tls_key: None,
             state_secret_env: None,
+            upstream_error_data: ErrorData::default(),
         }
     }
 }

@@ -90,6 +90,7 @@ impl AuditTrail {
             duration_ms: 0.0,
             idempotency_key,
             replayed: false,
+            error: None,
         }
     }
 

@@ -445,7 +445,10 @@ impl Calls {
         match result {
             Ok(response) => {
                 tracing::debug!(tool = %r.record.tool, ms = r.record.started.elapsed().as_millis() as u64, "relayed");
-                let end = End::Upstream(relay::response_body(response));
+                let policy = self.upstreams.error_data;
+                let (body, whole) =
+                    relay::upstream_body(response, policy, &r.pending.upstream, "tools/call");
+                let end = End::Upstream { body, error: whole };
                 self.settle.settle(&r.record, end).await
             }
             Err(e) => self.failed(&r.record, &r.pending.upstream, e).await,

@@ -321,9 +321,9 @@ impl Gateway {
                 let call = jsonrpc::id_key(id);
                 match relay::begin_forward(&up, session, call, method, params).await {
                     Ok(pending) => {
-                        let session = session.clone();
+                        let (session, policy) = (session.clone(), self.upstreams.error_data);
                         Begun::Then(Box::pin(async move {
-                            relay::await_forward(&session, pending).await
+                            relay::await_forward(&session, pending, policy).await
                         }))
                     }
                     Err(body) => Begun::Done(body),

@@ -4,10 +4,12 @@
 
 use super::session::{CallKey, ClientSession};
 use super::settle::Body;
+use crate::config::ErrorData;
 use crate::jsonrpc;
 use crate::texts;
 use crate::upstream::{CallError, Conn, PendingReply, Upstream};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -75,12 +77,16 @@ pub async fn begin_forward(
 }
 
 /// The answer to a forwarded request (`None`: cancelled, nothing is due).
-pub async fn await_forward(session: &ClientSession, mut p: Pending) -> Option<Body> {
+pub async fn await_forward(
+    session: &ClientSession,
+    mut p: Pending,
+    policy: ErrorData,
+) -> Option<Body> {
     let started = Instant::now();
     match wait(session, &mut p).await {
         Ok(response) => {
             tracing::debug!(method = %p.method, "relayed");
-            Some(response_body(response))
+            Some(upstream_body(response, policy, &p.upstream, &p.method).0)
         }
         Err(e) => forward_failed(&p.upstream, &p.method, started, e),
     }
@@ -112,6 +118,75 @@ pub fn response_body(mut response: Value) -> Body {
     }
 }
 
+/// The most characters of an upstream's error message a client is shown.
+const ERROR_MESSAGE_MAX_CHARS: usize = 1024;
+/// JSON-RPC error codes whose `data` the MCP specification defines, passed on
+/// whatever the policy: -32042, URL elicitation required (its data lists them).
+const SPEC_DATA_CODES: &[i64] = &[-32042];
+
+/// An upstream's response as its client gets it (E3): a result unchanged; an
+/// error bounded by [`client_error`], with the whole error (as JSON) beside it
+/// for the log and the audit trail.
+pub fn upstream_body(
+    response: Value,
+    policy: ErrorData,
+    upstream: &str,
+    method: &str,
+) -> (Body, Option<String>) {
+    match response_body(response) {
+        Ok(result) => (Ok(result), None),
+        Err(error) => {
+            // JSON escapes control characters: the whole error is safe in a log line.
+            let whole = serde_json::to_string(&error).unwrap_or_default();
+            tracing::info!(%upstream, %method, error = %whole, "the upstream answered with an error");
+            (Err(client_error(&error, policy)), Some(whole))
+        }
+    }
+}
+
+/// What a client sees of an upstream's JSON-RPC error: its `code` (an integer, else
+/// -32603), its `message` bounded to 1,024 characters with control characters
+/// escaped, and its `data` only where the specification gives it a meaning or the
+/// operator passes it (`gateway.upstream_error_data = "pass"`). Nothing else.
+pub fn client_error(error: &Value, policy: ErrorData) -> Value {
+    let code = error
+        .get("code")
+        .and_then(Value::as_i64)
+        .unwrap_or(jsonrpc::INTERNAL_ERROR);
+    let message = match error.get("message") {
+        Some(Value::String(m)) => bounded(m),
+        Some(other) => bounded(&other.to_string()),
+        None => String::new(),
+    };
+    let mut out = Map::new();
+    out.insert("code".into(), json!(code));
+    out.insert("message".into(), Value::String(message));
+    if let Some(data) = error.get("data") {
+        if policy == ErrorData::Pass || SPEC_DATA_CODES.contains(&code) {
+            out.insert("data".into(), data.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// `text` with control characters escaped (`\u{1b}`), at most
+/// [`ERROR_MESSAGE_MAX_CHARS`] characters of it, `…` where it was cut.
+fn bounded(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(ERROR_MESSAGE_MAX_CHARS + 8));
+    for (i, c) in text.chars().enumerate() {
+        if i == ERROR_MESSAGE_MAX_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Answers an upstream's request with an error: nobody can answer it.
 pub async fn refuse_upstream(conn: &Conn, id: Value, text: &str) {
     conn.send(jsonrpc::error(id, jsonrpc::INTERNAL_ERROR, text))
@@ -131,6 +206,57 @@ mod tests {
         assert_eq!(
             response_body(json!({"id": 1, "error": {"code": -32000, "message": "m", "data": [1]}})),
             Err(json!({"code": -32000, "message": "m", "data": [1]}))
+        );
+    }
+
+    #[test]
+    fn an_upstream_error_is_bounded_for_the_client() {
+        let e = json!({"code": -32000, "message": "bad\n\u{1b}[31mthing", "data": {"path": "/etc/secret"}, "extra": 1});
+        assert_eq!(
+            client_error(&e, ErrorData::Drop),
+            json!({"code": -32000, "message": "bad\\u{a}\\u{1b}[31mthing"})
+        );
+        assert_eq!(
+            client_error(&e, ErrorData::Pass),
+            json!({"code": -32000, "message": "bad\\u{a}\\u{1b}[31mthing", "data": {"path": "/etc/secret"}})
+        );
+        let url = json!({"code": -32042, "message": "m", "data": {"elicitations": []}});
+        assert_eq!(client_error(&url, ErrorData::Drop), url);
+        let huge = json!({"code": 1, "message": "x".repeat(1_000_000)});
+        let shown = client_error(&huge, ErrorData::Drop)["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(shown, format!("{}…", "x".repeat(1024)));
+        assert_eq!(
+            client_error(&json!({"code": "nope", "message": 5}), ErrorData::Drop),
+            json!({"code": -32603, "message": "5"})
+        );
+        assert_eq!(
+            client_error(&json!({}), ErrorData::Drop),
+            json!({"code": -32603, "message": ""})
+        );
+    }
+
+    #[test]
+    fn upstream_bodies_keep_results_and_say_the_whole_error() {
+        let (body, whole) = upstream_body(
+            json!({"id": 1, "result": {"a": 1}}),
+            ErrorData::Drop,
+            "u",
+            "m",
+        );
+        assert_eq!((body, whole), (Ok(json!({"a": 1})), None));
+        let (body, whole) = upstream_body(
+            json!({"id": 1, "error": {"code": -32000, "message": "m", "data": "secret"}}),
+            ErrorData::Drop,
+            "u",
+            "m",
+        );
+        assert_eq!(body, Err(json!({"code": -32000, "message": "m"})));
+        assert_eq!(
+            whole.as_deref(),
+            Some(r#"{"code":-32000,"message":"m","data":"secret"}"#)
         );
     }
 }

@@ -122,8 +122,9 @@ impl CallRecord {
 
 /// How a call ended, and so what its caller is answered.
 pub enum End {
-    /// The upstream answered (a result or a JSON-RPC error, passed through: E3).
-    Upstream(Body),
+    /// The upstream answered: a result, or a JSON-RPC error as the client sees it
+    /// (E3) with the whole of it for the audit trail.
+    Upstream { body: Body, error: Option<String> },
     /// The gateway answers with a tool error of its own, a text the caller may read.
     Refused { decision: Decision, text: String },
     /// The pipeline answered (N, G, A): with a tool error or a JSON-RPC error.
@@ -176,8 +177,10 @@ impl Settle {
         if let Some(t) = &call.token {
             self.sessions.forget_token(t);
         }
+        let mut detail = None;
         let (decision, outcome, replayed, body) = match end {
-            End::Upstream(body) => {
+            End::Upstream { body, error } => {
+                detail = error;
                 let outcome = match &body {
                     Ok(r) if r.get("isError") == Some(&Value::Bool(true)) => Outcome::ToolError,
                     Ok(_) => Outcome::Ok,
@@ -222,6 +225,7 @@ impl Settle {
                 (Decision::Allowed, Outcome::Ok, true, Some(Ok(result)))
             }
             End::Failed { decision, why } => {
+                detail = Some(why.clone());
                 self.after(call, None, Some(why.clone()));
                 if let Some(key) = &call.ledger {
                     self.ledger.settle(key, Finish::Failed(why)).await;
@@ -236,13 +240,13 @@ impl Settle {
                 (Decision::Allowed, Outcome::Cancelled, false, None)
             }
         };
-        self.record(call, decision, outcome, replayed).await;
+        self.record(call, decision, outcome, replayed, detail).await;
         body
     }
 
     /// Records a call that waits for its client's input and is not over.
     pub async fn paused(&self, call: &CallRecord, decision: Decision) {
-        self.record(call, decision, Outcome::InputRequired, false)
+        self.record(call, decision, Outcome::InputRequired, false, None)
             .await;
     }
 
@@ -252,6 +256,7 @@ impl Settle {
         decision: Decision,
         outcome: Outcome,
         replayed: bool,
+        error: Option<String>,
     ) {
         let ms = call.started.elapsed().as_secs_f64() * 1e3;
         self.metrics
@@ -262,6 +267,7 @@ impl Settle {
             record.outcome = outcome.as_str().to_owned();
             record.duration_ms = ms;
             record.replayed = replayed;
+            record.error = error;
             self.audit.record(record).await;
         }
     }

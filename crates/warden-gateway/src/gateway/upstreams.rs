@@ -8,7 +8,7 @@
 use super::relay;
 use super::session::lock;
 use super::settle::Body;
-use crate::config::Config;
+use crate::config::{Config, ErrorData};
 use crate::jsonrpc;
 use crate::texts;
 use crate::upstream::{Inbound, Upstream, SUPPORTED_VERSIONS};
@@ -21,6 +21,8 @@ use warden_core::{Catalogue, LayeredPolicy};
 
 pub struct Upstreams {
     pub list: Vec<Arc<Upstream>>,
+    /// What clients see of an upstream's JSON-RPC error `data` (E3).
+    pub error_data: ErrorData,
     policy: LayeredPolicy,
     /// Per upstream, its last successful tool listing (`None` until one succeeded).
     listings: RwLock<Vec<Option<Vec<Value>>>>,
@@ -57,6 +59,7 @@ impl Upstreams {
         let n = list.len();
         Upstreams {
             list,
+            error_data: config.gateway.upstream_error_data,
             policy: config.policy(),
             listings: RwLock::new(vec![None; n]),
             catalogue: RwLock::new(Arc::new(Catalogue::default())),
@@ -276,7 +279,7 @@ impl Upstreams {
                         tracing::error!(upstream = %up.name, %method, "listing failed: {e}");
                         failed()
                     })?;
-                let result = relay::response_body(response)?;
+                let result = relay::upstream_body(response, self.error_data, &up.name, method).0?;
                 let page = result
                     .get(field)
                     .and_then(Value::as_array)
