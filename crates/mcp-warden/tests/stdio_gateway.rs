@@ -456,3 +456,33 @@ fn sigterm_ends_the_gateway_and_its_children() {
     assert!(status.success());
     assert!(w.wait_exit().success());
 }
+
+#[test]
+fn caller_strings_cannot_forge_log_lines() {
+    // A key that, written raw, would end the warning's line, start a fake ERROR
+    // line of its own and colour the terminal.
+    let forged = "x\n2026-01-01T00:00:00Z ERROR fake\u{1b}[31m";
+    let mut w = Warden::start_capturing_stderr("logsafe", &fixture_config("", ""), "debug");
+    // Warn mode: the undeclared key is forwarded as it came, and logged.
+    let r = w.call("fx.echo", json!({"text": "a", forged: 1}));
+    assert_eq!(r["result"]["structuredContent"][forged], json!(1));
+    // The same text as a tool name and as a method name.
+    let r = w.call(forged, json!({}));
+    assert_eq!(r["error"]["code"], -32602);
+    let r = w.request(forged, json!({}));
+    assert!(r.get("error").is_some(), "{r}");
+    let log = w.stderr_after_exit();
+    assert!(!log.contains('\u{1b}'), "an ESC reached the log:\n{log:?}");
+    let escaped = r"x\u{a}2026-01-01T00:00:00Z ERROR fake\u{1b}[31m";
+    assert!(
+        log.lines()
+            .any(|l| l.contains("does not declare") && l.contains(escaped)),
+        "the warn-mode warning names the key, escaped:\n{log}"
+    );
+    for line in log.lines().filter(|l| l.contains("ERROR fake")) {
+        assert!(
+            line.contains(r"\u{a}2026-01-01T00:00:00Z ERROR fake"),
+            "a forged line reached the log: {line}"
+        );
+    }
+}

@@ -16,6 +16,7 @@ use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls};
 use super::session::{CallKey, ClientSession, Sessions};
 use super::settle::{Body, CallRecord, Decision, End, Settle};
 use super::upstreams::Upstreams;
+use crate::logged::logged;
 use crate::texts;
 use crate::upstream::{CallError, Upstream};
 use serde_json::{Map, Value};
@@ -149,7 +150,7 @@ impl Calls {
         let forward = match verdict.outcome {
             warden_core::Outcome::Forward(f) => f,
             warden_core::Outcome::Answer { answer, refusal } => {
-                tracing::info!(caller = ?session.caller.as_ref().map(|c| &c.name), ?refusal, unknown = ?verdict.report.unknown_keys, answer = %answer.text(), "call answered by the gateway");
+                tracing::info!(caller = %logged(session.caller.as_ref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(verdict.report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
                 let tool = params
                     .get("name")
                     .and_then(Value::as_str)
@@ -166,7 +167,7 @@ impl Calls {
             }
         };
         if !verdict.report.unknown_keys.is_empty() {
-            tracing::info!(tool = %forward.tool.name, mode = ?verdict.report.unknown_mode, keys = ?verdict.report.unknown_keys, "undeclared argument keys");
+            tracing::info!(tool = %logged(&forward.tool.name), mode = ?verdict.report.unknown_mode, keys = %logged(verdict.report.unknown_keys.join(", ")), "undeclared argument keys");
         }
         let accepted = self.prepare(
             session,
@@ -373,7 +374,7 @@ impl Calls {
             BeforeOutcome::Deny(reason) => Some(refused(reason.as_str())),
             BeforeOutcome::Answer(result) => Some(End::Hook(result)),
             BeforeOutcome::Failed(e) => {
-                tracing::error!(tool = %ctx.tool, "a before hook failed; the tool is not run: {e}");
+                tracing::error!(tool = %logged(&ctx.tool), "a before hook failed; the tool is not run: {}", logged(&e));
                 Some(End::Failed {
                     decision: Decision::Denied,
                     why: format!("before hook failed: {e}"),
@@ -397,7 +398,7 @@ impl Calls {
                 Ok(Claim::Mismatch) => Some(refused(&answer::idempotency_mismatch(&key.1))),
                 Err(e) => {
                     // A call that needs the ledger fails closed when the store is unavailable.
-                    tracing::error!(tool = %ctx.tool, "the ledger is unavailable; the call is refused: {e}");
+                    tracing::error!(tool = %logged(&ctx.tool), "the ledger is unavailable; the call is refused: {}", logged(&e));
                     Some(End::Failed {
                         decision: Decision::Allowed,
                         why: e.to_string(),
@@ -444,7 +445,7 @@ impl Calls {
         };
         match result {
             Ok(response) => {
-                tracing::debug!(tool = %r.record.tool, ms = r.record.started.elapsed().as_millis() as u64, "relayed");
+                tracing::debug!(tool = %logged(&r.record.tool), ms = r.record.started.elapsed().as_millis() as u64, "relayed");
                 let end = End::Upstream(relay::response_body(response));
                 self.settle.settle(&r.record, end).await
             }
@@ -461,7 +462,7 @@ impl Calls {
                 .await;
         }
         let ms = record.started.elapsed().as_millis() as u64;
-        tracing::error!(%upstream, method = "tools/call", tool = %answer::shown(&record.tool), ms, "request failed: {e}");
+        tracing::error!(%upstream, method = "tools/call", tool = %logged(&record.tool), ms, "request failed: {e}");
         let end = End::Failed {
             decision: Decision::Allowed,
             why: e.to_string(),

@@ -11,6 +11,7 @@ use super::rev2026;
 use super::session::{lock, Sessions};
 use super::upstreams::Upstreams;
 use crate::jsonrpc;
+use crate::logged::logged;
 use crate::texts;
 use crate::upstream::{BoxedSend, Conn, Inbound};
 use serde_json::{json, Value};
@@ -81,7 +82,7 @@ impl FromUpstreams {
             let text = if self.sessions.live().is_empty() {
                 texts::NO_CLIENT
             } else {
-                tracing::warn!(upstream = %self.upstreams.list[index].name, %method, "an upstream request could not be tied to one client; refused");
+                tracing::warn!(upstream = %self.upstreams.list[index].name, method = %logged(method), "an upstream request could not be tied to one client; refused");
                 texts::UNTIED_REQUEST
             };
             return refuse_upstream(&conn, their_id, text).await;

@@ -5,6 +5,7 @@
 use super::session::{CallKey, ClientSession};
 use super::settle::Body;
 use crate::jsonrpc;
+use crate::logged::logged;
 use crate::texts;
 use crate::upstream::{CallError, Conn, PendingReply, Upstream};
 use serde_json::{json, Value};
@@ -79,7 +80,7 @@ pub async fn await_forward(session: &ClientSession, mut p: Pending) -> Option<Bo
     let started = Instant::now();
     match wait(session, &mut p).await {
         Ok(response) => {
-            tracing::debug!(method = %p.method, "relayed");
+            tracing::debug!(method = %logged(&p.method), "relayed");
             Some(response_body(response))
         }
         Err(e) => forward_failed(&p.upstream, &p.method, started, e),
@@ -93,7 +94,7 @@ fn forward_failed(upstream: &str, method: &str, started: Instant, e: CallError) 
         return None;
     }
     let ms = started.elapsed().as_millis() as u64;
-    tracing::error!(%upstream, %method, ms, "request failed: {e}");
+    tracing::error!(%upstream, method = %logged(method), ms, "request failed: {e}");
     Some(Err(
         json!({"code": jsonrpc::INTERNAL_ERROR, "message": texts::UPSTREAM_NO_ANSWER}),
     ))

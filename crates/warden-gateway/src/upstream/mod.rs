@@ -11,6 +11,7 @@
 
 use crate::config::UpstreamConfig;
 use crate::jsonrpc::{self, Kind};
+use crate::logged::logged;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -211,7 +212,7 @@ impl Conn {
                 let _ = w.send(Reply::Response(msg));
             }
             None => {
-                tracing::debug!(upstream = %self.name, %id, "response to an unknown or finished request ignored")
+                tracing::debug!(upstream = %self.name, id = %logged(&id), "response to an unknown or finished request ignored")
             }
         }
     }
@@ -366,7 +367,7 @@ impl Upstream {
                 instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
             };
             if !SUPPORTED_VERSIONS.contains(&info.protocol_version.as_str()) {
-                tracing::warn!(upstream = %self.name, version = %info.protocol_version, "upstream answered with a protocol version this gateway does not know; going on");
+                tracing::warn!(upstream = %self.name, version = %logged(&info.protocol_version), "upstream answered with a protocol version this gateway does not know; going on");
             }
             conn.send(jsonrpc::notification("notifications/initialized", None)).await;
             *self.info.write().unwrap_or_else(|e| e.into_inner()) = Some(info);
