@@ -14,7 +14,9 @@
 //! pages tools/list K at a time; `FIXTURE_FAIL_LIST=1` refuses tools/list;
 //! `FIXTURE_COUNT_FILE=path` appends one line per tool execution;
 //! `FIXTURE_RESOURCES=label` also offers one resource (`fx://label/r1`) and one
-//! prompt (`label_prompt`) that answer with the label.
+//! prompt (`label_prompt`) that answer with the label; `FIXTURE_MALFORMED=1` also
+//! declares `malformed {result}`, which answers with its `result` argument as the
+//! JSON-RPC result, whatever it is (`null`, a string …): a broken server.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -64,6 +66,12 @@ fn tools(late: bool) -> Vec<Value> {
         t.push(
             json!({"name": format!("gen_{i:03}"), "description": format!("Generated tool {i}."),
             "inputSchema": {"type": "object", "properties": props, "required": ["p0"]}}),
+        );
+    }
+    if std::env::var("FIXTURE_MALFORMED").is_ok() {
+        t.push(
+            json!({"name": "malformed", "description": "Answer with `result` as the whole result.",
+            "inputSchema": {"type": "object", "properties": {"result": {}}}}),
         );
     }
     if late {
@@ -324,6 +332,10 @@ fn main() {
                                 );
                             }
                         });
+                    }
+                    "malformed" => {
+                        let result = args.get("result").cloned().unwrap_or(Value::Null);
+                        send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
                     }
                     "late_tool" => send(
                         &out,

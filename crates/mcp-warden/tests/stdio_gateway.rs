@@ -486,3 +486,46 @@ fn caller_strings_cannot_forge_log_lines() {
         );
     }
 }
+
+#[test]
+fn a_tools_call_result_that_is_no_object_fails_like_the_upstream_failed() {
+    let toml = "[[upstream]]\nname = \"fx\"\ncommand = [\"{fixture}\"]\n\
+                env = { FIXTURE_MALFORMED = \"1\", FIXTURE_COUNT_FILE = \"{dir}/count.txt\" }\n\
+                [store]\nurl = \"sqlite://{dir}/warden.db\"\n\
+                [audit]\njsonl = \"{dir}/audit.jsonl\"\n";
+    let mut w = Warden::start("malformed", toml);
+    for (result, key) in [(json!(null), "m-null"), (json!("a string"), "m-string")] {
+        // Twice with one idempotency key: a call recorded as failed runs again
+        // (one recorded as completed would be replayed without running).
+        for _ in 0..2 {
+            let id = w.send_request(
+                "tools/call",
+                json!({"name": "fx.malformed", "arguments": {"result": result},
+                       "_meta": {"warden/idempotencyKey": key}}),
+            );
+            let (line, _) = w.response_line(&json!(id));
+            assert_eq!(
+                line,
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"Error: An internal error occurred while executing the tool."}}],"isError":true}}}}"#
+                )
+            );
+        }
+    }
+    let runs = std::fs::read_to_string(w.dir.join("count.txt")).unwrap();
+    assert_eq!(runs.lines().collect::<Vec<_>>(), ["malformed"; 4]);
+    // The audit record is written before the answer goes out.
+    let audit = std::fs::read_to_string(w.dir.join("audit.jsonl")).unwrap();
+    let records: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 4, "{audit}");
+    for r in &records {
+        assert_eq!(r["tool"], "fx.malformed");
+        assert_eq!(r["decision"], "allowed");
+        assert_eq!(r["outcome"], "failed");
+    }
+    // A well-formed result still passes through.
+    assert_eq!(w.call_text("fx.echo", json!({"n": 1})), r#"{"n":1}"#);
+}

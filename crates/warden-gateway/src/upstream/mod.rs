@@ -42,6 +42,10 @@ pub enum CallError {
     Cancelled,
     #[error("the upstream's answer held no response to the request")]
     NoResponse,
+    /// A response whose result is not the object the method's result must be
+    /// (what it is instead: "null", "a string" …).
+    #[error("the upstream's result is {0}, not a JSON object")]
+    NotAnObject(&'static str),
 }
 
 enum Reply {
