@@ -529,3 +529,71 @@ fn a_tools_call_result_that_is_no_object_fails_like_the_upstream_failed() {
     // A well-formed result still passes through.
     assert_eq!(w.call_text("fx.echo", json!({"n": 1})), r#"{"n":1}"#);
 }
+
+/// A `tools/call` request with the id `id`.
+fn call_with_id(id: &str, tool: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": args}})
+}
+
+#[test]
+fn a_request_whose_id_is_still_running_is_refused_unrun() {
+    let dir = scratch("dupid-count");
+    let count = dir.join("count.txt");
+    let toml = format!(
+        "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\nenv = {{ FIXTURE_COUNT_FILE = \"{}\" }}\n",
+        count.display()
+    );
+    let mut w = Warden::start("dupid", &toml);
+    w.send(&call_with_id("dup", "fx.slow", json!({"ms": 800})));
+    w.send(&call_with_id("dup", "fx.echo", json!({"n": 2})));
+    // The same id as a number is another id.
+    w.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}));
+    assert_eq!(w.response(&json!(1))["result"], json!({}));
+    let answers = [
+        w.response_line(&json!("dup")),
+        w.response_line(&json!("dup")),
+    ];
+    let refusal = r#"{"jsonrpc":"2.0","id":"dup","error":{"code":-32600,"message":"Invalid request: a request with this id is still running in this session."}}"#;
+    let refused: Vec<_> = answers.iter().filter(|(line, _)| line == refusal).collect();
+    assert_eq!(refused.len(), 1, "{answers:?}");
+    let ran: Vec<_> = answers.iter().filter(|(line, _)| line != refusal).collect();
+    assert_eq!(ran.len(), 1, "{answers:?}");
+    assert_eq!(ran[0].1["result"]["content"][0]["text"], "slept 800 ms");
+    // Nothing more for that id, and only the first request reached the upstream.
+    w.expect_silence(Duration::from_millis(300));
+    assert!(w.backlog.iter().all(|m| m.get("id") != Some(&json!("dup"))));
+    let runs = std::fs::read_to_string(&count).unwrap();
+    assert_eq!(runs.lines().collect::<Vec<_>>(), ["slow"]);
+    // Answered, the id is free again.
+    w.send(&call_with_id("dup", "fx.echo", json!({"n": 3})));
+    assert_eq!(
+        w.response(&json!("dup"))["result"]["content"][0]["text"],
+        r#"{"n":3}"#
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_cancelled_request_frees_its_id_without_an_answer() {
+    let mut w = Warden::start("cancelid", &fixture_config("", ""));
+    w.send(&call_with_id("c", "fx.slow", json!({"ms": 5000})));
+    std::thread::sleep(Duration::from_millis(100));
+    w.notify(
+        "notifications/cancelled",
+        Some(json!({"requestId": "c", "reason": "changed my mind"})),
+    );
+    // The cancelled call ends with no answer; its id is taken until it has ended.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        w.send(&call_with_id("c", "fx.echo", json!({"n": 4})));
+        let r = w.response(&json!("c"));
+        if r["error"]["code"] == -32600 {
+            assert!(Instant::now() < deadline, "the id stayed taken");
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        assert_eq!(r["result"]["content"][0]["text"], r#"{"n":4}"#);
+        break;
+    }
+}
