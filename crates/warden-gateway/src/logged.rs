@@ -14,19 +14,35 @@ use warden_core::answer::Escaping;
 pub const LOGGED_MAX_CHARS: usize = 1024;
 
 /// A value as it is written to the log: see [`logged`].
-pub struct Logged<T>(T);
+pub struct Logged<T> {
+    value: T,
+    max: usize,
+}
 
 /// `value`, displayed with control characters (and the characters that break or
 /// reorder lines) escaped and at most [`LOGGED_MAX_CHARS`] characters. Formatting
 /// happens only when the log line is written.
 pub fn logged<T: fmt::Display>(value: T) -> Logged<T> {
-    Logged(value)
+    Logged {
+        value,
+        max: LOGGED_MAX_CHARS,
+    }
+}
+
+/// [`logged`] without the bound, for the one value the log must keep whole: an
+/// audit record the store refused, which is nowhere else. (Its JSON escapes what
+/// is below U+0020, but not DEL, the C1 controls or the line separators.)
+pub fn logged_whole<T: fmt::Display>(value: T) -> Logged<T> {
+    Logged {
+        value,
+        max: usize::MAX,
+    }
 }
 
 impl<T: fmt::Display> fmt::Display for Logged<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use fmt::Write as _;
-        write!(Escaping::new(f, LOGGED_MAX_CHARS), "{}", self.0)
+        write!(Escaping::new(f, self.max), "{}", self.value)
     }
 }
 
@@ -56,5 +72,7 @@ mod tests {
         let shown = logged(&huge).to_string();
         assert_eq!(shown.chars().count(), LOGGED_MAX_CHARS + 1);
         assert!(shown.ends_with('…'));
+        let whole = logged_whole(format!("{huge}\u{9b}")).to_string();
+        assert_eq!(whole, format!("{huge}\\u{{9b}}"));
     }
 }
