@@ -16,7 +16,9 @@
 //! pages tools/list K at a time; `FIXTURE_FAIL_LIST=1` refuses tools/list;
 //! `FIXTURE_COUNT_FILE=path` appends one line per tool execution;
 //! `FIXTURE_RESOURCES=label` also offers one resource (`fx://label/r1`) and one
-//! prompt (`label_prompt`) that answer with the label.
+//! prompt (`label_prompt`) that answer with the label; `FIXTURE_MALFORMED=1` also
+//! declares `malformed {result}`, which answers with its `result` argument as the
+//! JSON-RPC result, whatever it is (`null`, a string …): a broken server.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -70,6 +72,12 @@ fn tools(late: bool) -> Vec<Value> {
     }
     if std::env::var("FIXTURE_FREEZE_TOOL").is_ok_and(|v| v == "1") {
         t.push(json!({"name": "freeze", "description": "Stop answering, stay alive.", "inputSchema": {"type": "object"}}));
+    }
+    if std::env::var("FIXTURE_MALFORMED").is_ok() {
+        t.push(
+            json!({"name": "malformed", "description": "Answer with `result` as the whole result.",
+            "inputSchema": {"type": "object", "properties": {"result": {}}}}),
+        );
     }
     if late {
         t.push(json!({"name": "late_tool", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}}));
@@ -332,6 +340,10 @@ fn main() {
                                 );
                             }
                         });
+                    }
+                    "malformed" => {
+                        let result = args.get("result").cloned().unwrap_or(Value::Null);
+                        send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
                     }
                     "late_tool" => send(
                         &out,

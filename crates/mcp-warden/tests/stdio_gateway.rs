@@ -583,3 +583,144 @@ fn sigterm_ends_the_gateway_and_its_children() {
     assert!(status.success());
     assert!(w.wait_exit().success());
 }
+
+#[test]
+fn caller_strings_cannot_forge_log_lines() {
+    // A key that, written raw, would end the warning's line, start a fake ERROR
+    // line of its own and colour the terminal.
+    let forged = "x\n2026-01-01T00:00:00Z ERROR fake\u{1b}[31m";
+    let mut w = Warden::start_capturing_stderr("logsafe", &fixture_config("", ""), "debug");
+    // Warn mode: the undeclared key is forwarded as it came, and logged.
+    let r = w.call("fx.echo", json!({"text": "a", forged: 1}));
+    assert_eq!(r["result"]["structuredContent"][forged], json!(1));
+    // The same text as a tool name and as a method name.
+    let r = w.call(forged, json!({}));
+    assert_eq!(r["error"]["code"], -32602);
+    let r = w.request(forged, json!({}));
+    assert!(r.get("error").is_some(), "{r}");
+    let log = w.stderr_after_exit();
+    assert!(!log.contains('\u{1b}'), "an ESC reached the log:\n{log:?}");
+    let escaped = r"x\u{a}2026-01-01T00:00:00Z ERROR fake\u{1b}[31m";
+    assert!(
+        log.lines()
+            .any(|l| l.contains("does not declare") && l.contains(escaped)),
+        "the warn-mode warning names the key, escaped:\n{log}"
+    );
+    for line in log.lines().filter(|l| l.contains("ERROR fake")) {
+        assert!(
+            line.contains(r"\u{a}2026-01-01T00:00:00Z ERROR fake"),
+            "a forged line reached the log: {line}"
+        );
+    }
+}
+
+#[test]
+fn a_tools_call_result_that_is_no_object_fails_like_the_upstream_failed() {
+    let toml = "[[upstream]]\nname = \"fx\"\ncommand = [\"{fixture}\"]\n\
+                env = { FIXTURE_MALFORMED = \"1\", FIXTURE_COUNT_FILE = \"{dir}/count.txt\" }\n\
+                [store]\nurl = \"sqlite://{dir}/warden.db\"\n\
+                [audit]\njsonl = \"{dir}/audit.jsonl\"\n";
+    let mut w = Warden::start("malformed", toml);
+    for (result, key) in [(json!(null), "m-null"), (json!("a string"), "m-string")] {
+        // Twice with one idempotency key: a call recorded as failed runs again
+        // (one recorded as completed would be replayed without running).
+        for _ in 0..2 {
+            let id = w.send_request(
+                "tools/call",
+                json!({"name": "fx.malformed", "arguments": {"result": result},
+                       "_meta": {"warden/idempotencyKey": key}}),
+            );
+            let (line, _) = w.response_line(&json!(id));
+            assert_eq!(
+                line,
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"Error: An internal error occurred while executing the tool."}}],"isError":true}}}}"#
+                )
+            );
+        }
+    }
+    let runs = std::fs::read_to_string(w.dir.join("count.txt")).unwrap();
+    assert_eq!(runs.lines().collect::<Vec<_>>(), ["malformed"; 4]);
+    // The audit record is written before the answer goes out.
+    let audit = std::fs::read_to_string(w.dir.join("audit.jsonl")).unwrap();
+    let records: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 4, "{audit}");
+    for r in &records {
+        assert_eq!(r["tool"], "fx.malformed");
+        assert_eq!(r["decision"], "allowed");
+        assert_eq!(r["outcome"], "failed");
+    }
+    // A well-formed result still passes through.
+    assert_eq!(w.call_text("fx.echo", json!({"n": 1})), r#"{"n":1}"#);
+}
+
+/// A `tools/call` request with the id `id`.
+fn call_with_id(id: &str, tool: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": args}})
+}
+
+#[test]
+fn a_request_whose_id_is_still_running_is_refused_unrun() {
+    let dir = scratch("dupid-count");
+    let count = dir.join("count.txt");
+    let toml = format!(
+        "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\nenv = {{ FIXTURE_COUNT_FILE = \"{}\" }}\n",
+        count.display()
+    );
+    let mut w = Warden::start("dupid", &toml);
+    w.send(&call_with_id("dup", "fx.slow", json!({"ms": 800})));
+    w.send(&call_with_id("dup", "fx.echo", json!({"n": 2})));
+    // The same id as a number is another id.
+    w.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}));
+    assert_eq!(w.response(&json!(1))["result"], json!({}));
+    let answers = [
+        w.response_line(&json!("dup")),
+        w.response_line(&json!("dup")),
+    ];
+    let refusal = r#"{"jsonrpc":"2.0","id":"dup","error":{"code":-32600,"message":"Invalid request: a request with this id is still running in this session."}}"#;
+    let refused: Vec<_> = answers.iter().filter(|(line, _)| line == refusal).collect();
+    assert_eq!(refused.len(), 1, "{answers:?}");
+    let ran: Vec<_> = answers.iter().filter(|(line, _)| line != refusal).collect();
+    assert_eq!(ran.len(), 1, "{answers:?}");
+    assert_eq!(ran[0].1["result"]["content"][0]["text"], "slept 800 ms");
+    // Nothing more for that id, and only the first request reached the upstream.
+    w.expect_silence(Duration::from_millis(300));
+    assert!(w.backlog.iter().all(|m| m.get("id") != Some(&json!("dup"))));
+    let runs = std::fs::read_to_string(&count).unwrap();
+    assert_eq!(runs.lines().collect::<Vec<_>>(), ["slow"]);
+    // Answered, the id is free again.
+    w.send(&call_with_id("dup", "fx.echo", json!({"n": 3})));
+    assert_eq!(
+        w.response(&json!("dup"))["result"]["content"][0]["text"],
+        r#"{"n":3}"#
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_cancelled_request_frees_its_id_without_an_answer() {
+    let mut w = Warden::start("cancelid", &fixture_config("", ""));
+    w.send(&call_with_id("c", "fx.slow", json!({"ms": 5000})));
+    std::thread::sleep(Duration::from_millis(100));
+    w.notify(
+        "notifications/cancelled",
+        Some(json!({"requestId": "c", "reason": "changed my mind"})),
+    );
+    // The cancelled call ends with no answer; its id is taken until it has ended.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        w.send(&call_with_id("c", "fx.echo", json!({"n": 4})));
+        let r = w.response(&json!("c"));
+        if r["error"]["code"] == -32600 {
+            assert!(Instant::now() < deadline, "the id stayed taken");
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        assert_eq!(r["result"]["content"][0]["text"], r#"{"n":4}"#);
+        break;
+    }
+}

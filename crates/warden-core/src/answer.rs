@@ -81,18 +81,68 @@ pub const ALREADY_RUNNING: &str = "This call is already running. Retry once it f
 /// A name or key as shown to a caller: at most 128 characters, control characters escaped.
 pub fn shown(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len().min(SHOWN_MAX_CHARS + 8));
-    for (i, c) in raw.chars().enumerate() {
-        if i == SHOWN_MAX_CHARS {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
+    let _ = Escaping::new(&mut out, SHOWN_MAX_CHARS).write_str(raw);
+    out
+}
+
+/// A [`fmt::Write`](std::fmt::Write) that escapes what passes through it and keeps
+/// at most `max` characters (then `…`): the one way mcp-warden renders a string it
+/// did not write itself, whether for a caller ([`shown`]) or for its log.
+///
+/// Escaped as `\u{..}`: control characters (a newline or an ESC would let a name
+/// forge a line of a log or an answer, or drive a terminal), the Unicode line and
+/// paragraph separators (line breaks to some viewers), and the bidirectional
+/// formatting characters (they reorder what a reader sees).
+pub struct Escaping<W> {
+    out: W,
+    left: usize,
+    cut: bool,
+}
+
+impl<W: std::fmt::Write> Escaping<W> {
+    pub fn new(out: W, max: usize) -> Escaping<W> {
+        Escaping {
+            out,
+            left: max,
+            cut: false,
         }
     }
-    out
+}
+
+impl<W: std::fmt::Write> std::fmt::Write for Escaping<W> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        for c in s.chars() {
+            if self.left == 0 {
+                // Whatever follows is dropped; the mark says something was.
+                if !self.cut {
+                    self.cut = true;
+                    self.out.write_char('…')?;
+                }
+                return Ok(());
+            }
+            self.left -= 1;
+            if escaped(c) {
+                write!(self.out, "\\u{{{:x}}}", c as u32)?;
+            } else {
+                self.out.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn escaped(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}'
+                | '\u{2029}'
+                | '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+        )
 }
 
 /// G2: a hidden tool, an absent tool and a call without a caller all get this.
@@ -244,6 +294,26 @@ mod tests {
         assert_eq!(s.chars().count(), 129);
         assert!(s.ends_with('…'));
         assert_eq!(shown("ünï"), "ünï");
+        assert_eq!(shown(&"x".repeat(128)), "x".repeat(128));
+    }
+
+    #[test]
+    fn shown_escapes_what_breaks_or_reorders_lines() {
+        assert_eq!(shown("a\u{1b}[31m"), "a\\u{1b}[31m");
+        assert_eq!(shown("a\u{2028}b\u{2029}"), "a\\u{2028}b\\u{2029}");
+        assert_eq!(shown("a\u{202e}b\u{2066}"), "a\\u{202e}b\\u{2066}");
+        assert_eq!(shown("a\u{85}b"), "a\\u{85}b");
+    }
+
+    #[test]
+    fn escaping_counts_characters_across_writes() {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let mut w = Escaping::new(&mut out, 4);
+        w.write_str("ab").unwrap();
+        w.write_str("\ncd").unwrap();
+        w.write_str("ef").unwrap();
+        assert_eq!(out, "ab\\u{a}c…");
     }
 
     #[test]

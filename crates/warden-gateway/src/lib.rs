@@ -10,7 +10,8 @@
 //! - [`upstream`]: the servers behind it, a child process or an HTTP server
 //!   behind one type;
 //! - [`texts`]: the gateway's protocol and HTTP texts (call and tool texts are
-//!   in [`warden_core::answer`]).
+//!   in [`warden_core::answer`]);
+//! - [`logged`]: how strings from callers and upstreams are written to the log.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -26,6 +27,7 @@ pub mod config;
 pub mod front;
 pub mod gateway;
 pub mod jsonrpc;
+pub mod logged;
 pub mod metrics;
 pub mod net;
 pub mod texts;

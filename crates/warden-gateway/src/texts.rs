@@ -56,6 +56,10 @@ pub const BAD_ID: &str = "a request id must be a string or a number";
 pub const BAD_METHOD: &str = "\"method\" must be a string";
 pub const NO_KIND: &str = "the message is neither a request, a notification nor a response";
 
+/// A request whose id is still in use by a running request of the session (over
+/// HTTP the error of a 400).
+pub const ID_IN_USE: &str = "a request with this id is still running in this session";
+
 pub fn invalid_request(why: &str) -> String {
     format!("Invalid request: {why}.")
 }
@@ -127,8 +131,6 @@ pub const HTTP_STREAM_OPEN: &str = "Conflict: this session already has a GET str
 /// 400: a JSON-RPC batch (MCP sends one message per HTTP request).
 pub const HTTP_BATCH: &str =
     "JSON-RPC batches are not supported by MCP; send one message per request";
-/// 400: a request id still in use in this session.
-pub const HTTP_ID_IN_USE: &str = "a request with this id is still running in this session";
 /// 400: a Last-Event-ID this gateway never issued for the session.
 pub const HTTP_BAD_EVENT_ID: &str = "Bad request: Last-Event-ID names no stream of this session.";
 
@@ -213,6 +215,10 @@ mod tests {
         assert_eq!(
             invalid_request(NO_KIND),
             "Invalid request: the message is neither a request, a notification nor a response."
+        );
+        assert_eq!(
+            invalid_request(ID_IN_USE),
+            "Invalid request: a request with this id is still running in this session."
         );
         assert_eq!(
             parse_error("EOF while parsing"),

@@ -71,6 +71,8 @@ pub struct Warden {
     /// Messages received while waiting for something else, in order.
     pub backlog: Vec<Value>,
     pub dir: PathBuf,
+    /// Collects the gateway's stderr, when it was started to capture it.
+    log: Option<std::thread::JoinHandle<Vec<u8>>>,
 }
 
 impl Warden {
@@ -83,17 +85,41 @@ impl Warden {
 
     /// Starts `mcp-warden run` without a handshake.
     pub fn spawn(name: &str, toml: &str) -> Warden {
+        Warden::spawn_with(name, toml, None)
+    }
+
+    /// [`Warden::start`], logging at `rust_log` into a buffer instead of the test's
+    /// stderr; [`Warden::stderr_after_exit`] hands it over.
+    pub fn start_capturing_stderr(name: &str, toml: &str, rust_log: &str) -> Warden {
+        let mut w = Warden::spawn_with(name, toml, Some(rust_log));
+        w.handshake();
+        w
+    }
+
+    /// `log`: capture stderr, at this `RUST_LOG`; `None`: inherit it, at `warn`.
+    fn spawn_with(name: &str, toml: &str, log: Option<&str>) -> Warden {
         let dir = scratch(name);
         let config = write_config(&dir, toml);
         let mut child = Command::new(WARDEN)
             .args(["run", "--config"])
             .arg(&config)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", log.unwrap_or("warn"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(if log.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .spawn()
             .expect("start mcp-warden");
+        let log = child.stderr.take().map(|mut stderr| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                let _ = std::io::Read::read_to_end(&mut stderr, &mut bytes);
+                bytes
+            })
+        });
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = channel();
         std::thread::spawn(move || {
@@ -114,6 +140,7 @@ impl Warden {
             next_id: 1,
             backlog: Vec::new(),
             dir,
+            log,
         }
     }
 
@@ -177,6 +204,7 @@ impl Warden {
             next_id: 1,
             backlog: Vec::new(),
             dir,
+            log: None,
         }
     }
 
@@ -342,6 +370,20 @@ impl Warden {
             assert!(Instant::now() < deadline, "the gateway did not exit");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Closes stdin, waits for the gateway to exit, and returns all it wrote to
+    /// stderr (started with [`Warden::start_capturing_stderr`]).
+    pub fn stderr_after_exit(&mut self) -> String {
+        self.close_stdin();
+        assert!(self.wait_exit().success(), "the gateway failed");
+        let log = self
+            .log
+            .take()
+            .expect("a gateway started with Warden::start_capturing_stderr");
+        // Its upstream children's stderr is the gateway's to read: with the gateway
+        // gone, the pipe is at its end.
+        String::from_utf8_lossy(&log.join().expect("the stderr reader")).into_owned()
     }
 
     /// Closes stdin and waits for the gateway to exit.

@@ -6,11 +6,15 @@
 //! concurrently. At end of input (or SIGTERM) the gateway
 //! stops reading, lets calls in flight finish (each is bounded by its upstream's
 //! timeout), writes their answers, and ends the upstream children.
+//!
+//! A request whose id is still in use by a running request is refused unrun, as
+//! the HTTP front does: the client could not tell two answers with one id apart.
 
-use crate::gateway::{ClientSession, Gateway, Outgoing};
-use crate::jsonrpc::{self, Line};
+use crate::gateway::{CallKey, ClientSession, Gateway, Outgoing};
+use crate::jsonrpc::{self, Kind, Line};
 use serde_json::Value;
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
@@ -98,7 +102,8 @@ where
     let (tx, rx) = mpsc::channel::<Outgoing>(1024);
     let session = ClientSession::new(Some(caller), tx);
     gateway.add_session(&session);
-    let writer = tokio::spawn(write_messages(rx, output));
+    let running = Arc::new(Running::default());
+    let writer = tokio::spawn(write_messages(rx, output, running.clone()));
     // Every request arms a timeout. Arming one earlier than the runtime's next
     // wake-up costs a wake-up write and an extra poll; a one-second tick keeps the
     // next wake-up close, so call timeouts (a second or more) never trigger that.
@@ -149,8 +154,36 @@ where
                 continue;
             }
         };
-        if let Some(waiting) = gateway.handle(&session, msg).await {
-            tasks.spawn(waiting);
+        // From here until its answer is written, the request's id is taken.
+        let request = match jsonrpc::classify(&msg) {
+            Kind::Request { id, .. } => Some((id.clone(), jsonrpc::id_key(id))),
+            _ => None,
+        };
+        if let Some((id, key)) = &request {
+            if !running.take(key) {
+                let text = crate::texts::invalid_request(crate::texts::ID_IN_USE);
+                session_send(
+                    &session,
+                    jsonrpc::error(id.clone(), jsonrpc::INVALID_REQUEST, &text),
+                )
+                .await;
+                continue;
+            }
+        }
+        let waiting = gateway.handle(&session, msg).await;
+        match (waiting, request) {
+            (Some(waiting), Some((_, key))) => {
+                let session = session.clone();
+                tasks.spawn(async move {
+                    waiting.await;
+                    session.send(over(key)).await;
+                });
+            }
+            (Some(waiting), None) => {
+                tasks.spawn(waiting);
+            }
+            (None, Some((_, key))) => session.send(over(key)).await,
+            (None, None) => {}
         }
         while tasks.try_join_next().is_some() {}
     }
@@ -180,9 +213,55 @@ async fn session_send(session: &ClientSession, msg: Value) {
     session.send_raw(msg).await;
 }
 
-async fn write_messages<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Outgoing>, mut out: W) {
-    while let Some(Outgoing { msg, .. }) = rx.recv().await {
-        if out.write_all(&jsonrpc::to_line(&msg)).await.is_err() {
+/// The ids of the client's requests that are running: handed to the gateway, and
+/// not yet answered (or, answered by nobody, not yet over).
+#[derive(Default)]
+struct Running(Mutex<HashSet<CallKey>>);
+
+impl Running {
+    /// Takes a request's id; `false` when a running request holds it.
+    fn take(&self, key: &CallKey) -> bool {
+        self.ids().insert(key.clone())
+    }
+
+    fn release(&self, key: &CallKey) {
+        self.ids().remove(key);
+    }
+
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<CallKey>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The note that request `key` is over, for the writer. Sent on the session's own
+/// channel once the gateway is done with the request, so it comes after the
+/// request's answer, if there is one (a cancelled call has none): the id is free
+/// again only once its answer is written. Never written itself; no message the
+/// gateway sends is `null`.
+fn over(key: CallKey) -> Outgoing {
+    Outgoing {
+        call: Some(key),
+        ends_call: true,
+        msg: Value::Null,
+    }
+}
+
+async fn write_messages<W: AsyncWrite + Unpin>(
+    mut rx: mpsc::Receiver<Outgoing>,
+    mut out: W,
+    running: Arc<Running>,
+) {
+    while let Some(Outgoing {
+        call,
+        ends_call,
+        msg,
+    }) = rx.recv().await
+    {
+        if ends_call && msg.is_null() {
+            if let Some(key) = &call {
+                running.release(key);
+            }
+        } else if out.write_all(&jsonrpc::to_line(&msg)).await.is_err() {
             tracing::error!("writing to stdout failed; the client is gone");
             return;
         }

@@ -5,6 +5,7 @@
 
 use super::rev2026::{self, Binding, Envelope, StateKey};
 use super::session::{CallKey, ClientSession, Sessions};
+use crate::logged::logged;
 use crate::upstream::SUPPORTED_VERSIONS;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -33,7 +34,7 @@ pub async fn approve(
         None => session.client_can("elicitation"),
     };
     if !can {
-        tracing::info!(tool = %ctx.tool, "approval needed but the client cannot elicit; denied");
+        tracing::info!(tool = %logged(&ctx.tool), "approval needed but the client cannot elicit; denied");
         return Approval::Refused(answer::APPROVAL_UNAVAILABLE);
     }
     let args = serde_json::to_string(&ctx.arguments).unwrap_or_default();
@@ -86,7 +87,7 @@ pub async fn approve(
 }
 
 fn decided(ctx: &CallContext, approved: bool) -> Approval {
-    tracing::info!(tool = %ctx.tool, approved, "approval answered");
+    tracing::info!(tool = %logged(&ctx.tool), approved, "approval answered");
     if approved {
         Approval::Approved
     } else {

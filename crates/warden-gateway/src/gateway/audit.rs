@@ -7,6 +7,7 @@
 //! log and counted, never dropped silently.
 
 use crate::config::{AuditConfig, Config};
+use crate::logged::logged_whole;
 use serde_json::{Map, Value};
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -146,7 +147,7 @@ impl AuditTrail {
                 backlog.fetch_sub(1, Ordering::Relaxed);
                 lost.fetch_add(1, Ordering::Relaxed);
                 let line = serde_json::to_string(&record).unwrap_or_default();
-                tracing::error!(record = %line, "audit record lost: the store refused it {RECORD_RETRIES} times");
+                tracing::error!(record = %logged_whole(&line), "audit record lost: the store refused it {RECORD_RETRIES} times");
             });
         }
     }

@@ -16,6 +16,7 @@ use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls};
 use super::session::{CallKey, ClientSession, Sessions};
 use super::settle::{Body, CallRecord, Decision, End, Settle};
 use super::upstreams::Upstreams;
+use crate::logged::logged;
 use crate::texts;
 use crate::upstream::{CallError, Upstream};
 use serde_json::{Map, Value};
@@ -149,7 +150,7 @@ impl Calls {
         let forward = match verdict.outcome {
             warden_core::Outcome::Forward(f) => f,
             warden_core::Outcome::Answer { answer, refusal } => {
-                tracing::info!(caller = ?session.caller.as_ref().map(|c| &c.name), ?refusal, unknown = ?verdict.report.unknown_keys, answer = %answer.text(), "call answered by the gateway");
+                tracing::info!(caller = %logged(session.caller.as_ref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(verdict.report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
                 let tool = params
                     .get("name")
                     .and_then(Value::as_str)
@@ -166,7 +167,7 @@ impl Calls {
             }
         };
         if !verdict.report.unknown_keys.is_empty() {
-            tracing::info!(tool = %forward.tool.name, mode = ?verdict.report.unknown_mode, keys = ?verdict.report.unknown_keys, "undeclared argument keys");
+            tracing::info!(tool = %logged(&forward.tool.name), mode = ?verdict.report.unknown_mode, keys = %logged(verdict.report.unknown_keys.join(", ")), "undeclared argument keys");
         }
         let accepted = self.prepare(
             session,
@@ -373,7 +374,7 @@ impl Calls {
             BeforeOutcome::Deny(reason) => Some(refused(reason.as_str())),
             BeforeOutcome::Answer(result) => Some(End::Hook(result)),
             BeforeOutcome::Failed(e) => {
-                tracing::error!(tool = %ctx.tool, "a before hook failed; the tool is not run: {e}");
+                tracing::error!(tool = %logged(&ctx.tool), "a before hook failed; the tool is not run: {}", logged(&e));
                 Some(End::Failed {
                     decision: Decision::Denied,
                     why: format!("before hook failed: {e}"),
@@ -397,7 +398,7 @@ impl Calls {
                 Ok(Claim::Mismatch) => Some(refused(&answer::idempotency_mismatch(&key.1))),
                 Err(e) => {
                     // A call that needs the ledger fails closed when the store is unavailable.
-                    tracing::error!(tool = %ctx.tool, "the ledger is unavailable; the call is refused: {e}");
+                    tracing::error!(tool = %logged(&ctx.tool), "the ledger is unavailable; the call is refused: {}", logged(&e));
                     Some(End::Failed {
                         decision: Decision::Allowed,
                         why: e.to_string(),
@@ -442,13 +443,19 @@ impl Calls {
             }
             _ => relay::wait(session, &mut r.pending).await,
         };
-        match result {
-            Ok(response) => {
-                tracing::debug!(tool = %r.record.tool, ms = r.record.started.elapsed().as_millis() as u64, "relayed");
-                let policy = self.upstreams.error_data;
-                let (body, whole) =
-                    relay::upstream_body(response, policy, &r.pending.upstream, "tools/call");
-                let end = End::Upstream { body, error: whole };
+        let policy = self.upstreams.error_data;
+        let upstream = r.pending.upstream.as_str();
+        let end = result.and_then(|response| {
+            upstream_end(relay::upstream_body(
+                response,
+                policy,
+                upstream,
+                "tools/call",
+            ))
+        });
+        match end {
+            Ok(end) => {
+                tracing::debug!(tool = %logged(&r.record.tool), ms = r.record.started.elapsed().as_millis() as u64, "relayed");
                 self.settle.settle(&r.record, end).await
             }
             Err(e) => self.failed(&r.record, &r.pending.upstream, e).await,
@@ -464,7 +471,7 @@ impl Calls {
                 .await;
         }
         let ms = record.started.elapsed().as_millis() as u64;
-        tracing::error!(%upstream, method = "tools/call", tool = %answer::shown(&record.tool), ms, "request failed: {e}");
+        tracing::error!(%upstream, method = "tools/call", tool = %logged(&record.tool), ms, "request failed: {e}");
         let end = End::Failed {
             decision: Decision::Allowed,
             why: e.to_string(),
@@ -548,6 +555,23 @@ impl Calls {
     }
 }
 
+/// The end of a call its upstream answered. A result or a JSON-RPC error passes
+/// through unchanged (E3), but a result that is not an object is no
+/// `CallToolResult`: relayed, it would hand the caller `null` or a bare string as
+/// a tool's answer. The upstream failed, so the call fails like any other upstream
+/// failure (E2): the generic answer, `failed` in the audit trail and the ledger.
+fn upstream_end((body, error): (Body, Option<String>)) -> Result<End, CallError> {
+    let kind = match &body {
+        Ok(Value::Object(_)) | Err(_) => return Ok(End::Upstream { body, error }),
+        Ok(Value::Null) => "null",
+        Ok(Value::Bool(_)) => "a boolean",
+        Ok(Value::Number(_)) => "a number",
+        Ok(Value::String(_)) => "a string",
+        Ok(Value::Array(_)) => "an array",
+    };
+    Err(CallError::NotAnObject(kind))
+}
+
 /// What a 2026-07-28 call's sealed state is bound to: the caller, the tool as the
 /// caller named it, and the arguments as the caller sent them.
 fn binding_of(caller: Option<&Caller>, tool: &str, arguments: Option<&Value>) -> Binding {
@@ -561,6 +585,35 @@ fn binding_of(caller: Option<&Caller>, tool: &str, arguments: Option<&Value>) ->
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_result_that_is_no_object_is_an_upstream_failure() {
+        let ok = json!({"content": [], "isError": true});
+        assert!(
+            matches!(upstream_end((Ok(ok.clone()), None)), Ok(End::Upstream { body: Ok(r), .. }) if r == ok)
+        );
+        let error = json!({"code": -32000, "message": "m"});
+        assert!(matches!(
+            upstream_end((Err(error.clone()), None)),
+            Ok(End::Upstream { body: Err(e), .. }) if e == error
+        ));
+        for (result, kind) in [
+            (json!(null), "null"),
+            (json!("a string"), "a string"),
+            (json!([1]), "an array"),
+            (json!(1), "a number"),
+            (json!(true), "a boolean"),
+        ] {
+            match upstream_end((Ok(result), None)) {
+                Err(e) => assert_eq!(e, CallError::NotAnObject(kind)),
+                Ok(_) => panic!("{kind} passed as a result"),
+            }
+        }
+        assert_eq!(
+            CallError::NotAnObject("null").to_string(),
+            "the upstream's result is null, not a JSON object"
+        );
+    }
 
     #[test]
     fn a_binding_ignores_nothing_the_caller_sent() {

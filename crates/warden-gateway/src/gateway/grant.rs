@@ -6,10 +6,11 @@
 //! while a call fails closed: the pipeline answers it as unverifiable (G4).
 
 use super::webhooks;
+use crate::logged::logged;
 use crate::net::target::HttpTarget;
 use std::collections::HashMap;
 use std::sync::Arc;
-use warden_core::{answer, Caller, Catalogue, Grant, GrantDecision, Pipeline, Rules, ToolEntry};
+use warden_core::{Caller, Catalogue, Grant, GrantDecision, Pipeline, Rules, ToolEntry};
 
 /// The grant decision's sources.
 pub struct GrantSource {
@@ -67,7 +68,7 @@ impl GrantSource {
             }
             Err(e) => {
                 // G4: a listing degrades to the configured rules.
-                tracing::warn!(url = %hook.url(), "grant webhook failed; listing by the rules: {e}");
+                tracing::warn!(url = %hook.url(), "grant webhook failed; listing by the rules: {}", logged(&e));
                 pipeline.list(catalogue, Some(caller))
             }
         }
@@ -89,7 +90,7 @@ impl GrantSource {
                     base: &self.rules,
                 }),
                 Err(e) => {
-                    tracing::error!(url = %hook.url(), tool = %answer::shown(name), "grant webhook failed; the call is refused: {e}");
+                    tracing::error!(url = %hook.url(), tool = %logged(name), "grant webhook failed; the call is refused: {}", logged(&e));
                     Box::new(CannotDecide)
                 }
             },

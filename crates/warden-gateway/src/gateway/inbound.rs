@@ -11,6 +11,7 @@ use super::rev2026;
 use super::session::{lock, Sessions};
 use super::upstreams::Upstreams;
 use crate::jsonrpc;
+use crate::logged::logged;
 use crate::metrics::Metrics;
 use crate::texts;
 use crate::upstream::{BoxedSend, Conn, Exit, Inbound};
@@ -88,7 +89,7 @@ impl FromUpstreams {
             let text = if self.sessions.live().is_empty() {
                 texts::NO_CLIENT
             } else {
-                tracing::warn!(upstream = %self.upstreams.list[index].name, %method, "an upstream request could not be tied to one client; refused");
+                tracing::warn!(upstream = %self.upstreams.list[index].name, method = %logged(method), "an upstream request could not be tied to one client; refused");
                 texts::UNTIED_REQUEST
             };
             return refuse_upstream(&conn, their_id, text).await;
@@ -114,7 +115,7 @@ impl FromUpstreams {
             if !session.client_can(capability) {
                 // The client never said it can answer this: the upstream hears so at
                 // once instead of waiting out its timeout.
-                tracing::info!(upstream = %self.upstreams.list[index].name, %method, "an upstream request needs a capability the client did not declare; refused");
+                tracing::info!(upstream = %self.upstreams.list[index].name, method = %logged(method), "an upstream request needs a capability the client did not declare; refused");
                 return refuse_upstream(&conn, their_id, texts::CLIENT_LACKS_CAPABILITY).await;
             }
         }

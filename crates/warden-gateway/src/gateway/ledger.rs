@@ -4,6 +4,7 @@
 //! The store decides atomically, so one key runs once across replicas.
 
 use crate::config::{parse_duration, IdempotencyConfig};
+use crate::logged::logged;
 use serde_json::Value;
 use std::time::Duration;
 use warden_core::Meta;
@@ -57,7 +58,7 @@ impl Ledger {
     pub async fn settle(&self, key: &LedgerKey, finish: Finish) {
         if let Some(store) = &self.store {
             if let Err(e) = store.finish(&key.0, &key.1, finish).await {
-                tracing::error!(scope = %key.0, key = %key.1, "the ledger could not record a call's end: {e}");
+                tracing::error!(scope = %logged(&key.0), key = %logged(&key.1), "the ledger could not record a call's end: {}", logged(&e));
             }
         }
     }

@@ -34,6 +34,7 @@ pub use settle::{Body, Decision, Outcome};
 
 use crate::config::Config;
 use crate::jsonrpc::{self, Kind};
+use crate::logged::logged;
 use crate::metrics::Metrics;
 use crate::texts;
 use crate::upstream::Inbound;
@@ -239,7 +240,7 @@ impl Gateway {
                         conn.send(msg).await;
                     }
                     None => {
-                        tracing::debug!(id = %key, "a client response to no pending request was ignored")
+                        tracing::debug!(id = %logged(&key), "a client response to no pending request was ignored")
                     }
                 }
                 None

@@ -6,6 +6,7 @@ use super::session::{CallKey, ClientSession};
 use super::settle::Body;
 use crate::config::ErrorData;
 use crate::jsonrpc;
+use crate::logged::logged;
 use crate::texts;
 use crate::upstream::{CallError, Conn, PendingReply, Upstream};
 use serde_json::{json, Map, Value};
@@ -85,7 +86,7 @@ pub async fn await_forward(
     let started = Instant::now();
     match wait(session, &mut p).await {
         Ok(response) => {
-            tracing::debug!(method = %p.method, "relayed");
+            tracing::debug!(method = %logged(&p.method), "relayed");
             Some(upstream_body(response, policy, &p.upstream, &p.method).0)
         }
         Err(e) => forward_failed(&p.upstream, &p.method, started, e),
@@ -99,7 +100,7 @@ fn forward_failed(upstream: &str, method: &str, started: Instant, e: CallError) 
         return None;
     }
     let ms = started.elapsed().as_millis() as u64;
-    tracing::error!(%upstream, %method, ms, "request failed: {e}");
+    tracing::error!(%upstream, method = %logged(method), ms, "request failed: {e}");
     Some(Err(
         json!({"code": jsonrpc::INTERNAL_ERROR, "message": texts::UPSTREAM_NO_ANSWER}),
     ))
@@ -138,7 +139,7 @@ pub fn upstream_body(
         Err(error) => {
             // JSON escapes control characters: the whole error is safe in a log line.
             let whole = serde_json::to_string(&error).unwrap_or_default();
-            tracing::info!(%upstream, %method, error = %whole, "the upstream answered with an error");
+            tracing::info!(upstream = %logged(upstream), method = %logged(method), error = %whole, "the upstream answered with an error");
             (Err(client_error(&error, policy)), Some(whole))
         }
     }

@@ -8,6 +8,7 @@
 //! call a message is about.
 
 use crate::jsonrpc;
+use crate::logged::logged;
 use crate::upstream::Conn;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -89,10 +90,12 @@ impl ClientSession {
             caller,
             label,
             warn: warden_core::Session::new(Arc::new(|w: &UnknownKeyWarning| {
+                // The keys are the caller's, the tool and its declared keys the
+                // upstream's: none of them is written raw.
                 tracing::warn!(
-                    tool = %w.tool,
-                    unknown = %w.unknown_keys.join(", "),
-                    declared = %w.declared_keys.join(", "),
+                    tool = %logged(&w.tool),
+                    unknown = %logged(w.unknown_keys.join(", ")),
+                    declared = %logged(w.declared_keys.join(", ")),
                     "a call carried argument(s) the tool does not declare; forwarded unchanged (warn mode)"
                 );
             })),

@@ -11,6 +11,7 @@
 use super::audit::AuditTrail;
 use super::ledger::{Ledger, LedgerKey};
 use super::session::Sessions;
+use crate::logged::logged;
 use crate::metrics::Metrics;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -286,7 +287,7 @@ impl Settle {
         };
         tokio::spawn(async move {
             for e in hooks::run_after(&hooks, &ctx, &end).await {
-                tracing::warn!(tool = %ctx.tool, "an after hook failed (ignored): {e}");
+                tracing::warn!(tool = %logged(&ctx.tool), "an after hook failed (ignored): {}", logged(&e));
             }
         });
     }

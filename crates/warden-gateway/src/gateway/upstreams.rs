@@ -10,6 +10,7 @@ use super::session::lock;
 use super::settle::Body;
 use crate::config::{Config, ErrorData};
 use crate::jsonrpc;
+use crate::logged::logged;
 use crate::texts;
 use crate::upstream::{Inbound, Upstream, SUPPORTED_VERSIONS};
 use serde_json::{json, Map, Value};
@@ -130,7 +131,7 @@ impl Upstreams {
             }
             Err(e) => {
                 // The cached listing stays: it is replaced only by a successful one.
-                tracing::error!(upstream = %name, "upstream could not be started or listed: {e}");
+                tracing::error!(upstream = %name, "upstream could not be started or listed: {}", logged(&e));
                 false
             }
         }
@@ -150,7 +151,8 @@ impl Upstreams {
         }
         let (catalogue, problems) = builder.build();
         for p in problems {
-            tracing::warn!(upstream = %p.upstream, tool = %p.tool, dropped = p.dropped, "{}", p.problem);
+            // Tool names and what is wrong with them come from the upstream's listing.
+            tracing::warn!(upstream = %p.upstream, tool = %logged(&p.tool), dropped = p.dropped, "{}", logged(&p.problem));
         }
         *self.catalogue.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalogue);
     }
@@ -207,7 +209,7 @@ impl Upstreams {
                     return true;
                 }
                 Err(e) => {
-                    tracing::error!(upstream = %up.name, "restart failed: {e}; next try in {:?}", delay * 2);
+                    tracing::error!(upstream = %up.name, "restart failed: {}; next try in {:?}", logged(&e), delay * 2);
                     delay = (delay * 2).min(Duration::from_secs(10));
                 }
             }

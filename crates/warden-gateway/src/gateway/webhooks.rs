@@ -4,6 +4,7 @@
 //! listing to the rules; a before hook that fails fails the call.
 
 use crate::config::{Config, Phase};
+use crate::logged::logged;
 use crate::net::target::HttpTarget;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -143,7 +144,7 @@ impl AfterWebhook {
         tokio::spawn(async move {
             while let Some(event) = rx.recv().await {
                 if let Err(e) = hook.post(&event).await {
-                    tracing::warn!(url = %hook.url(), "after webhook failed (ignored): {e}");
+                    tracing::warn!(url = %hook.url(), "after webhook failed (ignored): {}", logged(&e));
                 }
             }
         });

@@ -7,6 +7,7 @@
 
 use super::{deliver, Conn, Inbound, Upstream};
 use crate::jsonrpc::{self, Line};
+use crate::logged::logged;
 use std::process::Stdio;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -59,7 +60,8 @@ pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn
         let mut lines = BufReader::new(stderr);
         while let Ok(Some(line)) = jsonrpc::read_line(&mut lines, max).await {
             if let Line::Message(l) = line {
-                tracing::info!(upstream = %name, "stderr: {}", String::from_utf8_lossy(&l));
+                // An upstream may echo what callers sent it.
+                tracing::info!(upstream = %name, "stderr: {}", logged(String::from_utf8_lossy(&l)));
             }
         }
     });

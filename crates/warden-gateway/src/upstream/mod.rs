@@ -11,6 +11,7 @@
 
 use crate::config::UpstreamConfig;
 use crate::jsonrpc::{self, Kind};
+use crate::logged::logged;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -43,6 +44,10 @@ pub enum CallError {
     Cancelled,
     #[error("the upstream's answer held no response to the request")]
     NoResponse,
+    /// A response whose result is not the object the method's result must be
+    /// (what it is instead: "null", "a string" …).
+    #[error("the upstream's result is {0}, not a JSON object")]
+    NotAnObject(&'static str),
 }
 
 enum Reply {
@@ -279,7 +284,7 @@ impl Conn {
                 let _ = w.send(Reply::Response(msg));
             }
             None => {
-                tracing::debug!(upstream = %self.name, %id, "response to an unknown or finished request ignored")
+                tracing::debug!(upstream = %self.name, id = %logged(&id), "response to an unknown or finished request ignored")
             }
         }
     }
@@ -434,7 +439,7 @@ impl Upstream {
                 instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
             };
             if !SUPPORTED_VERSIONS.contains(&info.protocol_version.as_str()) {
-                tracing::warn!(upstream = %self.name, version = %info.protocol_version, "upstream answered with a protocol version this gateway does not know; going on");
+                tracing::warn!(upstream = %self.name, version = %logged(&info.protocol_version), "upstream answered with a protocol version this gateway does not know; going on");
             }
             conn.send(jsonrpc::notification("notifications/initialized", None)).await;
             *self.info.write().unwrap_or_else(|e| e.into_inner()) = Some(info);

@@ -454,7 +454,7 @@ impl Front {
         let (stream, mut rx) = match session.open_stream(&id) {
             Ok(opened) => opened,
             Err(why) => {
-                let text = answer::invalid_request(answer::HTTP_ID_IN_USE);
+                let text = answer::invalid_request(answer::ID_IN_USE);
                 debug_assert_eq!(why, StreamRefused::IdInUse);
                 return message_reply(
                     StatusCode::BAD_REQUEST,

@@ -9,6 +9,7 @@
 
 use crate::gateway::{ClientSession, Gateway, Outgoing};
 use crate::jsonrpc;
+use crate::logged::logged;
 use bytes::Bytes;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
@@ -403,7 +404,8 @@ impl SessionTable {
         tokio::spawn(sort(Arc::downgrade(&session), rx));
         if addressable {
             self.keep(Some(session.clone()), &session.id);
-            tracing::info!(session = %session.id, caller = %session.caller, "HTTP session opened");
+            // A token's claims name the caller: written escaped like any caller's string.
+            tracing::info!(session = %session.id, caller = %logged(&session.caller), "HTTP session opened");
         }
         session
     }
