@@ -435,7 +435,9 @@ fn the_gateway_answers_every_request_once_whatever_it_is_sent() {
                         bytes = serde_json::to_vec(&v).unwrap();
                     }
                     // A cancellation may rightly leave one of ours unanswered.
-                    Kind::Notification { method } if method == "notifications/cancelled" => {
+                    Kind::Notification {
+                        method: "notifications/cancelled",
+                    } => {
                         v["method"] = json!("notifications/fuzzed");
                         bytes = serde_json::to_vec(&v).unwrap();
                     }

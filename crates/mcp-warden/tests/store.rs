@@ -477,3 +477,158 @@ fn a_store_lost_mid_run_fails_keyed_calls_closed_and_keeps_serving_the_rest() {
     // Calls without a key still run; their audit records are retried, then logged.
     assert_eq!(w.call_text("fx.echo", json!({"n": 3})), r#"{"n":3}"#);
 }
+
+/// The processes whose parent is `pid` that have not exited (zombies count as exited).
+fn live_children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid …: comm may hold spaces, so read after its ')'.
+        let mut fields = stat[stat.rfind(')').unwrap_or(0) + 1..].split_whitespace();
+        let (state, ppid) = (fields.next(), fields.next());
+        if ppid == Some(pid.to_string().as_str()) && state != Some("Z") {
+            out.push(child);
+        }
+    }
+    out
+}
+
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat[stat.rfind(')').unwrap_or(0) + 1..]
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => true,
+    }
+}
+
+/// Finding 6: a gateway killed mid-call left its idempotency key "running" until
+/// the retention ended. Two gateways share a store; A is killed (-9) in the middle
+/// of a keyed call. B refuses the key while A's lease holds, and runs the call once
+/// the lease ran out (upstream timeout 2 s: a 4 s lease); the trail records A's
+/// attempt as abandoned. The upstream ran twice, the second attempt only after the
+/// first had ended.
+fn a_killed_gateways_key_is_taken_over_once_its_lease_ran_out(
+    config: &str,
+    count: &std::path::Path,
+) {
+    const RUNNING: &str = "This call is already running. Retry once it finished.";
+    let mut a = Warden::start("lease-a", config);
+    let mut b = Warden::start("lease-b", config);
+    let upstream_a = live_children(a.pid());
+    assert_eq!(upstream_a.len(), 1, "gateway A runs one upstream child");
+    let call = json!({"name": "fx.slow", "arguments": {"ms": 1500}, "_meta": {"warden/idempotencyKey": "crash"}});
+    let sent = std::time::Instant::now();
+    a.send_request("tools/call", call.clone());
+    while executions(count).is_empty() {
+        assert!(
+            sent.elapsed() < PATIENCE,
+            "the call never reached A's upstream"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-9", &a.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    a.wait_exit();
+
+    let text = |w: &mut Warden| {
+        w.request("tools/call", call.clone())["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(text(&mut b), RUNNING, "A's lease still holds");
+    // Without its gateway, A's upstream reads the end of its input and exits: the
+    // first attempt is over before the lease, and with it the key, runs out.
+    while !gone(upstream_a[0]) {
+        assert!(
+            sent.elapsed() < Duration::from_secs(4),
+            "A's upstream outlived A's lease"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let answer = loop {
+        let t = text(&mut b);
+        if t != RUNNING {
+            break t;
+        }
+        assert!(
+            sent.elapsed() < PATIENCE,
+            "the key stayed running after A's lease ran out"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(answer, "slept 1500 ms");
+    assert!(
+        sent.elapsed() >= Duration::from_secs(4),
+        "taken over only once the lease (timeout + margin) ran out"
+    );
+    assert_eq!(text(&mut b), "slept 1500 ms", "now completed, it replays");
+    assert_eq!(executions(count), ["slow", "slow"], "once per attempt");
+
+    let out = audit_json(
+        b.dir.join("warden.toml").to_str().unwrap(),
+        &["--tool", "fx.slow", "--limit", "0"],
+    );
+    let records: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ends: Vec<(&str, &str, bool)> = records
+        .iter()
+        .filter(|r| r["outcome"] != "refused")
+        .map(|r| {
+            assert_eq!(r["idempotency_key"], "crash");
+            assert_eq!(r["caller"], "local");
+            (
+                r["decision"].as_str().unwrap(),
+                r["outcome"].as_str().unwrap(),
+                r["replayed"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ends,
+        [
+            ("allowed", "abandoned", false),
+            ("allowed", "ok", false),
+            ("allowed", "ok", true)
+        ],
+        "A's attempt is recorded as abandoned before B's run: {out}"
+    );
+    assert!(records
+        .iter()
+        .filter(|r| r["outcome"] == "refused")
+        .all(|r| r["decision"] == "denied"));
+}
+
+#[test]
+fn a_killed_gateways_key_is_retryable_once_its_lease_ran_out() {
+    let dir = scratch("lease-sqlite");
+    let count = dir.join("count.txt");
+    let config = stored(&dir, &counted_fixture(&count, "timeout_ms = 2000"));
+    a_killed_gateways_key_is_taken_over_once_its_lease_ran_out(&config, &count);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_killed_gateways_key_is_retryable_once_its_lease_ran_out_on_postgres() {
+    let db = PgDb::create("lease");
+    let dir = scratch("pg-lease");
+    let count = dir.join("count.txt");
+    let config = format!(
+        "[store]\nurl = \"{}\"\n{}",
+        db.url(),
+        counted_fixture(&count, "timeout_ms = 2000")
+    );
+    a_killed_gateways_key_is_taken_over_once_its_lease_ran_out(&config, &count);
+    let _ = std::fs::remove_dir_all(dir);
+}

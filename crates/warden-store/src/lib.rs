@@ -5,12 +5,23 @@
 //! first use; operations run on Tokio's blocking pool) or in PostgreSQL when
 //! several gateway replicas share state ([`Postgres`]).
 //!
+//! A running claim belongs to the store that took it (each [`Store`] has a random
+//! owner id: one per gateway process) and holds a lease, renewed while the call
+//! runs. A claim whose lease ran out is taken over by the next claimant, so a
+//! gateway that died mid-call does not block its key until the retention ends.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), warden_store::StoreError> {
+//! use std::time::Duration;
 //! use warden_store::{Claim, Finish, Store};
 //! let store = Store::open("warden.db".as_ref())?;
-//! match store.claim("alice", "key-1", "fingerprint", std::time::Duration::from_secs(86400)).await? {
-//!     Claim::Run => store.finish("alice", "key-1", Finish::Completed(serde_json::json!({"content": []}))).await?,
+//! let (retention, lease) = (Duration::from_secs(86400), Duration::from_secs(90));
+//! match store.claim_leased("alice", "key-1", "fingerprint", retention, lease).await? {
+//!     Claim::Run | Claim::TakenOver => {
+//!         // … run the call, renewing the lease every lease / 3 …
+//!         store.renew("alice", "key-1", lease).await?;
+//!         store.finish("alice", "key-1", Finish::Completed(serde_json::json!({"content": []}))).await?;
+//!     }
 //!     Claim::Replay(result) => println!("stored: {result}"),
 //!     Claim::Running | Claim::Mismatch => {}
 //! }
@@ -50,6 +61,10 @@ impl From<rusqlite::Error> for StoreError {
 pub enum Claim {
     /// The key is now ours: run the call, then [`Store::finish`] it.
     Run,
+    /// The key is now ours, taken over from a claim whose lease ran out (its
+    /// owner died or lost the store mid-call): that first attempt is abandoned.
+    /// Run the call, then [`Store::finish`] it.
+    TakenOver,
     /// The call completed before: here is its result; do not run it again.
     Replay(Value),
     /// The same key is running right now.
@@ -83,7 +98,7 @@ pub struct AuditRecord {
     pub unknown_mode: Option<String>,
     /// allowed | denied | answered_by_hook | unknown_tool | grant_failure | invalid_arguments | replayed
     pub decision: String,
-    /// ok | tool_error | upstream_error | failed | cancelled | refused
+    /// ok | tool_error | upstream_error | failed | cancelled | refused | abandoned
     pub outcome: String,
     pub duration_ms: f64,
     pub idempotency_key: Option<String>,
@@ -106,7 +121,8 @@ pub struct AuditFilter {
 }
 
 /// Schema migrations, applied in order on open; the index + 1 is the version.
-const MIGRATIONS: &[&str] = &["CREATE TABLE ledger (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE ledger (
         scope TEXT NOT NULL,
         key TEXT NOT NULL,
         fingerprint TEXT NOT NULL,
@@ -123,7 +139,13 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE ledger (
         outcome TEXT NOT NULL,
         record TEXT NOT NULL
     );
-    CREATE INDEX audit_time ON audit (time_ms);"];
+    CREATE INDEX audit_time ON audit (time_ms);",
+    // 2: a running claim's owner and lease (ms since the epoch). Rows written before
+    // have neither: a running one is never taken over and is forgotten with its
+    // retention, as before.
+    "ALTER TABLE ledger ADD COLUMN owner TEXT;
+    ALTER TABLE ledger ADD COLUMN lease_until_ms INTEGER;",
+];
 
 /// The store behind the ledger and the audit trail.
 #[derive(Clone)]
@@ -148,7 +170,16 @@ impl Store {
         Ok(Store::Postgres(Postgres::connect(url).await?))
     }
 
-    /// See [`Sqlite::claim`].
+    /// The id the claims of this store (and its clones) are held under.
+    pub fn owner(&self) -> &str {
+        match self {
+            Store::Sqlite(s) => &s.owner,
+            Store::Postgres(p) => p.owner(),
+        }
+    }
+
+    /// [`Store::claim_leased`] with a lease as long as the retention: a claim that
+    /// is never renewed holds its key until the entry expires.
     pub async fn claim(
         &self,
         scope: &str,
@@ -156,13 +187,41 @@ impl Store {
         fingerprint: &str,
         retention: Duration,
     ) -> Result<Claim, StoreError> {
+        self.claim_leased(scope, key, fingerprint, retention, retention)
+            .await
+    }
+
+    /// See [`Sqlite::claim_leased`].
+    pub async fn claim_leased(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint: &str,
+        retention: Duration,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
         match self {
-            Store::Sqlite(s) => s.claim(scope, key, fingerprint, retention).await,
-            Store::Postgres(p) => p.claim(scope, key, fingerprint, retention).await,
+            Store::Sqlite(s) => {
+                s.claim_leased(scope, key, fingerprint, retention, lease)
+                    .await
+            }
+            Store::Postgres(p) => {
+                p.claim_leased(scope, key, fingerprint, retention, lease)
+                    .await
+            }
         }
     }
 
-    pub async fn finish(&self, scope: &str, key: &str, finish: Finish) -> Result<(), StoreError> {
+    /// See [`Sqlite::renew`].
+    pub async fn renew(&self, scope: &str, key: &str, lease: Duration) -> Result<bool, StoreError> {
+        match self {
+            Store::Sqlite(s) => s.renew(scope, key, lease).await,
+            Store::Postgres(p) => p.renew(scope, key, lease).await,
+        }
+    }
+
+    /// See [`Sqlite::finish`].
+    pub async fn finish(&self, scope: &str, key: &str, finish: Finish) -> Result<bool, StoreError> {
         match self {
             Store::Sqlite(s) => s.finish(scope, key, finish).await,
             Store::Postgres(p) => p.finish(scope, key, finish).await,
@@ -188,6 +247,7 @@ impl Store {
 #[derive(Clone)]
 pub struct Sqlite {
     conn: Arc<Mutex<Connection>>,
+    owner: Arc<str>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -195,6 +255,24 @@ pub(crate) fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+pub(crate) fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A new owner id: 128 random bits, hex. Two gateways must never share one, or
+/// either could finish or renew the other's claims; hence the OS's random source.
+pub(crate) fn new_owner() -> Result<Arc<str>, StoreError> {
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).map_err(|e| {
+        StoreError::Unavailable(format!("no owner id: the OS random source failed: {e}"))
+    })?;
+    Ok(id
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()
+        .into())
 }
 
 impl Sqlite {
@@ -237,6 +315,7 @@ impl Sqlite {
         }
         Ok(Sqlite {
             conn: Arc::new(Mutex::new(conn)),
+            owner: new_owner()?,
         })
     }
 
@@ -253,9 +332,7 @@ impl Sqlite {
         .map_err(|e| StoreError::Unavailable(format!("store task failed: {e}")))?
     }
 
-    /// I1: claims `key` for a call (`fingerprint` identifies tool and arguments).
-    /// Exactly one concurrent claimant gets [`Claim::Run`]. Entries older than
-    /// `retention` are gone (I2); a failed entry may be claimed again.
+    /// See [`Store::claim`].
     pub async fn claim(
         &self,
         scope: &str,
@@ -263,18 +340,41 @@ impl Sqlite {
         fingerprint: &str,
         retention: Duration,
     ) -> Result<Claim, StoreError> {
+        self.claim_leased(scope, key, fingerprint, retention, retention)
+            .await
+    }
+
+    /// I1: claims `key` for a call (`fingerprint` identifies tool and arguments)
+    /// in this store's name, for `lease`. Exactly one concurrent claimant gets
+    /// [`Claim::Run`] (or [`Claim::TakenOver`]). Entries older than `retention`
+    /// are gone (I2), unless still running under a live lease; a failed entry may
+    /// be claimed again, and so may a running one whose lease ran out.
+    pub async fn claim_leased(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint: &str,
+        retention: Duration,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
         let (scope, key, fingerprint) = (scope.to_owned(), key.to_owned(), fingerprint.to_owned());
+        let owner = self.owner.clone();
         self.with(move |conn| {
             let now = now_ms();
+            let until = now.saturating_add(millis(lease));
+            // IMMEDIATE: the write lock is taken up front, so claimants in other
+            // processes on the same file run this transaction one at a time.
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             tx.execute(
-                "DELETE FROM ledger WHERE scope = ?1 AND key = ?2 AND created_ms < ?3",
-                params![scope, key, now - retention.as_millis() as i64],
+                "DELETE FROM ledger WHERE scope = ?1 AND key = ?2 AND created_ms < ?3
+                   AND NOT (state = 'running' AND COALESCE(lease_until_ms, 0) >= ?4)",
+                params![scope, key, now.saturating_sub(millis(retention)), now],
             )?;
             let inserted = tx.execute(
-                "INSERT INTO ledger (scope, key, fingerprint, state, created_ms) VALUES (?1, ?2, ?3, 'running', ?4)
+                "INSERT INTO ledger (scope, key, fingerprint, state, created_ms, owner, lease_until_ms)
+                 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6)
                  ON CONFLICT (scope, key) DO NOTHING",
-                params![scope, key, fingerprint, now],
+                params![scope, key, fingerprint, now, &*owner, until],
             )?;
             let claim = if inserted == 1 {
                 Claim::Run
@@ -286,14 +386,28 @@ impl Sqlite {
                 )?;
                 match state.as_str() {
                     _ if fp != fingerprint => Claim::Mismatch,
-                    "running" => Claim::Running,
+                    "running" => {
+                        // Only a lease that ran out is taken; a row without one
+                        // (written before leases) waits for its retention.
+                        let taken = tx.execute(
+                            "UPDATE ledger SET owner = ?3, lease_until_ms = ?4, created_ms = ?5
+                             WHERE scope = ?1 AND key = ?2 AND state = 'running' AND lease_until_ms < ?5",
+                            params![scope, key, &*owner, until, now],
+                        )?;
+                        if taken == 1 {
+                            Claim::TakenOver
+                        } else {
+                            Claim::Running
+                        }
+                    }
                     "completed" => Claim::Replay(
                         result.and_then(|r| serde_json::from_str(&r).ok()).unwrap_or(Value::Null),
                     ),
                     _ => {
                         tx.execute(
-                            "UPDATE ledger SET state = 'running', result = NULL, created_ms = ?3 WHERE scope = ?1 AND key = ?2",
-                            params![scope, key, now],
+                            "UPDATE ledger SET state = 'running', result = NULL, created_ms = ?3, owner = ?4, lease_until_ms = ?5
+                             WHERE scope = ?1 AND key = ?2",
+                            params![scope, key, now, &*owner, until],
                         )?;
                         Claim::Run
                     }
@@ -305,19 +419,40 @@ impl Sqlite {
         .await
     }
 
-    /// Records how a claimed call ended.
-    pub async fn finish(&self, scope: &str, key: &str, finish: Finish) -> Result<(), StoreError> {
-        let (scope, key) = (scope.to_owned(), key.to_owned());
+    /// Extends the lease of a claim this store holds to `lease` from now. `false`:
+    /// the claim is no longer ours (finished, or taken over after its lease ran out).
+    pub async fn renew(&self, scope: &str, key: &str, lease: Duration) -> Result<bool, StoreError> {
+        let (scope, key, owner) = (scope.to_owned(), key.to_owned(), self.owner.clone());
+        self.with(move |conn| {
+            let until = now_ms().saturating_add(millis(lease));
+            let renewed = conn.execute(
+                "UPDATE ledger SET lease_until_ms = ?4
+                 WHERE scope = ?1 AND key = ?2 AND state = 'running' AND owner = ?3",
+                params![scope, key, &*owner, until],
+            )?;
+            Ok(renewed == 1)
+        })
+        .await
+    }
+
+    /// Records how a claimed call ended, if the claim is still this store's.
+    /// `false`: it is not (its lease ran out and another claimant took the key
+    /// over), and the row, now the new attempt's, is left alone.
+    pub async fn finish(&self, scope: &str, key: &str, finish: Finish) -> Result<bool, StoreError> {
+        let (scope, key, owner) = (scope.to_owned(), key.to_owned(), self.owner.clone());
         self.with(move |conn| {
             let (state, result) = match finish {
                 Finish::Completed(v) => ("completed", Some(v.to_string())),
                 Finish::Failed(_) => ("failed", None),
             };
-            conn.execute(
-                "UPDATE ledger SET state = ?3, result = ?4 WHERE scope = ?1 AND key = ?2",
-                params![scope, key, state, result],
+            // The lease goes with the run: a finished row is never taken over, and
+            // a previous version re-claiming a failed row leaves no stale lease behind.
+            let finished = conn.execute(
+                "UPDATE ledger SET state = ?3, result = ?4, lease_until_ms = NULL
+                 WHERE scope = ?1 AND key = ?2 AND state = 'running' AND owner = ?5",
+                params![scope, key, state, result, &*owner],
             )?;
-            Ok(())
+            Ok(finished == 1)
         })
         .await
     }
@@ -400,10 +535,132 @@ pub(crate) async fn concurrent_runs(a: &Store, b: &Store) -> usize {
     runs
 }
 
+/// For the stores' tests: leases across two stores on the same data (as two
+/// gateway processes): a live lease holds the key, one that ran out is taken over,
+/// the first owner can then neither renew nor finish over the new attempt, and
+/// renewal keeps a claim alive past its first lease.
+#[cfg(test)]
+pub(crate) async fn lease_semantics(a: &Store, b: &Store) {
+    use serde_json::json;
+    const DAY: Duration = Duration::from_secs(86_400);
+    const SHORT: Duration = Duration::from_millis(200);
+    let run_out = || tokio::time::sleep(Duration::from_millis(400));
+    assert_ne!(a.owner(), b.owner(), "each store is an owner of its own");
+    assert_eq!(a.owner().len(), 32, "128 bits, hex");
+
+    let claim = |s: &Store, key: &'static str, fp: &'static str, lease: Duration| {
+        let s = s.clone();
+        async move { s.claim_leased("c", key, fp, DAY, lease).await.unwrap() }
+    };
+    assert_eq!(claim(a, "k", "f", SHORT).await, Claim::Run);
+    assert_eq!(
+        claim(b, "k", "f", SHORT).await,
+        Claim::Running,
+        "the lease holds"
+    );
+    run_out().await;
+    assert_eq!(claim(b, "k", "f", DAY).await, Claim::TakenOver);
+    assert_eq!(
+        claim(a, "k", "f", SHORT).await,
+        Claim::Running,
+        "the new lease holds"
+    );
+    // The first owner comes back late: it neither renews nor records its end.
+    assert!(!a.renew("c", "k", DAY).await.unwrap());
+    assert!(!a
+        .finish("c", "k", Finish::Completed(json!("first")))
+        .await
+        .unwrap());
+    assert!(!a
+        .finish("c", "k", Finish::Failed("first".into()))
+        .await
+        .unwrap());
+    run_out().await;
+    assert_eq!(
+        claim(a, "k", "f", SHORT).await,
+        Claim::Running,
+        "the row is still the new attempt's"
+    );
+    assert!(b
+        .finish("c", "k", Finish::Completed(json!("second")))
+        .await
+        .unwrap());
+    assert_eq!(
+        claim(a, "k", "f", SHORT).await,
+        Claim::Replay(json!("second"))
+    );
+
+    // Renewed every 50 ms, a 400 ms lease outlives itself; unrenewed, it runs out.
+    let lease = Duration::from_millis(400);
+    assert_eq!(claim(a, "r", "f", lease).await, Claim::Run);
+    for _ in 0..12 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(a.renew("c", "r", lease).await.unwrap());
+    }
+    assert_eq!(
+        claim(b, "r", "f", SHORT).await,
+        Claim::Running,
+        "renewed past its first lease"
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(claim(b, "r", "f", SHORT).await, Claim::TakenOver);
+
+    // A finished claim has no lease to run out; an expired one is still not
+    // another call's to take.
+    assert_eq!(claim(a, "d", "f", SHORT).await, Claim::Run);
+    assert!(a
+        .finish("c", "d", Finish::Completed(json!("d")))
+        .await
+        .unwrap());
+    assert_eq!(claim(a, "m", "f", SHORT).await, Claim::Run);
+    run_out().await;
+    assert_eq!(claim(b, "d", "f", SHORT).await, Claim::Replay(json!("d")));
+    assert_eq!(claim(b, "m", "g", SHORT).await, Claim::Mismatch);
+    assert_eq!(claim(b, "m", "f", SHORT).await, Claim::TakenOver);
+}
+
+/// For the stores' tests: 100 concurrent claims of one key whose lease ran out,
+/// alternating between two stores on the same data; how many took it over.
+#[cfg(test)]
+pub(crate) async fn concurrent_takeovers(a: &Store, b: &Store) -> usize {
+    const DAY: Duration = Duration::from_secs(86_400);
+    let first = a
+        .claim_leased("c", "expired", "f", DAY, Duration::from_millis(100))
+        .await
+        .unwrap();
+    assert_eq!(first, Claim::Run);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let tasks: Vec<_> = (0..100)
+        .map(|i| {
+            let s = if i % 2 == 0 { a.clone() } else { b.clone() };
+            tokio::spawn(
+                async move { s.claim_leased("c", "expired", "f", DAY, DAY).await.unwrap() },
+            )
+        })
+        .collect();
+    let mut takeovers = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Claim::TakenOver => takeovers += 1,
+            Claim::Running => {}
+            other => panic!("a claim of an expired running key got {other:?}"),
+        }
+    }
+    takeovers
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A fresh directory for a test's database files.
+    fn scratch(tag: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("warden-store-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
 
     const DAY: Duration = Duration::from_secs(86_400);
 
@@ -471,6 +728,76 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leases_run_out_are_taken_over_and_renewed_ones_hold() {
+        let dir = scratch("lease");
+        let path = dir.join("ledger.db");
+        let (a, b) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+        lease_semantics(&a, &b).await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exactly_one_of_many_concurrent_claims_takes_over_an_expired_lease() {
+        let dir = scratch("takeover");
+        let path = dir.join("ledger.db");
+        let (a, b) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+        assert_eq!(concurrent_takeovers(&a, &b).await, 1);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn a_database_of_the_previous_version_is_migrated_and_keeps_its_keys() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (1);",
+        )
+        .unwrap();
+        let (now, hour) = (now_ms(), Duration::from_secs(3600));
+        conn.execute(
+            "INSERT INTO ledger (scope, key, fingerprint, state, result, created_ms) VALUES
+               ('a', 'running', 'f', 'running', NULL, ?1),
+               ('a', 'stale', 'f', 'running', NULL, ?2),
+               ('a', 'done', 'f', 'completed', '{\"x\":1}', ?1),
+               ('a', 'failed', 'f', 'failed', NULL, ?1)",
+            params![now, now - 2 * 3_600_000],
+        )
+        .unwrap();
+        let sqlite = Sqlite::init(conn).unwrap();
+        let version: i64 = sqlite
+            .with(|c| Ok(c.query_row("SELECT version FROM schema_version", [], |r| r.get(0))?))
+            .await
+            .unwrap();
+        assert_eq!(version, 2);
+        let s = Store::Sqlite(sqlite);
+        let short = Duration::from_millis(1);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        // A running row without a lease is never taken over: it lasts its retention, as before.
+        assert_eq!(
+            s.claim_leased("a", "running", "f", hour, short)
+                .await
+                .unwrap(),
+            Claim::Running
+        );
+        assert_eq!(
+            s.claim_leased("a", "stale", "f", hour, short)
+                .await
+                .unwrap(),
+            Claim::Run
+        );
+        assert_eq!(
+            s.claim_leased("a", "done", "f", hour, short).await.unwrap(),
+            Claim::Replay(json!({"x": 1}))
+        );
+        assert_eq!(
+            s.claim_leased("a", "failed", "f", hour, short)
+                .await
+                .unwrap(),
+            Claim::Run
+        );
+    }
+
     #[tokio::test]
     async fn audit_records_are_queried_by_filter() {
         let s = Store::in_memory().unwrap();
@@ -536,7 +863,7 @@ mod tests {
             .unwrap();
         let e = Sqlite::init(conn).err().unwrap();
         assert!(e.to_string().contains(
-            "schema version 99, newer than this mcp-warden knows (1); upgrade mcp-warden"
+            "schema version 99, newer than this mcp-warden knows (2); upgrade mcp-warden"
         ));
     }
 

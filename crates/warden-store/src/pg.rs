@@ -1,9 +1,13 @@
 //! The PostgreSQL store, for several gateway replicas sharing one ledger and one
 //! audit trail. The same schema and semantics as the SQLite store; exactly one
 //! claimant wins a key across replicas because the claim's INSERT … ON CONFLICT
-//! waits for a concurrent insert of the same key to commit.
+//! waits for a concurrent insert of the same key to commit, and a takeover of an
+//! expired lease is one conditional UPDATE on the row the claim has locked.
+//!
+//! Leases are stamped and compared on the server's clock ([`NOW_MS`]), so replicas
+//! on hosts whose clocks disagree still agree on when a lease ran out.
 
-use crate::{now_ms, AuditFilter, AuditRecord, Claim, Finish, StoreError};
+use crate::{millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, StoreError};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +15,8 @@ use tokio::sync::Mutex;
 use tokio_postgres::{Client, NoTls};
 
 /// Schema migrations, in order; the index + 1 is the version.
-const MIGRATIONS: &[&str] = &["CREATE TABLE warden_ledger (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE warden_ledger (
         scope TEXT NOT NULL,
         key TEXT NOT NULL,
         fingerprint TEXT NOT NULL,
@@ -28,7 +33,17 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE warden_ledger (
         outcome TEXT NOT NULL,
         record TEXT NOT NULL
     );
-    CREATE INDEX warden_audit_time ON warden_audit (time_ms);"];
+    CREATE INDEX warden_audit_time ON warden_audit (time_ms);",
+    // 2: a running claim's owner and lease (ms since the epoch, server clock). Rows
+    // written before have neither: a running one is never taken over and is
+    // forgotten with its retention, as before.
+    "ALTER TABLE warden_ledger ADD COLUMN owner TEXT;
+    ALTER TABLE warden_ledger ADD COLUMN lease_until_ms BIGINT;",
+];
+
+/// The server's time in ms since the epoch (clock_timestamp: the time now, not
+/// the transaction's start).
+const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT";
 
 /// An arbitrary constant: the advisory lock replicas take while migrating.
 const MIGRATION_LOCK: i64 = 0x5741_5244_454e;
@@ -42,6 +57,7 @@ pub struct Postgres {
     // One connection; transactions need it exclusively. Replaced when it drops.
     client: Arc<Mutex<Client>>,
     url: Arc<str>,
+    owner: Arc<str>,
 }
 
 impl Postgres {
@@ -52,7 +68,13 @@ impl Postgres {
         Ok(Postgres {
             client: Arc::new(Mutex::new(client)),
             url: url.into(),
+            owner: new_owner()?,
         })
+    }
+
+    /// The id this store's claims are held under.
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// The connection, reconnecting first when the last one was lost (a server
@@ -138,6 +160,7 @@ impl Postgres {
         Ok(client)
     }
 
+    /// See [`crate::Store::claim`].
     pub async fn claim(
         &self,
         scope: &str,
@@ -145,26 +168,48 @@ impl Postgres {
         fingerprint: &str,
         retention: Duration,
     ) -> Result<Claim, StoreError> {
+        self.claim_leased(scope, key, fingerprint, retention, retention)
+            .await
+    }
+
+    /// See [`crate::Sqlite::claim_leased`].
+    pub async fn claim_leased(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint: &str,
+        retention: Duration,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
         let mut client = self.client().await?;
         let now = now_ms();
+        let (lease, owner) = (millis(lease), &*self.owner);
         let tx = client.transaction().await.map_err(unavailable)?;
         tx.execute(
-            "DELETE FROM warden_ledger WHERE scope = $1 AND key = $2 AND created_ms < $3",
-            &[&scope, &key, &(now - retention.as_millis() as i64)],
+            &format!(
+                "DELETE FROM warden_ledger WHERE scope = $1 AND key = $2 AND created_ms < $3
+                   AND NOT (state = 'running' AND COALESCE(lease_until_ms, 0) >= {NOW_MS})"
+            ),
+            &[&scope, &key, &now.saturating_sub(millis(retention))],
         )
         .await
         .map_err(unavailable)?;
         let inserted = tx
             .execute(
-                "INSERT INTO warden_ledger (scope, key, fingerprint, state, created_ms) VALUES ($1, $2, $3, 'running', $4)
-                 ON CONFLICT (scope, key) DO NOTHING",
-                &[&scope, &key, &fingerprint, &now],
+                &format!(
+                    "INSERT INTO warden_ledger (scope, key, fingerprint, state, created_ms, owner, lease_until_ms)
+                     VALUES ($1, $2, $3, 'running', $4, $5, {NOW_MS} + $6)
+                     ON CONFLICT (scope, key) DO NOTHING"
+                ),
+                &[&scope, &key, &fingerprint, &now, &owner, &lease],
             )
             .await
             .map_err(unavailable)?;
         let claim = if inserted == 1 {
             Claim::Run
         } else {
+            // FOR UPDATE: a concurrent claimant of the same key waits here until
+            // this transaction ends, then sees the row as it left it.
             let row = tx
                 .query_one(
                     "SELECT fingerprint, state, result FROM warden_ledger WHERE scope = $1 AND key = $2 FOR UPDATE",
@@ -176,7 +221,25 @@ impl Postgres {
                 (row.get(0), row.get(1), row.get(2));
             match state.as_str() {
                 _ if fp != fingerprint => Claim::Mismatch,
-                "running" => Claim::Running,
+                "running" => {
+                    // Only a lease that ran out is taken; a row without one
+                    // (written before leases) waits for its retention.
+                    let taken = tx
+                        .execute(
+                            &format!(
+                                "UPDATE warden_ledger SET owner = $3, lease_until_ms = {NOW_MS} + $4, created_ms = $5
+                                 WHERE scope = $1 AND key = $2 AND state = 'running' AND lease_until_ms < {NOW_MS}"
+                            ),
+                            &[&scope, &key, &owner, &lease, &now],
+                        )
+                        .await
+                        .map_err(unavailable)?;
+                    if taken == 1 {
+                        Claim::TakenOver
+                    } else {
+                        Claim::Running
+                    }
+                }
                 "completed" => Claim::Replay(
                     result
                         .and_then(|r| serde_json::from_str(&r).ok())
@@ -184,8 +247,12 @@ impl Postgres {
                 ),
                 _ => {
                     tx.execute(
-                        "UPDATE warden_ledger SET state = 'running', result = NULL, created_ms = $3 WHERE scope = $1 AND key = $2",
-                        &[&scope, &key, &now],
+                        &format!(
+                            "UPDATE warden_ledger SET state = 'running', result = NULL, created_ms = $3, owner = $4,
+                               lease_until_ms = {NOW_MS} + $5
+                             WHERE scope = $1 AND key = $2"
+                        ),
+                        &[&scope, &key, &now, &owner, &lease],
                     )
                     .await
                     .map_err(unavailable)?;
@@ -197,20 +264,38 @@ impl Postgres {
         Ok(claim)
     }
 
-    pub async fn finish(&self, scope: &str, key: &str, finish: Finish) -> Result<(), StoreError> {
+    /// See [`crate::Sqlite::renew`].
+    pub async fn renew(&self, scope: &str, key: &str, lease: Duration) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let renewed = client
+            .execute(
+                &format!(
+                    "UPDATE warden_ledger SET lease_until_ms = {NOW_MS} + $4
+                     WHERE scope = $1 AND key = $2 AND state = 'running' AND owner = $3"
+                ),
+                &[&scope, &key, &&*self.owner, &millis(lease)],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(renewed == 1)
+    }
+
+    /// See [`crate::Sqlite::finish`].
+    pub async fn finish(&self, scope: &str, key: &str, finish: Finish) -> Result<bool, StoreError> {
         let (state, result) = match finish {
             Finish::Completed(v) => ("completed", Some(v.to_string())),
             Finish::Failed(_) => ("failed", None),
         };
         let client = self.client().await?;
-        client
+        let finished = client
             .execute(
-                "UPDATE warden_ledger SET state = $3, result = $4 WHERE scope = $1 AND key = $2",
-                &[&scope, &key, &state, &result],
+                "UPDATE warden_ledger SET state = $3, result = $4, lease_until_ms = NULL
+                 WHERE scope = $1 AND key = $2 AND state = 'running' AND owner = $5",
+                &[&scope, &key, &state, &result, &&*self.owner],
             )
             .await
             .map_err(unavailable)?;
-        Ok(())
+        Ok(finished == 1)
     }
 
     pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
@@ -352,6 +437,61 @@ mod tests {
         assert_eq!(crate::concurrent_runs(&sa, &sb).await, 1);
         drop((sa, sb));
         drop((a, b));
+        db.drop_db().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leases_and_one_takeover_across_two_connections() {
+        let db = TestDb::create("lease").await;
+        let (a, b) = (
+            crate::Store::Postgres(Postgres::connect(&db.url()).await.unwrap()),
+            crate::Store::Postgres(Postgres::connect(&db.url()).await.unwrap()),
+        );
+        crate::lease_semantics(&a, &b).await;
+        assert_eq!(crate::concurrent_takeovers(&a, &b).await, 1);
+        drop((a, b));
+        db.drop_db().await;
+    }
+
+    #[tokio::test]
+    async fn a_database_of_the_previous_version_is_migrated_and_keeps_its_keys() {
+        let db = TestDb::create("v1").await;
+        let (old, conn) = tokio_postgres::connect(&db.url(), NoTls).await.unwrap();
+        tokio::spawn(conn);
+        old.batch_execute(MIGRATIONS[0]).await.unwrap();
+        old.batch_execute(
+            "CREATE TABLE warden_schema_version (version INTEGER NOT NULL);
+             INSERT INTO warden_schema_version VALUES (1);",
+        )
+        .await
+        .unwrap();
+        let now = now_ms();
+        old.execute(
+            "INSERT INTO warden_ledger (scope, key, fingerprint, state, result, created_ms) VALUES
+               ('a', 'running', 'f', 'running', NULL, $1),
+               ('a', 'stale', 'f', 'running', NULL, $2),
+               ('a', 'done', 'f', 'completed', '{\"x\":1}', $1),
+               ('a', 'failed', 'f', 'failed', NULL, $1)",
+            &[&now, &(now - 2 * 3_600_000)],
+        )
+        .await
+        .unwrap();
+        let s = Postgres::connect(&db.url()).await.unwrap();
+        let version: i32 = old
+            .query_one("SELECT version FROM warden_schema_version", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, 2);
+        let (hour, short) = (Duration::from_secs(3600), Duration::from_millis(1));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        // A running row without a lease is never taken over: it lasts its retention, as before.
+        let claim = |key: &'static str| s.claim_leased("a", key, "f", hour, short);
+        assert_eq!(claim("running").await.unwrap(), Claim::Running);
+        assert_eq!(claim("stale").await.unwrap(), Claim::Run);
+        assert_eq!(claim("done").await.unwrap(), Claim::Replay(json!({"x": 1})));
+        assert_eq!(claim("failed").await.unwrap(), Claim::Run);
+        drop((s, old));
         db.drop_db().await;
     }
 

@@ -10,7 +10,7 @@
 
 use super::approval::{self, Approval};
 use super::grant::GrantSource;
-use super::ledger::LedgerKey;
+use super::ledger::{self, LedgerKey};
 use super::relay::{self, Pending};
 use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls};
 use super::session::{CallKey, ClientSession, Sessions};
@@ -387,10 +387,20 @@ impl Calls {
         // The ledger last: only a call that will run claims its key (I1).
         if let Some(key) = a.ledger.take() {
             let args = Value::Object(ctx.arguments.clone());
-            let end = match self.settle.ledger.claim(&key, &ctx.tool, &args).await {
-                Ok(Claim::Run) => {
-                    // From here on the call's end is the ledger's to record.
-                    a.record.ledger = Some(key);
+            let lease = ledger::lease_for(a.up.timeout_ms());
+            let claim = self.settle.ledger.claim(&key, &ctx.tool, &args, lease);
+            let end = match claim.await {
+                Ok(claim @ (Claim::Run | Claim::TakenOver)) => {
+                    if claim == Claim::TakenOver {
+                        // The key's holder stopped renewing its lease mid-call (its
+                        // gateway died): that attempt goes on the record before this
+                        // one runs.
+                        tracing::warn!(tool = %ctx.tool, key = %key.1, "an idempotency key's lease ran out mid-call; the key is taken over and the call runs again");
+                        self.settle.abandoned(&a.record).await;
+                    }
+                    // From here on the call's end is the ledger's to record, and
+                    // its lease is renewed until then.
+                    a.record.ledger = Some(self.settle.ledger.hold(key, lease));
                     None
                 }
                 Ok(Claim::Replay(result)) => Some(End::Replayed(result)),

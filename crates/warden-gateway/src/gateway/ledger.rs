@@ -2,16 +2,58 @@
 //! (scoped by caller) before it runs; a completed key answers with the stored
 //! result, a running one is refused, a key reused for another call is rejected.
 //! The store decides atomically, so one key runs once across replicas.
+//!
+//! A claim is held under a lease that this gateway renews while the call runs
+//! ([`Held`]). Should the gateway die mid-call, the renewals stop, and once the
+//! lease has run out the next claim of the key takes it over and runs the call.
 
 use crate::config::{parse_duration, IdempotencyConfig};
 use crate::logged::logged;
 use serde_json::Value;
 use std::time::Duration;
+use tokio::task::AbortHandle;
 use warden_core::Meta;
 use warden_store::{Claim, Finish, Store, StoreError};
 
 /// (scope, key): the caller the key is scoped to, and the key.
 pub type LedgerKey = (String, String);
+
+/// The most a lease adds to the call's timeout.
+const LEASE_MARGIN: Duration = Duration::from_secs(30);
+
+/// How long a claim of a call to an upstream with this timeout holds its key
+/// without renewal: the timeout, plus as much again up to [`LEASE_MARGIN`]. A call
+/// may wait its timeout to be queued upstream and again for its answer; the
+/// margin also absorbs the store's latency. Renewal covers calls that pause for
+/// longer (a 2026-07-28 input round), so this bounds how long a key stays blocked
+/// after its gateway died.
+pub fn lease_for(timeout_ms: u64) -> Duration {
+    let timeout = Duration::from_millis(timeout_ms);
+    timeout + timeout.min(LEASE_MARGIN)
+}
+
+/// A key this gateway holds for a call in flight. Its lease is renewed in the
+/// background every third of the lease until the call settles, or until this is
+/// dropped should the call never settle (then the lease runs out and the key
+/// becomes retryable).
+pub struct Held {
+    key: LedgerKey,
+    renewal: Option<AbortHandle>,
+}
+
+impl Held {
+    fn stop_renewal(&self) {
+        if let Some(r) = &self.renewal {
+            r.abort();
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.stop_renewal();
+    }
+}
 
 pub struct Ledger {
     store: Option<Store>,
@@ -37,28 +79,64 @@ impl Ledger {
             .map(|k| (caller.to_owned(), k.to_owned()))
     }
 
-    /// I1: claims the key for this call.
+    /// I1: claims the key for this call, under a lease of `lease` (see [`lease_for`]).
     pub async fn claim(
         &self,
         key: &LedgerKey,
         tool: &str,
         args: &Value,
+        lease: Duration,
     ) -> Result<Claim, StoreError> {
         let store = self
             .store
             .as_ref()
             .ok_or_else(|| StoreError::Unavailable("no store".into()))?;
+        let fingerprint = fingerprint(tool, args);
         store
-            .claim(&key.0, &key.1, &fingerprint(tool, args), self.retention)
+            .claim_leased(&key.0, &key.1, &fingerprint, self.retention, lease)
             .await
     }
 
-    /// Records how a claimed call ended; a failure here is logged (the key then
-    /// stays "running" until it expires, so a retry is refused rather than run twice).
-    pub async fn settle(&self, key: &LedgerKey, finish: Finish) {
-        if let Some(store) = &self.store {
-            if let Err(e) = store.finish(&key.0, &key.1, finish).await {
-                tracing::error!(scope = %logged(&key.0), key = %logged(&key.1), "the ledger could not record a call's end: {}", logged(&e));
+    /// Holds a key this gateway claimed: renews its lease every third of it until
+    /// the call settles ([`Ledger::settle`]) or the [`Held`] is dropped.
+    pub fn hold(&self, key: LedgerKey, lease: Duration) -> Held {
+        let renewal = self.store.clone().map(|store| {
+            let (scope, k) = key.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(lease / 3).await;
+                    match store.renew(&scope, &k, lease).await {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            tracing::warn!(scope = %logged(&scope), key = %logged(&k), "a running call lost its idempotency key: its lease ran out and another claim took the key over");
+                            return;
+                        }
+                        // The next renewal may get through before the lease runs out.
+                        Err(e) => {
+                            tracing::warn!(scope = %logged(&scope), key = %logged(&k), "a running call's lease could not be renewed: {e}")
+                        }
+                    }
+                }
+            })
+            .abort_handle()
+        });
+        Held { key, renewal }
+    }
+
+    /// Records how a claimed call ended, and stops renewing its lease. A failure
+    /// to record it is logged: the key then stays "running" until its lease runs
+    /// out, after which a retry runs the call again.
+    pub async fn settle(&self, held: &Held, finish: Finish) {
+        held.stop_renewal();
+        let Some(store) = &self.store else { return };
+        let (scope, key) = &held.key;
+        match store.finish(scope, key, finish).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(scope = %logged(scope), key = %logged(key), "a call's end is not recorded in the ledger: its lease ran out and another claim took the key over")
+            }
+            Err(e) => {
+                tracing::error!(scope = %logged(scope), key = %logged(key), "the ledger could not record a call's end: {e}")
             }
         }
     }
@@ -115,6 +193,59 @@ fn fingerprint(tool: &str, args: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_lease_is_the_timeout_and_a_margin_of_at_most_30_s() {
+        assert_eq!(lease_for(1_000), Duration::from_secs(2));
+        assert_eq!(lease_for(60_000), Duration::from_secs(90));
+        assert_eq!(lease_for(600_000), Duration::from_secs(630));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_held_key_is_renewed_until_it_settles_or_is_dropped() {
+        let dir = std::env::temp_dir().join(format!("warden-ledger-hold-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.db");
+        // This gateway's ledger, and another gateway's store on the same file.
+        let config = IdempotencyConfig::default();
+        let mine = Ledger::new(Some(Store::open(&path).unwrap()), &config);
+        let other = Store::open(&path).unwrap();
+        let (lease, day) = (Duration::from_millis(300), Duration::from_secs(86_400));
+        let fp = fingerprint("t", &json!({}));
+        let theirs = |key: &'static str| other.claim_leased("alice", key, &fp, day, lease);
+
+        let key = ("alice".to_owned(), "settled".to_owned());
+        let claim = mine.claim(&key, "t", &json!({}), lease).await.unwrap();
+        assert_eq!(claim, Claim::Run);
+        let held = mine.hold(key, lease);
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert_eq!(
+            theirs("settled").await.unwrap(),
+            Claim::Running,
+            "renewed past its first lease"
+        );
+        mine.settle(&held, Finish::Completed(json!("done"))).await;
+        assert_eq!(
+            theirs("settled").await.unwrap(),
+            Claim::Replay(json!("done"))
+        );
+
+        let key = ("alice".to_owned(), "dropped".to_owned());
+        let claim = mine.claim(&key, "t", &json!({}), lease).await.unwrap();
+        assert_eq!(claim, Claim::Run);
+        let held = mine.hold(key, lease);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(theirs("dropped").await.unwrap(), Claim::Running);
+        drop(held);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(
+            theirs("dropped").await.unwrap(),
+            Claim::TakenOver,
+            "no longer renewed"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
 
     #[test]
     fn fingerprints_ignore_key_order_only() {

@@ -6,10 +6,11 @@
 //! end, its audit record is written (before the answer goes out), the metrics
 //! count it, its progress token is forgotten, and the answer the caller gets is
 //! built here. A call that only pauses (a 2026-07-28 input round) is recorded with
-//! [`Settle::paused`] and settles later.
+//! [`Settle::paused`] and settles later. A call that takes over an idempotency key
+//! whose holder died mid-call first records that attempt with [`Settle::abandoned`].
 
 use super::audit::AuditTrail;
-use super::ledger::{Ledger, LedgerKey};
+use super::ledger::{Held, Ledger};
 use super::session::Sessions;
 use crate::logged::logged;
 use crate::metrics::Metrics;
@@ -76,6 +77,9 @@ pub enum Outcome {
     Cancelled,
     /// The call waits for the client's input (2026-07-28).
     InputRequired,
+    /// The call's idempotency key was taken over after its lease ran out: its
+    /// gateway died (or lost the store) mid-call, so how it ended is unknown.
+    Abandoned,
 }
 
 impl Outcome {
@@ -88,6 +92,7 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::Cancelled => "cancelled",
             Outcome::InputRequired => "input_required",
+            Outcome::Abandoned => "abandoned",
         }
     }
 }
@@ -102,8 +107,8 @@ pub struct CallRecord {
     pub ctx: Option<Arc<CallContext>>,
     /// The call's audit record before its end is known (when calls are audited).
     pub audit: Option<AuditRecord>,
-    /// The idempotency key the call holds in the ledger.
-    pub ledger: Option<LedgerKey>,
+    /// The idempotency key the call holds in the ledger (and renews the lease of).
+    pub ledger: Option<Held>,
     /// The progress token sent upstream for it.
     pub token: Option<String>,
 }
@@ -191,12 +196,12 @@ impl Settle {
                     Ok(result) => self.after(call, Some(result.clone()), None),
                     Err(error) => self.after(call, None, Some(format!("upstream error: {error}"))),
                 }
-                if let Some(key) = &call.ledger {
+                if let Some(held) = &call.ledger {
                     let finish = match &body {
                         Ok(result) => Finish::Completed(result.clone()),
                         Err(error) => Finish::Failed(error.to_string()),
                     };
-                    self.ledger.settle(key, finish).await;
+                    self.ledger.settle(held, finish).await;
                 }
                 (Decision::Allowed, outcome, false, Some(body))
             }
@@ -228,15 +233,15 @@ impl Settle {
             End::Failed { decision, why } => {
                 detail = Some(why.clone());
                 self.after(call, None, Some(why.clone()));
-                if let Some(key) = &call.ledger {
-                    self.ledger.settle(key, Finish::Failed(why)).await;
+                if let Some(held) = &call.ledger {
+                    self.ledger.settle(held, Finish::Failed(why)).await;
                 }
                 (decision, Outcome::Failed, false, Some(internal_error()))
             }
             End::Cancelled(why) => {
                 self.after(call, None, Some(why.clone()));
-                if let Some(key) = &call.ledger {
-                    self.ledger.settle(key, Finish::Failed(why)).await;
+                if let Some(held) = &call.ledger {
+                    self.ledger.settle(held, Finish::Failed(why)).await;
                 }
                 (Decision::Allowed, Outcome::Cancelled, false, None)
             }
@@ -249,6 +254,19 @@ impl Settle {
     pub async fn paused(&self, call: &CallRecord, decision: Decision) {
         self.record(call, decision, Outcome::InputRequired, false, None)
             .await;
+    }
+
+    /// Records the attempt a key was taken over from (I1): it was claimed, then its
+    /// lease ran out mid-call, so nothing else will ever say how it ended. The
+    /// record is `call`'s (same caller, tool, arguments and key) with decision
+    /// "allowed" and outcome "abandoned"; its duration is unknown and left at 0.
+    /// Metrics do not count it: they count this gateway's calls.
+    pub async fn abandoned(&self, call: &CallRecord) {
+        let Some(template) = &call.audit else { return };
+        let mut record = template.clone();
+        record.decision = Decision::Allowed.as_str().to_owned();
+        record.outcome = Outcome::Abandoned.as_str().to_owned();
+        self.audit.record(record).await;
     }
 
     async fn record(
@@ -361,6 +379,11 @@ mod tests {
                 "input_required"
             ]
         );
+    }
+
+    #[test]
+    fn an_abandoned_attempt_prints_as_abandoned() {
+        assert_eq!(Outcome::Abandoned.as_str(), "abandoned");
     }
 
     #[test]
