@@ -861,3 +861,39 @@ fn metrics_count_refused_requests_and_open_sessions() {
     );
     assert!(scrape.contains("warden_http_sessions 1\n"), "{scrape}");
 }
+
+#[test]
+fn one_caller_cannot_take_every_session() {
+    let toml = anonymous(
+        "max_sessions_per_caller = 2\n[[caller]]\nname = \"alice\"\napi_key_env = \"WARDEN_TEST_SESSIONS_KEY\"",
+    );
+    let w = HttpWarden::start(
+        "http-sessions-per-caller",
+        &toml,
+        &[("WARDEN_TEST_SESSIONS_KEY", "alice-key")],
+    );
+    let first = w.session(&[]);
+    let _second = w.session(&[]);
+    let r = w.post(&[], &initialize());
+    assert_eq!(r.status, 429);
+    assert_eq!(
+        r.body,
+        error_body("Too many requests: this caller already has 2 open sessions; end unused ones with DELETE or let them expire.")
+    );
+    let retry: u64 = r
+        .header("retry-after")
+        .expect("a Retry-After header")
+        .parse()
+        .expect("Retry-After in seconds");
+    assert!((1..=1800).contains(&retry), "Retry-After: {retry}");
+
+    // Another caller still gets a session.
+    let alice = w.session(&[("Authorization", "Bearer alice-key")]);
+    assert_eq!(alice.len(), 32);
+
+    // Once the first caller ends one, it may open one again, and no more.
+    let r = request(&w.addr, "DELETE", &[("Mcp-Session-Id", &first)], "");
+    assert_eq!(r.status, 200);
+    w.session(&[]);
+    assert_eq!(w.post(&[], &initialize()).status, 429);
+}

@@ -122,6 +122,11 @@ pub const HTTP_NOT_ENDPOINT: &str = "Not found: the MCP endpoint is /mcp.";
 /// 503: the gateway holds as many sessions as it will.
 pub const HTTP_TOO_MANY_SESSIONS: &str =
     "Service unavailable: too many open sessions; end unused ones with DELETE or retry later.";
+/// 429: a caller holds as many sessions as `gateway.max_sessions_per_caller` allows.
+pub fn http_caller_sessions(open: usize) -> String {
+    let sessions = if open == 1 { "session" } else { "sessions" };
+    format!("Too many requests: this caller already has {open} open {sessions}; end unused ones with DELETE or let them expire.")
+}
 /// 409: a second standalone GET stream for one session.
 pub const HTTP_STREAM_OPEN: &str = "Conflict: this session already has a GET stream open.";
 /// 400: a JSON-RPC batch (MCP sends one message per HTTP request).
@@ -242,6 +247,18 @@ mod tests {
         assert_eq!(
             HTTP_NO_CREDENTIAL,
             "Unauthorized: send 'Authorization: Bearer <API key or token>'."
+        );
+    }
+
+    #[test]
+    fn http_limit_texts() {
+        assert_eq!(
+            http_caller_sessions(2),
+            "Too many requests: this caller already has 2 open sessions; end unused ones with DELETE or let them expire."
+        );
+        assert_eq!(
+            http_caller_sessions(1),
+            "Too many requests: this caller already has 1 open session; end unused ones with DELETE or let them expire."
         );
     }
 

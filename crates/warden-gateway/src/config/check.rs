@@ -59,6 +59,7 @@ pub(super) struct Checked {
 pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     let (gateway, auth) = (&file.gateway, &file.auth);
     parse_duration(&gateway.session_idle).map_err(|m| invalid("gateway.session_idle", m))?;
+    http_limits(gateway)?;
     if gateway.tls_cert.is_some() != gateway.tls_key.is_some() {
         return Err(invalid(
             "gateway",
@@ -133,6 +134,19 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
         webhook,
     };
     Ok(Checked { access, hook })
+}
+
+/// The HTTP front's caps. A zero would refuse everyone: never what was meant.
+fn http_limits(gateway: &GatewayConfig) -> Result<(), Invalid> {
+    for (key, n) in [("max_sessions_per_caller", gateway.max_sessions_per_caller)] {
+        if n == 0 {
+            return Err(invalid(
+                format!("gateway.{key}"),
+                "must be at least 1: 0 would refuse everyone",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One `[[upstream]]`; `names` collects the names seen so far.

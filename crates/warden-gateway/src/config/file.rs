@@ -18,6 +18,8 @@ pub const DEFAULT_RESTART_AFTER_TIMEOUTS: u32 = 3;
 pub const DEFAULT_PING_INTERVAL_MS: u64 = 30_000;
 /// The default cap on one JSON-RPC message, in bytes.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Open HTTP sessions at most for one caller.
+pub const DEFAULT_MAX_SESSIONS_PER_CALLER: usize = 100;
 
 /// Tables whose keys are names the user chooses rather than settings. serde's
 /// path cannot tell a chosen name from a field, and errors name such a table as
@@ -121,6 +123,9 @@ pub struct GatewayConfig {
     /// An HTTP session unused this long ends (`30m`).
     #[serde(default = "default_session_idle")]
     pub session_idle: String,
+    /// Sessions one caller may hold open at once; an initialize beyond it gets 429.
+    #[serde(default = "default_max_sessions_per_caller")]
+    pub max_sessions_per_caller: usize,
     /// The HTTP front serves https with this PEM certificate chain …
     pub tls_cert: Option<PathBuf>,
     /// … and this PEM private key.
@@ -168,6 +173,7 @@ impl Default for GatewayConfig {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             session_idle: default_session_idle(),
+            max_sessions_per_caller: DEFAULT_MAX_SESSIONS_PER_CALLER,
             tls_cert: None,
             tls_key: None,
             state_secret_env: None,
@@ -181,6 +187,9 @@ fn default_listen() -> String {
 }
 fn default_session_idle() -> String {
     "30m".into()
+}
+fn default_max_sessions_per_caller() -> usize {
+    DEFAULT_MAX_SESSIONS_PER_CALLER
 }
 fn default_stdio_caller() -> String {
     "local".into()

@@ -371,7 +371,7 @@ close_schema = true
         let e = Config::parse("[gateway]\nstdio_caler = \"x\"\n", "w.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, tls_cert, tls_key, state_secret_env, upstream_error_data."
+            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, max_sessions_per_caller, tls_cert, tls_key, state_secret_env, upstream_error_data."
         );
         let e = Config::parse(
             "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.t]\npinn = {}\n",
@@ -450,6 +450,17 @@ close_schema = true
         );
         let e = Config::parse("[[upstream]]\ncommand = [\"x\"]\n", "w.toml").unwrap_err();
         assert_eq!(e.to_string(), "w.toml: missing field `name`");
+    }
+
+    #[test]
+    fn http_limits_have_defaults_and_refuse_nonsense() {
+        let c = Config::parse("", "w.toml").unwrap();
+        assert_eq!(c.gateway.max_sessions_per_caller, 100);
+        let refused = |toml: &str| Config::parse(toml, "w.toml").unwrap_err().to_string();
+        assert_eq!(
+            refused("[gateway]\nmax_sessions_per_caller = 0\n"),
+            "w.toml: gateway.max_sessions_per_caller: must be at least 1: 0 would refuse everyone"
+        );
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! credentials (401 with `WWW-Authenticate`, G1), HTTP method, session
 //! (`Mcp-Session-Id`: missing 400, unknown 404, another caller's 404), protocol
 //! version header (400), content type (415), Accept (406), body size (413), JSON.
+//! An initialize beyond the session caps gets 503 (the gateway's) or 429 with
+//! `Retry-After` (the caller's, `gateway.max_sessions_per_caller`).
 //!
 //! Sessions and their streams are in [`super::session`], response bodies in
 //! [`super::sse`]; every refusal is built here, from the typed reasons they give.
@@ -16,7 +18,8 @@
 //! a few seconds gets its call cancelled upstream.
 
 use super::session::{
-    Attached, Event, HttpSession, SessionTable, StreamRefused, Watch, MAX_SESSIONS, SINK_CAPACITY,
+    Attached, Event, Full, HttpSession, SessionTable, StreamRefused, Watch, MAX_SESSIONS,
+    SINK_CAPACITY,
 };
 use super::sse::{frame, priming, OutBody, SseBody};
 use crate::front::auth::{Auth, Refused};
@@ -146,7 +149,11 @@ impl Front {
         let idle = crate::config::parse_duration(&config.gateway.session_idle)?;
         Ok(Arc::new(Front {
             auth,
-            sessions: SessionTable::new(gateway.clone(), idle),
+            sessions: SessionTable::new(
+                gateway.clone(),
+                idle,
+                config.gateway.max_sessions_per_caller.max(1),
+            ),
             hosts,
             any_host,
             origins: config
@@ -359,15 +366,24 @@ impl Front {
         }
         let (session, new) = match &msg {
             Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("initialize") => {
-                if self.sessions.count() >= MAX_SESSIONS {
-                    tracing::warn!("{MAX_SESSIONS} HTTP sessions are open; a new one is refused");
-                    return refuse(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        jsonrpc::INTERNAL_ERROR,
-                        answer::HTTP_TOO_MANY_SESSIONS,
-                    );
+                let name = caller.name.clone();
+                match self.sessions.open(caller) {
+                    Ok(session) => (session, true),
+                    Err(Full::Gateway) => {
+                        tracing::warn!(
+                            "{MAX_SESSIONS} HTTP sessions are open; a new one is refused"
+                        );
+                        return refuse(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            jsonrpc::INTERNAL_ERROR,
+                            answer::HTTP_TOO_MANY_SESSIONS,
+                        );
+                    }
+                    Err(Full::Caller { open, retry_after }) => {
+                        tracing::info!(caller = %name, "the caller holds {open} HTTP sessions (gateway.max_sessions_per_caller); a new one is refused");
+                        return too_many_sessions(open, retry_after);
+                    }
                 }
-                (self.sessions.open(caller, true), true)
             }
             _ => match self.session_of(&headers, &caller.name) {
                 Ok(s) => (s, false),
@@ -398,7 +414,7 @@ impl Front {
                     r.headers_mut().insert(SESSION_HEADER, v);
                 }
             } else {
-                self.sessions.keep(None, &session.id);
+                self.sessions.remove(&session.id);
             }
         }
         r
@@ -446,7 +462,7 @@ impl Front {
             }
         }
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
-        let session = self.sessions.open(caller, false);
+        let session = self.sessions.open_stateless(caller);
         self.request(&session, id, msg).await
     }
 
@@ -627,6 +643,20 @@ fn decode_header_value(v: &str) -> Option<String> {
     }
 }
 
+/// 429 for a caller at `gateway.max_sessions_per_caller`; Retry-After says when its
+/// longest-unused session would idle out (ending one with DELETE is sooner).
+fn too_many_sessions(open: usize, retry_after: Duration) -> Reply {
+    let mut r = refuse(
+        StatusCode::TOO_MANY_REQUESTS,
+        jsonrpc::INVALID_REQUEST,
+        &answer::http_caller_sessions(open),
+    );
+    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    r
+}
+
 fn unauthorized(why: Refused) -> Reply {
     let mut r = refuse(
         StatusCode::UNAUTHORIZED,
@@ -659,5 +689,14 @@ mod tests {
         assert_eq!(host_part("localhost:8931"), "localhost");
         assert!(is_loopback_name("LOCALHOST"));
         assert!(!is_loopback_name("evil.example"));
+    }
+
+    #[test]
+    fn a_caller_at_its_session_cap_hears_when_to_retry() {
+        let r = too_many_sessions(2, Duration::from_millis(1500));
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "2");
+        let r = too_many_sessions(2, Duration::ZERO);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "1");
     }
 }

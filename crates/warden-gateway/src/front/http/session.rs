@@ -353,34 +353,118 @@ impl HttpSession {
     }
 }
 
-/// The open sessions, by id.
+/// The open sessions, by id, and how many each caller holds.
 pub(super) struct SessionTable {
     gateway: Arc<Gateway>,
-    map: Mutex<HashMap<String, Arc<HttpSession>>>,
+    open: Mutex<Open>,
     /// A session unused this long ends.
     pub(super) idle: Duration,
+    /// Sessions one caller may hold at once (`gateway.max_sessions_per_caller`), so
+    /// that one caller cannot take the whole [`MAX_SESSIONS`] from everyone else.
+    per_caller: usize,
+}
+
+/// The addressable sessions. Both maps change together, under one lock, so a
+/// caller's count is always the number of its sessions in `by_id`.
+#[derive(Default)]
+struct Open {
+    by_id: HashMap<String, Arc<HttpSession>>,
+    /// Callers holding no session have no entry.
+    by_caller: HashMap<String, usize>,
+}
+
+impl Open {
+    fn insert(&mut self, session: Arc<HttpSession>) {
+        *self.by_caller.entry(session.caller.clone()).or_default() += 1;
+        self.by_id.insert(session.id.clone(), session);
+    }
+
+    fn remove(&mut self, id: &str) {
+        let Some(session) = self.by_id.remove(id) else {
+            return; // ended twice (a DELETE racing the idle sweep, say): counted once
+        };
+        match self.by_caller.get_mut(&session.caller) {
+            Some(n) if *n > 1 => *n -= 1,
+            _ => {
+                self.by_caller.remove(&session.caller);
+            }
+        }
+    }
+}
+
+/// Why an initialize got no session.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Full {
+    /// The gateway holds [`MAX_SESSIONS`].
+    Gateway,
+    /// The caller holds `open` sessions, its cap; the one it used longest ago can
+    /// idle out in `retry_after` (a hint: one kept busy never does).
+    Caller { open: usize, retry_after: Duration },
 }
 
 impl SessionTable {
-    pub(super) fn new(gateway: Arc<Gateway>, idle: Duration) -> SessionTable {
+    pub(super) fn new(gateway: Arc<Gateway>, idle: Duration, per_caller: usize) -> SessionTable {
         SessionTable {
             gateway,
-            map: Mutex::new(HashMap::new()),
+            open: Mutex::new(Open::default()),
             idle,
+            per_caller,
         }
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<HttpSession>>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn count(&self) -> usize {
-        self.map().len()
+        self.lock().by_id.len()
     }
 
-    /// A session; `addressable` ones are kept and found again by their Mcp-Session-Id,
-    /// the others (a 2026-07-28 request's own) end with their request.
-    pub(super) fn open(&self, caller: Caller, addressable: bool) -> Arc<HttpSession> {
+    /// How many sessions `caller` holds.
+    #[cfg(test)]
+    fn held_by(&self, caller: &str) -> usize {
+        self.lock().by_caller.get(caller).copied().unwrap_or(0)
+    }
+
+    /// A session found again by its Mcp-Session-Id, unless the gateway or the
+    /// caller already holds as many as it may. The caps are checked and the
+    /// session added under one lock: parallel initializes cannot overshoot them.
+    pub(super) fn open(&self, caller: Caller) -> Result<Arc<HttpSession>, Full> {
+        let mut open = self.lock();
+        if open.by_id.len() >= MAX_SESSIONS {
+            return Err(Full::Gateway);
+        }
+        let held = open.by_caller.get(&caller.name).copied().unwrap_or(0);
+        if held >= self.per_caller {
+            let retry_after = open
+                .by_id
+                .values()
+                .filter(|s| s.caller == caller.name)
+                .map(|s| {
+                    let used = *s.last_used.lock().unwrap_or_else(|e| e.into_inner());
+                    self.idle.saturating_sub(used.elapsed())
+                })
+                .min()
+                .unwrap_or(self.idle);
+            return Err(Full::Caller {
+                open: held,
+                retry_after,
+            });
+        }
+        let session = self.build(caller, true);
+        open.insert(session.clone());
+        self.publish(&open);
+        drop(open);
+        tracing::info!(session = %session.id, caller = %session.caller, "HTTP session opened");
+        Ok(session)
+    }
+
+    /// A 2026-07-28 request's own session: not kept, it ends with its request.
+    pub(super) fn open_stateless(&self, caller: Caller) -> Arc<HttpSession> {
+        self.build(caller, false)
+    }
+
+    fn build(&self, caller: Caller, addressable: bool) -> Arc<HttpSession> {
         let (tx, rx) = mpsc::channel::<Outgoing>(1024);
         let name = caller.name.clone();
         let id = new_session_id();
@@ -401,34 +485,36 @@ impl SessionTable {
             last_used: Mutex::new(Instant::now()),
         });
         tokio::spawn(sort(Arc::downgrade(&session), rx));
-        if addressable {
-            self.keep(Some(session.clone()), &session.id);
-            tracing::info!(session = %session.id, caller = %session.caller, "HTTP session opened");
-        }
         session
     }
 
     /// The session `id`, when it is open and `caller`'s.
     pub(super) fn find(&self, id: &str, caller: &str) -> Option<Arc<HttpSession>> {
-        self.map().get(id).filter(|s| s.caller == caller).cloned()
+        self.lock()
+            .by_id
+            .get(id)
+            .filter(|s| s.caller == caller)
+            .cloned()
     }
 
-    /// Adds (`Some`) or removes (`None`) a session, keeping the sessions gauge true.
-    pub(super) fn keep(&self, session: Option<Arc<HttpSession>>, id: &str) {
-        let mut map = self.map();
-        match session {
-            Some(s) => map.insert(id.to_owned(), s),
-            None => map.remove(id),
-        };
-        self.gateway
-            .metrics
-            .http_sessions
-            .store(map.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    /// Forgets a session: its id no longer finds it, and its caller's count drops.
+    pub(super) fn remove(&self, id: &str) {
+        let mut open = self.lock();
+        open.remove(id);
+        self.publish(&open);
+    }
+
+    /// Keeps the sessions gauge true.
+    fn publish(&self, open: &Open) {
+        self.gateway.metrics.http_sessions.store(
+            open.by_id.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// Ends a session: its streams close and its running calls are cancelled.
     pub(super) fn end(&self, session: &Arc<HttpSession>, why: &str) {
-        self.keep(None, &session.id);
+        self.remove(&session.id);
         let running = {
             let mut r = session.streams();
             let running = r.running();
@@ -447,7 +533,7 @@ impl SessionTable {
 
     /// Ends every session (the gateway is stopping).
     pub(super) fn end_all(&self, why: &str) {
-        let sessions: Vec<_> = self.map().values().cloned().collect();
+        let sessions: Vec<_> = self.lock().by_id.values().cloned().collect();
         for s in sessions {
             self.end(&s, why);
         }
@@ -456,7 +542,8 @@ impl SessionTable {
     /// Ends sessions unused for longer than `gateway.session_idle`.
     pub(super) fn sweep(&self) {
         let idle: Vec<Arc<HttpSession>> = self
-            .map()
+            .lock()
+            .by_id
             .values()
             .filter(|s| {
                 let used = *s.last_used.lock().unwrap_or_else(|e| e.into_inner());
@@ -513,6 +600,53 @@ mod tests {
         assert_eq!(r.target(&for_call(answer, true)), None);
         assert_eq!(r.target(&for_call(progress, false)), Some((0, false)));
         assert!(r.running().is_empty());
+    }
+
+    async fn table(idle: Duration, per_caller: usize) -> SessionTable {
+        let config = crate::config::Config::parse("", "w.toml").unwrap();
+        let gateway = Gateway::new(config).await.unwrap();
+        SessionTable::new(gateway, idle, per_caller)
+    }
+
+    #[tokio::test]
+    async fn a_caller_holds_at_most_its_share_and_gets_it_back_as_sessions_end() {
+        let table = table(Duration::from_secs(60), 2).await;
+        let alice = || Caller::new("alice");
+        let first = table.open(alice()).unwrap();
+        table.open(alice()).unwrap();
+        match table.open(alice()).err() {
+            Some(Full::Caller { open, retry_after }) => {
+                assert_eq!(open, 2);
+                assert!(retry_after > Duration::from_secs(50), "{retry_after:?}");
+            }
+            other => panic!("a third session for alice: {other:?}"),
+        }
+        // Others are not held back by alice, and stateless sessions are not counted.
+        table.open(Caller::new("bob")).unwrap();
+        let _stateless = table.open_stateless(alice());
+        assert_eq!((table.held_by("alice"), table.count()), (2, 3));
+        // DELETE, even twice, frees one place.
+        table.end(&first, "the client ended the session");
+        table.end(&first, "the client ended the session");
+        assert_eq!(table.held_by("alice"), 1);
+        table.open(alice()).unwrap();
+        // The gateway's end frees them all.
+        table.end_all("the gateway is shutting down");
+        assert_eq!(
+            (table.count(), table.held_by("alice"), table.held_by("bob")),
+            (0, 0, 0)
+        );
+    }
+
+    #[tokio::test]
+    async fn the_idle_sweep_gives_a_caller_its_sessions_back() {
+        let table = table(Duration::from_millis(1), 1).await;
+        table.open(Caller::new("alice")).unwrap();
+        assert!(table.open(Caller::new("alice")).is_err());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        table.sweep();
+        assert_eq!(table.held_by("alice"), 0);
+        table.open(Caller::new("alice")).unwrap();
     }
 
     #[test]
