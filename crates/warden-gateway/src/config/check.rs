@@ -136,9 +136,29 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     Ok(Checked { access, hook })
 }
 
-/// The HTTP front's caps. A zero would refuse everyone: never what was meant.
+/// The HTTP front's caps and timeouts. A zero would refuse every connection or
+/// session, or close every connection at once: never what was meant.
 fn http_limits(gateway: &GatewayConfig) -> Result<(), Invalid> {
-    for (key, n) in [("max_sessions_per_caller", gateway.max_sessions_per_caller)] {
+    for (key, text) in [
+        ("http_head_timeout", &gateway.http_head_timeout),
+        ("http_idle_timeout", &gateway.http_idle_timeout),
+    ] {
+        let d = parse_duration(text).map_err(|m| invalid(format!("gateway.{key}"), m))?;
+        if d.is_zero() {
+            return Err(invalid(
+                format!("gateway.{key}"),
+                "must be at least 1s: a zero timeout would close every connection at once",
+            ));
+        }
+    }
+    for (key, n) in [
+        ("max_connections", gateway.max_connections),
+        (
+            "max_connections_per_client",
+            gateway.max_connections_per_client,
+        ),
+        ("max_sessions_per_caller", gateway.max_sessions_per_caller),
+    ] {
         if n == 0 {
             return Err(invalid(
                 format!("gateway.{key}"),

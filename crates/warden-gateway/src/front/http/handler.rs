@@ -1,5 +1,8 @@
 //! The Streamable HTTP front: one endpoint, `/mcp`, for POST, GET and DELETE.
 //!
+//! A connection over `gateway.max_connections` or `max_connections_per_client`
+//! never becomes a request: it is answered 503 at accept ([`connection_refusal`]).
+//!
 //! Every request is checked in this order: Host and Origin (403, DNS rebinding),
 //! credentials (401 with `WWW-Authenticate`, G1), HTTP method, session
 //! (`Mcp-Session-Id`: missing 400, unknown 404, another caller's 404), protocol
@@ -17,6 +20,7 @@
 //! `Last-Event-ID`. A client that goes away mid-call and does not come back within
 //! a few seconds gets its call cancelled upstream.
 
+use super::conn::OverCap;
 use super::session::{
     Attached, Event, Full, HttpSession, SessionTable, StreamRefused, Watch, MAX_SESSIONS,
     SINK_CAPACITY,
@@ -80,6 +84,47 @@ fn message_reply(status: StatusCode, msg: &Value) -> Reply {
 /// An HTTP error with a JSON-RPC error body naming what is wrong.
 fn refuse(status: StatusCode, code: i64, message: &str) -> Reply {
     message_reply(status, &jsonrpc::error(Value::Null, code, message))
+}
+
+/// The 503 for a connection over a cap, as the bytes of a whole HTTP/1.1
+/// response: it is written straight to the socket at accept, before hyper reads
+/// anything, and the connection is closed after it.
+pub(super) fn connection_refusal(over: OverCap) -> Vec<u8> {
+    let text = match over {
+        OverCap::Total => answer::HTTP_TOO_MANY_CONNECTIONS,
+        OverCap::PerClient => answer::HTTP_TOO_MANY_CLIENT_CONNECTIONS,
+    };
+    let r = refuse(
+        StatusCode::SERVICE_UNAVAILABLE,
+        jsonrpc::INTERNAL_ERROR,
+        text,
+    );
+    let body = match r.body() {
+        OutBody::Full(Some(b)) => b.clone(),
+        _ => Bytes::new(),
+    };
+    let status = r.status();
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\n",
+        status.as_str(),
+        status.canonical_reason().unwrap_or_default()
+    )
+    .into_bytes();
+    for (name, value) in r.headers() {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(
+        format!(
+            "content-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(&body);
+    out
 }
 
 fn json_reply(data: Bytes) -> Reply {
@@ -689,6 +734,18 @@ mod tests {
         assert_eq!(host_part("localhost:8931"), "localhost");
         assert!(is_loopback_name("LOCALHOST"));
         assert!(!is_loopback_name("evil.example"));
+    }
+
+    #[test]
+    fn a_connection_over_a_cap_gets_a_whole_503() {
+        let raw = String::from_utf8(connection_refusal(OverCap::Total)).unwrap();
+        let body = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Service unavailable: too many open connections; retry later."}}"#;
+        assert_eq!(
+            raw,
+            format!("HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
+        );
+        let raw = String::from_utf8(connection_refusal(OverCap::PerClient)).unwrap();
+        assert!(raw.ends_with(r#""message":"Service unavailable: too many open connections from this address; close idle ones or retry later."}}"#), "{raw}");
     }
 
     #[test]
