@@ -1,6 +1,7 @@
 //! Prometheus metrics: calls by decision and outcome, call latency, unknown keys
 //! seen, the audit trail's backlog and losses, and the HTTP front's refusals (by
-//! status) and open sessions, served on `[metrics] listen`.
+//! status), open sessions and connections, connections refused at accept (by
+//! cap) and closed for a timeout (head, idle), served on `[metrics] listen`.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -32,6 +33,12 @@ pub struct Metrics {
     http_refused: Mutex<BTreeMap<u16, u64>>,
     /// HTTP front: sessions open now.
     pub http_sessions: AtomicU64,
+    /// HTTP front: connections open now.
+    pub http_connections: AtomicU64,
+    /// HTTP front: connections refused at accept, by the cap they hit.
+    http_connections_refused: Mutex<BTreeMap<&'static str, u64>>,
+    /// HTTP front: connections closed for a timeout, by which ("head", "idle").
+    http_connections_timed_out: Mutex<BTreeMap<&'static str, u64>>,
     /// Upstream restarts begun, by upstream and why it ended ("stopped", "stuck").
     upstream_restarts: Mutex<BTreeMap<(String, &'static str), u64>>,
 }
@@ -53,6 +60,26 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(status)
+            .or_default() += 1;
+    }
+
+    /// Counts one connection refused at accept for the cap `limit` (its config key).
+    pub fn http_connection_refused(&self, limit: &'static str) {
+        *self
+            .http_connections_refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(limit)
+            .or_default() += 1;
+    }
+
+    /// Counts one connection closed because its `timeout` ("head", "idle") ran out.
+    pub fn http_connection_timed_out(&self, timeout: &'static str) {
+        *self
+            .http_connections_timed_out
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(timeout)
             .or_default() += 1;
     }
 
@@ -166,12 +193,50 @@ impl Metrics {
         for (status, n) in refused {
             let _ = writeln!(out, "warden_http_refused_total{{status=\"{status}\"}} {n}");
         }
-        let gauges = gauges.into_iter().chain([(
-            "warden_http_sessions",
-            "gauge",
-            "HTTP sessions open.",
-            self.http_sessions.load(Ordering::Relaxed),
-        )]);
+        let refused = self
+            .http_connections_refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let _ = writeln!(
+            out,
+            "# HELP warden_http_connections_refused_total HTTP connections answered 503 and closed at accept, by the cap they hit.\n# TYPE warden_http_connections_refused_total counter"
+        );
+        for (limit, n) in refused {
+            let _ = writeln!(
+                out,
+                "warden_http_connections_refused_total{{limit=\"{limit}\"}} {n}"
+            );
+        }
+        let timed_out = self
+            .http_connections_timed_out
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let _ = writeln!(
+            out,
+            "# HELP warden_http_connections_timed_out_total HTTP connections closed because a request head came too slowly (head) or none came (idle).\n# TYPE warden_http_connections_timed_out_total counter"
+        );
+        for (timeout, n) in timed_out {
+            let _ = writeln!(
+                out,
+                "warden_http_connections_timed_out_total{{timeout=\"{timeout}\"}} {n}"
+            );
+        }
+        let gauges = gauges.into_iter().chain([
+            (
+                "warden_http_sessions",
+                "gauge",
+                "HTTP sessions open.",
+                self.http_sessions.load(Ordering::Relaxed),
+            ),
+            (
+                "warden_http_connections",
+                "gauge",
+                "HTTP connections open.",
+                self.http_connections.load(Ordering::Relaxed),
+            ),
+        ]);
         for (name, kind, help, v) in gauges {
             let _ = writeln!(
                 out,
@@ -243,5 +308,24 @@ mod tests {
         assert!(text.contains("warden_call_duration_seconds_count 3\n"));
         assert!(text.contains("warden_unknown_keys_total 2\n"));
         assert!(text.contains("warden_audit_lost_total 0\n"));
+    }
+
+    #[test]
+    fn renders_the_http_fronts_connection_counts() {
+        let m = Metrics::default();
+        m.http_connection_refused("max_connections");
+        m.http_connection_refused("max_connections");
+        m.http_connection_refused("max_connections_per_client");
+        m.http_connection_timed_out("head");
+        m.http_connections.store(3, Ordering::Relaxed);
+        let text = m.render();
+        for line in [
+            "warden_http_connections_refused_total{limit=\"max_connections\"} 2\n",
+            "warden_http_connections_refused_total{limit=\"max_connections_per_client\"} 1\n",
+            "warden_http_connections_timed_out_total{timeout=\"head\"} 1\n",
+            "# TYPE warden_http_connections gauge\nwarden_http_connections 3\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from {text}");
+        }
     }
 }

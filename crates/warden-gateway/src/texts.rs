@@ -126,6 +126,17 @@ pub const HTTP_NOT_ENDPOINT: &str = "Not found: the MCP endpoint is /mcp.";
 /// 503: the gateway holds as many sessions as it will.
 pub const HTTP_TOO_MANY_SESSIONS: &str =
     "Service unavailable: too many open sessions; end unused ones with DELETE or retry later.";
+/// 429: a caller holds as many sessions as `gateway.max_sessions_per_caller` allows.
+pub fn http_caller_sessions(open: usize) -> String {
+    let sessions = if open == 1 { "session" } else { "sessions" };
+    format!("Too many requests: this caller already has {open} open {sessions}; end unused ones with DELETE or let them expire.")
+}
+/// 503 before a request is read: the front holds `gateway.max_connections`.
+pub const HTTP_TOO_MANY_CONNECTIONS: &str =
+    "Service unavailable: too many open connections; retry later.";
+/// 503 before a request is read: this address holds `gateway.max_connections_per_client`.
+pub const HTTP_TOO_MANY_CLIENT_CONNECTIONS: &str =
+    "Service unavailable: too many open connections from this address; close idle ones or retry later.";
 /// 409: a second standalone GET stream for one session.
 pub const HTTP_STREAM_OPEN: &str = "Conflict: this session already has a GET stream open.";
 /// 400: a JSON-RPC batch (MCP sends one message per HTTP request).
@@ -248,6 +259,26 @@ mod tests {
         assert_eq!(
             HTTP_NO_CREDENTIAL,
             "Unauthorized: send 'Authorization: Bearer <API key or token>'."
+        );
+    }
+
+    #[test]
+    fn http_limit_texts() {
+        assert_eq!(
+            http_caller_sessions(2),
+            "Too many requests: this caller already has 2 open sessions; end unused ones with DELETE or let them expire."
+        );
+        assert_eq!(
+            http_caller_sessions(1),
+            "Too many requests: this caller already has 1 open session; end unused ones with DELETE or let them expire."
+        );
+        assert_eq!(
+            HTTP_TOO_MANY_CONNECTIONS,
+            "Service unavailable: too many open connections; retry later."
+        );
+        assert_eq!(
+            HTTP_TOO_MANY_CLIENT_CONNECTIONS,
+            "Service unavailable: too many open connections from this address; close idle ones or retry later."
         );
     }
 

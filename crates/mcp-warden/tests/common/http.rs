@@ -273,3 +273,101 @@ impl Drop for HttpWarden {
         let _ = self.child.wait();
     }
 }
+
+/// Sends one request on a kept-alive socket and reads its whole reply (a
+/// Content-Length body), leaving the socket open for the next one.
+pub fn exchange(
+    stream: &mut TcpStream,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Reply {
+    try_exchange(stream, method, headers, body).expect("an HTTP exchange")
+}
+
+/// [`exchange`], for a socket the server may close instead of answering.
+pub fn try_exchange(
+    stream: &mut TcpStream,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> std::io::Result<Reply> {
+    use std::io::{Error, ErrorKind};
+    let mut req = format!(
+        "{method} /mcp HTTP/1.1\r\nHost: {}\r\n",
+        stream.peer_addr()?
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.set_read_timeout(Some(PATIENCE))?;
+    stream.write_all(req.as_bytes())?;
+    // Byte by byte up to the blank line, so nothing past this reply is taken.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        stream.read_exact(&mut byte)?;
+        head.push(byte[0]);
+    }
+    let bad = |what: &str| Error::new(ErrorKind::InvalidData, what.to_owned());
+    let head = String::from_utf8(head).map_err(|_| bad("a head that is not UTF-8"))?;
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad("no status"))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    let length = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .ok_or_else(|| bad("no Content-Length"))?;
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body)?;
+    let body = String::from_utf8(body).map_err(|_| bad("a body that is not UTF-8"))?;
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// Reads `stream` until the server closes it. Returns how long that took and what
+/// the server wrote first, or `None` when it is still open after `limit`.
+pub fn wait_closed(
+    stream: &mut TcpStream,
+    limit: std::time::Duration,
+) -> Option<(std::time::Duration, String)> {
+    let started = std::time::Instant::now();
+    let mut said = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = limit.checked_sub(started.elapsed())?;
+        stream
+            .set_read_timeout(Some(left.max(std::time::Duration::from_millis(1))))
+            .expect("timeout");
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => said.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return None
+            }
+            // Reset: closed all the same.
+            Err(_) => break,
+        }
+    }
+    Some((
+        started.elapsed(),
+        String::from_utf8_lossy(&said).into_owned(),
+    ))
+}

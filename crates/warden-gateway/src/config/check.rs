@@ -59,6 +59,7 @@ pub(super) struct Checked {
 pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     let (gateway, auth) = (&file.gateway, &file.auth);
     parse_duration(&gateway.session_idle).map_err(|m| invalid("gateway.session_idle", m))?;
+    http_limits(gateway)?;
     if gateway.tls_cert.is_some() != gateway.tls_key.is_some() {
         return Err(invalid(
             "gateway",
@@ -133,6 +134,39 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
         webhook,
     };
     Ok(Checked { access, hook })
+}
+
+/// The HTTP front's caps and timeouts. A zero would refuse every connection or
+/// session, or close every connection at once: never what was meant.
+fn http_limits(gateway: &GatewayConfig) -> Result<(), Invalid> {
+    for (key, text) in [
+        ("http_head_timeout", &gateway.http_head_timeout),
+        ("http_idle_timeout", &gateway.http_idle_timeout),
+    ] {
+        let d = parse_duration(text).map_err(|m| invalid(format!("gateway.{key}"), m))?;
+        if d.is_zero() {
+            return Err(invalid(
+                format!("gateway.{key}"),
+                "must be at least 1s: a zero timeout would close every connection at once",
+            ));
+        }
+    }
+    for (key, n) in [
+        ("max_connections", gateway.max_connections),
+        (
+            "max_connections_per_client",
+            gateway.max_connections_per_client,
+        ),
+        ("max_sessions_per_caller", gateway.max_sessions_per_caller),
+    ] {
+        if n == 0 {
+            return Err(invalid(
+                format!("gateway.{key}"),
+                "must be at least 1: 0 would refuse everyone",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One `[[upstream]]`; `names` collects the names seen so far.

@@ -18,6 +18,11 @@ pub const DEFAULT_RESTART_AFTER_TIMEOUTS: u32 = 3;
 pub const DEFAULT_PING_INTERVAL_MS: u64 = 30_000;
 /// The default cap on one JSON-RPC message, in bytes.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Open HTTP connections at most, in total and from one client address.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 64;
+/// Open HTTP sessions at most for one caller.
+pub const DEFAULT_MAX_SESSIONS_PER_CALLER: usize = 100;
 
 /// Tables whose keys are names the user chooses rather than settings. serde's
 /// path cannot tell a chosen name from a field, and errors name such a table as
@@ -121,6 +126,24 @@ pub struct GatewayConfig {
     /// An HTTP session unused this long ends (`30m`).
     #[serde(default = "default_session_idle")]
     pub session_idle: String,
+    /// Sessions one caller may hold open at once; an initialize beyond it gets 429.
+    #[serde(default = "default_max_sessions_per_caller")]
+    pub max_sessions_per_caller: usize,
+    /// An HTTP client must send a whole request head within this long of connecting,
+    /// or of the head's first byte on a kept-alive connection (`10s`).
+    #[serde(default = "default_http_head_timeout")]
+    pub http_head_timeout: String,
+    /// A kept-alive HTTP connection with no request in flight closes after this long
+    /// (`60s`); SSE streams and running calls count as in flight.
+    #[serde(default = "default_http_idle_timeout")]
+    pub http_idle_timeout: String,
+    /// Open HTTP connections at most; one beyond it is answered 503 and closed.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Open HTTP connections at most from one client address (an IPv6 client by its
+    /// /64); one beyond it is answered 503 and closed.
+    #[serde(default = "default_max_connections_per_client")]
+    pub max_connections_per_client: usize,
     /// The HTTP front serves https with this PEM certificate chain …
     pub tls_cert: Option<PathBuf>,
     /// … and this PEM private key.
@@ -168,6 +191,11 @@ impl Default for GatewayConfig {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             session_idle: default_session_idle(),
+            max_sessions_per_caller: DEFAULT_MAX_SESSIONS_PER_CALLER,
+            http_head_timeout: default_http_head_timeout(),
+            http_idle_timeout: default_http_idle_timeout(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
             tls_cert: None,
             tls_key: None,
             state_secret_env: None,
@@ -181,6 +209,21 @@ fn default_listen() -> String {
 }
 fn default_session_idle() -> String {
     "30m".into()
+}
+fn default_max_sessions_per_caller() -> usize {
+    DEFAULT_MAX_SESSIONS_PER_CALLER
+}
+fn default_http_head_timeout() -> String {
+    "10s".into()
+}
+fn default_http_idle_timeout() -> String {
+    "60s".into()
+}
+fn default_max_connections() -> usize {
+    DEFAULT_MAX_CONNECTIONS
+}
+fn default_max_connections_per_client() -> usize {
+    DEFAULT_MAX_CONNECTIONS_PER_CLIENT
 }
 fn default_stdio_caller() -> String {
     "local".into()

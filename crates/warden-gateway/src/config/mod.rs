@@ -371,7 +371,7 @@ close_schema = true
         let e = Config::parse("[gateway]\nstdio_caler = \"x\"\n", "w.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, tls_cert, tls_key, state_secret_env, upstream_error_data."
+            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, max_sessions_per_caller, http_head_timeout, http_idle_timeout, max_connections, max_connections_per_client, tls_cert, tls_key, state_secret_env, upstream_error_data."
         );
         let e = Config::parse(
             "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.t]\npinn = {}\n",
@@ -450,6 +450,46 @@ close_schema = true
         );
         let e = Config::parse("[[upstream]]\ncommand = [\"x\"]\n", "w.toml").unwrap_err();
         assert_eq!(e.to_string(), "w.toml: missing field `name`");
+    }
+
+    #[test]
+    fn http_limits_have_defaults_and_refuse_nonsense() {
+        let c = Config::parse("", "w.toml").unwrap();
+        let g = &c.gateway;
+        assert_eq!(
+            (g.http_head_timeout.as_str(), g.http_idle_timeout.as_str()),
+            ("10s", "60s")
+        );
+        assert_eq!(
+            (
+                g.max_connections,
+                g.max_connections_per_client,
+                g.max_sessions_per_caller
+            ),
+            (1024, 64, 100)
+        );
+        let refused = |toml: &str| Config::parse(toml, "w.toml").unwrap_err().to_string();
+        assert_eq!(
+            refused("[gateway]\nmax_connections = 0\n"),
+            "w.toml: gateway.max_connections: must be at least 1: 0 would refuse everyone"
+        );
+        assert_eq!(
+            refused("[gateway]\nmax_connections_per_client = 0\n"),
+            "w.toml: gateway.max_connections_per_client: must be at least 1: 0 would refuse everyone"
+        );
+        assert_eq!(
+            refused("[gateway]\nmax_sessions_per_caller = 0\n"),
+            "w.toml: gateway.max_sessions_per_caller: must be at least 1: 0 would refuse everyone"
+        );
+        assert_eq!(
+            refused("[gateway]\nhttp_head_timeout = \"soon\"\n"),
+            "w.toml: gateway.http_head_timeout: 'soon' is not a duration; write a number and a unit: 90s, 15m, 24h, 7d"
+        );
+        assert_eq!(
+            refused("[gateway]\nhttp_idle_timeout = \"0s\"\n"),
+            "w.toml: gateway.http_idle_timeout: must be at least 1s: a zero timeout would close every connection at once"
+        );
+        assert!(refused("[gateway]\nmax_connections = -1\n").contains("invalid value"));
     }
 
     #[test]

@@ -1,9 +1,14 @@
 //! The Streamable HTTP front: one endpoint, `/mcp`, for POST, GET and DELETE.
 //!
+//! A connection over `gateway.max_connections` or `max_connections_per_client`
+//! never becomes a request: it is answered 503 at accept ([`connection_refusal`]).
+//!
 //! Every request is checked in this order: Host and Origin (403, DNS rebinding),
 //! credentials (401 with `WWW-Authenticate`, G1), HTTP method, session
 //! (`Mcp-Session-Id`: missing 400, unknown 404, another caller's 404), protocol
 //! version header (400), content type (415), Accept (406), body size (413), JSON.
+//! An initialize beyond the session caps gets 503 (the gateway's) or 429 with
+//! `Retry-After` (the caller's, `gateway.max_sessions_per_caller`).
 //!
 //! Sessions and their streams are in [`super::session`], response bodies in
 //! [`super::sse`]; every refusal is built here, from the typed reasons they give.
@@ -15,8 +20,10 @@
 //! `Last-Event-ID`. A client that goes away mid-call and does not come back within
 //! a few seconds gets its call cancelled upstream.
 
+use super::conn::OverCap;
 use super::session::{
-    Attached, Event, HttpSession, SessionTable, StreamRefused, Watch, MAX_SESSIONS, SINK_CAPACITY,
+    Attached, Event, Full, HttpSession, SessionTable, StreamRefused, Watch, MAX_SESSIONS,
+    SINK_CAPACITY,
 };
 use super::sse::{frame, priming, OutBody, SseBody};
 use crate::front::auth::{Auth, Refused};
@@ -77,6 +84,47 @@ fn message_reply(status: StatusCode, msg: &Value) -> Reply {
 /// An HTTP error with a JSON-RPC error body naming what is wrong.
 fn refuse(status: StatusCode, code: i64, message: &str) -> Reply {
     message_reply(status, &jsonrpc::error(Value::Null, code, message))
+}
+
+/// The 503 for a connection over a cap, as the bytes of a whole HTTP/1.1
+/// response: it is written straight to the socket at accept, before hyper reads
+/// anything, and the connection is closed after it.
+pub(super) fn connection_refusal(over: OverCap) -> Vec<u8> {
+    let text = match over {
+        OverCap::Total => answer::HTTP_TOO_MANY_CONNECTIONS,
+        OverCap::PerClient => answer::HTTP_TOO_MANY_CLIENT_CONNECTIONS,
+    };
+    let r = refuse(
+        StatusCode::SERVICE_UNAVAILABLE,
+        jsonrpc::INTERNAL_ERROR,
+        text,
+    );
+    let body = match r.body() {
+        OutBody::Full(Some(b)) => b.clone(),
+        _ => Bytes::new(),
+    };
+    let status = r.status();
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\n",
+        status.as_str(),
+        status.canonical_reason().unwrap_or_default()
+    )
+    .into_bytes();
+    for (name, value) in r.headers() {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(
+        format!(
+            "content-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(&body);
+    out
 }
 
 fn json_reply(data: Bytes) -> Reply {
@@ -146,7 +194,11 @@ impl Front {
         let idle = crate::config::parse_duration(&config.gateway.session_idle)?;
         Ok(Arc::new(Front {
             auth,
-            sessions: SessionTable::new(gateway.clone(), idle),
+            sessions: SessionTable::new(
+                gateway.clone(),
+                idle,
+                config.gateway.max_sessions_per_caller.max(1),
+            ),
             hosts,
             any_host,
             origins: config
@@ -359,15 +411,24 @@ impl Front {
         }
         let (session, new) = match &msg {
             Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("initialize") => {
-                if self.sessions.count() >= MAX_SESSIONS {
-                    tracing::warn!("{MAX_SESSIONS} HTTP sessions are open; a new one is refused");
-                    return refuse(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        jsonrpc::INTERNAL_ERROR,
-                        answer::HTTP_TOO_MANY_SESSIONS,
-                    );
+                let name = caller.name.clone();
+                match self.sessions.open(caller) {
+                    Ok(session) => (session, true),
+                    Err(Full::Gateway) => {
+                        tracing::warn!(
+                            "{MAX_SESSIONS} HTTP sessions are open; a new one is refused"
+                        );
+                        return refuse(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            jsonrpc::INTERNAL_ERROR,
+                            answer::HTTP_TOO_MANY_SESSIONS,
+                        );
+                    }
+                    Err(Full::Caller { open, retry_after }) => {
+                        tracing::info!(caller = %name, "the caller holds {open} HTTP sessions (gateway.max_sessions_per_caller); a new one is refused");
+                        return too_many_sessions(open, retry_after);
+                    }
                 }
-                (self.sessions.open(caller, true), true)
             }
             _ => match self.session_of(&headers, &caller.name) {
                 Ok(s) => (s, false),
@@ -398,7 +459,7 @@ impl Front {
                     r.headers_mut().insert(SESSION_HEADER, v);
                 }
             } else {
-                self.sessions.keep(None, &session.id);
+                self.sessions.remove(&session.id);
             }
         }
         r
@@ -446,12 +507,12 @@ impl Front {
             }
         }
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
-        let session = self.sessions.open(caller, false);
+        let session = self.sessions.open_stateless(caller);
         self.request(&session, id, msg).await
     }
 
     async fn request(&self, session: &Arc<HttpSession>, id: Value, msg: Value) -> Reply {
-        let (stream, mut rx) = match session.open_stream(&id) {
+        let (stream, sink_gen, mut rx) = match session.open_stream(&id) {
             Ok(opened) => opened,
             Err(why) => {
                 let text = answer::invalid_request(answer::ID_IN_USE);
@@ -465,6 +526,7 @@ impl Front {
         let mut watch = Watch {
             session: session.clone(),
             stream,
+            sink_gen,
             resumable: false,
             armed: true,
         };
@@ -533,6 +595,7 @@ impl Front {
         let (tx, rx) = mpsc::channel(SINK_CAPACITY);
         let Attached {
             stream: n,
+            sink_gen,
             replay,
             ended,
         } = match session.attach(last_event_id, tx) {
@@ -561,6 +624,7 @@ impl Front {
         let watch = resumable.then(|| Watch {
             session: session.clone(),
             stream: n,
+            sink_gen,
             resumable: true,
             armed: true,
         });
@@ -627,6 +691,20 @@ fn decode_header_value(v: &str) -> Option<String> {
     }
 }
 
+/// 429 for a caller at `gateway.max_sessions_per_caller`; Retry-After says when its
+/// longest-unused session would idle out (ending one with DELETE is sooner).
+fn too_many_sessions(open: usize, retry_after: Duration) -> Reply {
+    let mut r = refuse(
+        StatusCode::TOO_MANY_REQUESTS,
+        jsonrpc::INVALID_REQUEST,
+        &answer::http_caller_sessions(open),
+    );
+    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    r
+}
+
 fn unauthorized(why: Refused) -> Reply {
     let mut r = refuse(
         StatusCode::UNAUTHORIZED,
@@ -659,5 +737,26 @@ mod tests {
         assert_eq!(host_part("localhost:8931"), "localhost");
         assert!(is_loopback_name("LOCALHOST"));
         assert!(!is_loopback_name("evil.example"));
+    }
+
+    #[test]
+    fn a_connection_over_a_cap_gets_a_whole_503() {
+        let raw = String::from_utf8(connection_refusal(OverCap::Total)).unwrap();
+        let body = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Service unavailable: too many open connections; retry later."}}"#;
+        assert_eq!(
+            raw,
+            format!("HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
+        );
+        let raw = String::from_utf8(connection_refusal(OverCap::PerClient)).unwrap();
+        assert!(raw.ends_with(r#""message":"Service unavailable: too many open connections from this address; close idle ones or retry later."}}"#), "{raw}");
+    }
+
+    #[test]
+    fn a_caller_at_its_session_cap_hears_when_to_retry() {
+        let r = too_many_sessions(2, Duration::from_millis(1500));
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "2");
+        let r = too_many_sessions(2, Duration::ZERO);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "1");
     }
 }

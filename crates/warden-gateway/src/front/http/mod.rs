@@ -4,8 +4,10 @@
 //!   answers (each refusal built there, from the typed reasons the others give);
 //! - [`session`]: HTTP sessions, the streams their messages go out on, resumption;
 //! - [`sse`]: response bodies, JSON or server-sent events;
+//! - [`conn`]: connections: the caps on how many, the head and idle timeouts;
 //! - [`server`]: the listener.
 
+mod conn;
 pub mod handler;
 pub mod server;
 mod session;

@@ -1,21 +1,22 @@
 //! The HTTP front's listener: binds the address (with TLS when configured),
-//! accepts connections, serves each with hyper, sweeps idle sessions, and on stop
-//! ends every session and the upstreams.
+//! accepts connections within the caps of [`super::conn`], serves each with
+//! hyper under its timeouts, sweeps idle sessions, and on stop ends every session
+//! and the upstreams.
 
-use super::handler::Front;
+use super::conn::{self, Connections, Limits};
+use super::handler::{self, Front};
 use crate::gateway::Gateway;
-use hyper_util::rt::TokioIo;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 /// A bound HTTP front, ready to serve.
 pub struct Server {
     listener: TcpListener,
     front: Arc<Front>,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    connections: Arc<Connections>,
 }
 
 impl Server {
@@ -29,6 +30,15 @@ impl Server {
             )?),
             _ => None,
         };
+        let limits = Limits::from_config(g)?;
+        if let Some(files) = conn::open_file_limit() {
+            // Upstream pipes, the store and the log need descriptors too: with too
+            // few, accept fails before the cap is reached and nobody is told why.
+            if limits.max as u64 + 64 > files {
+                tracing::warn!("gateway.max_connections = {} leaves too few of this process's {files} file descriptors (ulimit -n) for everything else: lower it, or raise the limit", limits.max);
+            }
+        }
+        let connections = Connections::new(limits, gateway.metrics.clone());
         let front = Front::new(gateway, addr)?;
         let listener = TcpListener::bind(addr)
             .await
@@ -37,6 +47,7 @@ impl Server {
             listener,
             front,
             tls,
+            connections,
         })
     }
 
@@ -84,7 +95,7 @@ impl Server {
                 a = self.listener.accept() => a,
                 _ = &mut stop => break,
             };
-            let (stream, _) = match accepted {
+            let (stream, peer) = match accepted {
                 Ok(a) => a,
                 Err(e) => {
                     // Out of file descriptors, say: wait a little instead of spinning.
@@ -93,48 +104,57 @@ impl Server {
                     continue;
                 }
             };
+            let accepted = tokio::time::Instant::now();
+            let slot = match self.connections.admit(peer.ip()) {
+                Ok(slot) => slot,
+                Err(over) => {
+                    tracing::debug!(client = %peer.ip(), "a connection over gateway.{} was refused", over.key());
+                    self.refuse(stream, over);
+                    continue;
+                }
+            };
             let _ = stream.set_nodelay(true);
             let front = front.clone();
             let tls = self.tls.clone();
+            let limits = self.connections.limits;
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
-                    let front = front.clone();
-                    async move { Ok::<_, Infallible>(front.handle(req).await) }
-                });
-                let builder = hyper::server::conn::http1::Builder::new();
-                let ended = match tls {
-                    None => {
-                        builder
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await
-                    }
+                let _slot = slot;
+                let metrics = front.gateway.metrics.clone();
+                let answer = move |req| front.clone().handle(req);
+                match tls {
+                    None => conn::serve(stream, accepted, limits, &metrics, answer).await,
                     Some(tls) => {
-                        let handshake =
-                            tokio::time::timeout(crate::net::CONNECT_TIMEOUT, tls.accept(stream));
+                        // The handshake is part of getting a head: same time limit.
+                        let handshake = tokio::time::timeout(limits.head, tls.accept(stream));
                         match handshake.await {
                             Ok(Ok(stream)) => {
-                                builder
-                                    .serve_connection(TokioIo::new(stream), service)
-                                    .await
+                                conn::serve(stream, accepted, limits, &metrics, answer).await
                             }
-                            Ok(Err(e)) => {
-                                tracing::debug!("a TLS handshake failed: {e}");
-                                return;
-                            }
+                            Ok(Err(e)) => tracing::debug!("a TLS handshake failed: {e}"),
                             Err(_) => {
                                 tracing::debug!("a TLS handshake timed out");
-                                return;
+                                metrics.http_connection_timed_out("head");
                             }
                         }
                     }
-                };
-                if let Err(e) = ended {
-                    tracing::debug!("an HTTP connection ended with an error: {e}");
                 }
             });
         }
         sweeper.abort();
         front.sessions.end_all("the gateway is shutting down");
         front.gateway.shutdown().await;
+    }
+
+    /// Answers a connection over a cap with 503 and closes it, in the accept loop
+    /// and without reading a byte of it: a refusal must cost less than a
+    /// connection, so nothing waits here. The answer is one non-blocking write,
+    /// which a fresh socket's empty send buffer takes whole; if it does not, the
+    /// connection is just closed. Over TLS there is nobody to answer before a
+    /// handshake, which is work the cap exists to avoid: it is just closed.
+    fn refuse(&self, stream: TcpStream, over: conn::OverCap) {
+        if self.tls.is_none() {
+            let _ = stream.try_write(&handler::connection_refusal(over));
+        }
+        drop(stream);
     }
 }

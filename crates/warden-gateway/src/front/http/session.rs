@@ -53,6 +53,9 @@ pub(super) struct Event {
 #[derive(Default)]
 struct Stream {
     sink: Option<mpsc::Sender<Event>>,
+    /// Counts the sinks the stream was given: a client that resumed it holds a
+    /// newer one than the response it left behind.
+    sink_gen: u64,
     history: VecDeque<Event>,
     next_seq: u64,
     /// The highest sequence number a connected client was handed.
@@ -98,6 +101,7 @@ impl Streams {
             n,
             Stream {
                 sink: Some(sink),
+                sink_gen: 1,
                 next_seq: 1,
                 request: Some((key, id)),
                 ..Stream::default()
@@ -169,6 +173,20 @@ impl Streams {
         Some(id)
     }
 
+    /// A response that read stream `n` through sink generation `gen` is gone: the
+    /// stream lets go of that sink. False when there is nothing to let go: the
+    /// stream ended, or a client resumed it with a newer sink (it keeps receiving,
+    /// and its call keeps running).
+    fn let_go(&mut self, n: u64, gen: u64) -> bool {
+        match self.streams.get_mut(&n) {
+            Some(s) if !s.done && s.sink_gen == gen => {
+                s.sink = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The requests still waiting for their answers.
     fn running(&self) -> Vec<Value> {
         self.streams
@@ -228,6 +246,8 @@ async fn sort(session: Weak<HttpSession>, mut rx: mpsc::Receiver<Outgoing>) {
 pub(super) struct Watch {
     pub(super) session: Arc<HttpSession>,
     pub(super) stream: u64,
+    /// The sink this watch's response reads from ([`Stream::sink_gen`]).
+    pub(super) sink_gen: u64,
     pub(super) resumable: bool,
     pub(super) armed: bool,
 }
@@ -239,9 +259,8 @@ impl Drop for Watch {
         }
         {
             let mut r = self.session.streams();
-            match r.streams.get_mut(&self.stream) {
-                Some(s) if !s.done => s.sink = None,
-                _ => return,
+            if !r.let_go(self.stream, self.sink_gen) {
+                return;
             }
         }
         let (session, n) = (self.session.clone(), self.stream);
@@ -292,6 +311,8 @@ pub(super) enum StreamRefused {
 /// resumption replays what the client missed), and whether it already ended.
 pub(super) struct Attached {
     pub(super) stream: u64,
+    /// The generation of the sink it was given.
+    pub(super) sink_gen: u64,
     pub(super) replay: Vec<Event>,
     pub(super) ended: bool,
 }
@@ -301,14 +322,15 @@ impl HttpSession {
     pub(super) fn open_stream(
         &self,
         id: &Value,
-    ) -> Result<(u64, mpsc::Receiver<Event>), StreamRefused> {
+    ) -> Result<(u64, u64, mpsc::Receiver<Event>), StreamRefused> {
         let key = jsonrpc::id_key(id);
         let (tx, rx) = mpsc::channel(SINK_CAPACITY);
         let mut s = self.streams();
         if s.by_request.contains_key(&key) {
             return Err(StreamRefused::IdInUse);
         }
-        Ok((s.open(key, id.clone(), tx), rx))
+        let n = s.open(key, id.clone(), tx);
+        Ok((n, s.streams[&n].sink_gen, rx))
     }
 
     /// GET: the session's own stream, or (with `Last-Event-ID`) any of its streams
@@ -345,43 +367,129 @@ impl HttpSession {
         ended |= s.done && n != 0;
         if !ended {
             s.sink = Some(sink);
+            s.sink_gen += 1;
         }
         Ok(Attached {
             stream: n,
+            sink_gen: s.sink_gen,
             replay,
             ended,
         })
     }
 }
 
-/// The open sessions, by id.
+/// The open sessions, by id, and how many each caller holds.
 pub(super) struct SessionTable {
     gateway: Arc<Gateway>,
-    map: Mutex<HashMap<String, Arc<HttpSession>>>,
+    open: Mutex<Open>,
     /// A session unused this long ends.
     pub(super) idle: Duration,
+    /// Sessions one caller may hold at once (`gateway.max_sessions_per_caller`), so
+    /// that one caller cannot take the whole [`MAX_SESSIONS`] from everyone else.
+    per_caller: usize,
+}
+
+/// The addressable sessions. Both maps change together, under one lock, so a
+/// caller's count is always the number of its sessions in `by_id`.
+#[derive(Default)]
+struct Open {
+    by_id: HashMap<String, Arc<HttpSession>>,
+    /// Callers holding no session have no entry.
+    by_caller: HashMap<String, usize>,
+}
+
+impl Open {
+    fn insert(&mut self, session: Arc<HttpSession>) {
+        *self.by_caller.entry(session.caller.clone()).or_default() += 1;
+        self.by_id.insert(session.id.clone(), session);
+    }
+
+    fn remove(&mut self, id: &str) {
+        let Some(session) = self.by_id.remove(id) else {
+            return; // ended twice (a DELETE racing the idle sweep, say): counted once
+        };
+        match self.by_caller.get_mut(&session.caller) {
+            Some(n) if *n > 1 => *n -= 1,
+            _ => {
+                self.by_caller.remove(&session.caller);
+            }
+        }
+    }
+}
+
+/// Why an initialize got no session.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Full {
+    /// The gateway holds [`MAX_SESSIONS`].
+    Gateway,
+    /// The caller holds `open` sessions, its cap; the one it used longest ago can
+    /// idle out in `retry_after` (a hint: one kept busy never does).
+    Caller { open: usize, retry_after: Duration },
 }
 
 impl SessionTable {
-    pub(super) fn new(gateway: Arc<Gateway>, idle: Duration) -> SessionTable {
+    pub(super) fn new(gateway: Arc<Gateway>, idle: Duration, per_caller: usize) -> SessionTable {
         SessionTable {
             gateway,
-            map: Mutex::new(HashMap::new()),
+            open: Mutex::new(Open::default()),
             idle,
+            per_caller,
         }
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<HttpSession>>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn count(&self) -> usize {
-        self.map().len()
+        self.lock().by_id.len()
     }
 
-    /// A session; `addressable` ones are kept and found again by their Mcp-Session-Id,
-    /// the others (a 2026-07-28 request's own) end with their request.
-    pub(super) fn open(&self, caller: Caller, addressable: bool) -> Arc<HttpSession> {
+    /// How many sessions `caller` holds.
+    #[cfg(test)]
+    fn held_by(&self, caller: &str) -> usize {
+        self.lock().by_caller.get(caller).copied().unwrap_or(0)
+    }
+
+    /// A session found again by its Mcp-Session-Id, unless the gateway or the
+    /// caller already holds as many as it may. The caps are checked and the
+    /// session added under one lock: parallel initializes cannot overshoot them.
+    pub(super) fn open(&self, caller: Caller) -> Result<Arc<HttpSession>, Full> {
+        let mut open = self.lock();
+        if open.by_id.len() >= MAX_SESSIONS {
+            return Err(Full::Gateway);
+        }
+        let held = open.by_caller.get(&caller.name).copied().unwrap_or(0);
+        if held >= self.per_caller {
+            let retry_after = open
+                .by_id
+                .values()
+                .filter(|s| s.caller == caller.name)
+                .map(|s| {
+                    let used = *s.last_used.lock().unwrap_or_else(|e| e.into_inner());
+                    self.idle.saturating_sub(used.elapsed())
+                })
+                .min()
+                .unwrap_or(self.idle);
+            return Err(Full::Caller {
+                open: held,
+                retry_after,
+            });
+        }
+        let session = self.build(caller, true);
+        open.insert(session.clone());
+        self.publish(&open);
+        drop(open);
+        tracing::info!(session = %session.id, caller = %logged(&session.caller), "HTTP session opened");
+        Ok(session)
+    }
+
+    /// A 2026-07-28 request's own session: not kept, it ends with its request.
+    pub(super) fn open_stateless(&self, caller: Caller) -> Arc<HttpSession> {
+        self.build(caller, false)
+    }
+
+    fn build(&self, caller: Caller, addressable: bool) -> Arc<HttpSession> {
         let (tx, rx) = mpsc::channel::<Outgoing>(1024);
         let name = caller.name.clone();
         let id = new_session_id();
@@ -402,35 +510,36 @@ impl SessionTable {
             last_used: Mutex::new(Instant::now()),
         });
         tokio::spawn(sort(Arc::downgrade(&session), rx));
-        if addressable {
-            self.keep(Some(session.clone()), &session.id);
-            // A token's claims name the caller: written escaped like any caller's string.
-            tracing::info!(session = %session.id, caller = %logged(&session.caller), "HTTP session opened");
-        }
         session
     }
 
     /// The session `id`, when it is open and `caller`'s.
     pub(super) fn find(&self, id: &str, caller: &str) -> Option<Arc<HttpSession>> {
-        self.map().get(id).filter(|s| s.caller == caller).cloned()
+        self.lock()
+            .by_id
+            .get(id)
+            .filter(|s| s.caller == caller)
+            .cloned()
     }
 
-    /// Adds (`Some`) or removes (`None`) a session, keeping the sessions gauge true.
-    pub(super) fn keep(&self, session: Option<Arc<HttpSession>>, id: &str) {
-        let mut map = self.map();
-        match session {
-            Some(s) => map.insert(id.to_owned(), s),
-            None => map.remove(id),
-        };
-        self.gateway
-            .metrics
-            .http_sessions
-            .store(map.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    /// Forgets a session: its id no longer finds it, and its caller's count drops.
+    pub(super) fn remove(&self, id: &str) {
+        let mut open = self.lock();
+        open.remove(id);
+        self.publish(&open);
+    }
+
+    /// Keeps the sessions gauge true.
+    fn publish(&self, open: &Open) {
+        self.gateway.metrics.http_sessions.store(
+            open.by_id.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// Ends a session: its streams close and its running calls are cancelled.
     pub(super) fn end(&self, session: &Arc<HttpSession>, why: &str) {
-        self.keep(None, &session.id);
+        self.remove(&session.id);
         let running = {
             let mut r = session.streams();
             let running = r.running();
@@ -449,7 +558,7 @@ impl SessionTable {
 
     /// Ends every session (the gateway is stopping).
     pub(super) fn end_all(&self, why: &str) {
-        let sessions: Vec<_> = self.map().values().cloned().collect();
+        let sessions: Vec<_> = self.lock().by_id.values().cloned().collect();
         for s in sessions {
             self.end(&s, why);
         }
@@ -458,7 +567,8 @@ impl SessionTable {
     /// Ends sessions unused for longer than `gateway.session_idle`.
     pub(super) fn sweep(&self) {
         let idle: Vec<Arc<HttpSession>> = self
-            .map()
+            .lock()
+            .by_id
             .values()
             .filter(|s| {
                 let used = *s.last_used.lock().unwrap_or_else(|e| e.into_inner());
@@ -517,6 +627,53 @@ mod tests {
         assert!(r.running().is_empty());
     }
 
+    async fn table(idle: Duration, per_caller: usize) -> SessionTable {
+        let config = crate::config::Config::parse("", "w.toml").unwrap();
+        let gateway = Gateway::new(config).await.unwrap();
+        SessionTable::new(gateway, idle, per_caller)
+    }
+
+    #[tokio::test]
+    async fn a_caller_holds_at_most_its_share_and_gets_it_back_as_sessions_end() {
+        let table = table(Duration::from_secs(60), 2).await;
+        let alice = || Caller::new("alice");
+        let first = table.open(alice()).unwrap();
+        table.open(alice()).unwrap();
+        match table.open(alice()).err() {
+            Some(Full::Caller { open, retry_after }) => {
+                assert_eq!(open, 2);
+                assert!(retry_after > Duration::from_secs(50), "{retry_after:?}");
+            }
+            other => panic!("a third session for alice: {other:?}"),
+        }
+        // Others are not held back by alice, and stateless sessions are not counted.
+        table.open(Caller::new("bob")).unwrap();
+        let _stateless = table.open_stateless(alice());
+        assert_eq!((table.held_by("alice"), table.count()), (2, 3));
+        // DELETE, even twice, frees one place.
+        table.end(&first, "the client ended the session");
+        table.end(&first, "the client ended the session");
+        assert_eq!(table.held_by("alice"), 1);
+        table.open(alice()).unwrap();
+        // The gateway's end frees them all.
+        table.end_all("the gateway is shutting down");
+        assert_eq!(
+            (table.count(), table.held_by("alice"), table.held_by("bob")),
+            (0, 0, 0)
+        );
+    }
+
+    #[tokio::test]
+    async fn the_idle_sweep_gives_a_caller_its_sessions_back() {
+        let table = table(Duration::from_millis(1), 1).await;
+        table.open(Caller::new("alice")).unwrap();
+        assert!(table.open(Caller::new("alice")).is_err());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        table.sweep();
+        assert_eq!(table.held_by("alice"), 0);
+        table.open(Caller::new("alice")).unwrap();
+    }
+
     #[test]
     fn a_client_that_does_not_read_is_let_go() {
         let mut r = Streams::new();
@@ -527,5 +684,28 @@ mod tests {
         assert!(r.streams[&n].sink.is_none());
         assert_eq!(r.streams[&n].history.len(), 2);
         assert_eq!(r.running(), vec![json!(1)]);
+    }
+
+    #[test]
+    fn a_response_left_behind_does_not_take_a_resumed_streams_sink() {
+        let mut r = Streams::new();
+        let (tx, _rx) = mpsc::channel(4);
+        let n = r.open("1".into(), json!(1), tx);
+        let first = r.streams[&n].sink_gen;
+        // The client resumed the stream (GET with Last-Event-ID) on a new sink …
+        let (tx2, mut rx2) = mpsc::channel(4);
+        let s = r.streams.get_mut(&n).unwrap();
+        s.sink = Some(tx2);
+        s.sink_gen += 1;
+        // … then the first response's body is dropped: the new sink stays.
+        assert!(!r.let_go(n, first));
+        r.push(n, Bytes::from_static(b"{}"), true);
+        assert!(rx2.try_recv().unwrap().last);
+        // Its own sink, on a stream still running, is let go.
+        let (tx3, _rx3) = mpsc::channel(4);
+        let m = r.open("2".into(), json!(2), tx3);
+        let gen = r.streams[&m].sink_gen;
+        assert!(r.let_go(m, gen));
+        assert!(r.streams[&m].sink.is_none());
     }
 }

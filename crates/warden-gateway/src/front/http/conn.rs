@@ -1,0 +1,595 @@
+//! The HTTP front's connections: how many may be open, in total and from one
+//! client address, and how long one may hold a socket without a request.
+//!
+//! A connection over a cap is refused at accept, before anything of it is read
+//! (the answer is built in [`super::handler`]). An admitted one is watched:
+//!
+//! - its first request head must be complete within `http_head_timeout` of the
+//!   accept (TLS handshake included), so one that sends nothing, or half a head,
+//!   cannot hold a file descriptor for long (slowloris);
+//! - between requests it may sit idle for `http_idle_timeout`, after which it is
+//!   shut down gracefully; once the next head's first byte arrives, that head too
+//!   must be complete within `http_head_timeout`;
+//! - while a request is in flight (its answer not yet fully written: a long call,
+//!   an SSE stream) neither applies.
+//!
+//! hyper's own `header_read_timeout` starts when a connection becomes idle, so it
+//! cannot tell a quiet kept-alive connection from a slow head: it would close idle
+//! connections after the head timeout. It is kept only as a backstop, at the sum of
+//! both timeouts, which the watch here always reaches first.
+
+use crate::config::{parse_duration, GatewayConfig};
+use crate::metrics::Metrics;
+use hyper::body::{Body, Frame, SizeHint};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, Ipv6Addr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// The caps and timeouts of `[gateway]`, parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Limits {
+    /// `http_head_timeout`.
+    pub head: Duration,
+    /// `http_idle_timeout`.
+    pub idle: Duration,
+    /// `max_connections`.
+    pub max: usize,
+    /// `max_connections_per_client`.
+    pub per_client: usize,
+}
+
+impl Limits {
+    pub(super) fn from_config(g: &GatewayConfig) -> Result<Limits, String> {
+        let duration = |key: &str, text: &str| {
+            parse_duration(text)
+                .map_err(|m| format!("gateway.{key}: {m}"))
+                // `check` refuses 0; a library caller who skipped it gets 1 s, not a
+                // front that closes every connection at once.
+                .map(|d| d.max(Duration::from_secs(1)))
+        };
+        Ok(Limits {
+            head: duration("http_head_timeout", &g.http_head_timeout)?,
+            idle: duration("http_idle_timeout", &g.http_idle_timeout)?,
+            max: g.max_connections.max(1),
+            per_client: g.max_connections_per_client.max(1),
+        })
+    }
+}
+
+/// Which cap a refused connection hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OverCap {
+    /// `max_connections`: the front holds as many as it will.
+    Total,
+    /// `max_connections_per_client`: this address holds as many as it may.
+    PerClient,
+}
+
+impl OverCap {
+    /// The config key, as the refusal's metric label and log line name it.
+    pub(super) fn key(self) -> &'static str {
+        match self {
+            OverCap::Total => "max_connections",
+            OverCap::PerClient => "max_connections_per_client",
+        }
+    }
+}
+
+/// Who counts as one client: its IP address, an IPv6 one by its /64 (one host
+/// usually holds a whole /64, and could otherwise take a fresh address for every
+/// connection). An IPv4 address mapped into IPv6 counts as itself.
+pub(super) fn client_of(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let mut s = v6.segments();
+            s[4..].fill(0);
+            IpAddr::V6(Ipv6Addr::from(s))
+        }
+        v4 => v4,
+    }
+}
+
+/// The open connections: how many, and from which clients.
+pub(super) struct Connections {
+    pub(super) limits: Limits,
+    open: Mutex<Counts>,
+    metrics: Arc<Metrics>,
+}
+
+#[derive(Default)]
+struct Counts {
+    total: usize,
+    /// Clients with no open connection have no entry.
+    by_client: HashMap<IpAddr, usize>,
+}
+
+impl Connections {
+    pub(super) fn new(limits: Limits, metrics: Arc<Metrics>) -> Arc<Connections> {
+        Arc::new(Connections {
+            limits,
+            open: Mutex::new(Counts::default()),
+            metrics,
+        })
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A place for a connection from `peer`, held until the [`Slot`] drops; or
+    /// the cap it would exceed (counted in the metrics). The client's own cap is
+    /// checked first, so a client that floods is told it is the one over.
+    pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, OverCap> {
+        let client = client_of(peer);
+        let mut counts = self.counts();
+        let held = counts.by_client.get(&client).copied().unwrap_or(0);
+        let over = if held >= self.limits.per_client {
+            Some(OverCap::PerClient)
+        } else if counts.total >= self.limits.max {
+            Some(OverCap::Total)
+        } else {
+            None
+        };
+        if let Some(over) = over {
+            drop(counts);
+            self.metrics.http_connection_refused(over.key());
+            return Err(over);
+        }
+        counts.by_client.insert(client, held + 1);
+        counts.total += 1;
+        self.publish(&counts);
+        Ok(Slot {
+            connections: self.clone(),
+            client,
+        })
+    }
+
+    fn publish(&self, counts: &Counts) {
+        self.metrics
+            .http_connections
+            .store(counts.total as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Open connections, in total and from `peer`'s client.
+    #[cfg(test)]
+    fn open(&self, peer: IpAddr) -> (usize, usize) {
+        let counts = self.counts();
+        let client = counts.by_client.get(&client_of(peer)).copied();
+        (counts.total, client.unwrap_or(0))
+    }
+}
+
+/// One admitted connection's place; dropping it (the connection ended) frees it.
+pub(super) struct Slot {
+    connections: Arc<Connections>,
+    client: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = self.connections.counts();
+        counts.total = counts.total.saturating_sub(1);
+        match counts.by_client.get_mut(&self.client) {
+            Some(n) if *n > 1 => *n -= 1,
+            _ => {
+                counts.by_client.remove(&self.client);
+            }
+        }
+        self.connections.publish(&counts);
+    }
+}
+
+/// What the watch knows of one connection: told by its reads and its requests.
+struct Clock {
+    state: Mutex<ClockState>,
+    /// Woken whenever a deadline may have moved.
+    changed: Notify,
+}
+
+struct ClockState {
+    accepted: Instant,
+    /// Requests whose answers are not yet fully written.
+    busy: usize,
+    /// Whether a request head ever came whole.
+    served: bool,
+    /// When the last answer was finished.
+    idle_since: Instant,
+    /// When the first byte of the next head came, while nothing was in flight.
+    head_since: Option<Instant>,
+}
+
+/// Which timeout a deadline belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    /// A head that did not come whole in time (or the first never came).
+    Head,
+    /// No request for `http_idle_timeout`.
+    Idle,
+    /// A graceful shutdown that did not finish in time.
+    Closing,
+}
+
+impl ClockState {
+    fn new(accepted: Instant) -> ClockState {
+        ClockState {
+            accepted,
+            busy: 0,
+            served: false,
+            idle_since: accepted,
+            head_since: None,
+        }
+    }
+
+    /// When the connection is to close, and why; `None` while a request is in flight.
+    fn deadline(&self, limits: &Limits, closing: Option<Instant>) -> Option<(Instant, Expiry)> {
+        if self.busy > 0 {
+            return None;
+        }
+        Some(match (closing, self.served, self.head_since) {
+            (Some(since), _, _) => (since + limits.head, Expiry::Closing),
+            (None, false, _) => (self.accepted + limits.head, Expiry::Head),
+            (None, true, Some(since)) => (since + limits.head, Expiry::Head),
+            (None, true, None) => (self.idle_since + limits.idle, Expiry::Idle),
+        })
+    }
+}
+
+impl Clock {
+    fn new(accepted: Instant) -> Arc<Clock> {
+        Arc::new(Clock {
+            state: Mutex::new(ClockState::new(accepted)),
+            changed: Notify::new(),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, ClockState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A request head came whole: the request is in flight until its answer is written.
+    fn busy(self: &Arc<Self>) -> Busy {
+        let mut s = self.state();
+        s.busy += 1;
+        s.served = true;
+        s.head_since = None;
+        Busy(self.clone())
+    }
+
+    /// Bytes came in. With nothing in flight they begin the next head (a body is
+    /// read only while its request is in flight).
+    fn read(&self) {
+        let mut s = self.state();
+        if s.busy == 0 && s.served && s.head_since.is_none() {
+            s.head_since = Some(Instant::now());
+            drop(s);
+            self.changed.notify_one();
+        }
+    }
+}
+
+/// A request in flight, until its answer's body is written (or dropped).
+struct Busy(Arc<Clock>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let mut s = self.0.state();
+        s.busy = s.busy.saturating_sub(1);
+        if s.busy == 0 {
+            s.idle_since = Instant::now();
+            s.head_since = None;
+        }
+        drop(s);
+        self.0.changed.notify_one();
+    }
+}
+
+/// An answer's body carrying its request's [`Busy`]: hyper drops the body once it
+/// is written, and that is when the request stops being in flight.
+pub(super) struct Tracked<B> {
+    body: B,
+    _busy: Busy,
+}
+
+impl<B: Body + Unpin> Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A connection's socket, telling its [`Clock`] when bytes come in.
+struct Watched<S> {
+    io: S,
+    clock: Arc<Clock>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut me.io).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            me.clock.read();
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+/// Serves one admitted connection with hyper until it ends, or a timeout ends it.
+/// `answer` turns a request into its response; `accepted` is when the socket was
+/// accepted (the first head's time runs from there, TLS handshake included).
+pub(super) async fn serve<S, B, F, Fut>(
+    io: S,
+    accepted: Instant,
+    limits: Limits,
+    metrics: &Metrics,
+    answer: F,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    B: Body<Data = bytes::Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    F: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Send + 'static,
+    Fut: Future<Output = hyper::Response<B>> + Send + 'static,
+{
+    let clock = Clock::new(accepted);
+    let service = {
+        let clock = clock.clone();
+        hyper::service::service_fn(move |req| {
+            let busy = clock.busy();
+            let answered = answer(req);
+            async move {
+                let response = answered.await;
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|body| Tracked { body, _busy: busy }),
+                )
+            }
+        })
+    };
+    let io = TokioIo::new(Watched {
+        io,
+        clock: clock.clone(),
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.head + limits.idle)
+        .serve_connection(io, service);
+    tokio::pin!(conn);
+    let mut closing = None;
+    loop {
+        let deadline = clock.state().deadline(&limits, closing);
+        let changed = clock.changed.notified();
+        // Parked far away while a request is in flight; `changed` wakes the loop.
+        let wake = deadline.map_or_else(|| Instant::now() + limits.idle, |(at, _)| at);
+        tokio::select! {
+            biased;
+            ended = conn.as_mut() => {
+                if let Err(e) = ended {
+                    tracing::debug!("an HTTP connection ended with an error: {e}");
+                }
+                return;
+            }
+            () = changed => {}
+            () = tokio::time::sleep_until(wake) => {
+                // Read again: a request may have begun as the timer fired.
+                let Some((at, why)) = clock.state().deadline(&limits, closing) else {
+                    continue;
+                };
+                if Instant::now() < at {
+                    continue;
+                }
+                match why {
+                    Expiry::Head => {
+                        // Half a head is not worth a graceful close: the socket goes.
+                        tracing::debug!("an HTTP connection sent no whole request head within gateway.http_head_timeout; closed");
+                        metrics.http_connection_timed_out("head");
+                        return;
+                    }
+                    Expiry::Idle => {
+                        tracing::debug!("an HTTP connection was idle for gateway.http_idle_timeout; closing");
+                        metrics.http_connection_timed_out("idle");
+                        // Nothing is in flight, so hyper closes at once; should a
+                        // request slip in first, it is answered and then the
+                        // connection closes.
+                        conn.as_mut().graceful_shutdown();
+                        closing = Some(Instant::now());
+                    }
+                    Expiry::Closing => return,
+                }
+            }
+        }
+    }
+}
+
+/// The process's limit on open files (the soft one), where the OS tells it.
+pub(super) fn open_file_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max: usize, per_client: usize) -> Limits {
+        Limits {
+            head: Duration::from_secs(10),
+            idle: Duration::from_secs(60),
+            max,
+            per_client,
+        }
+    }
+
+    #[test]
+    fn caps_count_per_client_and_in_total_and_free_on_drop() {
+        let metrics = Arc::new(Metrics::default());
+        let conns = Connections::new(limits(3, 2), metrics.clone());
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let c: IpAddr = "192.0.2.3".parse().unwrap();
+        let a1 = conns.admit(a).unwrap();
+        let _a2 = conns.admit(a).unwrap();
+        assert_eq!(conns.admit(a).err(), Some(OverCap::PerClient));
+        let _b1 = conns.admit(b).unwrap();
+        assert_eq!(conns.admit(c).err(), Some(OverCap::Total));
+        // A client over its own cap hears that, even when the front is full too.
+        assert_eq!(conns.admit(a).err(), Some(OverCap::PerClient));
+        assert_eq!(conns.open(a), (3, 2));
+        drop(a1);
+        assert_eq!(conns.open(a), (2, 1));
+        let _c1 = conns.admit(c).unwrap();
+        let text = metrics.render();
+        assert!(
+            text.contains("warden_http_connections_refused_total{limit=\"max_connections\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "warden_http_connections_refused_total{limit=\"max_connections_per_client\"} 2\n"
+        ));
+        assert!(text.contains("\nwarden_http_connections 3\n"), "{text}");
+    }
+
+    #[test]
+    fn a_client_is_an_ipv4_address_or_an_ipv6_64() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(client_of(ip("192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(client_of(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(
+            client_of(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd")),
+            ip("2001:db8:1:2::")
+        );
+        let conns = Connections::new(limits(10, 1), Arc::new(Metrics::default()));
+        let _one = conns.admit(ip("2001:db8:1:2::1")).unwrap();
+        assert_eq!(
+            conns.admit(ip("2001:db8:1:2::2")).err(),
+            Some(OverCap::PerClient)
+        );
+        assert!(conns.admit(ip("2001:db8:1:3::1")).is_ok());
+    }
+
+    #[test]
+    fn the_deadline_follows_the_connection() {
+        let l = limits(1, 1);
+        let t0 = Instant::now();
+        let mut s = ClockState::new(t0);
+        // Nothing yet: the first head is due within the head timeout of the accept.
+        assert_eq!(s.deadline(&l, None), Some((t0 + l.head, Expiry::Head)));
+        // A request in flight (a long call, an SSE stream): no deadline at all.
+        s.busy = 1;
+        s.served = true;
+        assert_eq!(s.deadline(&l, None), None);
+        // Answered: idle, then the next head's first byte starts the head timeout.
+        let t1 = t0 + Duration::from_secs(3);
+        s.busy = 0;
+        s.idle_since = t1;
+        assert_eq!(s.deadline(&l, None), Some((t1 + l.idle, Expiry::Idle)));
+        let t2 = t1 + Duration::from_secs(30);
+        s.head_since = Some(t2);
+        assert_eq!(s.deadline(&l, None), Some((t2 + l.head, Expiry::Head)));
+        // A graceful close gets the head timeout to finish.
+        let t3 = t2 + Duration::from_secs(1);
+        assert_eq!(
+            s.deadline(&l, Some(t3)),
+            Some((t3 + l.head, Expiry::Closing))
+        );
+    }
+
+    #[tokio::test]
+    async fn reads_start_a_head_only_between_requests() {
+        let clock = Clock::new(Instant::now());
+        // Before the first request the accept time rules; reads change nothing.
+        clock.read();
+        assert_eq!(clock.state().head_since, None);
+        let busy = clock.busy();
+        clock.read(); // the request's body
+        assert_eq!(clock.state().head_since, None);
+        drop(busy);
+        assert_eq!(clock.state().busy, 0);
+        clock.read(); // the next head
+        assert!(clock.state().head_since.is_some());
+        let _busy = clock.busy();
+        assert_eq!(clock.state().head_since, None);
+    }
+
+    #[test]
+    fn limits_come_from_the_gateway_table() {
+        let g = GatewayConfig::default();
+        assert_eq!(
+            Limits::from_config(&g).unwrap(),
+            Limits {
+                head: Duration::from_secs(10),
+                idle: Duration::from_secs(60),
+                max: 1024,
+                per_client: 64
+            }
+        );
+        let bad = GatewayConfig {
+            http_idle_timeout: "1 minute".into(),
+            ..GatewayConfig::default()
+        };
+        assert!(Limits::from_config(&bad)
+            .unwrap_err()
+            .starts_with("gateway.http_idle_timeout: '1 minute' is not a duration"));
+    }
+}
