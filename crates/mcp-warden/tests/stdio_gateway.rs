@@ -392,6 +392,46 @@ fn an_upstream_that_keeps_failing_to_start_is_retried_by_one_loop() {
 }
 
 #[test]
+fn a_restarted_upstream_gets_no_call_before_its_start_finished() {
+    // This upstream refuses requests that come before notifications/initialized,
+    // as SDK-built servers do, and takes 300 ms to answer initialize. Calls made
+    // while it restarts fail as while it is down; none reaches it early.
+    let mut w = Warden::start(
+        "restart-handshake",
+        &fixture_config(
+            "env = { FIXTURE_STRICT_INIT = \"1\", FIXTURE_INIT_DELAY_MS = \"300\" }",
+            "",
+        ),
+    );
+    let internal = "Error: An internal error occurred while executing the tool.";
+    assert_eq!(w.call_text("fx.crash", json!({})), internal);
+    // One call every 20 ms across the restart (100 ms backoff, 300 ms handshake).
+    let ids: Vec<i64> = (0..40)
+        .map(|n| {
+            let id = w.send_request(
+                "tools/call",
+                json!({"name": "fx.echo", "arguments": {"n": n}}),
+            );
+            std::thread::sleep(Duration::from_millis(20));
+            id
+        })
+        .collect();
+    for (n, id) in ids.iter().enumerate() {
+        let r = w.response(&json!(id));
+        let text = r.pointer("/result/content/0/text").and_then(Value::as_str);
+        let echoed = format!(r#"{{"n":{n}}}"#);
+        assert!(
+            text == Some(internal) || text == Some(echoed.as_str()),
+            "call {n}: {r}"
+        );
+    }
+    w.wait_for("list_changed after the restart", |m| {
+        m["method"] == "notifications/tools/list_changed"
+    });
+    assert_eq!(w.call_text("fx.echo", json!({"n": 1})), r#"{"n":1}"#);
+}
+
+#[test]
 fn sampling_round_trip_through_the_gateway() {
     let mut w = Warden::start("sampling", &fixture_config("", ""));
     let id = w.send_request(
