@@ -336,6 +336,15 @@ impl Warden {
         panic!("never received {what}");
     }
 
+    /// The next line within `d`, if one comes (panics if the gateway closed its stdout).
+    pub fn try_recv_line(&mut self, d: Duration) -> Option<String> {
+        match self.lines.recv_timeout(d) {
+            Ok(line) => Some(line),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => panic!("the gateway closed its stdout"),
+        }
+    }
+
     /// Asserts nothing arrives for `d`.
     pub fn expect_silence(&mut self, d: Duration) {
         match self.lines.recv_timeout(d) {
