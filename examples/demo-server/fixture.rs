@@ -19,6 +19,17 @@
 //! prompt (`label_prompt`) that answer with the label; `FIXTURE_MALFORMED=1` also
 //! declares `malformed {result}`, which answers with its `result` argument as the
 //! JSON-RPC result, whatever it is (`null`, a string …): a broken server.
+//! `FIXTURE_CHAOS=1` also declares the misbehaviours the chaos test mixes in:
+//! `twice` (two responses with one id: "first answer", then "second answer"),
+//! `flood {n}` (n messages nobody asked for: log messages, progress for tokens
+//! never handed out, responses to ids never used, now and then a
+//! `tools/list_changed`; then the answer) and `hang {ms}` (answers after `ms`
+//! even when cancelled, so a late answer follows the gateway's timeout).
+//! `FIXTURE_STRICT_INIT=1` refuses every request but `initialize` and `ping` until
+//! `notifications/initialized` came, as servers built on the MCP SDKs do;
+//! `FIXTURE_INIT_DELAY_MS=N` answers `initialize` only after N ms (a server slow
+//! to start); `FIXTURE_FLAKY_START=N` makes one start in N (chosen by process id)
+//! exit when asked for its tools, a server that dies while starting.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -79,6 +90,17 @@ fn tools(late: bool) -> Vec<Value> {
             "inputSchema": {"type": "object", "properties": {"result": {}}}}),
         );
     }
+    if std::env::var("FIXTURE_CHAOS").is_ok_and(|v| v == "1") {
+        t.push(json!({"name": "twice", "description": "Answer twice with one id.", "inputSchema": {"type": "object"}}));
+        t.push(
+            json!({"name": "flood", "description": "Send n unsolicited messages, then answer.",
+            "inputSchema": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 100000}}}}),
+        );
+        t.push(
+            json!({"name": "hang", "description": "Answer after ms milliseconds, cancelled or not.",
+            "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0}}, "required": ["ms"]}}),
+        );
+    }
     if late {
         t.push(json!({"name": "late_tool", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}}));
     }
@@ -109,6 +131,16 @@ fn main() {
         .unwrap_or(0);
     let fail_list = std::env::var("FIXTURE_FAIL_LIST").is_ok();
     let label = std::env::var("FIXTURE_RESOURCES").ok();
+    let strict_init = std::env::var("FIXTURE_STRICT_INIT").is_ok_and(|v| v == "1");
+    let mut initialized = false;
+    let init_delay: u64 = std::env::var("FIXTURE_INIT_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let dies_on_list = std::env::var("FIXTURE_FLAKY_START")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .is_some_and(|n| n > 0 && std::process::id() % n == 0);
 
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
@@ -134,8 +166,19 @@ fn main() {
                     flag.store(true, Ordering::SeqCst);
                 }
             }
+            (Some("notifications/initialized"), None) => initialized = true,
             (Some(_), None) => {}
+            (Some(m), Some(id))
+                if strict_init && !initialized && m != "initialize" && m != "ping" =>
+            {
+                send(
+                    &out,
+                    &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600,
+                    "message": format!("{m} before initialization was complete")}}),
+                );
+            }
             (Some("initialize"), Some(id)) => {
+                std::thread::sleep(Duration::from_millis(init_delay));
                 let v = params
                     .get("protocolVersion")
                     .cloned()
@@ -187,6 +230,7 @@ fn main() {
             (Some("ping"), Some(id)) => {
                 send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}}))
             }
+            (Some("tools/list"), Some(_)) if dies_on_list => std::process::exit(4),
             (Some("tools/list"), Some(id)) => {
                 if fail_list {
                     send(
@@ -339,6 +383,58 @@ fn main() {
                                     &json!({"jsonrpc": "2.0", "id": id, "result": text(&format!("model said: {got}"))}),
                                 );
                             }
+                        });
+                    }
+                    "twice" => {
+                        // A broken server: the gateway must pass on the first answer only.
+                        for t in ["first answer", "second answer"] {
+                            send(
+                                &out,
+                                &json!({"jsonrpc": "2.0", "id": id, "result": text(t)}),
+                            );
+                        }
+                    }
+                    "flood" => {
+                        let n = args.get("n").and_then(Value::as_u64).unwrap_or(100);
+                        for i in 0..n {
+                            let msg = match i % 4 {
+                                0 => {
+                                    json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {
+                                    "level": "info", "logger": "fixture", "data": format!("flood {i}")}})
+                                }
+                                1 => {
+                                    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                                    "progressToken": format!("never-handed-out-{i}"), "progress": i}})
+                                }
+                                // Responses to requests never made: a string id here,
+                                // below a number past any the gateway will reach.
+                                2 => {
+                                    json!({"jsonrpc": "2.0", "id": format!("stray-{i}"), "result": {}})
+                                }
+                                _ if i % 50 == 3 => {
+                                    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+                                }
+                                _ => {
+                                    json!({"jsonrpc": "2.0", "id": u64::MAX - i, "result": text("stray")})
+                                }
+                            };
+                            send(&out, &msg);
+                        }
+                        send(
+                            &out,
+                            &json!({"jsonrpc": "2.0", "id": id, "result": text(&format!("flooded {n}"))}),
+                        );
+                    }
+                    "hang" => {
+                        let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+                        let out = out.clone();
+                        // Deaf to notifications/cancelled, unlike `slow`.
+                        std::thread::spawn(move || {
+                            std::thread::sleep(Duration::from_millis(ms));
+                            send(
+                                &out,
+                                &json!({"jsonrpc": "2.0", "id": id, "result": text(&format!("hung {ms} ms"))}),
+                            );
                         });
                     }
                     "malformed" => {

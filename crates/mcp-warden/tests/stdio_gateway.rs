@@ -349,6 +349,88 @@ fn an_upstream_that_misses_a_liveness_ping_is_restarted() {
         .contains("warden_upstream_restarts_total{upstream=\"fx\",reason=\"stuck\"} 1"));
 }
 
+/// How many of the gateway's child processes run (zombies aside).
+fn live_children(gateway: u32) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| {
+            // After the command name (in parentheses, anything inside): state, parent.
+            let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+            let mut fields = rest.split_whitespace();
+            let state = fields.next();
+            let parent = fields.next().and_then(|p| p.parse::<u32>().ok());
+            parent == Some(gateway) && state != Some("Z")
+        })
+        .count()
+}
+
+#[test]
+fn an_upstream_that_keeps_failing_to_start_is_retried_by_one_loop() {
+    // Every start fails (its tools/list is refused), so one restart loop retries it
+    // with a growing delay. A failed start inside that loop used to set off one
+    // more loop beside it: attempts, and children alive at once, multiplied.
+    let mut w = Warden::start_capturing_stderr(
+        "retry-one-loop",
+        "[[upstream]]\nname = \"bad\"\ncommand = [\"{fixture}\"]\nenv = { FIXTURE_FAIL_LIST = \"1\" }\n",
+        "info",
+    );
+    let pid = w.pid();
+    let mut most = 0;
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        most = most.max(live_children(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = w.stderr_after_exit();
+    // 100 ms, then twice as long each time: four or five attempts in 3 s.
+    let attempts = log.matches("restarting upstream").count();
+    assert!(attempts <= 8, "{attempts} restart attempts in 3 s");
+    assert!(most <= 2, "{most} children at once");
+}
+
+#[test]
+fn a_restarted_upstream_gets_no_call_before_its_start_finished() {
+    // This upstream refuses requests that come before notifications/initialized,
+    // as SDK-built servers do, and takes 300 ms to answer initialize. Calls made
+    // while it restarts fail as while it is down; none reaches it early.
+    let mut w = Warden::start(
+        "restart-handshake",
+        &fixture_config(
+            "env = { FIXTURE_STRICT_INIT = \"1\", FIXTURE_INIT_DELAY_MS = \"300\" }",
+            "",
+        ),
+    );
+    let internal = "Error: An internal error occurred while executing the tool.";
+    assert_eq!(w.call_text("fx.crash", json!({})), internal);
+    // One call every 20 ms across the restart (100 ms backoff, 300 ms handshake).
+    let ids: Vec<i64> = (0..40)
+        .map(|n| {
+            let id = w.send_request(
+                "tools/call",
+                json!({"name": "fx.echo", "arguments": {"n": n}}),
+            );
+            std::thread::sleep(Duration::from_millis(20));
+            id
+        })
+        .collect();
+    for (n, id) in ids.iter().enumerate() {
+        let r = w.response(&json!(id));
+        let text = r.pointer("/result/content/0/text").and_then(Value::as_str);
+        let echoed = format!(r#"{{"n":{n}}}"#);
+        assert!(
+            text == Some(internal) || text == Some(echoed.as_str()),
+            "call {n}: {r}"
+        );
+    }
+    w.wait_for("list_changed after the restart", |m| {
+        m["method"] == "notifications/tools/list_changed"
+    });
+    assert_eq!(w.call_text("fx.echo", json!({"n": 1})), r#"{"n":1}"#);
+}
+
 #[test]
 fn sampling_round_trip_through_the_gateway() {
     let mut w = Warden::start("sampling", &fixture_config("", ""));

@@ -36,6 +36,10 @@ pub struct Upstreams {
     inbound: OnceLock<Weak<dyn Inbound>>,
     connected: tokio::sync::OnceCell<()>,
     shutting_down: AtomicBool,
+    /// Per upstream, whether a restart loop runs for it. One at a time: a start
+    /// that fails inside the loop ends its connection too, and that exit must not
+    /// start a second loop beside the one already retrying.
+    restarting: Vec<AtomicBool>,
 }
 
 impl Upstreams {
@@ -69,6 +73,7 @@ impl Upstreams {
             inbound: OnceLock::new(),
             connected: tokio::sync::OnceCell::new(),
             shutting_down: AtomicBool::new(false),
+            restarting: (0..n).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -179,9 +184,12 @@ impl Upstreams {
         ok
     }
 
-    /// Whether an exit of generation `generation` of upstream `index` needs a restart.
+    /// Whether an exit of generation `generation` of upstream `index` needs a restart:
+    /// not while a restart loop runs for it, which retries by itself.
     pub fn needs_restart(&self, index: usize, generation: u64) -> bool {
-        if self.shutting_down.load(Ordering::SeqCst) {
+        if self.shutting_down.load(Ordering::SeqCst)
+            || self.restarting[index].load(Ordering::SeqCst)
+        {
             return false;
         }
         // An older child's exit, when a newer one already runs, needs nothing.
@@ -190,8 +198,24 @@ impl Upstreams {
     }
 
     /// Starts upstream `index` again, with backoff, until it lists its tools; false
-    /// when the gateway shuts down first.
+    /// when the gateway shuts down first, or when a restart of it is already under
+    /// way (that one retries until it succeeds, and says so).
     pub async fn restart(&self, index: usize) -> bool {
+        loop {
+            if self.restarting[index].swap(true, Ordering::SeqCst) {
+                return false;
+            }
+            let restarted = self.restart_loop(index).await;
+            self.restarting[index].store(false, Ordering::SeqCst);
+            // The new connection may have ended before the flag was cleared, its
+            // exit turned away as this loop's own: look again now it is cleared.
+            if !restarted || self.list[index].conn().is_some() {
+                return restarted;
+            }
+        }
+    }
+
+    async fn restart_loop(&self, index: usize) -> bool {
         let up = self.list[index].clone();
         let mut delay = Duration::from_millis(100);
         loop {

@@ -112,6 +112,9 @@ pub struct Conn {
     restart_after: u32,
     /// The gateway gave up on this connection as stuck.
     stuck: AtomicBool,
+    /// Its start finished (initialize answered, `notifications/initialized` sent,
+    /// tools listed): only now does it take traffic other than the start's own.
+    ready: AtomicBool,
     inbound: Weak<dyn Inbound>,
 }
 
@@ -399,13 +402,16 @@ impl Upstream {
         }
     }
 
-    /// The live connection, if the child is running.
+    /// The live connection, if the child is running and its start finished. A
+    /// server must see nothing but `initialize` (and pings) before it answered
+    /// that and heard `notifications/initialized`: until then, callers are told
+    /// the upstream is not running, as while it is down.
     pub fn conn(&self) -> Option<Arc<Conn>> {
         self.conn
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-            .filter(|c| !c.is_closed())
+            .filter(|c| !c.is_closed() && c.ready.load(Ordering::SeqCst))
     }
 
     pub fn info(&self) -> Option<ServerInfo> {
@@ -447,7 +453,10 @@ impl Upstream {
         }
         .await;
         match &result {
-            Ok(_) => self.keep_pinging(&conn),
+            Ok(_) => {
+                conn.ready.store(true, Ordering::SeqCst);
+                self.keep_pinging(&conn);
+            }
             Err(_) => conn.shutdown().await,
         }
         result
@@ -544,6 +553,7 @@ impl Upstream {
             timeouts: AtomicU32::new(0),
             restart_after: self.config.restart_after_timeouts,
             stuck: AtomicBool::new(false),
+            ready: AtomicBool::new(false),
             inbound,
         });
         *self.conn.write().unwrap_or_else(|e| e.into_inner()) = Some(conn.clone());
