@@ -328,6 +328,48 @@ fn an_upstream_that_stops_answering_is_restarted_after_timeouts_in_a_row() {
 }
 
 #[test]
+fn slow_calls_side_by_side_do_not_make_a_live_upstream_stuck() {
+    // Three slow calls time out together on a server that still answers: the ping
+    // that confirms a suspicion is answered, so nothing is restarted.
+    let port = free_port();
+    let toml = fixture_config(
+        "timeout_ms = 300\nrestart_after_timeouts = 2\nping_interval_ms = 0",
+        &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""),
+    );
+    let mut w = Warden::start("slow-not-stuck", &toml);
+    let ids: Vec<i64> = (0..3)
+        .map(|_| {
+            w.send_request(
+                "tools/call",
+                json!({"name": "fx.slow", "arguments": {"ms": 1500}}),
+            )
+        })
+        .collect();
+    let internal = "Error: An internal error occurred while executing the tool.";
+    for id in ids {
+        let r = w.response(&json!(id));
+        assert_eq!(r["result"]["content"][0]["text"], internal, "{r}");
+    }
+    assert_eq!(
+        w.call_text("fx.echo", json!({"text": "still here"})),
+        r#"{"text":"still here"}"#
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let metrics = metrics_text(port);
+    assert!(
+        !metrics.contains("warden_upstream_restarts_total{upstream=\"fx\""),
+        "a live upstream was restarted: {metrics}"
+    );
+    assert!(
+        w.backlog
+            .iter()
+            .all(|m| m["method"] != "notifications/tools/list_changed"),
+        "{:?}",
+        w.backlog
+    );
+}
+
+#[test]
 fn an_upstream_that_misses_a_liveness_ping_is_restarted() {
     // No call waits on it: the ping notices it is stuck.
     let port = free_port();

@@ -108,8 +108,13 @@ pub struct Conn {
     stop_writer: Mutex<Option<oneshot::Sender<()>>>,
     /// Requests in a row that timed out; any answer resets it.
     timeouts: AtomicU32,
-    /// Timeouts in a row after which the upstream counts as stuck (0: never).
+    /// Timeouts in a row after which the upstream is suspected stuck (0: never).
     restart_after: u32,
+    /// How long the ping that confirms a suspicion waits.
+    confirm_ms: u64,
+    /// A confirming ping is under way.
+    confirming: AtomicBool,
+    me: Weak<Conn>,
     /// The gateway gave up on this connection as stuck.
     stuck: AtomicBool,
     /// Its start finished (initialize answered, `notifications/initialized` sent,
@@ -171,11 +176,32 @@ impl Conn {
                 self.cancel(id, "timed out at the gateway");
                 let run = self.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
                 if self.restart_after > 0 && run >= self.restart_after {
-                    self.abandon(&format!("{run} requests in a row timed out"));
+                    self.confirm_stuck(run);
                 }
                 Err(CallError::Timeout(timeout_ms))
             }
         }
+    }
+
+    /// Timeouts in a row may be slow calls that ran side by side on a live server:
+    /// a ping decides. Unanswered, the upstream is stuck; answered, the count starts
+    /// over.
+    fn confirm_stuck(&self, run: u32) {
+        let Some(me) = self.me.upgrade() else { return };
+        if self.confirming.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tokio::spawn(async move {
+            match me.request("ping", None, me.confirm_ms).await {
+                Err(CallError::Timeout(_)) => me.abandon(&format!(
+                    "{run} requests in a row timed out, and so did a ping"
+                )),
+                // Any answer, even "method not found", shows it is alive.
+                Ok(_) => me.timeouts.store(0, Ordering::Relaxed),
+                Err(_) => {}
+            }
+            me.confirming.store(false, Ordering::SeqCst);
+        });
     }
 
     /// Gives up on an upstream that is alive but does not answer: it is ended, and
@@ -540,7 +566,8 @@ impl Upstream {
         inbound: Weak<dyn Inbound>,
     ) -> Arc<Conn> {
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
-        let conn = Arc::new(Conn {
+        let conn = Arc::new_cyclic(|me| Conn {
+            me: me.clone(),
             upstream: self.index,
             generation,
             name: self.name.clone(),
@@ -552,6 +579,8 @@ impl Upstream {
             stop_writer: Mutex::new(Some(stop)),
             timeouts: AtomicU32::new(0),
             restart_after: self.config.restart_after_timeouts,
+            confirm_ms: self.config.timeout_ms.min(PING_TIMEOUT_MS),
+            confirming: AtomicBool::new(false),
             stuck: AtomicBool::new(false),
             ready: AtomicBool::new(false),
             inbound,
