@@ -4,6 +4,10 @@
 //! credentials (401 with `WWW-Authenticate`, G1), HTTP method, session
 //! (`Mcp-Session-Id`: missing 400, unknown 404, another caller's 404), protocol
 //! version header (400), content type (415), Accept (406), body size (413), JSON.
+//! A 2026-07-28 request (its envelope or, without a session, its version header
+//! says so) needs no session; its envelope and headers are checked at the edge
+//! instead, and its errors carry its id and the revision's status: 400 for what
+//! it cannot be served as sent, 404 for a method the gateway does not implement.
 //!
 //! Sessions and their streams are in [`super::session`], response bodies in
 //! [`super::sse`]; every refusal is built here, from the typed reasons they give.
@@ -29,7 +33,7 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,8 +83,8 @@ fn refuse(status: StatusCode, code: i64, message: &str) -> Reply {
     message_reply(status, &jsonrpc::error(Value::Null, code, message))
 }
 
-fn json_reply(data: Bytes) -> Reply {
-    reply(StatusCode::OK, Some(data), Some("application/json"))
+fn json_reply(status: StatusCode, data: Bytes) -> Reply {
+    reply(status, Some(data), Some("application/json"))
 }
 
 fn sse_reply(body: SseBody) -> Reply {
@@ -345,13 +349,20 @@ impl Front {
                 &answer::invalid_request(answer::HTTP_BATCH),
             );
         }
-        if let Some(version) = modern_version(&msg) {
-            return self.stateless(&headers, version, msg, caller).await;
+        let sent_as_2026 = header_str(&headers, VERSION_HEADER) == Some(rev2026::VERSION)
+            && header_str(&headers, SESSION_HEADER).is_none();
+        // A request its header sends as 2026-07-28 is one even when its envelope is
+        // missing: it is told what is wrong with it rather than asked for a
+        // session it never meant to have. `initialize` without an envelope stays
+        // the handshake of the older revisions.
+        let stateless_request = carries_envelope(&msg)
+            || (sent_as_2026
+                && matches!(jsonrpc::classify(&msg),
+                    Kind::Request { method, .. } if method != "initialize"));
+        if stateless_request {
+            return self.stateless(&headers, msg, caller).await;
         }
-        if header_str(&headers, VERSION_HEADER) == Some(rev2026::VERSION)
-            && header_str(&headers, SESSION_HEADER).is_none()
-            && msg.get("id").is_none()
-        {
+        if sent_as_2026 && msg.get("id").is_none() {
             // A 2026-07-28 notification: there is no session it could be about (a
             // request is cancelled by closing its stream), so it is taken and dropped.
             tracing::debug!("a 2026-07-28 notification over HTTP was accepted and ignored");
@@ -404,28 +415,43 @@ impl Front {
         r
     }
 
-    /// A 2026-07-28 request: checked against its headers, then served on a
-    /// session of its own that ends with it (no Mcp-Session-Id, no GET stream).
+    /// A 2026-07-28 request: its envelope and headers are checked here, at the
+    /// edge, so that what it cannot be served for gets the status the revision
+    /// gives it (400, 404) with the request's id; then it is served on a session
+    /// of its own that ends with it (no Mcp-Session-Id, no GET stream).
     async fn stateless(
         &self,
         headers: &HeaderMap,
-        version: String,
         msg: Value,
         caller: warden_core::Caller,
     ) -> Reply {
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
         let method = msg
             .get("method")
             .and_then(Value::as_str)
             .unwrap_or_default();
+        let params = msg.get("params");
+        let refused = |status: StatusCode, error: Value| {
+            message_reply(status, &jsonrpc::error_response(id.clone(), error))
+        };
+        // Without a version in the body there is nothing to compare the header with.
+        if let Some(error) = rev2026::envelope_shape_error(params) {
+            return refused(StatusCode::BAD_REQUEST, error);
+        }
+        let version = params
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(rev2026::PROTOCOL_VERSION_KEY))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let mismatch = |header: &str| {
             let body = jsonrpc::error(
-                msg.get("id").cloned().unwrap_or(Value::Null),
+                id.clone(),
                 rev2026::HEADER_MISMATCH,
                 &answer::header_mismatch(header),
             );
             message_reply(StatusCode::BAD_REQUEST, &body)
         };
-        if header_str(headers, VERSION_HEADER) != Some(version.as_str()) {
+        if header_str(headers, VERSION_HEADER) != Some(version) {
             return mismatch("MCP-Protocol-Version");
         }
         if header_str(headers, "mcp-method") != Some(method) {
@@ -445,7 +471,15 @@ impl Front {
                 return mismatch("Mcp-Name");
             }
         }
-        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        // A version the gateway does not speak, or capabilities missing: 400.
+        if let Some(error) = rev2026::envelope_error(params) {
+            return refused(StatusCode::BAD_REQUEST, error);
+        }
+        if rev2026::REMOVED.contains(&method) {
+            let error = json!({"code": jsonrpc::METHOD_NOT_FOUND,
+                "message": answer::method_not_found(method)});
+            return refused(StatusCode::NOT_FOUND, error);
+        }
         let session = self.sessions.open(caller, false);
         self.request(&session, id, msg).await
     }
@@ -486,7 +520,12 @@ impl Front {
         match first {
             Some(event) if event.last => {
                 watch.armed = false;
-                json_reply(event.data)
+                let status = if session.stateless {
+                    stateless_status(&event.data)
+                } else {
+                    StatusCode::OK
+                };
+                json_reply(status, event.data)
             }
             Some(event) => {
                 // Closing a 2026-07-28 stream cancels at once: there is no resuming it.
@@ -505,10 +544,11 @@ impl Front {
             None => {
                 // The router let go of the stream: the client stalled or the session ended.
                 watch.armed = false;
-                refuse(
+                // A 2026-07-28 request had no session to name, only its id.
+                let id = if session.stateless { id } else { Value::Null };
+                message_reply(
                     StatusCode::NOT_FOUND,
-                    jsonrpc::INVALID_REQUEST,
-                    answer::HTTP_UNKNOWN_SESSION,
+                    &jsonrpc::error(id, jsonrpc::INVALID_REQUEST, answer::HTTP_UNKNOWN_SESSION),
                 )
             }
         }
@@ -601,15 +641,36 @@ fn check_version(headers: &HeaderMap) -> Result<(), Box<Reply>> {
     }
 }
 
-/// The protocol version of a 2026-07-28 request (from its `_meta` envelope).
-fn modern_version(msg: &Value) -> Option<String> {
-    msg.get("id")?;
-    msg.get("method")?;
-    let v = msg
-        .get("params")?
-        .get("_meta")?
-        .get(rev2026::PROTOCOL_VERSION_KEY)?;
-    Some(v.as_str().unwrap_or_default().to_owned())
+/// Whether a message is a request that names a 2026-07-28 protocol version in
+/// its `_meta` envelope (any version: one the gateway does not speak is refused
+/// as this revision refuses it).
+fn carries_envelope(msg: &Value) -> bool {
+    msg.get("id").is_some()
+        && msg.get("method").is_some()
+        && msg
+            .get("params")
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(rev2026::PROTOCOL_VERSION_KEY))
+            .is_some()
+}
+
+/// The status of a 2026-07-28 answer sent as plain JSON: a JSON-RPC error's
+/// code decides it ([`rev2026::http_status`]); only the code is read, the rest
+/// of the answer is skipped.
+fn stateless_status(data: &[u8]) -> StatusCode {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        error: Option<Code>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_slice::<Answer>(data)
+        .ok()
+        .and_then(|a| a.error)
+        .and_then(|e| StatusCode::from_u16(rev2026::http_status(e.code)).ok())
+        .unwrap_or(StatusCode::OK)
 }
 
 /// An `Mcp-Name` header value: verbatim, or `=?base64?…?=` for names HTTP cannot carry.
