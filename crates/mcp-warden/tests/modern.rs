@@ -1,9 +1,11 @@
 //! The stateless 2026-07-28 revision through the real binary: server/discover,
 //! the per-request envelope, stamped results, removed methods, and an approval
-//! asked through an InputRequiredResult whose requestState is sealed.
+//! asked through an InputRequiredResult whose requestState is sealed; and over
+//! the HTTP front, the status, code and id of each error the revision defines.
 
 mod common;
 
+use common::http::{HttpWarden, Reply};
 use common::*;
 use serde_json::{json, Value};
 
@@ -327,4 +329,280 @@ fn a_missing_state_secret_stops_the_gateway_with_a_clear_error() {
         err.contains("gateway.state_secret_env: the environment variable 'WARDEN_TEST_UNSET_SECRET' must hold a secret of at least 16 characters"),
         "{err}"
     );
+}
+
+/// POSTs a request the way a 2026-07-28 client does: its version and method in
+/// headers, no session.
+fn post_2026(
+    w: &HttpWarden,
+    version: &str,
+    id: Value,
+    method: &str,
+    params: Option<Value>,
+) -> Reply {
+    let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": method});
+    if let Some(p) = params {
+        msg["params"] = p;
+    }
+    w.post(
+        &[("MCP-Protocol-Version", version), ("Mcp-Method", method)],
+        &msg,
+    )
+}
+
+/// The exact body of a JSON-RPC error answer.
+fn error_body(id: Value, error: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string()
+}
+
+fn http_warden(name: &str) -> HttpWarden {
+    HttpWarden::start(
+        name,
+        &format!(
+            "[gateway]\nanonymous_caller = \"dev\"\n{}",
+            fixture_config("", "")
+        ),
+        &[],
+    )
+}
+
+#[test]
+fn envelope_errors_over_http_are_400_invalid_params_with_the_requests_id() {
+    let w = http_warden("modern-http-envelope");
+    let invalid = |message: &str| json!({"code": -32602, "message": message});
+    let no_meta = "Invalid params: a 2026-07-28 request carries _meta with \"io.modelcontextprotocol/protocolVersion\" and \"io.modelcontextprotocol/clientCapabilities\"; this one has no _meta object.";
+
+    // The header says 2026-07-28; the body has no envelope at all.
+    let r = post_2026(&w, V, json!(101), "server/discover", Some(json!({})));
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body, error_body(json!(101), invalid(no_meta)));
+    let r = post_2026(&w, V, json!(7), "tools/list", None);
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body, error_body(json!(7), invalid(no_meta)));
+    let r = post_2026(&w, V, json!(8), "tools/list", Some(json!({"_meta": "x"})));
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body, error_body(json!(8), invalid(no_meta)));
+
+    // An envelope without its version; a string id is echoed as it came.
+    let r = post_2026(
+        &w,
+        V,
+        json!("req-102"),
+        "server/discover",
+        Some(json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}})),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body,
+        error_body(
+            json!("req-102"),
+            invalid("Invalid params: _meta is missing \"io.modelcontextprotocol/protocolVersion\"; a 2026-07-28 request names its protocol version.")
+        )
+    );
+
+    // A version that is not a string.
+    let r = post_2026(
+        &w,
+        V,
+        json!(103),
+        "tools/list",
+        Some(
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": 2026,
+                              "io.modelcontextprotocol/clientCapabilities": {}}}),
+        ),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body,
+        error_body(
+            json!(103),
+            invalid("Invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string.")
+        )
+    );
+
+    // The client's capabilities missing, or not an object.
+    let r = post_2026(
+        &w,
+        V,
+        json!(104),
+        "server/discover",
+        Some(json!({"_meta": {"io.modelcontextprotocol/protocolVersion": V}})),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body,
+        error_body(
+            json!(104),
+            invalid("Invalid params: _meta is missing \"io.modelcontextprotocol/clientCapabilities\"; a 2026-07-28 request carries the client's capabilities.")
+        )
+    );
+    let r = post_2026(
+        &w,
+        V,
+        json!(105),
+        "server/discover",
+        Some(
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": V,
+                              "io.modelcontextprotocol/clientCapabilities": ["sampling"]}}),
+        ),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body,
+        error_body(
+            json!(105),
+            invalid("Invalid params: _meta[\"io.modelcontextprotocol/clientCapabilities\"] must be an object.")
+        )
+    );
+
+    // clientInfo is optional: served.
+    let r = post_2026(
+        &w,
+        V,
+        json!(106),
+        "server/discover",
+        Some(
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": V,
+                              "io.modelcontextprotocol/clientCapabilities": {}}}),
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["id"], 106);
+    assert_eq!(r.json()["result"]["supportedVersions"], json!([V]));
+}
+
+#[test]
+fn an_unsupported_version_over_http_is_400_with_the_requests_id() {
+    let w = http_warden("modern-http-version");
+    let r = post_2026(
+        &w,
+        "v999.0.0",
+        json!(301),
+        "server/discover",
+        Some(
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "v999.0.0",
+                              "io.modelcontextprotocol/clientCapabilities": {}}}),
+        ),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body,
+        error_body(
+            json!(301),
+            json!({"code": -32022,
+                   "message": "Unsupported protocol version 'v999.0.0'; this gateway speaks 2026-07-28 (or the initialize handshake for 2025-11-25 and earlier).",
+                   "data": {"supported": [V], "requested": "v999.0.0"}})
+        )
+    );
+    // A header that disagrees with the body's version is a mismatch first.
+    let r = post_2026(
+        &w,
+        V,
+        json!(302),
+        "server/discover",
+        Some(
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "v999.0.0",
+                              "io.modelcontextprotocol/clientCapabilities": {}}}),
+        ),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body,
+        error_body(
+            json!(302),
+            json!({"code": -32020,
+                   "message": "Bad request: the MCP-Protocol-Version header does not match the request body."})
+        )
+    );
+}
+
+#[test]
+fn removed_and_unknown_methods_over_http_are_404_method_not_found() {
+    let w = http_warden("modern-http-404");
+    let meta = json!({"_meta": envelope(json!({}))});
+    // The revision's removed methods are refused by the gateway itself; a method
+    // no one serves is relayed and refused by the upstream (the fixture's own
+    // text): both are 404.
+    for (n, (method, message)) in [
+        ("initialize", "Method not found: initialize"),
+        ("ping", "Method not found: ping"),
+        ("logging/setLevel", "Method not found: logging/setLevel"),
+        (
+            "resources/subscribe",
+            "Method not found: resources/subscribe",
+        ),
+        (
+            "resources/unsubscribe",
+            "Method not found: resources/unsubscribe",
+        ),
+        (
+            "subscriptions/listen",
+            "Method not found: subscriptions/listen",
+        ),
+        ("unknown/method", "Method not found"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = json!(500 + n);
+        let r = post_2026(&w, V, id.clone(), method, Some(meta.clone()));
+        assert_eq!(r.status, 404, "{method}: {}", r.body);
+        assert_eq!(
+            r.body,
+            error_body(id, json!({"code": -32601, "message": message})),
+            "{method}"
+        );
+        assert_eq!(r.header("mcp-session-id"), None);
+    }
+    // What the gateway serves is still 200.
+    let r = post_2026(&w, V, json!(600), "tools/list", Some(meta));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["result"]["resultType"], "complete");
+}
+
+#[test]
+fn clients_of_the_handshake_revisions_get_what_they_got_before() {
+    let w = http_warden("modern-http-legacy");
+    // An unknown method in a 2025-11-25 session: a JSON-RPC error on a 200.
+    let sid = w.session(&[]);
+    let r = w.post(
+        &[
+            ("Mcp-Session-Id", &sid),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "unknown/method", "params": {}}),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.body,
+        error_body(
+            json!(3),
+            json!({"code": -32601, "message": "Method not found"})
+        )
+    );
+    // A request without a session and without the 2026-07-28 header: asked for its session.
+    let r = w.post(
+        &[],
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}}),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.body,
+        error_body(
+            Value::Null,
+            json!({"code": -32600, "message": "Bad request: send the Mcp-Session-Id header the initialize response returned."})
+        )
+    );
+    // initialize without an envelope is the handshake, whatever the header says.
+    let r = post_2026(
+        &w,
+        V,
+        json!(0),
+        "initialize",
+        Some(json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"}})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.header("mcp-session-id").is_some());
+    assert_eq!(r.json()["result"]["protocolVersion"], "2025-11-25");
 }

@@ -166,6 +166,13 @@ pub const ENVELOPE_VERSION_NOT_STRING: &str =
     "Invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string.";
 /// -32602: a 2026-07-28 request without the client's capabilities.
 pub const ENVELOPE_NO_CAPABILITIES: &str = "Invalid params: _meta is missing \"io.modelcontextprotocol/clientCapabilities\"; a 2026-07-28 request carries the client's capabilities.";
+/// -32602: the client's capabilities in `_meta` are not an object.
+pub const ENVELOPE_CAPABILITIES_NOT_OBJECT: &str =
+    "Invalid params: _meta[\"io.modelcontextprotocol/clientCapabilities\"] must be an object.";
+/// -32602 over HTTP: a request sent as 2026-07-28 (by its header) without a `_meta` object.
+pub const ENVELOPE_NO_META: &str = "Invalid params: a 2026-07-28 request carries _meta with \"io.modelcontextprotocol/protocolVersion\" and \"io.modelcontextprotocol/clientCapabilities\"; this one has no _meta object.";
+/// -32602 over HTTP: a request sent as 2026-07-28 (by its header) whose `_meta` names no version.
+pub const ENVELOPE_NO_VERSION: &str = "Invalid params: _meta is missing \"io.modelcontextprotocol/protocolVersion\"; a 2026-07-28 request names its protocol version.";
 
 /// -32022: a protocol version the gateway does not speak.
 pub fn unsupported_version(requested: &str, speaks: &str) -> String {
@@ -315,6 +322,18 @@ mod tests {
         assert_eq!(
             ENVELOPE_VERSION_NOT_STRING,
             "Invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string."
+        );
+        assert_eq!(
+            ENVELOPE_CAPABILITIES_NOT_OBJECT,
+            "Invalid params: _meta[\"io.modelcontextprotocol/clientCapabilities\"] must be an object."
+        );
+        assert_eq!(
+            ENVELOPE_NO_META,
+            "Invalid params: a 2026-07-28 request carries _meta with \"io.modelcontextprotocol/protocolVersion\" and \"io.modelcontextprotocol/clientCapabilities\"; this one has no _meta object."
+        );
+        assert_eq!(
+            ENVELOPE_NO_VERSION,
+            "Invalid params: _meta is missing \"io.modelcontextprotocol/protocolVersion\"; a 2026-07-28 request names its protocol version."
         );
     }
 }

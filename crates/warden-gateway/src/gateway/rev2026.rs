@@ -104,6 +104,69 @@ impl Envelope {
     }
 }
 
+fn invalid_params(message: &str) -> Value {
+    json!({"code": crate::jsonrpc::INVALID_PARAMS, "message": message})
+}
+
+/// What is wrong with an envelope that names a protocol version, as the JSON-RPC
+/// error object to answer with; `None` when it can be served.
+fn envelope_fault(meta: &Map<String, Value>) -> Option<Value> {
+    let version = meta.get(PROTOCOL_VERSION_KEY)?;
+    let Some(version) = version.as_str() else {
+        return Some(invalid_params(answer::ENVELOPE_VERSION_NOT_STRING));
+    };
+    if version != VERSION {
+        return Some(json!({"code": UNSUPPORTED_VERSION,
+            "message": answer::unsupported_version(version, VERSION),
+            "data": {"supported": [VERSION], "requested": version}}));
+    }
+    match meta.get(CLIENT_CAPABILITIES_KEY) {
+        None => Some(invalid_params(answer::ENVELOPE_NO_CAPABILITIES)),
+        Some(Value::Object(_)) => None,
+        Some(_) => Some(invalid_params(answer::ENVELOPE_CAPABILITIES_NOT_OBJECT)),
+    }
+}
+
+/// The envelope problem of a request that arrived as 2026-07-28 (over HTTP, its
+/// `MCP-Protocol-Version` header says so even when its body does not), checked
+/// before it is dispatched: `None` when it can be served. Unlike
+/// [`take_envelope`], a request without the envelope is an error here, not a
+/// request of an older revision.
+pub fn envelope_error(params: Option<&Value>) -> Option<Value> {
+    if let Some(e) = envelope_shape_error(params) {
+        return Some(e);
+    }
+    let meta = params?.get("_meta")?.as_object()?;
+    envelope_fault(meta)
+}
+
+/// The part of [`envelope_error`] that must be answered before the HTTP headers
+/// are compared with the body: there is no version in the body to compare with.
+pub fn envelope_shape_error(params: Option<&Value>) -> Option<Value> {
+    let Some(meta) = params
+        .and_then(|p| p.get("_meta"))
+        .and_then(Value::as_object)
+    else {
+        return Some(invalid_params(answer::ENVELOPE_NO_META));
+    };
+    match meta.get(PROTOCOL_VERSION_KEY) {
+        None => Some(invalid_params(answer::ENVELOPE_NO_VERSION)),
+        Some(Value::String(_)) => None,
+        Some(_) => Some(invalid_params(answer::ENVELOPE_VERSION_NOT_STRING)),
+    }
+}
+
+/// The HTTP status of a 2026-07-28 answer that is a JSON-RPC error with `code`:
+/// the revision makes a method the server does not implement a 404, and a
+/// request it cannot take as sent (version, headers) a 400.
+pub fn http_status(code: i64) -> u16 {
+    match code {
+        crate::jsonrpc::METHOD_NOT_FOUND => 404,
+        UNSUPPORTED_VERSION | HEADER_MISMATCH => 400,
+        _ => 200,
+    }
+}
+
 /// Reads (and takes out) the envelope of a request. `Ok(None)`: not this revision.
 /// `Err`: the JSON-RPC error object to answer with.
 pub fn take_envelope(params: &mut Option<Value>) -> Result<Option<Envelope>, Value> {
@@ -114,21 +177,16 @@ pub fn take_envelope(params: &mut Option<Value>) -> Result<Option<Envelope>, Val
     else {
         return Ok(None);
     };
-    let Some(version) = meta.get(PROTOCOL_VERSION_KEY) else {
+    if !meta.contains_key(PROTOCOL_VERSION_KEY) {
         return Ok(None);
-    };
-    let invalid = |m: String| json!({"code": crate::jsonrpc::INVALID_PARAMS, "message": m});
-    let Some(version) = version.as_str() else {
-        return Err(invalid(answer::ENVELOPE_VERSION_NOT_STRING.into()));
-    };
-    if version != VERSION {
-        return Err(json!({"code": UNSUPPORTED_VERSION,
-            "message": answer::unsupported_version(version, VERSION),
-            "data": {"supported": [VERSION], "requested": version}}));
     }
-    let Some(capabilities) = meta.get(CLIENT_CAPABILITIES_KEY).cloned() else {
-        return Err(invalid(answer::ENVELOPE_NO_CAPABILITIES.into()));
-    };
+    if let Some(error) = envelope_fault(meta) {
+        return Err(error);
+    }
+    let capabilities = meta
+        .get(CLIENT_CAPABILITIES_KEY)
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     let client_info = meta.get(CLIENT_INFO_KEY).cloned();
     let log_level = meta
         .get(LOG_LEVEL_KEY)
@@ -475,6 +533,67 @@ mod tests {
             take_envelope(&mut numeric).unwrap_err()["message"],
             "Invalid params: _meta[\"io.modelcontextprotocol/protocolVersion\"] must be a string."
         );
+    }
+
+    #[test]
+    fn a_request_sent_as_2026_needs_its_envelope() {
+        let code = |p: Option<Value>| envelope_error(p.as_ref()).map(|e| e["code"].clone());
+        let message = |p: Option<Value>| envelope_error(p.as_ref()).map(|e| e["message"].clone());
+        assert_eq!(message(None), Some(json!(answer::ENVELOPE_NO_META)));
+        assert_eq!(
+            message(Some(json!({}))),
+            Some(json!(answer::ENVELOPE_NO_META))
+        );
+        assert_eq!(
+            message(Some(json!({"_meta": {CLIENT_CAPABILITIES_KEY: {}}}))),
+            Some(json!(answer::ENVELOPE_NO_VERSION))
+        );
+        assert_eq!(
+            message(Some(json!({"_meta": {PROTOCOL_VERSION_KEY: VERSION}}))),
+            Some(json!(answer::ENVELOPE_NO_CAPABILITIES))
+        );
+        assert_eq!(
+            message(Some(
+                json!({"_meta": {PROTOCOL_VERSION_KEY: VERSION, CLIENT_CAPABILITIES_KEY: null}})
+            )),
+            Some(json!(answer::ENVELOPE_CAPABILITIES_NOT_OBJECT))
+        );
+        assert_eq!(
+            code(Some(
+                json!({"_meta": {PROTOCOL_VERSION_KEY: "2099-01-01", CLIENT_CAPABILITIES_KEY: {}}})
+            )),
+            Some(json!(UNSUPPORTED_VERSION))
+        );
+        assert_eq!(
+            code(Some(
+                json!({"_meta": {PROTOCOL_VERSION_KEY: VERSION, CLIENT_CAPABILITIES_KEY: {}}})
+            )),
+            None
+        );
+        // Only the shape is checked before the headers are compared with the body.
+        assert!(envelope_shape_error(Some(
+            &json!({"_meta": {PROTOCOL_VERSION_KEY: "2099-01-01"}})
+        ))
+        .is_none());
+        // The same capabilities that are no object are refused where the
+        // envelope is taken off, too (the stdio front).
+        let mut p =
+            Some(json!({"_meta": {PROTOCOL_VERSION_KEY: VERSION, CLIENT_CAPABILITIES_KEY: "all"}}));
+        assert_eq!(
+            take_envelope(&mut p).unwrap_err()["message"],
+            answer::ENVELOPE_CAPABILITIES_NOT_OBJECT
+        );
+    }
+
+    #[test]
+    fn error_codes_map_to_the_revisions_http_statuses() {
+        assert_eq!(http_status(crate::jsonrpc::METHOD_NOT_FOUND), 404);
+        assert_eq!(http_status(UNSUPPORTED_VERSION), 400);
+        assert_eq!(http_status(HEADER_MISMATCH), 400);
+        // Errors of a request that was served (a tool's bad arguments, an
+        // upstream's failure) are answers, not refusals of the request.
+        assert_eq!(http_status(crate::jsonrpc::INVALID_PARAMS), 200);
+        assert_eq!(http_status(crate::jsonrpc::INTERNAL_ERROR), 200);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The Streamable HTTP front: one endpoint, `/mcp`, for POST, GET and DELETE.
 //!
 //! A connection over `gateway.max_connections` or `max_connections_per_client`
-//! never becomes a request: it is answered 503 at accept ([`connection_refusal`]).
+//! never becomes a request: it is answered 503 at accept ([`super::reply::connection_refusal`]).
 //!
 //! Every request is checked in this order: Host and Origin (403, DNS rebinding),
 //! credentials (401 with `WWW-Authenticate`, G1), HTTP method, session
@@ -9,6 +9,10 @@
 //! version header (400), content type (415), Accept (406), body size (413), JSON.
 //! An initialize beyond the session caps gets 503 (the gateway's) or 429 with
 //! `Retry-After` (the caller's, `gateway.max_sessions_per_caller`).
+//! A 2026-07-28 request (its envelope or, without a session, its version header
+//! says so) needs no session; its envelope and headers are checked at the edge
+//! instead, and its errors carry its id and the revision's status: 400 for what
+//! it cannot be served as sent, 404 for a method the gateway does not implement.
 //!
 //! Sessions and their streams are in [`super::session`], response bodies in
 //! [`super::sse`]; every refusal is built here, from the typed reasons they give.
@@ -20,23 +24,25 @@
 //! `Last-Event-ID`. A client that goes away mid-call and does not come back within
 //! a few seconds gets its call cancelled upstream.
 
-use super::conn::OverCap;
-use super::session::{
-    Attached, Event, Full, HttpSession, SessionTable, StreamRefused, Watch, MAX_SESSIONS,
-    SINK_CAPACITY,
+use super::reply::{
+    accepts, check_version, header_str, host_part, is_loopback_name, json_reply, message_reply,
+    refuse, reply, sse_reply, too_many_sessions, unauthorized, Reply, VERSION_HEADER,
 };
-use super::sse::{frame, priming, OutBody, SseBody};
-use crate::front::auth::{Auth, Refused};
+use super::session::{
+    Attached, Full, HttpSession, SessionTable, StreamRefused, Watch, MAX_SESSIONS, SINK_CAPACITY,
+};
+use super::sse::{frame, priming, SseBody};
+use super::streams::Event;
+use crate::front::auth::Auth;
 use crate::gateway::{rev2026, Gateway};
 use crate::jsonrpc::{self, Kind};
 use crate::texts as answer;
-use crate::upstream::SUPPORTED_VERSIONS;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
-use serde_json::Value;
+use hyper::{Method, Request, StatusCode};
+use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,7 +51,6 @@ use tokio::sync::mpsc;
 /// The endpoint's path.
 pub const ENDPOINT: &str = "/mcp";
 const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
 /// How long a POST waits for its first message before answering with a stream.
 const JSON_WAIT: Duration = Duration::from_secs(2);
 
@@ -58,118 +63,6 @@ pub struct Front {
     any_host: bool,
     origins: Vec<String>,
     max_body: usize,
-}
-
-type Reply = Response<OutBody>;
-
-fn reply(status: StatusCode, body: Option<Bytes>, content_type: Option<&'static str>) -> Reply {
-    let mut r = Response::new(OutBody::Full(body));
-    *r.status_mut() = status;
-    if let Some(ct) = content_type {
-        r.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
-    }
-    r
-}
-
-/// A JSON-RPC message as an HTTP reply.
-fn message_reply(status: StatusCode, msg: &Value) -> Reply {
-    reply(
-        status,
-        Some(Bytes::from(serde_json::to_vec(msg).unwrap_or_default())),
-        Some("application/json"),
-    )
-}
-
-/// An HTTP error with a JSON-RPC error body naming what is wrong.
-fn refuse(status: StatusCode, code: i64, message: &str) -> Reply {
-    message_reply(status, &jsonrpc::error(Value::Null, code, message))
-}
-
-/// The 503 for a connection over a cap, as the bytes of a whole HTTP/1.1
-/// response: it is written straight to the socket at accept, before hyper reads
-/// anything, and the connection is closed after it.
-pub(super) fn connection_refusal(over: OverCap) -> Vec<u8> {
-    let text = match over {
-        OverCap::Total => answer::HTTP_TOO_MANY_CONNECTIONS,
-        OverCap::PerClient => answer::HTTP_TOO_MANY_CLIENT_CONNECTIONS,
-    };
-    let r = refuse(
-        StatusCode::SERVICE_UNAVAILABLE,
-        jsonrpc::INTERNAL_ERROR,
-        text,
-    );
-    let body = match r.body() {
-        OutBody::Full(Some(b)) => b.clone(),
-        _ => Bytes::new(),
-    };
-    let status = r.status();
-    let mut out = format!(
-        "HTTP/1.1 {} {}\r\n",
-        status.as_str(),
-        status.canonical_reason().unwrap_or_default()
-    )
-    .into_bytes();
-    for (name, value) in r.headers() {
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(
-        format!(
-            "content-length: {}\r\nconnection: close\r\n\r\n",
-            body.len()
-        )
-        .as_bytes(),
-    );
-    out.extend_from_slice(&body);
-    out
-}
-
-fn json_reply(data: Bytes) -> Reply {
-    reply(StatusCode::OK, Some(data), Some("application/json"))
-}
-
-fn sse_reply(body: SseBody) -> Reply {
-    let mut r = Response::new(OutBody::Sse(body));
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    r
-}
-
-fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-/// Whether an Accept header lists a media type (or a wildcard covering it).
-fn accepts(headers: &HeaderMap, media: &str) -> bool {
-    let (kind, _) = media.split_once('/').unwrap_or((media, ""));
-    headers.get_all(header::ACCEPT).iter().any(|v| {
-        v.to_str().unwrap_or_default().split(',').any(|part| {
-            let t = part.split(';').next().unwrap_or_default().trim();
-            t.eq_ignore_ascii_case(media)
-                || t == "*/*"
-                || t.eq_ignore_ascii_case(&format!("{kind}/*"))
-        })
-    })
-}
-
-fn is_loopback_name(host: &str) -> bool {
-    let h = host.to_ascii_lowercase();
-    h == "localhost" || h == "127.0.0.1" || h == "[::1]" || h == "::1"
-}
-
-/// The host part of `host[:port]` (brackets kept for IPv6).
-fn host_part(authority: &str) -> &str {
-    if authority.starts_with('[') {
-        return authority.find(']').map_or(authority, |i| &authority[..=i]);
-    }
-    authority.split(':').next().unwrap_or(authority)
 }
 
 impl Front {
@@ -397,13 +290,20 @@ impl Front {
                 &answer::invalid_request(answer::HTTP_BATCH),
             );
         }
-        if let Some(version) = modern_version(&msg) {
-            return self.stateless(&headers, version, msg, caller).await;
+        let sent_as_2026 = header_str(&headers, VERSION_HEADER) == Some(rev2026::VERSION)
+            && header_str(&headers, SESSION_HEADER).is_none();
+        // A request its header sends as 2026-07-28 is one even when its envelope is
+        // missing: it is told what is wrong with it rather than asked for a
+        // session it never meant to have. `initialize` without an envelope stays
+        // the handshake of the older revisions.
+        let stateless_request = carries_envelope(&msg)
+            || (sent_as_2026
+                && matches!(jsonrpc::classify(&msg),
+                    Kind::Request { method, .. } if method != "initialize"));
+        if stateless_request {
+            return self.stateless(&headers, msg, caller).await;
         }
-        if header_str(&headers, VERSION_HEADER) == Some(rev2026::VERSION)
-            && header_str(&headers, SESSION_HEADER).is_none()
-            && msg.get("id").is_none()
-        {
+        if sent_as_2026 && msg.get("id").is_none() {
             // A 2026-07-28 notification: there is no session it could be about (a
             // request is cancelled by closing its stream), so it is taken and dropped.
             tracing::debug!("a 2026-07-28 notification over HTTP was accepted and ignored");
@@ -465,28 +365,43 @@ impl Front {
         r
     }
 
-    /// A 2026-07-28 request: checked against its headers, then served on a
-    /// session of its own that ends with it (no Mcp-Session-Id, no GET stream).
+    /// A 2026-07-28 request: its envelope and headers are checked here, at the
+    /// edge, so that what it cannot be served for gets the status the revision
+    /// gives it (400, 404) with the request's id; then it is served on a session
+    /// of its own that ends with it (no Mcp-Session-Id, no GET stream).
     async fn stateless(
         &self,
         headers: &HeaderMap,
-        version: String,
         msg: Value,
         caller: warden_core::Caller,
     ) -> Reply {
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
         let method = msg
             .get("method")
             .and_then(Value::as_str)
             .unwrap_or_default();
+        let params = msg.get("params");
+        let refused = |status: StatusCode, error: Value| {
+            message_reply(status, &jsonrpc::error_response(id.clone(), error))
+        };
+        // Without a version in the body there is nothing to compare the header with.
+        if let Some(error) = rev2026::envelope_shape_error(params) {
+            return refused(StatusCode::BAD_REQUEST, error);
+        }
+        let version = params
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(rev2026::PROTOCOL_VERSION_KEY))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let mismatch = |header: &str| {
             let body = jsonrpc::error(
-                msg.get("id").cloned().unwrap_or(Value::Null),
+                id.clone(),
                 rev2026::HEADER_MISMATCH,
                 &answer::header_mismatch(header),
             );
             message_reply(StatusCode::BAD_REQUEST, &body)
         };
-        if header_str(headers, VERSION_HEADER) != Some(version.as_str()) {
+        if header_str(headers, VERSION_HEADER) != Some(version) {
             return mismatch("MCP-Protocol-Version");
         }
         if header_str(headers, "mcp-method") != Some(method) {
@@ -506,7 +421,15 @@ impl Front {
                 return mismatch("Mcp-Name");
             }
         }
-        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        // A version the gateway does not speak, or capabilities missing: 400.
+        if let Some(error) = rev2026::envelope_error(params) {
+            return refused(StatusCode::BAD_REQUEST, error);
+        }
+        if rev2026::REMOVED.contains(&method) {
+            let error = json!({"code": jsonrpc::METHOD_NOT_FOUND,
+                "message": answer::method_not_found(method)});
+            return refused(StatusCode::NOT_FOUND, error);
+        }
         let session = self.sessions.open_stateless(caller);
         self.request(&session, id, msg).await
     }
@@ -548,7 +471,12 @@ impl Front {
         match first {
             Some(event) if event.last => {
                 watch.armed = false;
-                json_reply(event.data)
+                let status = if session.stateless {
+                    stateless_status(&event.data)
+                } else {
+                    StatusCode::OK
+                };
+                json_reply(status, event.data)
             }
             Some(event) => {
                 // Closing a 2026-07-28 stream cancels at once: there is no resuming it.
@@ -567,10 +495,11 @@ impl Front {
             None => {
                 // The router let go of the stream: the client stalled or the session ended.
                 watch.armed = false;
-                refuse(
+                // A 2026-07-28 request had no session to name, only its id.
+                let id = if session.stateless { id } else { Value::Null };
+                message_reply(
                     StatusCode::NOT_FOUND,
-                    jsonrpc::INVALID_REQUEST,
-                    answer::HTTP_UNKNOWN_SESSION,
+                    &jsonrpc::error(id, jsonrpc::INVALID_REQUEST, answer::HTTP_UNKNOWN_SESSION),
                 )
             }
         }
@@ -647,33 +576,36 @@ impl Front {
     }
 }
 
-fn check_version(headers: &HeaderMap) -> Result<(), Box<Reply>> {
-    match headers.get(VERSION_HEADER) {
-        None => Ok(()),
-        Some(v) => {
-            let v = v.to_str().unwrap_or("?");
-            if SUPPORTED_VERSIONS.contains(&v) {
-                Ok(())
-            } else {
-                Err(Box::new(refuse(
-                    StatusCode::BAD_REQUEST,
-                    jsonrpc::INVALID_REQUEST,
-                    &answer::http_bad_version(v, &SUPPORTED_VERSIONS[..3]),
-                )))
-            }
-        }
-    }
+/// Whether a message is a request that names a 2026-07-28 protocol version in
+/// its `_meta` envelope (any version: one the gateway does not speak is refused
+/// as this revision refuses it).
+fn carries_envelope(msg: &Value) -> bool {
+    msg.get("id").is_some()
+        && msg.get("method").is_some()
+        && msg
+            .get("params")
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(rev2026::PROTOCOL_VERSION_KEY))
+            .is_some()
 }
 
-/// The protocol version of a 2026-07-28 request (from its `_meta` envelope).
-fn modern_version(msg: &Value) -> Option<String> {
-    msg.get("id")?;
-    msg.get("method")?;
-    let v = msg
-        .get("params")?
-        .get("_meta")?
-        .get(rev2026::PROTOCOL_VERSION_KEY)?;
-    Some(v.as_str().unwrap_or_default().to_owned())
+/// The status of a 2026-07-28 answer sent as plain JSON: a JSON-RPC error's
+/// code decides it ([`rev2026::http_status`]); only the code is read, the rest
+/// of the answer is skipped.
+fn stateless_status(data: &[u8]) -> StatusCode {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        error: Option<Code>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_slice::<Answer>(data)
+        .ok()
+        .and_then(|a| a.error)
+        .and_then(|e| StatusCode::from_u16(rev2026::http_status(e.code)).ok())
+        .unwrap_or(StatusCode::OK)
 }
 
 /// An `Mcp-Name` header value: verbatim, or `=?base64?…?=` for names HTTP cannot carry.
@@ -688,75 +620,5 @@ fn decode_header_value(v: &str) -> Option<String> {
             .decode(payload)
             .ok()
             .and_then(|b| String::from_utf8(b).ok()),
-    }
-}
-
-/// 429 for a caller at `gateway.max_sessions_per_caller`; Retry-After says when its
-/// longest-unused session would idle out (ending one with DELETE is sooner).
-fn too_many_sessions(open: usize, retry_after: Duration) -> Reply {
-    let mut r = refuse(
-        StatusCode::TOO_MANY_REQUESTS,
-        jsonrpc::INVALID_REQUEST,
-        &answer::http_caller_sessions(open),
-    );
-    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-    r.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
-    r
-}
-
-fn unauthorized(why: Refused) -> Reply {
-    let mut r = refuse(
-        StatusCode::UNAUTHORIZED,
-        jsonrpc::INVALID_REQUEST,
-        why.text(),
-    );
-    if let Ok(v) = HeaderValue::from_str(&why.challenge()) {
-        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
-    }
-    r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn accept_headers_and_hosts() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream;q=0.9"),
-        );
-        assert!(accepts(&h, "application/json") && accepts(&h, "text/event-stream"));
-        h.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-        assert!(!accepts(&h, "text/event-stream"));
-        h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
-        assert!(accepts(&h, "text/event-stream"));
-        assert_eq!(host_part("[::1]:8931"), "[::1]");
-        assert_eq!(host_part("localhost:8931"), "localhost");
-        assert!(is_loopback_name("LOCALHOST"));
-        assert!(!is_loopback_name("evil.example"));
-    }
-
-    #[test]
-    fn a_connection_over_a_cap_gets_a_whole_503() {
-        let raw = String::from_utf8(connection_refusal(OverCap::Total)).unwrap();
-        let body = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Service unavailable: too many open connections; retry later."}}"#;
-        assert_eq!(
-            raw,
-            format!("HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
-        );
-        let raw = String::from_utf8(connection_refusal(OverCap::PerClient)).unwrap();
-        assert!(raw.ends_with(r#""message":"Service unavailable: too many open connections from this address; close idle ones or retry later."}}"#), "{raw}");
-    }
-
-    #[test]
-    fn a_caller_at_its_session_cap_hears_when_to_retry() {
-        let r = too_many_sessions(2, Duration::from_millis(1500));
-        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(r.headers()[header::RETRY_AFTER], "2");
-        let r = too_many_sessions(2, Duration::ZERO);
-        assert_eq!(r.headers()[header::RETRY_AFTER], "1");
     }
 }

@@ -1,17 +1,21 @@
 //! The Streamable HTTP front: one endpoint, `/mcp`, for POST, GET and DELETE.
 //!
 //! - [`handler`]: every request's checks, in order, and the POST, GET and DELETE
-//!   answers (each refusal built there, from the typed reasons the others give);
-//! - [`session`]: HTTP sessions, the streams their messages go out on, resumption;
+//!   answers, from the typed reasons the other parts give;
+//! - [`reply`]: every answer the front writes itself (status, JSON-RPC body, headers);
+//! - [`session`]: HTTP sessions, their table and caps, resumption;
+//! - [`streams`]: a session's streams and the sorting of its messages onto them;
 //! - [`sse`]: response bodies, JSON or server-sent events;
 //! - [`conn`]: connections: the caps on how many, the head and idle timeouts;
 //! - [`server`]: the listener.
 
 mod conn;
 pub mod handler;
+mod reply;
 pub mod server;
 mod session;
 mod sse;
+mod streams;
 
 pub use handler::{Front, ENDPOINT};
 pub use server::Server;

@@ -4,7 +4,8 @@
 //! and the upstreams.
 
 use super::conn::{self, Connections, Limits};
-use super::handler::{self, Front};
+use super::handler::Front;
+use super::reply;
 use crate::gateway::Gateway;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -153,7 +154,7 @@ impl Server {
     /// handshake, which is work the cap exists to avoid: it is just closed.
     fn refuse(&self, stream: TcpStream, over: conn::OverCap) {
         if self.tls.is_none() {
-            let _ = stream.try_write(&handler::connection_refusal(over));
+            let _ = stream.try_write(&reply::connection_refusal(over));
         }
         drop(stream);
     }

@@ -7,23 +7,20 @@
 //! client that lost one resumes it with `Last-Event-ID`; a call whose stream is
 //! gone for longer than [`RESUME_GRACE`] is cancelled upstream.
 
+use super::streams::{Event, Streams};
 use crate::gateway::{ClientSession, Gateway, Outgoing};
 use crate::jsonrpc;
 use crate::logged::logged;
 use bytes::Bytes;
 use serde_json::{json, Value};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use warden_core::Caller;
 
-/// Events kept per stream for resumption.
-const HISTORY: usize = 256;
 /// Events queued for a connected stream before its client counts as not reading.
 pub(super) const SINK_CAPACITY: usize = 256;
-/// Finished streams kept (for late resumption) per session.
-const DONE_KEPT: usize = 32;
 /// How long a call whose SSE stream dropped waits for the client to resume it.
 const RESUME_GRACE: Duration = Duration::from_secs(5);
 /// Open sessions at most; an initialize beyond it gets 503 until some end.
@@ -39,162 +36,6 @@ pub(super) struct HttpSession {
     pub(super) client: Arc<ClientSession>,
     streams: Mutex<Streams>,
     last_used: Mutex<Instant>,
-}
-
-/// One event on a stream: its sequence number and the JSON-RPC message.
-#[derive(Clone)]
-pub(super) struct Event {
-    pub(super) seq: u64,
-    pub(super) data: Bytes,
-    /// The answer that ends a POST's stream.
-    pub(super) last: bool,
-}
-
-#[derive(Default)]
-struct Stream {
-    sink: Option<mpsc::Sender<Event>>,
-    /// Counts the sinks the stream was given: a client that resumed it holds a
-    /// newer one than the response it left behind.
-    sink_gen: u64,
-    history: VecDeque<Event>,
-    next_seq: u64,
-    /// The highest sequence number a connected client was handed.
-    delivered: u64,
-    /// The POSTed request this stream answers (id key, id); none for the GET stream.
-    request: Option<(String, Value)>,
-    done: bool,
-}
-
-/// A session's streams, and which POST's stream answers which request. Stream 0
-/// is the GET stream.
-pub(super) struct Streams {
-    streams: HashMap<u64, Stream>,
-    by_request: HashMap<String, u64>,
-    next: u64,
-    done: VecDeque<u64>,
-}
-
-impl Streams {
-    fn new() -> Self {
-        let mut streams = HashMap::new();
-        streams.insert(
-            0,
-            Stream {
-                next_seq: 1,
-                ..Stream::default()
-            },
-        );
-        Self {
-            streams,
-            by_request: HashMap::new(),
-            next: 1,
-            done: VecDeque::new(),
-        }
-    }
-
-    /// Opens the stream a POSTed request is answered on.
-    fn open(&mut self, key: String, id: Value, sink: mpsc::Sender<Event>) -> u64 {
-        let n = self.next;
-        self.next += 1;
-        self.by_request.insert(key.clone(), n);
-        self.streams.insert(
-            n,
-            Stream {
-                sink: Some(sink),
-                sink_gen: 1,
-                next_seq: 1,
-                request: Some((key, id)),
-                ..Stream::default()
-            },
-        );
-        n
-    }
-
-    /// Which stream a message from the gateway goes to, and whether it ends it:
-    /// the stream of the POST whose request it belongs to, else the GET stream.
-    /// `None`: an answer for a request no longer waiting.
-    fn target(&self, out: &Outgoing) -> Option<(u64, bool)> {
-        let stream = out
-            .call
-            .as_ref()
-            .and_then(|k| self.by_request.get(k).copied());
-        match (stream, out.ends_call) {
-            (Some(n), last) => Some((n, last)),
-            (None, true) => None,
-            (None, false) => Some((0, false)),
-        }
-    }
-
-    fn push(&mut self, n: u64, data: Bytes, last: bool) {
-        let Some(s) = self.streams.get_mut(&n) else {
-            return;
-        };
-        let event = Event {
-            seq: s.next_seq,
-            data,
-            last,
-        };
-        s.next_seq += 1;
-        s.history.push_back(event.clone());
-        if s.history.len() > HISTORY {
-            s.history.pop_front();
-        }
-        if let Some(sink) = &s.sink {
-            let seq = event.seq;
-            match sink.try_send(event) {
-                Ok(()) => s.delivered = seq,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    tracing::warn!(stream = n, "an SSE client is not reading its stream; it is disconnected (it may resume with Last-Event-ID)");
-                    s.sink = None;
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => s.sink = None,
-            }
-        }
-        if last {
-            self.close(n);
-        }
-    }
-
-    /// Marks a POST stream answered: its request and token no longer route here.
-    fn close(&mut self, n: u64) -> Option<Value> {
-        let s = self.streams.get_mut(&n)?;
-        if s.done {
-            return None;
-        }
-        s.done = true;
-        let (key, id) = s.request.clone()?;
-        self.by_request.remove(&key);
-        self.done.push_back(n);
-        while self.done.len() > DONE_KEPT {
-            if let Some(old) = self.done.pop_front() {
-                self.streams.remove(&old);
-            }
-        }
-        Some(id)
-    }
-
-    /// A response that read stream `n` through sink generation `gen` is gone: the
-    /// stream lets go of that sink. False when there is nothing to let go: the
-    /// stream ended, or a client resumed it with a newer sink (it keeps receiving,
-    /// and its call keeps running).
-    fn let_go(&mut self, n: u64, gen: u64) -> bool {
-        match self.streams.get_mut(&n) {
-            Some(s) if !s.done && s.sink_gen == gen => {
-                s.sink = None;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// The requests still waiting for their answers.
-    fn running(&self) -> Vec<Value> {
-        self.streams
-            .values()
-            .filter(|s| !s.done)
-            .filter_map(|s| s.request.as_ref().map(|(_, id)| id.clone()))
-            .collect()
-    }
 }
 
 impl HttpSession {
@@ -599,34 +440,6 @@ mod tests {
         assert_ne!(a, new_session_id());
     }
 
-    #[test]
-    fn the_router_sends_answers_to_their_streams_and_the_rest_to_get() {
-        let mut r = Streams::new();
-        let (tx, mut rx) = mpsc::channel(4);
-        let n = r.open("1".into(), json!(1), tx);
-        let for_call = |msg: Value, ends_call: bool| Outgoing {
-            call: Some("1".into()),
-            ends_call,
-            msg,
-        };
-        let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}});
-        assert_eq!(
-            r.target(&for_call(progress.clone(), false)),
-            Some((n, false))
-        );
-        let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
-        assert_eq!(r.target(&Outgoing::session(changed)), Some((0, false)));
-        let sampling = json!({"jsonrpc": "2.0", "id": "warden-1", "method": "sampling/createMessage", "params": {}});
-        assert_eq!(r.target(&for_call(sampling, false)), Some((n, false)));
-        let answer = json!({"jsonrpc": "2.0", "id": 1, "result": {}});
-        assert_eq!(r.target(&for_call(answer.clone(), true)), Some((n, true)));
-        r.push(n, Bytes::from_static(b"{}"), true);
-        assert!(rx.try_recv().unwrap().last);
-        assert_eq!(r.target(&for_call(answer, true)), None);
-        assert_eq!(r.target(&for_call(progress, false)), Some((0, false)));
-        assert!(r.running().is_empty());
-    }
-
     async fn table(idle: Duration, per_caller: usize) -> SessionTable {
         let config = crate::config::Config::parse("", "w.toml").unwrap();
         let gateway = Gateway::new(config).await.unwrap();
@@ -672,40 +485,5 @@ mod tests {
         table.sweep();
         assert_eq!(table.held_by("alice"), 0);
         table.open(Caller::new("alice")).unwrap();
-    }
-
-    #[test]
-    fn a_client_that_does_not_read_is_let_go() {
-        let mut r = Streams::new();
-        let (tx, _rx) = mpsc::channel(1);
-        let n = r.open("1".into(), json!(1), tx);
-        r.push(n, Bytes::from_static(b"{}"), false);
-        r.push(n, Bytes::from_static(b"{}"), false);
-        assert!(r.streams[&n].sink.is_none());
-        assert_eq!(r.streams[&n].history.len(), 2);
-        assert_eq!(r.running(), vec![json!(1)]);
-    }
-
-    #[test]
-    fn a_response_left_behind_does_not_take_a_resumed_streams_sink() {
-        let mut r = Streams::new();
-        let (tx, _rx) = mpsc::channel(4);
-        let n = r.open("1".into(), json!(1), tx);
-        let first = r.streams[&n].sink_gen;
-        // The client resumed the stream (GET with Last-Event-ID) on a new sink …
-        let (tx2, mut rx2) = mpsc::channel(4);
-        let s = r.streams.get_mut(&n).unwrap();
-        s.sink = Some(tx2);
-        s.sink_gen += 1;
-        // … then the first response's body is dropped: the new sink stays.
-        assert!(!r.let_go(n, first));
-        r.push(n, Bytes::from_static(b"{}"), true);
-        assert!(rx2.try_recv().unwrap().last);
-        // Its own sink, on a stream still running, is let go.
-        let (tx3, _rx3) = mpsc::channel(4);
-        let m = r.open("2".into(), json!(2), tx3);
-        let gen = r.streams[&m].sink_gen;
-        assert!(r.let_go(m, gen));
-        assert!(r.streams[&m].sink.is_none());
     }
 }

@@ -3,7 +3,8 @@
 //! from; a stream with nothing to say sends a comment every [`HEARTBEAT`], so a
 //! client that went away is noticed (the write fails) even while a call runs long.
 
-use super::session::{Event, Watch};
+use super::session::Watch;
+use super::streams::Event;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use std::collections::VecDeque;
