@@ -339,17 +339,6 @@ mod procfs {
     }
 }
 
-/// The gateway's metrics, as text.
-fn metrics_text(port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
 /// `name{labels} value` lines of one metric, as (labels, value).
 fn metric(text: &str, name: &str) -> Vec<(String, u64)> {
     text.lines()
@@ -359,11 +348,6 @@ fn metric(text: &str, name: &str) -> Vec<(String, u64)> {
             Some((labels.to_owned(), value.trim().parse().ok()?))
         })
         .collect()
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 fn env_u64(name: &str) -> Option<u64> {

@@ -451,6 +451,18 @@ fn initialize() -> Value {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
 }
 
+/// A 401 for a token the front would not take: the exact body, and a challenge
+/// whose description is the text without its final period.
+fn assert_invalid_token(r: &common::http::Reply, text: &str) {
+    assert_eq!(r.status, 401);
+    assert_eq!(r.body, error_body(text));
+    let challenge = format!(
+        "Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"{}\"",
+        text.trim_end_matches('.')
+    );
+    assert_eq!(r.header("www-authenticate"), Some(challenge.as_str()));
+}
+
 #[test]
 fn a_jwt_that_is_not_valid_yet_is_refused() {
     let (w, sign) = jwt_warden("http-jwt-times");
@@ -462,28 +474,15 @@ fn a_jwt_that_is_not_valid_yet_is_refused() {
     let mut tomorrow = good.clone();
     tomorrow["nbf"] = json!(now + 86_400);
     let r = w.post(&[("Authorization", &sign(&tomorrow))], &initialize());
-    assert_eq!(r.status, 401);
-    assert_eq!(
-        r.body,
-        error_body("Unauthorized: the token is not valid yet.")
-    );
-    assert_eq!(
-        r.header("www-authenticate"),
-        Some("Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token is not valid yet\"")
-    );
+    assert_invalid_token(&r, "Unauthorized: the token is not valid yet.");
 
     // Dated as issued tomorrow.
     let mut issued_later = good.clone();
     issued_later["iat"] = json!(now + 86_400);
     let r = w.post(&[("Authorization", &sign(&issued_later))], &initialize());
-    assert_eq!(r.status, 401);
-    assert_eq!(
-        r.body,
-        error_body("Unauthorized: the token says it was issued in the future.")
-    );
-    assert_eq!(
-        r.header("www-authenticate"),
-        Some("Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token says it was issued in the future\"")
+    assert_invalid_token(
+        &r,
+        "Unauthorized: the token says it was issued in the future.",
     );
 
     // Valid since a minute ago: in.
@@ -500,28 +499,12 @@ fn a_jwt_without_the_configured_audience_or_issuer_is_refused() {
     let mut no_aud = good.clone();
     no_aud.as_object_mut().unwrap().remove("aud");
     let r = w.post(&[("Authorization", &sign(&no_aud))], &initialize());
-    assert_eq!(r.status, 401);
-    assert_eq!(
-        r.body,
-        error_body("Unauthorized: the token does not name an audience.")
-    );
-    assert_eq!(
-        r.header("www-authenticate"),
-        Some("Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token does not name an audience\"")
-    );
+    assert_invalid_token(&r, "Unauthorized: the token does not name an audience.");
 
     let mut no_iss = good.clone();
     no_iss.as_object_mut().unwrap().remove("iss");
     let r = w.post(&[("Authorization", &sign(&no_iss))], &initialize());
-    assert_eq!(r.status, 401);
-    assert_eq!(
-        r.body,
-        error_body("Unauthorized: the token does not name an issuer.")
-    );
-    assert_eq!(
-        r.header("www-authenticate"),
-        Some("Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token does not name an issuer\"")
-    );
+    assert_invalid_token(&r, "Unauthorized: the token does not name an issuer.");
 
     let r = w.post(&[("Authorization", &sign(&good))], &initialize());
     assert_eq!(r.status, 200, "{}", r.body);
@@ -868,11 +851,6 @@ fn metrics_count_refused_requests_and_open_sessions() {
 use common::http::{exchange, try_exchange, wait_closed};
 use std::io::Write as _;
 use std::net::TcpStream;
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
 
 fn scrape(port: u16) -> String {
     use std::io::Read;

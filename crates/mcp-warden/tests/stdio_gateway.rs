@@ -284,31 +284,20 @@ fn a_crashed_upstream_answers_e2_and_is_restarted() {
     );
 }
 
-/// The gateway's metrics on `port`, as text.
-fn metrics_text(port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+/// A fixture upstream with a 300 ms timeout and `restart` settings, its freeze
+/// tool on, and metrics on a port of their own (returned).
+fn stuck_config(restart: &str) -> (u16, String) {
+    let port = free_port();
+    let upstream = format!("timeout_ms = 300\n{restart}\nenv = {{ FIXTURE_FREEZE_TOOL = \"1\" }}");
+    let metrics = format!("[metrics]\nlisten = \"127.0.0.1:{port}\"");
+    (port, fixture_config(&upstream, &metrics))
 }
 
 #[test]
 fn an_upstream_that_stops_answering_is_restarted_after_timeouts_in_a_row() {
     // Alive but stuck: every call times out. After two in a row the gateway ends it
     // and starts it again, as after a crash; the next call works.
-    let port = free_port();
-    let toml = fixture_config(
-        "timeout_ms = 300\nrestart_after_timeouts = 2\nping_interval_ms = 0\nenv = { FIXTURE_FREEZE_TOOL = \"1\" }",
-        &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""),
-    );
+    let (port, toml) = stuck_config("restart_after_timeouts = 2\nping_interval_ms = 0");
     let mut w = Warden::start("stuck-timeouts", &toml);
     let internal = "Error: An internal error occurred while executing the tool.";
     assert_eq!(w.call_text("fx.freeze", json!({})), internal);
@@ -331,11 +320,7 @@ fn an_upstream_that_stops_answering_is_restarted_after_timeouts_in_a_row() {
 fn slow_calls_side_by_side_do_not_make_a_live_upstream_stuck() {
     // Three slow calls time out together on a server that still answers: the ping
     // that confirms a suspicion is answered, so nothing is restarted.
-    let port = free_port();
-    let toml = fixture_config(
-        "timeout_ms = 300\nrestart_after_timeouts = 2\nping_interval_ms = 0",
-        &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""),
-    );
+    let (port, toml) = stuck_config("restart_after_timeouts = 2\nping_interval_ms = 0");
     let mut w = Warden::start("slow-not-stuck", &toml);
     let ids: Vec<i64> = (0..3)
         .map(|_| {
@@ -372,11 +357,7 @@ fn slow_calls_side_by_side_do_not_make_a_live_upstream_stuck() {
 #[test]
 fn an_upstream_that_misses_a_liveness_ping_is_restarted() {
     // No call waits on it: the ping notices it is stuck.
-    let port = free_port();
-    let toml = fixture_config(
-        "timeout_ms = 300\nrestart_after_timeouts = 0\nping_interval_ms = 200\nenv = { FIXTURE_FREEZE_TOOL = \"1\" }",
-        &format!("[metrics]\nlisten = \"127.0.0.1:{port}\""),
-    );
+    let (port, toml) = stuck_config("restart_after_timeouts = 0\nping_interval_ms = 200");
     let mut w = Warden::start("stuck-ping", &toml);
     let internal = "Error: An internal error occurred while executing the tool.";
     assert_eq!(w.call_text("fx.freeze", json!({})), internal);

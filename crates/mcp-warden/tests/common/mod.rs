@@ -544,3 +544,20 @@ pub fn dead_url() -> String {
     format!("http://{addr}/hook")
 }
 pub mod http;
+
+/// A loopback port free at the time of asking (for a metrics listener, say).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// The gateway's Prometheus metrics on `port`, as text.
+pub fn metrics_text(port: u16) -> String {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
