@@ -1,8 +1,8 @@
 //! A plain HTTP/1.1 client over std sockets for the HTTP front's tests: whole
 //! replies, and SSE streams read event by event (so a test can walk away mid-stream).
 
-use super::{scratch, write_config, PATIENCE, WARDEN};
-use serde_json::Value;
+use super::{fixture_config, scratch, write_config, PATIENCE, WARDEN};
+use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -370,4 +370,29 @@ pub fn wait_closed(
         started.elapsed(),
         String::from_utf8_lossy(&said).into_owned(),
     ))
+}
+
+/// A config whose HTTP requests act as the anonymous caller `dev`, bodies up to
+/// 4 KiB, one fixture upstream `fx`, plus `extra` in `[gateway]`.
+pub fn anonymous(extra: &str) -> String {
+    format!(
+        "[gateway]\nanonymous_caller = \"dev\"\nmax_message_bytes = 4096\n{extra}\n{}",
+        fixture_config("", "")
+    )
+}
+
+/// A JSON-RPC -32600 error body with a null id, as the front writes it.
+pub fn error_body(message: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}}).to_string()
+}
+
+/// A `tools/call` request.
+pub fn call(id: i64, tool: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
+}
+
+/// A 2025-11-25 initialize request with id 1.
+pub fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
 }
