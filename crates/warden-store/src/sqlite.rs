@@ -1,0 +1,280 @@
+//! The embedded SQLite store: one file in WAL mode, created and migrated on
+//! first use; every operation runs on Tokio's blocking pool behind one connection.
+
+use crate::{millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, StoreError};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::Value;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Schema migrations, applied in order on open; the index + 1 is the version.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE ledger (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('running', 'completed', 'failed')),
+        result TEXT,
+        created_ms INTEGER NOT NULL,
+        PRIMARY KEY (scope, key)
+    );
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        time_ms INTEGER NOT NULL,
+        caller TEXT,
+        tool TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        record TEXT NOT NULL
+    );
+    CREATE INDEX audit_time ON audit (time_ms);",
+    // 2: a running claim's owner and lease (ms since the epoch). Rows written before
+    // have neither: a running one is never taken over and is forgotten with its
+    // retention, as before.
+    "ALTER TABLE ledger ADD COLUMN owner TEXT;
+    ALTER TABLE ledger ADD COLUMN lease_until_ms INTEGER;",
+];
+
+/// The embedded SQLite store.
+#[derive(Clone)]
+pub struct Sqlite {
+    conn: Arc<Mutex<Connection>>,
+    pub(crate) owner: Arc<str>,
+}
+
+impl Sqlite {
+    /// Opens (or creates) the database file and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Sqlite, StoreError> {
+        let conn = Connection::open(path)
+            .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
+        Sqlite::init(conn)
+    }
+
+    /// A store in memory.
+    pub fn in_memory() -> Result<Sqlite, StoreError> {
+        Sqlite::init(Connection::open_in_memory()?)
+    }
+
+    pub(crate) fn init(conn: Connection) -> Result<Sqlite, StoreError> {
+        conn.busy_timeout(Duration::from_secs(5))?;
+        // WAL: readers never block the writer; NORMAL sync is durable across process crashes.
+        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL; CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);")?;
+        let version: i64 = conn
+            .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0);
+        if version as usize > MIGRATIONS.len() {
+            return Err(StoreError::Unavailable(format!(
+                "the database has schema version {version}, newer than this mcp-warden knows ({}); upgrade mcp-warden",
+                MIGRATIONS.len()
+            )));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = conn.unchecked_transaction()?;
+            tx.execute_batch(sql)?;
+            tx.execute("DELETE FROM schema_version", [])?;
+            tx.execute(
+                "INSERT INTO schema_version (version) VALUES (?1)",
+                [i as i64 + 1],
+            )?;
+            tx.commit()?;
+        }
+        Ok(Sqlite {
+            conn: Arc::new(Mutex::new(conn)),
+            owner: new_owner()?,
+        })
+    }
+
+    pub(crate) async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
+            f(&mut conn)
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("store task failed: {e}")))?
+    }
+
+    /// See [`Store::claim`].
+    pub async fn claim(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint: &str,
+        retention: Duration,
+    ) -> Result<Claim, StoreError> {
+        self.claim_leased(scope, key, fingerprint, retention, retention)
+            .await
+    }
+
+    /// I1: claims `key` for a call (`fingerprint` identifies tool and arguments)
+    /// in this store's name, for `lease`. Exactly one concurrent claimant gets
+    /// [`Claim::Run`] (or [`Claim::TakenOver`]). Entries older than `retention`
+    /// are gone (I2), unless still running under a live lease; a failed entry may
+    /// be claimed again, and so may a running one whose lease ran out.
+    pub async fn claim_leased(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint: &str,
+        retention: Duration,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        let (scope, key, fingerprint) = (scope.to_owned(), key.to_owned(), fingerprint.to_owned());
+        let owner = self.owner.clone();
+        self.with(move |conn| {
+            let now = now_ms();
+            let until = now.saturating_add(millis(lease));
+            // IMMEDIATE: the write lock is taken up front, so claimants in other
+            // processes on the same file run this transaction one at a time.
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            tx.execute(
+                "DELETE FROM ledger WHERE scope = ?1 AND key = ?2 AND created_ms < ?3
+                   AND NOT (state = 'running' AND COALESCE(lease_until_ms, 0) >= ?4)",
+                params![scope, key, now.saturating_sub(millis(retention)), now],
+            )?;
+            let inserted = tx.execute(
+                "INSERT INTO ledger (scope, key, fingerprint, state, created_ms, owner, lease_until_ms)
+                 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6)
+                 ON CONFLICT (scope, key) DO NOTHING",
+                params![scope, key, fingerprint, now, &*owner, until],
+            )?;
+            let claim = if inserted == 1 {
+                Claim::Run
+            } else {
+                let (fp, state, result): (String, String, Option<String>) = tx.query_row(
+                    "SELECT fingerprint, state, result FROM ledger WHERE scope = ?1 AND key = ?2",
+                    params![scope, key],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )?;
+                match state.as_str() {
+                    _ if fp != fingerprint => Claim::Mismatch,
+                    "running" => {
+                        // Only a lease that ran out is taken; a row without one
+                        // (written before leases) waits for its retention.
+                        let taken = tx.execute(
+                            "UPDATE ledger SET owner = ?3, lease_until_ms = ?4, created_ms = ?5
+                             WHERE scope = ?1 AND key = ?2 AND state = 'running' AND lease_until_ms < ?5",
+                            params![scope, key, &*owner, until, now],
+                        )?;
+                        if taken == 1 {
+                            Claim::TakenOver
+                        } else {
+                            Claim::Running
+                        }
+                    }
+                    "completed" => Claim::Replay(
+                        result.and_then(|r| serde_json::from_str(&r).ok()).unwrap_or(Value::Null),
+                    ),
+                    _ => {
+                        tx.execute(
+                            "UPDATE ledger SET state = 'running', result = NULL, created_ms = ?3, owner = ?4, lease_until_ms = ?5
+                             WHERE scope = ?1 AND key = ?2",
+                            params![scope, key, now, &*owner, until],
+                        )?;
+                        Claim::Run
+                    }
+                }
+            };
+            tx.commit()?;
+            Ok(claim)
+        })
+        .await
+    }
+
+    /// Extends the lease of a claim this store holds to `lease` from now. `false`:
+    /// the claim is no longer ours (finished, or taken over after its lease ran out).
+    pub async fn renew(&self, scope: &str, key: &str, lease: Duration) -> Result<bool, StoreError> {
+        let (scope, key, owner) = (scope.to_owned(), key.to_owned(), self.owner.clone());
+        self.with(move |conn| {
+            let until = now_ms().saturating_add(millis(lease));
+            let renewed = conn.execute(
+                "UPDATE ledger SET lease_until_ms = ?4
+                 WHERE scope = ?1 AND key = ?2 AND state = 'running' AND owner = ?3",
+                params![scope, key, &*owner, until],
+            )?;
+            Ok(renewed == 1)
+        })
+        .await
+    }
+
+    /// Records how a claimed call ended, if the claim is still this store's.
+    /// `false`: it is not (its lease ran out and another claimant took the key
+    /// over), and the row, now the new attempt's, is left alone.
+    pub async fn finish(&self, scope: &str, key: &str, finish: Finish) -> Result<bool, StoreError> {
+        let (scope, key, owner) = (scope.to_owned(), key.to_owned(), self.owner.clone());
+        self.with(move |conn| {
+            let (state, result) = match finish {
+                Finish::Completed(v) => ("completed", Some(v.to_string())),
+                Finish::Failed(_) => ("failed", None),
+            };
+            // The lease goes with the run: a finished row is never taken over, and
+            // a previous version re-claiming a failed row leaves no stale lease behind.
+            let finished = conn.execute(
+                "UPDATE ledger SET state = ?3, result = ?4, lease_until_ms = NULL
+                 WHERE scope = ?1 AND key = ?2 AND state = 'running' AND owner = ?5",
+                params![scope, key, state, result, &*owner],
+            )?;
+            Ok(finished == 1)
+        })
+        .await
+    }
+
+    /// Appends one audit record; it is on disk when this returns.
+    pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        let json =
+            serde_json::to_string(record).map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let (caller, tool, outcome) = (
+            record.caller.clone(),
+            record.tool.clone(),
+            record.outcome.clone(),
+        );
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO audit (time_ms, caller, tool, outcome, record) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![now_ms(), caller, tool, outcome, json],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Audit records matching `filter`, oldest first.
+    pub async fn query(&self, filter: AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT record FROM audit
+                 WHERE (?1 IS NULL OR caller = ?1) AND (?2 IS NULL OR tool = ?2)
+                   AND (?3 IS NULL OR outcome = ?3) AND (?4 IS NULL OR time_ms >= ?4)
+                 ORDER BY id LIMIT ?5",
+            )?;
+            let limit = if filter.limit == 0 {
+                i64::MAX
+            } else {
+                filter.limit as i64
+            };
+            let rows = stmt.query_map(
+                params![
+                    filter.caller,
+                    filter.tool,
+                    filter.outcome,
+                    filter.since_ms,
+                    limit
+                ],
+                |r| r.get::<_, String>(0),
+            )?;
+            let mut out = Vec::new();
+            for row in rows {
+                if let Ok(rec) = serde_json::from_str(&row?) {
+                    out.push(rec);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
