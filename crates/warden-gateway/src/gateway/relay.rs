@@ -10,7 +10,6 @@ use crate::logged::logged;
 use crate::texts;
 use crate::upstream::{CallError, Conn, PendingReply, Upstream};
 use serde_json::{json, Map, Value};
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -119,8 +118,6 @@ pub fn response_body(mut response: Value) -> Body {
     }
 }
 
-/// The most characters of an upstream's error message a client is shown.
-const ERROR_MESSAGE_MAX_CHARS: usize = 1024;
 /// JSON-RPC error codes whose `data` the MCP specification defines, passed on
 /// whatever the policy: -32042, URL elicitation required (its data lists them).
 const SPEC_DATA_CODES: &[i64] = &[-32042];
@@ -146,8 +143,8 @@ pub fn upstream_body(
 }
 
 /// What a client sees of an upstream's JSON-RPC error: its `code` (an integer, else
-/// -32603), its `message` bounded to 1,024 characters with control characters
-/// escaped, and its `data` only where the specification gives it a meaning or the
+/// -32603), its `message` escaped and bounded as a log line's values are
+/// ([`logged`]: 1,024 characters, control characters escaped), and its `data` only where the specification gives it a meaning or the
 /// operator passes it (`gateway.upstream_error_data = "pass"`). Nothing else.
 pub fn client_error(error: &Value, policy: ErrorData) -> Value {
     let code = error
@@ -155,8 +152,8 @@ pub fn client_error(error: &Value, policy: ErrorData) -> Value {
         .and_then(Value::as_i64)
         .unwrap_or(jsonrpc::INTERNAL_ERROR);
     let message = match error.get("message") {
-        Some(Value::String(m)) => bounded(m),
-        Some(other) => bounded(&other.to_string()),
+        Some(Value::String(m)) => logged(m).to_string(),
+        Some(other) => logged(other).to_string(),
         None => String::new(),
     };
     let mut out = Map::new();
@@ -168,24 +165,6 @@ pub fn client_error(error: &Value, policy: ErrorData) -> Value {
         }
     }
     Value::Object(out)
-}
-
-/// `text` with control characters escaped (`\u{1b}`), at most
-/// [`ERROR_MESSAGE_MAX_CHARS`] characters of it, `…` where it was cut.
-fn bounded(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(ERROR_MESSAGE_MAX_CHARS + 8));
-    for (i, c) in text.chars().enumerate() {
-        if i == ERROR_MESSAGE_MAX_CHARS {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Answers an upstream's request with an error: nobody can answer it.
