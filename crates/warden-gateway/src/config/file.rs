@@ -180,6 +180,32 @@ impl FromStr for ErrorData {
     }
 }
 
+/// Which protocol revision an upstream is spoken to in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpstreamProtocol {
+    /// `server/discover` first; 2026-07-28 where offered, else the handshake.
+    #[default]
+    Auto,
+    /// The `initialize` handshake (up to 2025-11-25), without asking first.
+    Handshake,
+    /// The stateless 2026-07-28 revision; a server that does not offer it fails to start.
+    Stateless,
+}
+
+impl FromStr for UpstreamProtocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(UpstreamProtocol::Auto),
+            "2025-11-25" => Ok(UpstreamProtocol::Handshake),
+            "2026-07-28" => Ok(UpstreamProtocol::Stateless),
+            other => Err(format!(
+                "'{other}' is not a protocol choice; use \"auto\", \"2025-11-25\" or \"2026-07-28\""
+            )),
+        }
+    }
+}
+
 impl Default for GatewayConfig {
     fn default() -> Self {
         Self {
@@ -300,6 +326,11 @@ pub struct UpstreamConfig {
     /// timeout (at most 10 s) counts as stuck and is restarted (0: never ping).
     #[serde(default = "default_ping_interval_ms")]
     pub ping_interval_ms: u64,
+    /// Which protocol revision the gateway speaks to this upstream: "auto" asks
+    /// `server/discover` first and speaks 2026-07-28 where it is offered, else
+    /// runs the `initialize` handshake; "2025-11-25" or "2026-07-28" fixes it.
+    #[serde(default, deserialize_with = "parsed")]
+    pub protocol: UpstreamProtocol,
     /// Per tool settings, keyed by the upstream's own tool name.
     #[serde(default)]
     pub tools: HashMap<String, ToolConfig>,

@@ -13,8 +13,9 @@ pub use check::{parse_duration, toml_to_json, Access, Hook};
 pub use file::{
     AccessConfig, AccessDefault, AuditConfig, AuthConfig, CallerConfig, DefaultsConfig, ErrorData,
     Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, Phase, RuleConfig,
-    StoreConfig, ToolConfig, UpstreamConfig, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
+    StoreConfig, ToolConfig, UpstreamConfig, UpstreamProtocol, WebhookConfig,
+    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS,
+    DEFAULT_TIMEOUT_MS,
 };
 
 use check::{Checked, Invalid, Settings};

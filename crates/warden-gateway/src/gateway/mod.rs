@@ -21,6 +21,7 @@ pub mod audit;
 mod call;
 mod grant;
 mod inbound;
+mod input;
 pub mod ledger;
 mod relay;
 pub mod rev2026;
@@ -298,7 +299,19 @@ impl Gateway {
             "tools/list" => {
                 self.connect(None).await;
                 match self.list_tools(session.caller.as_ref()).await {
-                    Ok(result) => Begun::Done(Some(Ok(result))),
+                    Ok(mut result) => {
+                        // The shortest lifetime an upstream gave its tools (stamped below).
+                        let ttl = self
+                            .upstreams
+                            .list
+                            .iter()
+                            .filter_map(|u| u.tools_ttl())
+                            .min();
+                        if let (Some(t), Some(_)) = (ttl, &envelope) {
+                            result["ttlMs"] = json!(t);
+                        }
+                        Begun::Done(Some(Ok(result)))
+                    }
                     Err(message) => err(jsonrpc::INTERNAL_ERROR, &message),
                 }
             }
@@ -318,13 +331,53 @@ impl Gateway {
                 let Some(up) = self.upstreams.serving(method, params.as_ref()) else {
                     return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
                 };
-                let params = params.unwrap_or_else(|| json!({}));
+                let mut params = params.unwrap_or_else(|| json!({}));
                 let call = jsonrpc::id_key(id);
-                match relay::begin_forward(&up, session, call, method, params).await {
-                    Ok(pending) => {
-                        let (session, policy) = (session.clone(), self.upstreams.error_data);
+                // A 2026-07-28 client's state is bound to the request as it sent it.
+                let binding = envelope
+                    .as_ref()
+                    .map(|_| forward_binding(session.caller.as_ref(), method, &params));
+                let mut sealed = None;
+                if let (Some(e), Some(b)) = (&envelope, &binding) {
+                    match input::open_state(self.calls.state_key(), e, b) {
+                        Ok(s) => sealed = s,
+                        Err(error) => return Begun::Done(Some(Err(error))),
+                    }
+                }
+                let stateless = up.is_stateless();
+                if stateless {
+                    input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
+                }
+                let capabilities = match &envelope {
+                    Some(e) => Some(e.capabilities.clone()),
+                    None => session.capabilities(),
+                };
+                let kept = (stateless && envelope.is_none()).then(|| params.clone());
+                let begun =
+                    relay::begin_forward(&up, session, call, method, params, capabilities.as_ref());
+                match begun.await {
+                    Ok(mut pending) => {
+                        let (me, session) = (self.clone(), session.clone());
+                        let started = std::time::Instant::now();
                         Begun::Then(Box::pin(async move {
-                            relay::await_forward(&session, pending, policy).await
+                            let mut result = relay::wait(&session, &mut pending).await;
+                            if stateless {
+                                let rounds = input::Rounds {
+                                    up: &up,
+                                    session: &session,
+                                    sessions: &me.sessions,
+                                    call: pending.call.clone(),
+                                    method: &pending.method,
+                                    params: kept,
+                                    capabilities,
+                                    binding: binding.as_ref(),
+                                    key: me.calls.state_key(),
+                                    approved: false,
+                                    timeout: me.calls.approval_timeout(),
+                                };
+                                result = rounds.finish(result).await;
+                            }
+                            relay::forwarded(&pending, result, started, me.upstreams.error_data)
                         }))
                     }
                     Err(body) => Begun::Done(body),
@@ -379,6 +432,29 @@ impl Gateway {
     pub async fn shutdown(&self) {
         self.upstreams.shutdown().await
     }
+}
+
+/// What a 2026-07-28 client's state for a request the gateway does not govern is
+/// bound to: the caller, the method with the name or URI it is about, and the
+/// request's arguments (or, for a request without any, its params).
+fn forward_binding(
+    caller: Option<&warden_core::Caller>,
+    method: &str,
+    params: &Value,
+) -> rev2026::Binding {
+    let caller = caller.map(|c| c.name.as_str()).unwrap_or_default();
+    let about = params
+        .get("name")
+        .or_else(|| params.get("uri"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut bound = serde_json::Map::new();
+    for (k, v) in params.as_object().into_iter().flatten() {
+        if k != "_meta" {
+            bound.insert(k.clone(), v.clone());
+        }
+    }
+    rev2026::Binding::new(caller, &format!("{method} {about}"), &bound)
 }
 
 /// Sends a request's answer, stamped for the 2026-07-28 revision when `stamp`

@@ -114,6 +114,12 @@ impl ClientSession {
         *self.client.write().unwrap_or_else(|e| e.into_inner()) = Some((capabilities, version));
     }
 
+    /// The capabilities the client declared in `initialize`, once it ran.
+    pub(crate) fn capabilities(&self) -> Option<Value> {
+        let client = self.client.read().unwrap_or_else(|e| e.into_inner());
+        client.as_ref().map(|(caps, _)| caps.clone())
+    }
+
     /// Whether the client declared a capability in `initialize`.
     pub(crate) fn client_can(&self, capability: &str) -> bool {
         let client = self.client.read().unwrap_or_else(|e| e.into_inner());

@@ -289,6 +289,7 @@ impl Upstreams {
     /// upstream offers which URI or prompt. One failing upstream fails the listing.
     pub async fn merged_list(&self, method: &str, field: &str, ups: Vec<Arc<Upstream>>) -> Body {
         let mut items = Vec::new();
+        let mut hint = super::rev2026::CacheHint::default();
         for up in ups {
             let failed = || json!({"code": jsonrpc::INTERNAL_ERROR, "message": texts::listing_failed(std::slice::from_ref(&up.name))});
             let conn = up.conn().ok_or_else(failed)?;
@@ -299,13 +300,14 @@ impl Upstreams {
                     None => json!({}),
                 };
                 let response = conn
-                    .request(method, Some(params), up.timeout_ms())
+                    .request(method, conn.enveloped(Some(params), None), up.timeout_ms())
                     .await
                     .map_err(|e| {
                         tracing::error!(upstream = %up.name, %method, "listing failed: {e}");
                         failed()
                     })?;
                 let result = relay::upstream_body(response, self.error_data, &up.name, method).0?;
+                hint.absorb(&result);
                 let page = result
                     .get(field)
                     .and_then(Value::as_array)
@@ -328,6 +330,7 @@ impl Upstreams {
         }
         let mut result = Map::new();
         result.insert(field.to_owned(), Value::Array(items));
+        hint.apply(&mut result);
         Ok(Value::Object(result))
     }
 
