@@ -353,13 +353,44 @@ impl Http {
             .is_some_and(|c| c.starts_with("text/event-stream"));
         let mut body = response.into_body();
         if !sse {
-            let bytes = http_body_util::Limited::new(body, self.max)
-                .collect()
-                .await
-                .map_err(|e| Failure::Unreachable(format!("reading an answer failed: {e}")))?
-                .to_bytes();
-            if !bytes.iter().all(u8::is_ascii_whitespace) {
-                self.take(conn, &bytes, related).await;
+            // One JSON message, or (a stream some 2026-07-28 servers answer
+            // `subscriptions/listen` with) one message per line, delivered as each
+            // line completes.
+            let mut buffer = Vec::new();
+            let mut lines = true;
+            while let Some(frame) = body.frame().await {
+                let frame = frame
+                    .map_err(|e| Failure::Unreachable(format!("reading an answer failed: {e}")))?;
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                buffer.extend_from_slice(&data);
+                if buffer.len() > self.max {
+                    return Err(Failure::Unreachable(
+                        "an answer larger than gateway.max_message_bytes".into(),
+                    ));
+                }
+                while lines {
+                    let Some(end) = buffer.iter().position(|b| *b == b'\n') else {
+                        break;
+                    };
+                    let line = &buffer[..end];
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        buffer.drain(..=end);
+                        continue;
+                    }
+                    // A line that is no message of its own: the body is one
+                    // message spread over lines, read whole at its end.
+                    if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err() {
+                        lines = false;
+                        break;
+                    }
+                    let line: Vec<u8> = buffer.drain(..=end).collect();
+                    self.take(conn, &line, related).await;
+                }
+            }
+            if !buffer.iter().all(u8::is_ascii_whitespace) {
+                self.take(conn, &buffer, related).await;
             }
             return Ok(None);
         }

@@ -35,6 +35,9 @@ const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `server/discover` may take when it is only asked whether the server speaks 2026-07-28.
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the gateway's own subscription stream is waited on: as long as the
+/// connection lives (ten years stand for that).
+const LISTEN_FOREVER_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
 /// The longest a liveness ping waits for its answer.
 const PING_TIMEOUT_MS: u64 = 10_000;
 /// Pages of tools/list followed before giving up on a server that never stops paginating.
@@ -571,6 +574,7 @@ impl Upstream {
             Ok(_) => {
                 conn.ready.store(true, Ordering::SeqCst);
                 self.keep_pinging(&conn);
+                self.subscribe(&conn).await;
             }
             Err(_) => conn.shutdown().await,
         }
@@ -653,6 +657,47 @@ impl Upstream {
         conn.send(jsonrpc::notification("notifications/initialized", None))
             .await;
         Ok(info)
+    }
+
+    /// A 2026-07-28 upstream sends list changes only on a `subscriptions/listen`
+    /// stream: the gateway opens one for the lists the upstream announces changes
+    /// of, for as long as the connection lives (its notifications reach the
+    /// router like any other).
+    async fn subscribe(&self, conn: &Arc<Conn>) {
+        if !conn.is_stateless() {
+            return;
+        }
+        let caps = self.info().map(|i| i.capabilities).unwrap_or_default();
+        let announces = |c: &str| {
+            caps.get(c)
+                .and_then(|v| v.get("listChanged"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        };
+        let mut wanted = Map::new();
+        for (capability, key) in [
+            ("tools", "toolsListChanged"),
+            ("prompts", "promptsListChanged"),
+            ("resources", "resourcesListChanged"),
+        ] {
+            if announces(capability) {
+                wanted.insert(key.into(), Value::Bool(true));
+            }
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let params = envelope(Some(json!({"notifications": wanted})), None);
+        let Ok((id, mut reply)) = conn.start("subscriptions/listen", Some(params), PING_TIMEOUT_MS).await else {
+            return;
+        };
+        let (name, conn) = (self.name.clone(), conn.clone());
+        tokio::spawn(async move {
+            // The stream lasts as long as the connection; an answer means it ended.
+            if let Ok(answer) = conn.wait(id, &mut reply, LISTEN_FOREVER_MS).await {
+                tracing::info!(upstream = %name, answer = %logged(&answer), "the upstream ended the gateway's subscription; list changes are not heard until it restarts");
+            }
+        });
     }
 
     /// Pings the connection every `ping_interval_ms` while it lives; one that does
