@@ -387,7 +387,7 @@ impl FromStr for AccessDefault {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccessConfig {
     /// allow | deny, when no rule matches; built-in: allow.
@@ -403,6 +403,18 @@ pub struct AccessConfig {
 
 fn default_approval_timeout() -> u64 {
     120_000
+}
+
+// Not derived: a config without `[access]` must get the same approval timeout as
+// one whose `[access]` leaves it out (a derived 0 made every question time out).
+impl Default for AccessConfig {
+    fn default() -> Self {
+        AccessConfig {
+            default: None,
+            approval_timeout_ms: default_approval_timeout(),
+            webhook: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -327,6 +327,20 @@ close_schema = true
     }
 
     #[test]
+    fn an_approval_waits_as_long_without_an_access_table() {
+        let c = Config::parse(EXAMPLE, "warden.toml").unwrap();
+        assert_eq!(c.access.approval_timeout_ms, 120_000);
+        let with = format!("{EXAMPLE}\n[access]\ndefault = \"allow\"\n");
+        assert_eq!(
+            Config::parse(&with, "warden.toml")
+                .unwrap()
+                .access
+                .approval_timeout_ms,
+            120_000
+        );
+    }
+
+    #[test]
     fn http_upstreams_are_checked() {
         let e = Config::parse(
             "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\ntls_ca_file = \"ca.pem\"\n",

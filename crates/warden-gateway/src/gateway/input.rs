@@ -148,7 +148,12 @@ pub async fn ask_client(
                 responses.insert(key.clone(), r.clone());
             }
             None => {
-                tracing::info!(method = %crate::logged::logged(method), "the client did not answer an upstream's input request")
+                let refusal = answer
+                    .as_ref()
+                    .and_then(|a| a.get("error"))
+                    .map(Value::to_string)
+                    .unwrap_or_default();
+                tracing::info!(method = %crate::logged::logged(method), refusal = %crate::logged::logged(refusal), "the client did not answer an upstream's input request")
             }
         }
     }
@@ -210,6 +215,7 @@ impl Rounds<'_> {
             }
             if let Some(binding) = self.binding {
                 if let Some(result) = response.get_mut("result") {
+                    without_server_info(result);
                     seal_for_client(result, self.key, binding, &self.up.name, self.approved);
                 }
                 return Ok(response);
@@ -239,13 +245,31 @@ impl Rounds<'_> {
             .await?;
             response = relay::wait(self.session, &mut p).await?;
         }
+        let older = self.binding.is_none();
         match response.get_mut("result") {
             Some(r) if is_input_required(r) => Err(CallError::Input(texts::INPUT_ROUNDS_EXHAUSTED)),
-            Some(r) if self.binding.is_none() => {
-                for_older_client(r);
+            Some(r) => {
+                without_server_info(r);
+                if older {
+                    for_older_client(r);
+                }
                 Ok(response)
             }
-            _ => Ok(response),
+            None => Ok(response),
+        }
+    }
+}
+
+/// A result without the upstream's `serverInfo` in its `_meta`: on the client's
+/// hop the server is the gateway (its own is in `server/discover`).
+pub fn without_server_info(result: &mut Value) {
+    let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) else {
+        return;
+    };
+    meta.shift_remove(rev2026::SERVER_INFO_KEY);
+    if meta.is_empty() {
+        if let Some(obj) = result.as_object_mut() {
+            obj.shift_remove("_meta");
         }
     }
 }
@@ -338,6 +362,14 @@ mod tests {
         let mut done = json!({"content": [], "resultType": "complete"});
         for_older_client(&mut done);
         assert_eq!(done, json!({"content": []}));
+        let mut r =
+            json!({"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "up"}}});
+        without_server_info(&mut r);
+        assert_eq!(r, json!({"content": []}));
+        let mut r =
+            json!({"_meta": {"io.modelcontextprotocol/serverInfo": {}, "progressToken": 1}});
+        without_server_info(&mut r);
+        assert_eq!(r, json!({"_meta": {"progressToken": 1}}));
         assert!(is_input_required(&json!({"resultType": "input_required"})));
         assert!(!is_input_required(&json!({"resultType": "complete"})));
     }

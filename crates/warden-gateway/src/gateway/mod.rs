@@ -22,8 +22,8 @@ mod call;
 mod grant;
 mod inbound;
 mod input;
-mod listen;
 pub mod ledger;
+mod listen;
 mod relay;
 pub mod rev2026;
 pub mod session;
@@ -284,7 +284,10 @@ impl Gateway {
             if method == "server/discover" {
                 let (mut capabilities, instructions) = self.upstreams.offered();
                 // Resource subscriptions are not honoured on listen streams.
-                if let Some(r) = capabilities.get_mut("resources").and_then(Value::as_object_mut) {
+                if let Some(r) = capabilities
+                    .get_mut("resources")
+                    .and_then(Value::as_object_mut)
+                {
                     r.shift_remove("subscribe");
                 }
                 return Begun::Done(Some(Ok(rev2026::discover(capabilities, instructions))));
@@ -396,16 +399,24 @@ impl Gateway {
 
     /// A `subscriptions/listen` stream ([`listen`]): acknowledged at once, then
     /// the list changes it asked for, until the client cancels it or goes away.
-    fn listen(self: &Arc<Self>, session: &Arc<ClientSession>, id: &Value, params: Option<&Value>) -> Begun {
+    fn listen(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        id: &Value,
+        params: Option<&Value>,
+    ) -> Begun {
         let (offered, _) = self.upstreams.offered();
-        let filter = listen::Filter::honoured(params.and_then(|p| p.get("notifications")), &offered);
+        let filter =
+            listen::Filter::honoured(params.and_then(|p| p.get("notifications")), &offered);
         let key = jsonrpc::id_key(id);
         let ended = Arc::new(tokio::sync::Notify::new());
         session::lock(&session.listening).insert(key.clone(), ended.clone());
         let mut changes = self.sessions.changes();
         let (me, session, id) = (self.clone(), session.clone(), id.clone());
         Begun::Then(Box::pin(async move {
-            session.send_for(Some(key.clone()), filter.acknowledgement(&id)).await;
+            session
+                .send_for(Some(key.clone()), filter.acknowledgement(&id))
+                .await;
             let caller = session.caller.clone();
             loop {
                 let change = tokio::select! {
@@ -416,15 +427,23 @@ impl Gateway {
                     Ok(session::ListChange::Tools(before)) if filter.tools => {
                         let after = me.catalogue();
                         let grant = &me.calls.grant;
-                        let was = grant.list(&me.calls.pipeline, &before, caller.as_ref()).await;
-                        let now = grant.list(&me.calls.pipeline, &after, caller.as_ref()).await;
+                        let was = grant
+                            .list(&me.calls.pipeline, &before, caller.as_ref())
+                            .await;
+                        let now = grant
+                            .list(&me.calls.pipeline, &after, caller.as_ref())
+                            .await;
                         if was == now {
                             continue;
                         }
                         "notifications/tools/list_changed"
                     }
-                    Ok(session::ListChange::Prompts) if filter.prompts => "notifications/prompts/list_changed",
-                    Ok(session::ListChange::Resources) if filter.resources => "notifications/resources/list_changed",
+                    Ok(session::ListChange::Prompts) if filter.prompts => {
+                        "notifications/prompts/list_changed"
+                    }
+                    Ok(session::ListChange::Resources) if filter.resources => {
+                        "notifications/resources/list_changed"
+                    }
                     Ok(_) => continue,
                     // Changes were missed: the client is told to look again.
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) if filter.tools => {
@@ -433,7 +452,9 @@ impl Gateway {
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
                 };
-                session.send_for(Some(key.clone()), listen::notification(method, &id)).await;
+                session
+                    .send_for(Some(key.clone()), listen::notification(method, &id))
+                    .await;
             }
             session::lock(&session.listening).remove(&key);
             // A listen stream gets no response.

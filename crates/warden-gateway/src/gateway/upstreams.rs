@@ -340,7 +340,17 @@ impl Upstreams {
         let mut capabilities = Map::new();
         let mut instructions = Vec::new();
         for up in &self.list {
-            if let Some(info) = up.info() {
+            if let Some(mut info) = up.info() {
+                if up.is_stateless() {
+                    // 2026-07-28 has no resources/subscribe to relay the offer to.
+                    if let Some(r) = info
+                        .capabilities
+                        .get_mut("resources")
+                        .and_then(Value::as_object_mut)
+                    {
+                        r.shift_remove("subscribe");
+                    }
+                }
                 merge_capabilities(&mut capabilities, &info.capabilities);
                 if let Some(i) = info.instructions {
                     instructions.push(i);

@@ -688,7 +688,10 @@ impl Upstream {
             return;
         }
         let params = envelope(Some(json!({"notifications": wanted})), None);
-        let Ok((id, mut reply)) = conn.start("subscriptions/listen", Some(params), PING_TIMEOUT_MS).await else {
+        let Ok((id, mut reply)) = conn
+            .start("subscriptions/listen", Some(params), PING_TIMEOUT_MS)
+            .await
+        else {
             return;
         };
         let (name, conn) = (self.name.clone(), conn.clone());
