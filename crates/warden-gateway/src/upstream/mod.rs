@@ -485,6 +485,12 @@ pub struct Upstream {
     no_discover: AtomicBool,
     /// How long its last tool listing said it may be cached (2026-07-28 `ttlMs`).
     tools_ttl: Mutex<Option<u64>>,
+    /// Resources older clients subscribed to (2026-07-28 has no
+    /// `resources/subscribe`: they ride the gateway's subscription), with how
+    /// many subscriptions each.
+    resources: Mutex<std::collections::BTreeMap<String, usize>>,
+    /// The gateway's open `subscriptions/listen` request: its connection and id.
+    listening: Mutex<Option<(Weak<Conn>, u64)>>,
 }
 
 impl Upstream {
@@ -500,6 +506,8 @@ impl Upstream {
             generation: AtomicU64::new(0),
             no_discover: AtomicBool::new(false),
             tools_ttl: Mutex::new(None),
+            resources: Mutex::new(Default::default()),
+            listening: Mutex::new(None),
         }
     }
 
@@ -667,6 +675,17 @@ impl Upstream {
         if !conn.is_stateless() {
             return;
         }
+        // One subscription at a time: a new filter replaces the old stream.
+        let previous = self
+            .listening
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some((old, id)) = previous {
+            if let Some(old) = old.upgrade() {
+                old.cancel(id, "the gateway's subscription changed");
+            }
+        }
         let caps = self.info().map(|i| i.capabilities).unwrap_or_default();
         let announces = |c: &str| {
             caps.get(c)
@@ -684,6 +703,16 @@ impl Upstream {
                 wanted.insert(key.into(), Value::Bool(true));
             }
         }
+        let uris: Vec<Value> = self
+            .resources
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .map(|u| json!(u))
+            .collect();
+        if !uris.is_empty() {
+            wanted.insert("resourceSubscriptions".into(), Value::Array(uris));
+        }
         if wanted.is_empty() {
             return;
         }
@@ -694,6 +723,8 @@ impl Upstream {
         else {
             return;
         };
+        *self.listening.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Arc::downgrade(conn), id));
         let (name, conn) = (self.name.clone(), conn.clone());
         tokio::spawn(async move {
             // The stream lasts as long as the connection; an answer means it ended.
@@ -701,6 +732,32 @@ impl Upstream {
                 tracing::info!(upstream = %name, answer = %logged(&answer), "the upstream ended the gateway's subscription; list changes are not heard until it restarts");
             }
         });
+    }
+
+    /// An older client's `resources/subscribe` (`on`) or `unsubscribe` of `uri` on
+    /// a 2026-07-28 upstream: the gateway's own subscription to it is opened
+    /// again with the resources subscribed to.
+    pub async fn subscribe_resource(&self, uri: &str, on: bool) {
+        let changed = {
+            let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
+            if on {
+                let n = resources.entry(uri.to_owned()).or_insert(0);
+                *n += 1;
+                *n == 1
+            } else {
+                match resources.get_mut(uri) {
+                    Some(n) if *n > 1 => {
+                        *n -= 1;
+                        false
+                    }
+                    Some(_) => resources.remove(uri).is_some(),
+                    None => false,
+                }
+            }
+        };
+        if let (true, Some(conn)) = (changed, self.conn()) {
+            self.subscribe(&conn).await;
+        }
     }
 
     /// Pings the connection every `ping_interval_ms` while it lives; one that does
