@@ -104,6 +104,38 @@ impl Exit {
     }
 }
 
+/// The arguments of a tool that travel in `Mcp-Param-*` headers too (2026-07-28:
+/// an input schema property with `"x-mcp-header": "Suffix"`): (argument, suffix).
+pub fn header_params(tool: &Value) -> Vec<(String, String)> {
+    let Some(props) = tool
+        .pointer("/inputSchema/properties")
+        .and_then(Value::as_object)
+    else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .filter_map(|(arg, def)| {
+            let suffix = def.get("x-mcp-header")?.as_str()?;
+            Some((arg.clone(), suffix.to_owned()))
+        })
+        .collect()
+}
+
+/// An argument's value as its `Mcp-Param-*` header carries it: a string as it
+/// is, anything else as JSON text; `None` for an argument not sent (or null).
+pub fn header_text(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// Tool → the arguments it sends in `Mcp-Param-*` headers, for the tools of one
+/// upstream that have any.
+pub type HeaderParams = Arc<RwLock<HashMap<String, Vec<(String, String)>>>>;
+
 /// `params` with the 2026-07-28 envelope in its `_meta`: the protocol version,
 /// the gateway as the client, and `capabilities` (none when absent).
 fn envelope(params: Option<Value>, capabilities: Option<&Value>) -> Value {
@@ -491,6 +523,8 @@ pub struct Upstream {
     resources: Mutex<std::collections::BTreeMap<String, usize>>,
     /// The gateway's open `subscriptions/listen` request: its connection and id.
     listening: Mutex<Option<(Weak<Conn>, u64)>>,
+    /// Its tools' `Mcp-Param-*` arguments, for the HTTP transport's headers.
+    header_params: HeaderParams,
 }
 
 impl Upstream {
@@ -508,6 +542,7 @@ impl Upstream {
             tools_ttl: Mutex::new(None),
             resources: Mutex::new(Default::default()),
             listening: Mutex::new(None),
+            header_params: HeaderParams::default(),
         }
     }
 
@@ -827,7 +862,21 @@ impl Upstream {
             }
             match result.get("nextCursor") {
                 Some(c) if !c.is_null() => cursor = Some(c.clone()),
-                _ => return Ok(tools),
+                _ => {
+                    let params = tools
+                        .iter()
+                        .filter_map(|t| {
+                            let name = t.get("name")?.as_str()?;
+                            let params = header_params(t);
+                            (!params.is_empty()).then(|| (name.to_owned(), params))
+                        })
+                        .collect();
+                    *self
+                        .header_params
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner()) = params;
+                    return Ok(tools);
+                }
             }
         }
         Err(format!(
