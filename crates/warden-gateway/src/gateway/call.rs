@@ -507,8 +507,11 @@ impl Calls {
             }
             _ => relay::wait(session, &mut r.pending).await,
         };
-        let up = self.upstreams.by_name(&r.pending.upstream).cloned();
-        let result = match up.filter(|u| u.is_stateless()) {
+        let stateless = r.pending.conn.is_stateless();
+        let up = stateless
+            .then(|| self.upstreams.by_name(&r.pending.upstream).cloned())
+            .flatten();
+        let result = match up {
             Some(up) => {
                 let rounds = Rounds {
                     up: &up,

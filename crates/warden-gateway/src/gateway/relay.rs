@@ -40,9 +40,14 @@ pub async fn start(
 ) -> Result<Pending, CallError> {
     let conn = up.conn().ok_or(CallError::Gone)?;
     let mut params = conn.enveloped(Some(params), capabilities);
-    // An older client's `logging/setLevel`, as the 2026-07-28 upstream takes it.
-    if conn.is_stateless() && !session.is_stateless() {
-        let level = super::session::lock(&session.log_level).clone();
+    // The log level the client wants for this request (its own envelope's, or an
+    // older client's `logging/setLevel`), as the 2026-07-28 upstream takes it.
+    if conn.is_stateless() {
+        let level = match log_level {
+            Some(rank) => super::rev2026::log_level_name(rank).map(Value::from),
+            None if !session.is_stateless() => super::session::lock(&session.log_level).clone(),
+            None => None,
+        };
         let meta = params
             .as_mut()
             .and_then(|p| p.get_mut("_meta"))

@@ -225,19 +225,26 @@ pub fn take_envelope(params: &mut Option<Value>) -> Result<Option<Envelope>, Val
     Ok(Some(envelope))
 }
 
+/// Log levels, least severe first (RFC 5424 order).
+const LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
 /// The severity rank of a log level (RFC 5424 order, debug lowest).
 pub fn log_rank(level: &str) -> Option<u8> {
-    const LEVELS: [&str; 8] = [
-        "debug",
-        "info",
-        "notice",
-        "warning",
-        "error",
-        "critical",
-        "alert",
-        "emergency",
-    ];
     LEVELS.iter().position(|l| *l == level).map(|i| i as u8)
+}
+
+/// The log level of a severity rank ([`log_rank`] backwards).
+pub fn log_level_name(rank: u8) -> Option<&'static str> {
+    LEVELS.get(rank as usize).copied()
 }
 
 /// Makes a result say what it is (`resultType`) and, for lists, how long it may

@@ -515,6 +515,8 @@ pub struct Upstream {
     generation: AtomicU64,
     /// The server ended when asked `server/discover`: it gets the handshake only.
     no_discover: AtomicBool,
+    /// It speaks 2026-07-28 (as its `info` says, kept where a call reads it cheaply).
+    stateless: AtomicBool,
     /// How long its last tool listing said it may be cached (2026-07-28 `ttlMs`).
     tools_ttl: Mutex<Option<u64>>,
     /// Resources older clients subscribed to (2026-07-28 has no
@@ -539,6 +541,7 @@ impl Upstream {
             info: RwLock::new(None),
             generation: AtomicU64::new(0),
             no_discover: AtomicBool::new(false),
+            stateless: AtomicBool::new(false),
             tools_ttl: Mutex::new(None),
             resources: Mutex::new(Default::default()),
             listening: Mutex::new(None),
@@ -563,10 +566,9 @@ impl Upstream {
     }
 
     /// Whether the upstream speaks the stateless 2026-07-28 revision (it offered
-    /// it in `server/discover` when last started).
+    /// it in `server/discover` when last started). Read on every call: an atomic.
     pub fn is_stateless(&self) -> bool {
-        self.info()
-            .is_some_and(|i| i.protocol_version == STATELESS_VERSION)
+        self.stateless.load(Ordering::Relaxed)
     }
 
     /// How long the upstream said its tool list may be cached, if it said.
@@ -609,6 +611,8 @@ impl Upstream {
                 }
                 None => self.handshake(&conn, init).await?,
             };
+            self.stateless
+                .store(info.protocol_version == STATELESS_VERSION, Ordering::Relaxed);
             *self.info.write().unwrap_or_else(|e| e.into_inner()) = Some(info);
             self.list_tools_on(&conn).await
         }
