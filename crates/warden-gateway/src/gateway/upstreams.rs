@@ -300,7 +300,11 @@ impl Upstreams {
                     None => json!({}),
                 };
                 let response = conn
-                    .request(method, conn.enveloped(Some(params), None), up.timeout_ms())
+                    .request(
+                        method,
+                        conn.enveloped(Some(params), None, None),
+                        up.timeout_ms(),
+                    )
                     .await
                     .map_err(|e| {
                         tracing::error!(upstream = %up.name, %method, "listing failed: {e}");

@@ -31,6 +31,7 @@ pub const STATELESS_VERSION: &str = "2026-07-28";
 const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
+const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
 /// How long the initialize handshake and a tools/list page may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `server/discover` may take when it is only asked whether the server speaks 2026-07-28.
@@ -290,11 +291,24 @@ impl Conn {
     /// `params` as this upstream takes them: at 2026-07-28 with the envelope in
     /// `_meta` (the capabilities of the client the request is for, never more;
     /// none for the gateway's own requests), else unchanged.
-    pub fn enveloped(&self, params: Option<Value>, capabilities: Option<&Value>) -> Option<Value> {
+    /// `level`: the least severe log level the client wants for the request.
+    pub fn enveloped(
+        &self,
+        params: Option<Value>,
+        capabilities: Option<&Value>,
+        level: Option<Value>,
+    ) -> Option<Value> {
         if !self.is_stateless() {
             return params;
         }
-        Some(envelope(params, capabilities))
+        let mut params = envelope(params, capabilities);
+        if let (Some(level), Some(meta)) = (
+            level,
+            params.get_mut("_meta").and_then(Value::as_object_mut),
+        ) {
+            meta.insert(LOG_LEVEL_KEY.into(), level);
+        }
+        Some(params)
     }
 
     /// The request that shows the upstream is alive: `ping`, or at 2026-07-28
@@ -845,7 +859,7 @@ impl Upstream {
         let mut ttl: Option<u64> = None;
         let mut cursor: Option<Value> = None;
         for _ in 0..MAX_LIST_PAGES {
-            let params = conn.enveloped(cursor.take().map(|c| json!({"cursor": c})), None);
+            let params = conn.enveloped(cursor.take().map(|c| json!({"cursor": c})), None, None);
             let answer = conn
                 .request("tools/list", params, HANDSHAKE_TIMEOUT.as_millis() as u64)
                 .await
