@@ -25,6 +25,7 @@ pub async fn approve(
     sessions: &Sessions,
     call: Option<CallKey>,
     ctx: &CallContext,
+    because: Option<&str>,
     envelope: Option<&Envelope>,
     key: &StateKey,
     timeout: Duration,
@@ -40,7 +41,10 @@ pub async fn approve(
     let args = serde_json::to_string(&ctx.arguments).unwrap_or_default();
     let shown: String = args.chars().take(2000).collect();
     let mut params = json!({
-        "message": answer::approval_question(&ctx.tool, &shown),
+        "message": match because {
+            Some(b) => answer::approval_question_because(b, &ctx.tool, &shown),
+            None => answer::approval_question(&ctx.tool, &shown),
+        },
         "requestedSchema": {
             "type": "object",
             "properties": {"approve": {"type": "boolean", "title": "Approve this call", "default": false}},

@@ -60,6 +60,8 @@ struct Accepted {
     params: Value,
     record: CallRecord,
     approval: bool,
+    /// G6: the constraint an `ask` rule on the arguments puts to the human.
+    approval_because: Option<String>,
     ledger: Option<LedgerKey>,
     call: Option<CallKey>,
     envelope: Option<Arc<Envelope>>,
@@ -161,6 +163,7 @@ impl Calls {
                     Refusal::NoToolName | Refusal::InvalidArguments => Decision::InvalidArguments,
                     Refusal::UnknownTool => Decision::UnknownTool,
                     Refusal::GrantFailure => Decision::GrantFailure,
+                    Refusal::ArgumentRule => Decision::Denied,
                 };
                 let end = End::Pipeline { decision, answer };
                 return Begun::Done(self.settle.settle(&record, end).await);
@@ -324,6 +327,7 @@ impl Calls {
             params: Value::Object(std::mem::take(obj)),
             record,
             approval: forward.needs_approval,
+            approval_because: forward.approval_because,
             ledger,
             call,
             envelope,
@@ -350,6 +354,7 @@ impl Calls {
                 &self.sessions,
                 a.call.clone(),
                 &ctx,
+                a.approval_because.as_deref(),
                 a.envelope.as_deref(),
                 self.state_key(),
                 self.approval_timeout,

@@ -18,13 +18,15 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
-use warden_core::{Catalogue, LayeredPolicy};
+use warden_core::{Catalogue, LayeredPolicy, Rules};
 
 pub struct Upstreams {
     pub list: Vec<Arc<Upstream>>,
     /// What clients see of an upstream's JSON-RPC error `data` (E3).
     pub error_data: ErrorData,
     policy: LayeredPolicy,
+    /// The access rules, to warn about argument conditions a new catalogue can never meet (G6).
+    rules: Rules,
     /// Per upstream, its last successful tool listing (`None` until one succeeded).
     listings: RwLock<Vec<Option<Vec<Value>>>>,
     catalogue: RwLock<Arc<Catalogue>>,
@@ -63,6 +65,7 @@ impl Upstreams {
             .collect();
         let n = list.len();
         Upstreams {
+            rules: config.rules(),
             list,
             error_data: config.gateway.upstream_error_data,
             policy: config.policy(),
@@ -158,6 +161,10 @@ impl Upstreams {
         for p in problems {
             // Tool names and what is wrong with them come from the upstream's listing.
             tracing::warn!(upstream = %p.upstream, tool = %logged(&p.tool), dropped = p.dropped, "{}", logged(&p.problem));
+        }
+        for p in self.rules.problems(&catalogue) {
+            // Names and paths come from the upstream's listing and the config.
+            tracing::warn!("config: {}", logged(&p));
         }
         *self.catalogue.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalogue);
     }
