@@ -154,9 +154,16 @@ impl Test {
     }
 
     pub fn regex(pattern: &str) -> Result<Test, String> {
-        regex::Regex::new(pattern)
-            .map(Test::Regex)
-            .map_err(|e| format!("'{pattern}' is not a valid regex: {e}"))
+        regex::Regex::new(pattern).map(Test::Regex).map_err(|e| {
+            // The crate's message draws the pattern over several lines; its last says why.
+            let full = e.to_string();
+            let why = full
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .trim_start_matches("error: ");
+            format!("'{pattern}' is not a valid regex: {why}")
+        })
     }
 
     /// Whether one value passes.
