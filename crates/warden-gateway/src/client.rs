@@ -99,6 +99,7 @@ impl McpClient {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             restart_after_timeouts: 0,
             ping_interval_ms: 0,
+            pins: None,
             tools: Default::default(),
         };
         let upstream = Arc::new(Upstream::new(0, config, program, DEFAULT_MAX_MESSAGE_BYTES));

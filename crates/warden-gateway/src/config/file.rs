@@ -300,9 +300,36 @@ pub struct UpstreamConfig {
     /// timeout (at most 10 s) counts as stuck and is restarted (0: never ping).
     #[serde(default = "default_ping_interval_ms")]
     pub ping_interval_ms: u64,
+    /// With a pins lock beside the config (P2): `hidden` (the default) serves a new or
+    /// changed tool as if it were absent; `report` serves it and only logs the drift.
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub pins: Option<PinMode>,
     /// Per tool settings, keyed by the upstream's own tool name.
     #[serde(default)]
     pub tools: HashMap<String, ToolConfig>,
+}
+
+/// What a tool that differs from the pins lock becomes (P2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PinMode {
+    /// Served exactly like an absent tool (G2).
+    #[default]
+    Hidden,
+    /// Served; the drift is only logged, counted and recorded.
+    Report,
+}
+
+impl FromStr for PinMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "hidden" => Ok(PinMode::Hidden),
+            "report" => Ok(PinMode::Report),
+            other => Err(format!(
+                "'{other}' is not a pins mode; use one of: hidden, report"
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
