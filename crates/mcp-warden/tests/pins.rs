@@ -101,8 +101,15 @@ fn hidden_drifted_tools_look_absent_and_come_back_when_restored() {
 
 #[test]
 fn report_serves_drifted_tools_and_logs_each_drift_once() {
-    let mut w =
-        Warden::start_capturing_stderr("pins-report", &rug_config("pins = \"report\""), "warn");
+    let port = free_port();
+    let mut w = Warden::start_capturing_stderr(
+        "pins-report",
+        &format!(
+            "[metrics]\nlisten = \"127.0.0.1:{port}\"\n{}",
+            rug_config("pins = \"report\"")
+        ),
+        "warn",
+    );
     let config = w.dir.join("warden.toml");
     let (code, _, err) = cli(&["pins", "lock", "--config", config.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
@@ -128,6 +135,11 @@ fn report_serves_drifted_tools_and_logs_each_drift_once() {
         m["method"] == "notifications/tools/list_changed"
     });
     w.tool_names();
+    assert!(
+        metrics_text(port).contains("\nwarden_tool_drift_total 4\n"),
+        "{}",
+        metrics_text(port)
+    );
     w.close_stdin();
     let log = w.stderr_after_exit();
     let drifts: Vec<&str> = log
