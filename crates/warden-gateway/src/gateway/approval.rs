@@ -19,17 +19,24 @@ pub enum Approval {
     InputRequired(Value),
 }
 
+/// The call a human is asked about.
+pub struct Question<'a> {
+    pub ctx: &'a CallContext,
+    /// G6: the constraint an `ask` rule on the arguments puts first.
+    pub because: Option<&'a str>,
+}
+
 /// Puts a call to the human.
 pub async fn approve(
     session: &ClientSession,
     sessions: &Sessions,
     call: Option<CallKey>,
-    ctx: &CallContext,
-    because: Option<&str>,
+    question: Question<'_>,
     envelope: Option<&Envelope>,
     key: &StateKey,
     timeout: Duration,
 ) -> Approval {
+    let Question { ctx, because } = question;
     let can = match envelope {
         Some(e) => e.can("elicitation"),
         None => session.client_can("elicitation"),

@@ -353,8 +353,10 @@ impl Calls {
                 session,
                 &self.sessions,
                 a.call.clone(),
-                &ctx,
-                a.approval_because.as_deref(),
+                approval::Question {
+                    ctx: &ctx,
+                    because: a.approval_because.as_deref(),
+                },
                 a.envelope.as_deref(),
                 self.state_key(),
                 self.approval_timeout,
