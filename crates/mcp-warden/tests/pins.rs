@@ -218,3 +218,59 @@ fn pins_diff_shows_each_change_and_approve_accepts_it() {
         )
     );
 }
+
+#[test]
+fn over_http_a_drifted_tool_is_answered_like_an_absent_one() {
+    use common::http::{call, HttpWarden};
+    let anon = "[gateway]\nanonymous_caller = \"dev\"\n";
+    let w = HttpWarden::start("pins-http", &format!("{anon}{}", rug_config("")), &[]);
+    let config = w.dir.join("warden.toml");
+    assert_eq!(
+        cli(&["pins", "lock", "--config", config.to_str().unwrap()]).0,
+        0
+    );
+    let sid = w.session(&[]);
+    let with = [("Mcp-Session-Id", sid.as_str())];
+    let listed = |w: &HttpWarden| -> Vec<String> {
+        let r = w.post(
+            &with,
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        );
+        r.json()["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(listed(&w).contains(&"fx.lookup".to_owned()));
+    let r = w.post(&with, &call(3, "fx.rug_pull", json!({})));
+    assert_eq!(r.json()["result"]["content"][0]["text"], "rug_pull");
+    // The refresh follows the upstream's list_changed; wait for it, boundedly.
+    let started = std::time::Instant::now();
+    while listed(&w).contains(&"fx.lookup".to_owned()) {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the drifted tool stayed listed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(listed(&w), names(&["fx.rug_pull", "fx.rug_back"]));
+    let hidden = w.post(&with, &call(4, "fx.lookup", json!({"word": "x"})));
+
+    let plain = HttpWarden::start(
+        "pins-http-absent",
+        &format!("{anon}{}", fixture_config("", "")),
+        &[],
+    );
+    let psid = plain.session(&[]);
+    let absent = plain.post(
+        &[("Mcp-Session-Id", psid.as_str())],
+        &call(4, "fx.lookup", json!({"word": "x"})),
+    );
+    assert_eq!((hidden.status, &hidden.body), (absent.status, &absent.body));
+    assert_eq!(
+        hidden.json(),
+        json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32602, "message": "Unknown tool 'fx.lookup'."}})
+    );
+}
