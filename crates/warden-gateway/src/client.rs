@@ -103,6 +103,7 @@ impl McpClient {
             ping_interval_ms: 0,
             // A host's client takes answers as 2025-11-25 results.
             protocol: UpstreamProtocol::Handshake,
+            pins: None,
             tools: Default::default(),
         };
         let upstream = Arc::new(Upstream::new(0, config, program, DEFAULT_MAX_MESSAGE_BYTES));

@@ -12,7 +12,7 @@ mod file;
 pub use check::{parse_duration, toml_to_json, Access, Hook};
 pub use file::{
     AccessConfig, AccessDefault, AuditConfig, AuthConfig, CallerConfig, DefaultsConfig, ErrorData,
-    Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, Phase, RuleConfig,
+    Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, Phase, PinMode, RuleConfig,
     StoreConfig, ToolConfig, UpstreamConfig, UpstreamProtocol, WebhookConfig,
     DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS,
     DEFAULT_TIMEOUT_MS,

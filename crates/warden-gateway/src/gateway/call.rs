@@ -70,6 +70,8 @@ struct Accepted {
     params: Value,
     record: CallRecord,
     approval: bool,
+    /// G6: the constraint an `ask` rule on the arguments puts to the human.
+    approval_because: Option<String>,
     ledger: Option<LedgerKey>,
     call: Option<CallKey>,
     envelope: Option<Arc<Envelope>>,
@@ -196,6 +198,7 @@ impl Calls {
                     Refusal::NoToolName | Refusal::InvalidArguments => Decision::InvalidArguments,
                     Refusal::UnknownTool => Decision::UnknownTool,
                     Refusal::GrantFailure => Decision::GrantFailure,
+                    Refusal::ArgumentRule => Decision::Denied,
                 };
                 let end = End::Pipeline { decision, answer };
                 return Begun::Done(self.settle.settle(&record, end).await);
@@ -363,6 +366,7 @@ impl Calls {
             params,
             record,
             approval: forward.needs_approval,
+            approval_because: forward.approval_because,
             ledger,
             call,
             envelope,
@@ -389,7 +393,10 @@ impl Calls {
                 session,
                 &self.sessions,
                 a.call.clone(),
-                &ctx,
+                approval::Question {
+                    ctx: &ctx,
+                    because: a.approval_because.as_deref(),
+                },
                 (
                     a.envelope.as_deref(),
                     a.binding.as_deref(),
