@@ -29,6 +29,8 @@ pub struct Metrics {
     /// Audit records waiting for a retry, and records lost for good (shared with the trail).
     pub audit_backlog: Arc<AtomicU64>,
     pub audit_lost: Arc<AtomicU64>,
+    /// Trace spans dropped: the export queue was full or the collector refused them.
+    pub trace_spans_dropped: Arc<AtomicU64>,
     /// HTTP front: requests refused before any session or pipeline, by status.
     http_refused: Mutex<BTreeMap<u16, u64>>,
     /// HTTP front: sessions open now.
@@ -158,6 +160,12 @@ impl Metrics {
                 "gauge",
                 "Audit records waiting to be retried.",
                 self.audit_backlog.load(Ordering::Relaxed),
+            ),
+            (
+                "warden_trace_spans_dropped_total",
+                "counter",
+                "Trace spans dropped: the export queue was full or the collector did not take them.",
+                self.trace_spans_dropped.load(Ordering::Relaxed),
             ),
             (
                 "warden_audit_lost_total",

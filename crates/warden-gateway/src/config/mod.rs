@@ -11,10 +11,11 @@ mod file;
 
 pub use check::{parse_duration, toml_to_json, Access, Hook};
 pub use file::{
-    AccessConfig, AccessDefault, AuditConfig, AuthConfig, CallerConfig, DefaultsConfig, ErrorData,
-    Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, Phase, RuleConfig,
-    StoreConfig, ToolConfig, UpstreamConfig, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
+    AccessConfig, AccessDefault, AdminConfig, AuditConfig, AuthConfig, CallerConfig,
+    DefaultsConfig, ErrorData, Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig,
+    Phase, RuleConfig, StoreConfig, ToolConfig, TracesConfig, UpstreamConfig, WebhookConfig,
+    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS,
+    DEFAULT_TIMEOUT_MS,
 };
 
 use check::{Checked, Invalid, Settings};
@@ -41,6 +42,8 @@ pub struct Config {
     pub idempotency: IdempotencyConfig,
     pub audit: AuditConfig,
     pub metrics: MetricsConfig,
+    pub admin: AdminConfig,
+    pub traces: TracesConfig,
     pub auth: AuthConfig,
     /// Where the file was read from; relative upstream commands resolve against its folder.
     pub path: PathBuf,
@@ -113,6 +116,8 @@ impl Config {
             idempotency,
             audit,
             metrics,
+            admin,
+            traces,
             auth,
         } = raw;
         Ok(Config {
@@ -127,9 +132,19 @@ impl Config {
             idempotency,
             audit,
             metrics,
+            admin,
+            traces,
             auth,
             path: PathBuf::new(),
         })
+    }
+
+    /// Where the admin listener listens: `admin.listen`, or the older `metrics.listen`.
+    pub fn admin_listen(&self) -> Option<&str> {
+        self.admin
+            .listen
+            .as_deref()
+            .or(self.metrics.listen.as_deref())
     }
 
     /// The access rules (the config was checked when loaded).

@@ -36,6 +36,7 @@ use crate::config::Config;
 use crate::jsonrpc::{self, Kind};
 use crate::logged::logged;
 use crate::metrics::Metrics;
+use crate::otel::{self, Span, SpanContext, Tracer};
 use crate::texts;
 use crate::upstream::Inbound;
 use call::{Begun, Calls};
@@ -62,6 +63,8 @@ pub struct Gateway {
     upstreams: Arc<Upstreams>,
     sessions: Arc<Sessions>,
     calls: Arc<Calls>,
+    /// Records spans when traces are on.
+    pub tracer: Tracer,
     // Upstreams hold only a weak reference to where their messages go.
     _inbound: Arc<dyn Inbound>,
 }
@@ -100,6 +103,14 @@ impl Gateway {
             },
         };
         let metrics = Arc::new(Metrics::new(audit.backlog.clone(), audit.lost.clone()));
+        let tracer = match otel::Settings::resolve(&config.traces, |k| std::env::var(k).ok()) {
+            None => Tracer::off(),
+            Some(settings) => {
+                let tracer = Tracer::start(&settings, metrics.trace_spans_dropped.clone())?;
+                tracing::info!(url = %settings.url, service = %settings.service_name, ratio = settings.ratio, "traces are exported over OTLP/HTTP");
+                tracer
+            }
+        };
         let upstreams = Arc::new(Upstreams::new(&config));
         let sessions = Arc::new(Sessions::default());
         let inbound =
@@ -130,6 +141,7 @@ impl Gateway {
             upstreams,
             sessions,
             calls: Arc::new(calls),
+            tracer,
             _inbound: inbound,
         }))
     }
@@ -179,7 +191,15 @@ impl Gateway {
         params: Value,
     ) -> Option<Body> {
         self.connect(None).await;
-        match self.calls.begin(session, client_id, params, None).await {
+        let parent = otel::traceparent_in(Some(&params)).and_then(SpanContext::parse);
+        let span = self
+            .tracer
+            .root(|| "tools/call".to_owned(), otel::Kind::Internal, parent);
+        match self
+            .calls
+            .begin(session, client_id, params, None, span.as_ref())
+            .await
+        {
             Begun::Done(body) => body,
             Begun::Then(answering) => answering.await,
         }
@@ -191,7 +211,18 @@ impl Gateway {
     pub async fn handle(
         self: &Arc<Self>,
         session: &Arc<ClientSession>,
+        msg: Value,
+    ) -> Option<Waiting> {
+        self.handle_traced(session, msg, None).await
+    }
+
+    /// [`Gateway::handle`] for a message that came with a `traceparent` HTTP header:
+    /// a request continues that trace unless its `_meta` names a parent itself.
+    pub async fn handle_traced(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
         mut msg: Value,
+        traceparent: Option<&str>,
     ) -> Option<Waiting> {
         match jsonrpc::classify(&msg) {
             Kind::Request { id, method } => {
@@ -208,8 +239,17 @@ impl Gateway {
                     }
                 };
                 let stamp = envelope.as_ref().map(|_| method.clone());
-                match self.request(session, &id, &method, params, envelope).await {
+                let span = if self.tracer.is_on() {
+                    self.request_span(session, &id, &method, params.as_ref(), traceparent)
+                } else {
+                    None
+                };
+                let begun = self
+                    .request(session, &id, &method, params, envelope, span.as_ref())
+                    .await;
+                match begun {
                     Begun::Done(body) => {
+                        end_request_span(span, body.as_ref());
                         respond(session, id, body, stamp.as_deref()).await;
                         None
                     }
@@ -217,6 +257,7 @@ impl Gateway {
                         let session = session.clone();
                         Some(Box::pin(async move {
                             let body = answering.await;
+                            end_request_span(span, body.as_ref());
                             respond(&session, id, body, stamp.as_deref()).await;
                         }))
                     }
@@ -256,6 +297,38 @@ impl Gateway {
         }
     }
 
+    /// The span of one MCP request: under the client's context (`_meta.traceparent`,
+    /// else the HTTP header), else a new trace.
+    fn request_span(
+        &self,
+        session: &ClientSession,
+        id: &Value,
+        method: &str,
+        params: Option<&Value>,
+        header: Option<&str>,
+    ) -> Option<Span> {
+        let parent = otel::traceparent_in(params)
+            .and_then(SpanContext::parse)
+            .or_else(|| header.and_then(SpanContext::parse));
+        let target = match method {
+            "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
+            "resources/read" => params.and_then(|p| p.get("uri")),
+            _ => None,
+        }
+        .and_then(Value::as_str);
+        let name = || match target {
+            Some(t) => format!("{method} {}", otel::bounded(t)),
+            None => otel::bounded(method),
+        };
+        let mut span = self.tracer.root(name, otel::Kind::Server, parent)?;
+        span.set("mcp.method.name", otel::bounded(method));
+        span.set("jsonrpc.request.id", otel::bounded(&jsonrpc::id_key(id)));
+        if let Some(c) = &session.caller {
+            span.set("warden.caller", otel::bounded(&c.name));
+        }
+        Some(span)
+    }
+
     /// Dispatches a request by method.
     async fn request(
         self: &Arc<Self>,
@@ -264,6 +337,7 @@ impl Gateway {
         method: &str,
         params: Option<Value>,
         envelope: Option<Arc<Envelope>>,
+        span: Option<&Span>,
     ) -> Begun {
         let err = |code: i64, message: &str| {
             Begun::Done(Some(Err(json!({"code": code, "message": message}))))
@@ -305,7 +379,9 @@ impl Gateway {
             "tools/call" => {
                 self.connect(None).await;
                 let params = params.unwrap_or(Value::Null);
-                self.calls.begin(session, Some(id), params, envelope).await
+                self.calls
+                    .begin(session, Some(id), params, envelope, span)
+                    .await
             }
             _ => {
                 self.connect(None).await;
@@ -378,6 +454,16 @@ impl Gateway {
     /// Stops every upstream; no restarts after this.
     pub async fn shutdown(&self) {
         self.upstreams.shutdown().await
+    }
+}
+
+/// Ends a request's span, marked failed when it is answered with a JSON-RPC error.
+fn end_request_span(span: Option<Span>, body: Option<&Body>) {
+    if let (Some(mut s), Some(Err(e))) = (span, body) {
+        if let Some(code) = e.get("code").and_then(Value::as_i64) {
+            s.set("rpc.jsonrpc.error_code", code);
+        }
+        s.fail("answered with a JSON-RPC error");
     }
 }
 
