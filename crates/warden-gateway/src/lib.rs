@@ -22,6 +22,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod client;
 pub mod config;
 pub mod front;

@@ -31,6 +31,7 @@ pub mod webhooks;
 
 pub use session::{CallKey, ClientSession, Outgoing};
 pub use settle::{Body, Decision, Outcome};
+pub use upstreams::UpstreamStatus;
 
 use crate::config::Config;
 use crate::jsonrpc::{self, Kind};
@@ -148,6 +149,16 @@ impl Gateway {
 
     pub fn catalogue(&self) -> Arc<Catalogue> {
         self.upstreams.catalogue()
+    }
+
+    /// Each upstream's state (the operator console's overview).
+    pub fn upstream_status(&self) -> Vec<UpstreamStatus> {
+        self.upstreams.status()
+    }
+
+    /// The audit trail's store, when one is configured.
+    pub fn audit_store(&self) -> Option<&warden_store::Store> {
+        self.calls.settle.audit.store()
     }
 
     pub fn pipeline(&self) -> &Pipeline {
