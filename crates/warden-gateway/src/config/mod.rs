@@ -382,6 +382,43 @@ close_schema = true
     }
 
     #[test]
+    fn the_admin_listener_has_one_name_and_traces_a_usable_endpoint() {
+        let c = Config::parse("[metrics]\nlisten = \"127.0.0.1:1\"\n", "w.toml").unwrap();
+        assert_eq!(
+            c.admin_listen(),
+            Some("127.0.0.1:1"),
+            "the older key still works"
+        );
+        let c = Config::parse(
+            "[admin]\nlisten = \"127.0.0.1:2\"\ncallers = [\"group:ops\"]\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(c.admin_listen(), Some("127.0.0.1:2"));
+        assert_eq!(Config::parse("", "w.toml").unwrap().admin_listen(), None);
+        let e = Config::parse(
+            "[admin]\nlisten = \"127.0.0.1:2\"\n[metrics]\nlisten = \"127.0.0.1:1\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "w.toml: metrics.listen: admin.listen already names the admin listener (which serves /metrics): remove metrics.listen");
+        let e = Config::parse("[admin]\ncallers = [\"group:\"]\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: admin.callers[0]: name a caller or group:NAME"
+        );
+        let e = Config::parse("[traces]\nsampling_ratio = 1.5\n", "w.toml").unwrap_err();
+        assert_eq!(e.to_string(), "w.toml: traces.sampling_ratio: must be between 0.0 (no new trace recorded) and 1.0 (every one)");
+        let e = Config::parse("[traces]\nendpoint = \"grpc://c:4317\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: traces.endpoint: 'grpc://c:4317' is not an http:// or https:// URL"
+        );
+        let e = Config::parse("[traces]\nendpont = \"x\"\n", "w.toml").unwrap_err();
+        assert!(e.to_string().contains("Did you mean 'endpoint'?"), "{e}");
+    }
+
+    #[test]
     fn unknown_key_names_file_key_and_fix() {
         let e = Config::parse("[gateway]\nstdio_caler = \"x\"\n", "w.toml").unwrap_err();
         assert_eq!(
