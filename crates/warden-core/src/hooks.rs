@@ -215,6 +215,24 @@ mod tests {
     }
 
     #[test]
+    fn an_observer_sees_each_hook_that_ran_and_how_it_ended() {
+        let hooks: Vec<Arc<dyn BeforeHook>> = vec![
+            hook(Ok(BeforeDecision::Pass)),
+            hook(Err(HookError("down".into()))),
+            hook(Ok(BeforeDecision::Pass)),
+        ];
+        let mut seen = Vec::new();
+        let outcome = block_on(run_before_observed(
+            &hooks,
+            &ctx(),
+            |i| i * 10,
+            |started, ended| seen.push((started, ended.is_ok())),
+        ));
+        assert_eq!(outcome, BeforeOutcome::Failed(HookError("down".into())));
+        assert_eq!(seen, [(0, true), (10, false)], "the third never ran");
+    }
+
+    #[test]
     fn deny_wins_over_answer_in_either_order() {
         let deny = || {
             hook(Ok(BeforeDecision::Deny(
