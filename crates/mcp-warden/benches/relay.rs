@@ -155,6 +155,45 @@ fn null_relay(program: &str) {
     let _ = child.wait();
 }
 
+/// A collector that takes every OTLP request (200, body discarded); its address.
+fn otlp_sink() -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let addr = listener.local_addr().expect("an address").to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                    if reader.get_mut().write_all(ok).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // cargo bench -- --list
@@ -270,6 +309,59 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
     println!("  ten argument rules   : median {rm:8.1} µs   p99 {rp:8.1} µs   (+{:.1} µs over none, ratio {:.3}x)", rm - gm, rm / gm);
     drop(null);
     drop(ruled);
+
+    // Traces: the gateway above has them off (the default). The same gateway with
+    // traces on (every call recorded and exported to a collector that takes
+    // everything), and on with a sampling ratio of 0 (nothing recorded), interleaved
+    // with it: what traces cost when on, and that off is the plain gateway.
+    let sink = otlp_sink();
+    let traced_cfg = |name: &str, ratio: f64| {
+        config(
+            &dir.join(name),
+            &format!("[defaults]\nvalidate = true\n[traces]\nendpoint = \"http://{sink}\"\nsampling_ratio = {ratio}\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nunknown_arguments = \"reject\"\n"),
+        )
+    };
+    let gateway = |cfg: &std::path::Path| {
+        Peer::spawn(
+            Command::new(WARDEN)
+                .args(["run", "--config"])
+                .arg(cfg)
+                .env("RUST_LOG", "error"),
+        )
+    };
+    let mut traced = gateway(&traced_cfg("traced", 1.0));
+    let mut unsampled = gateway(&traced_cfg("unsampled", 0.0));
+    for _ in 0..200 {
+        traced.time_call("fx.echo");
+        unsampled.time_call("fx.echo");
+    }
+    let (mut off, mut on, mut zero) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        for _ in 0..n / rounds {
+            off.push(gated.time_call("fx.echo"));
+        }
+        for _ in 0..n / rounds {
+            on.push(traced.time_call("fx.echo"));
+        }
+        for _ in 0..n / rounds {
+            zero.push(unsampled.time_call("fx.echo"));
+        }
+    }
+    let (om, op) = stats(off);
+    let (tm, tp) = stats(on);
+    let (um, up) = stats(zero);
+    println!("traces, interleaved, {n} calls each:");
+    println!("  traces off (default) : median {om:8.1} µs   p99 {op:8.1} µs");
+    println!(
+        "  traces on, ratio 0   : median {um:8.1} µs   p99 {up:8.1} µs   ({:+.1} µs over off)",
+        um - om
+    );
+    println!(
+        "  traces on, every call: median {tm:8.1} µs   p99 {tp:8.1} µs   ({:+.1} µs over off)",
+        tm - om
+    );
+    drop(traced);
+    drop(unsampled);
 
     // The same gateway with the SQLite store on: every call audited, and keyed calls
     // claimed and finished in the ledger. Interleaved with the store-off gateway.

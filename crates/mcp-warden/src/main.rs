@@ -209,11 +209,15 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 tracing::warn!("config: {w}");
             }
             let gateway = Gateway::new(config).await.map_err(|e| anyhow!(e))?;
-            if let Some(listen) = gateway.config.metrics.listen.clone() {
-                let addr = warden_gateway::metrics::serve(&listen, gateway.metrics.clone())
+            if let Some(listen) = gateway.config.admin_listen().map(str::to_owned) {
+                let addr = warden_gateway::admin::serve(&listen, gateway.clone())
                     .await
                     .map_err(|e| anyhow!(e))?;
                 tracing::info!("metrics on http://{addr}/metrics");
+                // Tests and scripts read the address from here when binding port 0.
+                eprintln!(
+                    "mcp-warden: admin listener on http://{addr}/ (console, /api/, /metrics)"
+                );
             }
             let http = match http {
                 Some(addr) if addr.is_empty() => Some(gateway.config.gateway.listen.clone()),

@@ -110,10 +110,25 @@ pub enum BeforeOutcome {
 /// Runs the before hooks in order. A failure stops at once; otherwise the first
 /// denial wins over any answer, and the first answer over passing.
 pub async fn run_before(hooks: &[Arc<dyn BeforeHook>], ctx: &CallContext) -> BeforeOutcome {
+    run_before_observed(hooks, ctx, |_| (), |(), _| ()).await
+}
+
+/// [`run_before`], telling `start` when each hook begins (its index in `hooks`)
+/// and `end` how it ended, with what `start` returned: how a host times each hook
+/// (the gateway's trace spans) without running them itself.
+pub async fn run_before_observed<T>(
+    hooks: &[Arc<dyn BeforeHook>],
+    ctx: &CallContext,
+    mut start: impl FnMut(usize) -> T,
+    mut end: impl FnMut(T, &Result<BeforeDecision, HookError>),
+) -> BeforeOutcome {
     let mut denied = None;
     let mut answered = None;
-    for hook in hooks {
-        match hook.before(ctx).await {
+    for (i, hook) in hooks.iter().enumerate() {
+        let watch = start(i);
+        let decision = hook.before(ctx).await;
+        end(watch, &decision);
+        match decision {
             Err(e) => return BeforeOutcome::Failed(e),
             Ok(BeforeDecision::Pass) => {}
             Ok(BeforeDecision::Deny(r)) => {
@@ -197,6 +212,24 @@ mod tests {
             .map(|h| h as Arc<dyn BeforeHook>)
             .collect();
         block_on(run_before(&hooks, &ctx()))
+    }
+
+    #[test]
+    fn an_observer_sees_each_hook_that_ran_and_how_it_ended() {
+        let hooks: Vec<Arc<dyn BeforeHook>> = vec![
+            hook(Ok(BeforeDecision::Pass)),
+            hook(Err(HookError("down".into()))),
+            hook(Ok(BeforeDecision::Pass)),
+        ];
+        let mut seen = Vec::new();
+        let outcome = block_on(run_before_observed(
+            &hooks,
+            &ctx(),
+            |i| i * 10,
+            |started, ended| seen.push((started, ended.is_ok())),
+        ));
+        assert_eq!(outcome, BeforeOutcome::Failed(HookError("down".into())));
+        assert_eq!(seen, [(0, true), (10, false)], "the third never ran");
     }
 
     #[test]

@@ -22,6 +22,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod client;
 pub mod config;
 pub mod front;
@@ -30,6 +31,7 @@ pub mod jsonrpc;
 pub mod logged;
 pub mod metrics;
 pub mod net;
+pub mod otel;
 pub mod pins;
 pub mod texts;
 pub mod upstream;

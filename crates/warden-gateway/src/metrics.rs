@@ -1,18 +1,13 @@
 //! Prometheus metrics: calls by decision and outcome, call latency, unknown keys
 //! seen, the audit trail's backlog and losses, and the HTTP front's refusals (by
 //! status), open sessions and connections, connections refused at accept (by
-//! cap) and closed for a timeout (head, idle), served on `[metrics] listen`.
+//! cap) and closed for a timeout (head, idle), served on the admin listener
+//! (`crate::admin`).
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::net::TcpListener;
 
 /// Upper bounds of the latency histogram, in seconds.
 const BUCKETS: [f64; 12] = [
@@ -31,6 +26,8 @@ pub struct Metrics {
     pub audit_lost: Arc<AtomicU64>,
     /// Tool definitions seen drifting from the pins lock (P2), each counted once.
     pub tool_drift: Arc<AtomicU64>,
+    /// Trace spans dropped: the export queue was full or the collector refused them.
+    pub trace_spans_dropped: Arc<AtomicU64>,
     /// HTTP front: requests refused before any session or pipeline, by status.
     http_refused: Mutex<BTreeMap<u16, u64>>,
     /// HTTP front: sessions open now.
@@ -93,6 +90,24 @@ impl Metrics {
             .unwrap_or_else(|e| e.into_inner())
             .entry((upstream.to_owned(), reason))
             .or_default() += 1;
+    }
+
+    /// Restarts of `upstream` so far, for every reason.
+    pub fn restarts_of(&self, upstream: &str) -> u64 {
+        let restarts = self
+            .upstream_restarts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        restarts
+            .iter()
+            .filter(|((name, _), _)| name == upstream)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Tool calls since start, by (decision, outcome).
+    pub fn calls(&self) -> BTreeMap<(String, String), u64> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Counts one finished tool call.
@@ -166,6 +181,12 @@ impl Metrics {
                 "gauge",
                 "Audit records waiting to be retried.",
                 self.audit_backlog.load(Ordering::Relaxed),
+            ),
+            (
+                "warden_trace_spans_dropped_total",
+                "counter",
+                "Trace spans dropped: the export queue was full or the collector did not take them.",
+                self.trace_spans_dropped.load(Ordering::Relaxed),
             ),
             (
                 "warden_audit_lost_total",
@@ -253,42 +274,6 @@ impl Metrics {
         }
         out
     }
-}
-
-/// Serves `GET /metrics` on `addr` until the process ends.
-pub async fn serve(addr: &str, metrics: Arc<Metrics>) -> Result<SocketAddr, String> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("metrics.listen: cannot listen on {addr}: {e}"))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let metrics = metrics.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let metrics = metrics.clone();
-                    async move {
-                        let (status, body) = if req.uri().path() == "/metrics" {
-                            (200, metrics.render())
-                        } else {
-                            (404, "not found; metrics are at /metrics\n".to_owned())
-                        };
-                        hyper::Response::builder()
-                            .status(status)
-                            .header("content-type", "text/plain; version=0.0.4")
-                            .body(Full::new(Bytes::from(body)))
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    Ok(local)
 }
 
 #[cfg(test)]

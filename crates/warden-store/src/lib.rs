@@ -110,6 +110,16 @@ pub struct AuditRecord {
     pub error: Option<String>,
 }
 
+/// Calls in one minute with one decision and outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MinuteCount {
+    /// Minutes since the epoch.
+    pub minute: i64,
+    pub decision: String,
+    pub outcome: String,
+    pub calls: u64,
+}
+
 /// What `mcp-warden audit` filters on.
 #[derive(Debug, Clone, Default)]
 pub struct AuditFilter {
@@ -213,6 +223,32 @@ impl Store {
         match self {
             Store::Sqlite(s) => s.query(filter).await,
             Store::Postgres(p) => p.query(filter).await,
+        }
+    }
+
+    /// The newest records that pass `filter` (at most `filter.limit`, newest
+    /// first), each with its id in the trail: what the operator console lists.
+    pub async fn recent(&self, filter: AuditFilter) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
+        match self {
+            Store::Sqlite(s) => s.recent(filter).await,
+            Store::Postgres(p) => p.recent(filter).await,
+        }
+    }
+
+    /// Records at or after `since_ms`, counted by minute (ms since the epoch / 60,000),
+    /// decision and outcome: counted by the database, no record is decoded here.
+    pub async fn counts_per_minute(&self, since_ms: i64) -> Result<Vec<MinuteCount>, StoreError> {
+        match self {
+            Store::Sqlite(s) => s.counts_per_minute(since_ms).await,
+            Store::Postgres(p) => p.counts_per_minute(since_ms).await,
+        }
+    }
+
+    /// One record by its id in the trail.
+    pub async fn audit_record(&self, id: i64) -> Result<Option<AuditRecord>, StoreError> {
+        match self {
+            Store::Sqlite(s) => s.audit_record(id).await,
+            Store::Postgres(p) => p.audit_record(id).await,
         }
     }
 }
@@ -586,6 +622,41 @@ mod tests {
             .await
             .unwrap();
         assert!(later.is_empty());
+        // Newest first, with ids that find each record again.
+        let recent = s
+            .recent(AuditFilter {
+                caller: Some("alice".into()),
+                limit: 1,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(recent.len(), 1);
+        assert_eq!(recent[0].1, rec("alice", "notes.list_notes", "ok"));
+        let again = s.audit_record(recent[0].0).await.unwrap();
+        assert_eq!(again, Some(recent[0].1.clone()));
+        assert_eq!(s.audit_record(recent[0].0 + 100).await.unwrap(), None);
+        let counts = s.counts_per_minute(0).await.unwrap();
+        let minute = now_ms() / 60_000;
+        assert!(counts
+            .iter()
+            .all(|c| c.minute >= minute - 1 && c.minute <= minute));
+        let total = |d: &str, o: &str| -> u64 {
+            counts
+                .iter()
+                .filter(|c| c.decision == d && c.outcome == o)
+                .map(|c| c.calls)
+                .sum()
+        };
+        assert_eq!(
+            (total("allowed", "ok"), total("allowed", "tool_error")),
+            (2, 1)
+        );
+        assert!(s
+            .counts_per_minute(now_ms() + 60_000)
+            .await
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! Leases are stamped and compared on the server's clock ([`NOW_MS`]), so replicas
 //! on hosts whose clocks disagree still agree on when a lease ran out.
 
-use crate::{millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, StoreError};
+use crate::{
+    millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, MinuteCount, StoreError,
+};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -312,6 +314,68 @@ impl Postgres {
         Ok(())
     }
 
+    pub async fn recent(&self, filter: AuditFilter) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
+        let limit = if filter.limit == 0 {
+            i64::MAX
+        } else {
+            filter.limit as i64
+        };
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, record FROM warden_audit
+                 WHERE ($1::TEXT IS NULL OR caller = $1) AND ($2::TEXT IS NULL OR tool = $2)
+                   AND ($3::TEXT IS NULL OR outcome = $3) AND ($4::BIGINT IS NULL OR time_ms >= $4)
+                 ORDER BY id DESC LIMIT $5",
+                &[
+                    &filter.caller,
+                    &filter.tool,
+                    &filter.outcome,
+                    &filter.since_ms,
+                    &limit,
+                ],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let id: i64 = r.get(0);
+                Some((id, serde_json::from_str(r.get::<_, &str>(1)).ok()?))
+            })
+            .collect())
+    }
+
+    pub async fn counts_per_minute(&self, since_ms: i64) -> Result<Vec<MinuteCount>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT time_ms / 60000, record::json ->> 'decision', outcome, COUNT(*)
+                 FROM warden_audit WHERE time_ms >= $1 GROUP BY 1, 2, 3",
+                &[&since_ms],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .iter()
+            .map(|r| MinuteCount {
+                minute: r.get(0),
+                decision: r.get::<_, Option<String>>(1).unwrap_or_default(),
+                outcome: r.get(2),
+                calls: r.get::<_, i64>(3) as u64,
+            })
+            .collect())
+    }
+
+    pub async fn audit_record(&self, id: i64) -> Result<Option<AuditRecord>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt("SELECT record FROM warden_audit WHERE id = $1", &[&id])
+            .await
+            .map_err(unavailable)?;
+        Ok(row.and_then(|r| serde_json::from_str(r.get::<_, &str>(0)).ok()))
+    }
+
     pub async fn query(&self, filter: AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {
         let limit = if filter.limit == 0 {
             i64::MAX
@@ -524,7 +588,7 @@ mod tests {
             })
             .await
             .unwrap();
-        assert_eq!(got, vec![rec]);
+        assert_eq!(got, vec![rec.clone()]);
         assert!(s
             .query(AuditFilter {
                 outcome: Some("failed".into()),
@@ -533,6 +597,21 @@ mod tests {
             .await
             .unwrap()
             .is_empty());
+        let recent = s.recent(AuditFilter::default()).await.unwrap();
+        assert_eq!(recent.len(), 1);
+        assert_eq!(
+            s.audit_record(recent[0].0).await.unwrap(),
+            Some(rec.clone())
+        );
+        assert_eq!(s.audit_record(recent[0].0 + 1).await.unwrap(), None);
+        let counts = s.counts_per_minute(0).await.unwrap();
+        assert_eq!(
+            counts
+                .iter()
+                .map(|c| (c.decision.as_str(), c.outcome.as_str(), c.calls))
+                .collect::<Vec<_>>(),
+            [("allowed", "ok", 1)]
+        );
         // Reconnecting does not migrate again.
         drop(s);
         let again = Postgres::connect(&db.url()).await.unwrap();

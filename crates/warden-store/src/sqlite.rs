@@ -1,7 +1,9 @@
 //! The embedded SQLite store: one file in WAL mode, created and migrated on
 //! first use; every operation runs on Tokio's blocking pool behind one connection.
 
-use crate::{millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, StoreError};
+use crate::{
+    millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, MinuteCount, StoreError,
+};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 use std::path::Path;
@@ -244,6 +246,72 @@ impl Sqlite {
     }
 
     /// Audit records matching `filter`, oldest first.
+    pub async fn recent(&self, filter: AuditFilter) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT id, record FROM audit
+                 WHERE (?1 IS NULL OR caller = ?1) AND (?2 IS NULL OR tool = ?2)
+                   AND (?3 IS NULL OR outcome = ?3) AND (?4 IS NULL OR time_ms >= ?4)
+                 ORDER BY id DESC LIMIT ?5",
+            )?;
+            let limit = if filter.limit == 0 {
+                i64::MAX
+            } else {
+                filter.limit as i64
+            };
+            let rows = stmt.query_map(
+                params![
+                    filter.caller,
+                    filter.tool,
+                    filter.outcome,
+                    filter.since_ms,
+                    limit
+                ],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+            )?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, text) = row?;
+                if let Ok(rec) = serde_json::from_str(&text) {
+                    out.push((id, rec));
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    pub async fn counts_per_minute(&self, since_ms: i64) -> Result<Vec<MinuteCount>, StoreError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT time_ms / 60000, json_extract(record, '$.decision'), outcome, COUNT(*)
+                 FROM audit WHERE time_ms >= ?1 GROUP BY 1, 2, 3",
+            )?;
+            let rows = stmt.query_map(params![since_ms], |r| {
+                Ok(MinuteCount {
+                    minute: r.get(0)?,
+                    decision: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    outcome: r.get(2)?,
+                    calls: r.get::<_, i64>(3)? as u64,
+                })
+            })?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(Into::into)
+        })
+        .await
+    }
+
+    pub async fn audit_record(&self, id: i64) -> Result<Option<AuditRecord>, StoreError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare("SELECT record FROM audit WHERE id = ?1")?;
+            let mut rows = stmt.query_map(params![id], |r| r.get::<_, String>(0))?;
+            match rows.next() {
+                Some(text) => Ok(serde_json::from_str(&text?).ok()),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
     pub async fn query(&self, filter: AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {
         self.with(move |conn| {
             let mut stmt = conn.prepare(

@@ -58,6 +58,40 @@ pub(super) struct Checked {
 
 /// Checks a deserialised file. Only the first problem is reported, so the order
 /// of the checks decides which one a file with several gets to hear about.
+/// `[admin]` and `[traces]`: one name for the admin listener, a usable endpoint
+/// and a ratio that is one.
+fn admin_and_traces(file: &ConfigFile) -> Result<(), Invalid> {
+    if let (Some(a), Some(m)) = (&file.admin.listen, &file.metrics.listen) {
+        if a != m {
+            return Err(invalid(
+                "metrics.listen",
+                "admin.listen already names the admin listener (which serves /metrics): remove metrics.listen",
+            ));
+        }
+    }
+    for (i, who) in file.admin.callers.iter().enumerate() {
+        if who.is_empty() || who == "group:" {
+            return Err(invalid(
+                format!("admin.callers[{i}]"),
+                "name a caller or group:NAME",
+            ));
+        }
+    }
+    let traces = &file.traces;
+    if let Some(url) = &traces.endpoint {
+        HttpTarget::parse(url, 1).map_err(|m| invalid("traces.endpoint", m))?;
+    }
+    if let Some(r) = traces.sampling_ratio {
+        if !(0.0..=1.0).contains(&r) {
+            return Err(invalid(
+                "traces.sampling_ratio",
+                "must be between 0.0 (no new trace recorded) and 1.0 (every one)",
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     let (gateway, auth) = (&file.gateway, &file.auth);
     parse_duration(&gateway.session_idle).map_err(|m| invalid("gateway.session_idle", m))?;
@@ -80,6 +114,7 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
             "issuer and audience check JWTs: also set jwt_secret_env or jwks",
         ));
     }
+    admin_and_traces(file)?;
     if gateway.max_message_bytes < 1024 {
         return Err(invalid(
             "gateway.max_message_bytes",

@@ -68,9 +68,15 @@ pub(super) struct ConfigFile {
     /// `[audit]`: the audit trail's extra copy and what it hides.
     #[serde(default)]
     pub audit: AuditConfig,
-    /// `[metrics]`: the Prometheus endpoint.
+    /// `[metrics]`: the Prometheus endpoint (the older name of `admin.listen`).
     #[serde(default)]
     pub metrics: MetricsConfig,
+    /// `[admin]`: the admin listener (metrics, operator console, admin API).
+    #[serde(default)]
+    pub admin: AdminConfig,
+    /// `[traces]`: OpenTelemetry traces over OTLP/HTTP.
+    #[serde(default)]
+    pub traces: TracesConfig,
     /// `[auth]`: bearer JWTs on the HTTP front.
     #[serde(default)]
     pub auth: AuthConfig,
@@ -531,7 +537,35 @@ fn default_retention() -> String {
 #[serde(deny_unknown_fields)]
 pub struct MetricsConfig {
     /// Where Prometheus scrapes `/metrics` (`127.0.0.1:9464`); off when absent.
+    /// Kept for configurations written before `admin.listen`, which is the same listener.
     pub listen: Option<String>,
+}
+
+/// The admin listener: `/metrics`, the operator console (`/`) and the admin API (`/api/`).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Where the admin listener listens (`127.0.0.1:9464`); off when absent (and
+    /// `metrics.listen` is absent too).
+    pub listen: Option<String>,
+    /// Who may open the console and the admin API: caller names or `group:NAME`,
+    /// authenticated as on the HTTP front (API key or JWT). Empty: loopback clients only.
+    #[serde(default)]
+    pub callers: Vec<String>,
+}
+
+/// OpenTelemetry traces, sent over OTLP/HTTP (protobuf). Off unless an endpoint is
+/// set here or in `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TracesConfig {
+    /// The collector's base URL (`http://127.0.0.1:4318`); spans go to `<endpoint>/v1/traces`.
+    pub endpoint: Option<String>,
+    /// The `service.name` of the spans (else `OTEL_SERVICE_NAME`, else `mcp-warden`).
+    pub service_name: Option<String>,
+    /// The share of new traces recorded, 0.0 to 1.0 (built-in: 1.0). A trace the
+    /// client started follows the client's sampled flag.
+    pub sampling_ratio: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]

@@ -11,11 +11,11 @@ mod file;
 
 pub use check::{parse_duration, toml_to_json, Access, Hook};
 pub use file::{
-    AccessConfig, AccessDefault, AuditConfig, AuthConfig, CallerConfig, DefaultsConfig, ErrorData,
-    Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, Phase, PinMode, RuleConfig,
-    StoreConfig, ToolConfig, UpstreamConfig, UpstreamProtocol, WebhookConfig,
-    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS,
-    DEFAULT_TIMEOUT_MS,
+    AccessConfig, AccessDefault, AdminConfig, AuditConfig, AuthConfig, CallerConfig,
+    DefaultsConfig, ErrorData, Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig,
+    Phase, PinMode, RuleConfig, StoreConfig, ToolConfig, TracesConfig, UpstreamConfig,
+    UpstreamProtocol, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS,
+    DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
 };
 
 use check::{Checked, Invalid, Settings};
@@ -42,6 +42,8 @@ pub struct Config {
     pub idempotency: IdempotencyConfig,
     pub audit: AuditConfig,
     pub metrics: MetricsConfig,
+    pub admin: AdminConfig,
+    pub traces: TracesConfig,
     pub auth: AuthConfig,
     /// Where the file was read from; relative upstream commands resolve against its folder.
     pub path: PathBuf,
@@ -114,6 +116,8 @@ impl Config {
             idempotency,
             audit,
             metrics,
+            admin,
+            traces,
             auth,
         } = raw;
         Ok(Config {
@@ -128,9 +132,19 @@ impl Config {
             idempotency,
             audit,
             metrics,
+            admin,
+            traces,
             auth,
             path: PathBuf::new(),
         })
+    }
+
+    /// Where the admin listener listens: `admin.listen`, or the older `metrics.listen`.
+    pub fn admin_listen(&self) -> Option<&str> {
+        self.admin
+            .listen
+            .as_deref()
+            .or(self.metrics.listen.as_deref())
     }
 
     /// The access rules (the config was checked when loaded).
@@ -379,6 +393,43 @@ close_schema = true
             e.to_string(),
             "w.toml: gateway: tls_cert and tls_key go together: set both to serve https, or neither"
         );
+    }
+
+    #[test]
+    fn the_admin_listener_has_one_name_and_traces_a_usable_endpoint() {
+        let c = Config::parse("[metrics]\nlisten = \"127.0.0.1:1\"\n", "w.toml").unwrap();
+        assert_eq!(
+            c.admin_listen(),
+            Some("127.0.0.1:1"),
+            "the older key still works"
+        );
+        let c = Config::parse(
+            "[admin]\nlisten = \"127.0.0.1:2\"\ncallers = [\"group:ops\"]\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(c.admin_listen(), Some("127.0.0.1:2"));
+        assert_eq!(Config::parse("", "w.toml").unwrap().admin_listen(), None);
+        let e = Config::parse(
+            "[admin]\nlisten = \"127.0.0.1:2\"\n[metrics]\nlisten = \"127.0.0.1:1\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "w.toml: metrics.listen: admin.listen already names the admin listener (which serves /metrics): remove metrics.listen");
+        let e = Config::parse("[admin]\ncallers = [\"group:\"]\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: admin.callers[0]: name a caller or group:NAME"
+        );
+        let e = Config::parse("[traces]\nsampling_ratio = 1.5\n", "w.toml").unwrap_err();
+        assert_eq!(e.to_string(), "w.toml: traces.sampling_ratio: must be between 0.0 (no new trace recorded) and 1.0 (every one)");
+        let e = Config::parse("[traces]\nendpoint = \"grpc://c:4317\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: traces.endpoint: 'grpc://c:4317' is not an http:// or https:// URL"
+        );
+        let e = Config::parse("[traces]\nendpont = \"x\"\n", "w.toml").unwrap_err();
+        assert!(e.to_string().contains("Did you mean 'endpoint'?"), "{e}");
     }
 
     #[test]

@@ -57,6 +57,11 @@ impl AuditTrail {
         })
     }
 
+    /// The store records go to, when there is one (the operator console reads it).
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
+    }
+
     /// Whether calls leave audit records (a store or a JSON-lines file is configured).
     pub fn on(&self) -> bool {
         self.store.is_some() || self.jsonl.is_some()

@@ -18,13 +18,14 @@ use super::session::{CallKey, ClientSession, Sessions};
 use super::settle::{Body, CallRecord, Decision, End, Settle};
 use super::upstreams::Upstreams;
 use crate::logged::logged;
+use crate::otel::{self, Kind, Span};
 use crate::texts;
 use crate::upstream::{CallError, Upstream};
 use serde_json::{Map, Value};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warden_core::hooks::{self, BeforeHook, BeforeOutcome, CallContext};
 use warden_core::{answer, CallReport, Caller, Forward, Pipeline, Refusal, Verdict};
@@ -84,6 +85,8 @@ struct Accepted {
 pub struct Relayed {
     pending: Pending,
     record: CallRecord,
+    /// The upstream round trip's span.
+    span: Option<Span>,
     envelope: Option<Arc<Envelope>>,
     binding: Option<Arc<Binding>>,
     /// For an upstream's input rounds: the params as sent (kept only when an
@@ -128,13 +131,15 @@ impl Calls {
         self.parked.key()
     }
 
-    /// Begins one `tools/call` (`id`: the client's request id, when it has one).
+    /// Begins one `tools/call` (`id`: the client's request id, when it has one;
+    /// `trace`: the request's span, when traces are on).
     pub async fn begin(
         self: &Arc<Self>,
         session: &Arc<ClientSession>,
         id: Option<&Value>,
         mut params: Value,
         envelope: Option<Arc<Envelope>>,
+        trace: Option<&Span>,
     ) -> Begun {
         let started = Instant::now();
         let call = id.map(crate::jsonrpc::id_key);
@@ -155,6 +160,7 @@ impl Calls {
                 Err(error) => return Begun::Done(Some(Err(error))),
             }
         }
+        let mut span = trace.map(|t| call_span(t, session, &params));
         // Move the arguments out (no copy); a placeholder keeps their position.
         let arguments = params.get_mut("arguments").map(Value::take);
         let had_arguments = params.get("arguments").is_some();
@@ -179,7 +185,16 @@ impl Calls {
         if let Some(meta) = params.get("_meta") {
             check.insert("_meta".into(), meta.clone());
         }
-        let verdict = self.check(session, check).await;
+        let verdict = self.check(session, check, span.as_ref()).await;
+        if let Some(s) = &mut span {
+            if !verdict.report.unknown_keys.is_empty() {
+                let keys = verdict.report.unknown_keys.iter();
+                s.set(
+                    "warden.undeclared_keys",
+                    keys.map(|k| otel::bounded(k)).collect::<Vec<_>>(),
+                );
+            }
+        }
         self.settle
             .metrics
             .unknown_keys
@@ -192,8 +207,9 @@ impl Calls {
                     .get("name")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                let record =
+                let mut record =
                     self.refused_record(session, tool, sent, &verdict.report, refusal, started);
+                record.span = span.map(|s| Box::new(Mutex::new(s)));
                 let decision = match refusal {
                     Refusal::NoToolName | Refusal::InvalidArguments => Decision::InvalidArguments,
                     Refusal::UnknownTool => Decision::UnknownTool,
@@ -204,6 +220,9 @@ impl Calls {
                 return Begun::Done(self.settle.settle(&record, end).await);
             }
         };
+        if let Some(s) = &mut span {
+            s.set("warden.upstream", forward.tool.upstream.clone());
+        }
         if !verdict.report.unknown_keys.is_empty() {
             tracing::info!(tool = %logged(&forward.tool.name), mode = ?verdict.report.unknown_mode, keys = %logged(verdict.report.unknown_keys.join(", ")), "undeclared argument keys");
         }
@@ -216,10 +235,11 @@ impl Calls {
             (call, envelope, binding, sealed),
             started,
         );
-        let accepted = match accepted {
+        let mut accepted = match accepted {
             Ok(a) => a,
             Err(tool) => {
-                let record = CallRecord::new(started, &tool);
+                let mut record = CallRecord::new(started, &tool);
+                record.span = span.map(|s| Box::new(Mutex::new(s)));
                 let end = End::Failed {
                     decision: Decision::Allowed,
                     why: "the tool's upstream is not configured".into(),
@@ -227,6 +247,7 @@ impl Calls {
                 return Begun::Done(self.settle.settle(&record, end).await);
             }
         };
+        accepted.record.span = span.map(|s| Box::new(Mutex::new(s)));
         let guarded =
             accepted.approval || !self.before_hooks.is_empty() || accepted.ledger.is_some();
         let (me, session) = (self.clone(), session.clone());
@@ -242,10 +263,15 @@ impl Calls {
     }
 
     /// The grant, then the pipeline (G, N, R, A).
-    async fn check(&self, session: &ClientSession, check: Map<String, Value>) -> Verdict {
+    async fn check(
+        &self,
+        session: &ClientSession,
+        check: Map<String, Value>,
+        span: Option<&Span>,
+    ) -> Verdict {
         let name = check.get("name").and_then(Value::as_str);
         let caller = session.caller.as_ref();
-        match self.grant.for_call(caller, name).await {
+        match self.grant.for_call(caller, name, span).await {
             Some(grant) => {
                 let catalogue = self.upstreams.catalogue();
                 self.pipeline.check_with(
@@ -389,6 +415,7 @@ impl Calls {
             text: text.to_owned(),
         };
         if a.approval {
+            let mut span = child(&a.record, "warden.approval", Kind::Internal);
             let asked = approval::approve(
                 session,
                 &self.sessions,
@@ -406,6 +433,15 @@ impl Calls {
                 self.approval_timeout,
             )
             .await;
+            if let Some(s) = &mut span {
+                let answer = match &asked {
+                    Approval::Approved => "approved",
+                    Approval::Refused(_) => "refused",
+                    Approval::InputRequired(_) => "input_required",
+                };
+                s.set("warden.approval", answer);
+            }
+            drop(span);
             match asked {
                 Approval::Approved => {}
                 Approval::Refused(text) => {
@@ -420,7 +456,25 @@ impl Calls {
                 }
             }
         }
-        let end = match hooks::run_before(&self.before_hooks, &ctx).await {
+        let decided = hooks::run_before_observed(
+            &self.before_hooks,
+            &ctx,
+            |i| {
+                child(&a.record, "warden.hook", Kind::Internal).map(|mut s| {
+                    s.set("warden.hook.index", i as i64);
+                    s
+                })
+            },
+            |span, decision| {
+                if let Some(mut s) = span {
+                    match decision {
+                        Ok(d) => s.set("warden.hook.decision", hook_decision(d)),
+                        Err(_) => s.fail("the hook failed"),
+                    }
+                }
+            },
+        );
+        let end = match decided.await {
             BeforeOutcome::Pass => None,
             BeforeOutcome::Deny(reason) => Some(refused(reason.as_str())),
             BeforeOutcome::Answer(result) => Some(End::Hook(result)),
@@ -440,7 +494,16 @@ impl Calls {
             let args = Value::Object(ctx.arguments.clone());
             let lease = ledger::lease_for(a.up.timeout_ms());
             let claim = self.settle.ledger.claim(&key, &ctx.tool, &args, lease);
-            let end = match claim.await {
+            let mut span = child(&a.record, "warden.ledger", Kind::Internal);
+            let claim = claim.await;
+            if let Some(s) = &mut span {
+                match &claim {
+                    Ok(c) => s.set("warden.ledger.claim", claim_name(c)),
+                    Err(_) => s.fail("the store is unavailable"),
+                }
+            }
+            drop(span);
+            let end = match claim {
                 Ok(claim @ (Claim::Run | Claim::TakenOver)) => {
                     if claim == Claim::TakenOver {
                         // The key's holder stopped renewing its lease mid-call (its
@@ -477,8 +540,20 @@ impl Calls {
     }
 
     /// Queues the call on its upstream.
-    async fn relay(&self, session: &ClientSession, a: Accepted) -> Result<Relayed, Option<Body>> {
+    async fn relay(
+        &self,
+        session: &ClientSession,
+        mut a: Accepted,
+    ) -> Result<Relayed, Option<Body>> {
         let log_level = a.envelope.as_ref().and_then(|e| e.log_level);
+        let span = child(&a.record, "tools/call", Kind::Client).map(|mut s| {
+            s.set("mcp.method.name", "tools/call");
+            s.set("warden.upstream", a.up.name.clone());
+            // The upstream continues the trace under this span (the W3C key MCP
+            // reserves in `_meta`; an HTTP upstream also gets the header).
+            otel::set_traceparent(&mut a.params, &s.context());
+            s
+        });
         let capabilities = match &a.envelope {
             Some(e) => Some(e.capabilities.clone()),
             None => session.capabilities(),
@@ -489,6 +564,7 @@ impl Calls {
         match relay::start(&a.up, session, a.call, "tools/call", a.params, extras).await {
             Ok(pending) => Ok(Relayed {
                 pending,
+                span,
                 record: a.record,
                 envelope: a.envelope,
                 binding: a.binding,
@@ -514,6 +590,14 @@ impl Calls {
             }
             _ => relay::wait(session, &mut r.pending).await,
         };
+        if let Some(s) = &mut r.span {
+            match &result {
+                Ok(v) if v.get("error").is_some() => s.fail("the upstream answered an error"),
+                Ok(_) => {}
+                Err(e) => s.fail(e.to_string()),
+            }
+        }
+        r.span = None;
         let stateless = r.pending.conn.is_stateless();
         let up = stateless
             .then(|| self.upstreams.by_name(&r.pending.upstream).cloned())
@@ -679,6 +763,47 @@ fn upstream_end((body, error): (Body, Option<String>)) -> Result<End, CallError>
         Ok(Value::Array(_)) => "an array",
     };
     Err(CallError::NotAnObject(kind))
+}
+
+/// The span of one tool call, under its request's.
+fn call_span(request: &Span, session: &ClientSession, params: &Value) -> Span {
+    let tool = params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let tool = otel::bounded(tool);
+    let mut s = request.child(format!("execute_tool {tool}"), Kind::Internal);
+    s.set("gen_ai.operation.name", "execute_tool");
+    s.set("gen_ai.tool.name", tool);
+    if let Some(c) = &session.caller {
+        s.set("warden.caller", otel::bounded(&c.name));
+    }
+    s
+}
+
+/// A span under the call's, when the call has one.
+fn child(record: &CallRecord, name: &str, kind: Kind) -> Option<Span> {
+    let span = record.span.as_ref()?;
+    let span = span.lock().unwrap_or_else(|e| e.into_inner());
+    Some(span.child(name, kind))
+}
+
+fn hook_decision(d: &hooks::BeforeDecision) -> &'static str {
+    match d {
+        hooks::BeforeDecision::Pass => "pass",
+        hooks::BeforeDecision::Deny(_) => "deny",
+        hooks::BeforeDecision::Answer(_) => "answer",
+    }
+}
+
+fn claim_name(c: &Claim) -> &'static str {
+    match c {
+        Claim::Run => "run",
+        Claim::TakenOver => "taken_over",
+        Claim::Replay(_) => "replay",
+        Claim::Running => "running",
+        Claim::Mismatch => "mismatch",
+    }
 }
 
 /// What a 2026-07-28 call's sealed state is bound to: the caller, the tool as the

@@ -8,6 +8,7 @@
 use super::webhooks;
 use crate::logged::logged;
 use crate::net::target::HttpTarget;
+use crate::otel::{Kind, Span};
 use std::collections::HashMap;
 use std::sync::Arc;
 use warden_core::{
@@ -96,19 +97,24 @@ impl GrantSource {
         &self,
         caller: Option<&Caller>,
         name: Option<&str>,
+        span: Option<&Span>,
     ) -> Option<Box<dyn Grant + '_>> {
         let (hook, caller, name) = (self.webhook.as_ref()?, caller?, name?);
-        Some(
-            match webhooks::grant_decisions(hook, caller, &[name]).await {
-                Ok(decisions) => Box::new(Decided {
-                    decisions,
-                    base: &self.rules,
-                }),
-                Err(e) => {
-                    tracing::error!(url = %hook.url(), tool = %logged(name), "grant webhook failed; the call is refused: {}", logged(&e));
-                    Box::new(CannotDecide)
-                }
-            },
-        )
+        let mut span = span.map(|s| s.child("warden.grant_webhook", Kind::Client));
+        let decided = webhooks::grant_decisions(hook, caller, &[name]).await;
+        if let (Some(s), Err(_)) = (&mut span, &decided) {
+            s.fail("the grant webhook failed (G4)");
+        }
+        drop(span);
+        Some(match decided {
+            Ok(decisions) => Box::new(Decided {
+                decisions,
+                base: &self.rules,
+            }),
+            Err(e) => {
+                tracing::error!(url = %hook.url(), tool = %logged(name), "grant webhook failed; the call is refused: {}", logged(&e));
+                Box::new(CannotDecide)
+            }
+        })
     }
 }

@@ -33,11 +33,13 @@ pub mod webhooks;
 
 pub use session::{CallKey, ClientSession, Outgoing};
 pub use settle::{Body, Decision, Outcome};
+pub use upstreams::UpstreamStatus;
 
 use crate::config::Config;
 use crate::jsonrpc::{self, Kind};
 use crate::logged::logged;
 use crate::metrics::Metrics;
+use crate::otel::{self, Span, SpanContext, Tracer};
 use crate::texts;
 use crate::upstream::Inbound;
 use call::{Begun, Calls};
@@ -64,6 +66,8 @@ pub struct Gateway {
     upstreams: Arc<Upstreams>,
     sessions: Arc<Sessions>,
     calls: Arc<Calls>,
+    /// Records spans when traces are on.
+    pub tracer: Tracer,
     // Upstreams hold only a weak reference to where their messages go.
     _inbound: Arc<dyn Inbound>,
 }
@@ -115,6 +119,14 @@ impl Gateway {
         let mut metrics = Metrics::new(audit.backlog.clone(), audit.lost.clone());
         metrics.tool_drift = upstreams.tool_drift.clone();
         let metrics = Arc::new(metrics);
+        let tracer = match otel::Settings::resolve(&config.traces, |k| std::env::var(k).ok()) {
+            None => Tracer::off(),
+            Some(settings) => {
+                let tracer = Tracer::start(&settings, metrics.trace_spans_dropped.clone())?;
+                tracing::info!(url = %settings.url, service = %settings.service_name, ratio = settings.ratio, "traces are exported over OTLP/HTTP");
+                tracer
+            }
+        };
         let sessions = Arc::new(Sessions::default());
         let inbound =
             inbound::FromUpstreams::new(upstreams.clone(), sessions.clone(), metrics.clone());
@@ -144,12 +156,23 @@ impl Gateway {
             upstreams,
             sessions,
             calls: Arc::new(calls),
+            tracer,
             _inbound: inbound,
         }))
     }
 
     pub fn catalogue(&self) -> Arc<Catalogue> {
         self.upstreams.catalogue()
+    }
+
+    /// Each upstream's state (the operator console's overview).
+    pub fn upstream_status(&self) -> Vec<UpstreamStatus> {
+        self.upstreams.status()
+    }
+
+    /// The audit trail's store, when one is configured.
+    pub fn audit_store(&self) -> Option<&warden_store::Store> {
+        self.calls.settle.audit.store()
     }
 
     pub fn pipeline(&self) -> &Pipeline {
@@ -193,7 +216,15 @@ impl Gateway {
         params: Value,
     ) -> Option<Body> {
         self.connect(None).await;
-        match self.calls.begin(session, client_id, params, None).await {
+        let parent = otel::traceparent_in(Some(&params)).and_then(SpanContext::parse);
+        let span = self
+            .tracer
+            .root(|| "tools/call".to_owned(), otel::Kind::Internal, parent);
+        match self
+            .calls
+            .begin(session, client_id, params, None, span.as_ref())
+            .await
+        {
             Begun::Done(body) => body,
             Begun::Then(answering) => answering.await,
         }
@@ -205,7 +236,18 @@ impl Gateway {
     pub async fn handle(
         self: &Arc<Self>,
         session: &Arc<ClientSession>,
+        msg: Value,
+    ) -> Option<Waiting> {
+        self.handle_traced(session, msg, None).await
+    }
+
+    /// [`Gateway::handle`] for a message that came with a `traceparent` HTTP header:
+    /// a request continues that trace unless its `_meta` names a parent itself.
+    pub async fn handle_traced(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
         mut msg: Value,
+        traceparent: Option<&str>,
     ) -> Option<Waiting> {
         match jsonrpc::classify(&msg) {
             Kind::Request { id, method } => {
@@ -222,8 +264,17 @@ impl Gateway {
                     }
                 };
                 let stamp = envelope.as_ref().map(|_| method.clone());
-                match self.request(session, &id, &method, params, envelope).await {
+                let span = if self.tracer.is_on() {
+                    self.request_span(session, &id, &method, params.as_ref(), traceparent)
+                } else {
+                    None
+                };
+                let begun = self
+                    .request(session, &id, &method, params, envelope, span.as_ref())
+                    .await;
+                match begun {
                     Begun::Done(body) => {
+                        end_request_span(span, body.as_ref());
                         respond(session, id, body, stamp.as_deref()).await;
                         None
                     }
@@ -231,6 +282,7 @@ impl Gateway {
                         let session = session.clone();
                         Some(Box::pin(async move {
                             let body = answering.await;
+                            end_request_span(span, body.as_ref());
                             respond(&session, id, body, stamp.as_deref()).await;
                         }))
                     }
@@ -270,6 +322,38 @@ impl Gateway {
         }
     }
 
+    /// The span of one MCP request: under the client's context (`_meta.traceparent`,
+    /// else the HTTP header), else a new trace.
+    fn request_span(
+        &self,
+        session: &ClientSession,
+        id: &Value,
+        method: &str,
+        params: Option<&Value>,
+        header: Option<&str>,
+    ) -> Option<Span> {
+        let parent = otel::traceparent_in(params)
+            .and_then(SpanContext::parse)
+            .or_else(|| header.and_then(SpanContext::parse));
+        let target = match method {
+            "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
+            "resources/read" => params.and_then(|p| p.get("uri")),
+            _ => None,
+        }
+        .and_then(Value::as_str);
+        let name = || match target {
+            Some(t) => format!("{method} {}", otel::bounded(t)),
+            None => otel::bounded(method),
+        };
+        let mut span = self.tracer.root(name, otel::Kind::Server, parent)?;
+        span.set("mcp.method.name", otel::bounded(method));
+        span.set("jsonrpc.request.id", otel::bounded(&jsonrpc::id_key(id)));
+        if let Some(c) = &session.caller {
+            span.set("warden.caller", otel::bounded(&c.name));
+        }
+        Some(span)
+    }
+
     /// Dispatches a request by method.
     async fn request(
         self: &Arc<Self>,
@@ -278,6 +362,7 @@ impl Gateway {
         method: &str,
         params: Option<Value>,
         envelope: Option<Arc<Envelope>>,
+        span: Option<&Span>,
     ) -> Begun {
         let err = |code: i64, message: &str| {
             Begun::Done(Some(Err(json!({"code": code, "message": message}))))
@@ -341,7 +426,9 @@ impl Gateway {
             "tools/call" => {
                 self.connect(None).await;
                 let params = params.unwrap_or(Value::Null);
-                self.calls.begin(session, Some(id), params, envelope).await
+                self.calls
+                    .begin(session, Some(id), params, envelope, span)
+                    .await
             }
             _ => {
                 self.connect(None).await;
@@ -593,6 +680,16 @@ fn forward_binding(
         }
     }
     rev2026::Binding::new(caller, &format!("{method} {about}"), &bound)
+}
+
+/// Ends a request's span, marked failed when it is answered with a JSON-RPC error.
+fn end_request_span(span: Option<Span>, body: Option<&Body>) {
+    if let (Some(mut s), Some(Err(e))) = (span, body) {
+        if let Some(code) = e.get("code").and_then(Value::as_i64) {
+            s.set("rpc.jsonrpc.error_code", code);
+        }
+        s.fail("answered with a JSON-RPC error");
+    }
 }
 
 /// Sends a request's answer, stamped for the 2026-07-28 revision when `stamp`

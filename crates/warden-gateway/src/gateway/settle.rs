@@ -14,8 +14,9 @@ use super::ledger::{Held, Ledger};
 use super::session::Sessions;
 use crate::logged::logged;
 use crate::metrics::Metrics;
+use crate::otel::Span;
 use serde_json::{json, Value};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use warden_core::hooks::{self, AfterHook, CallContext, CallEnd};
 use warden_core::{answer, Answer};
@@ -111,6 +112,9 @@ pub struct CallRecord {
     pub ledger: Option<Held>,
     /// The progress token sent upstream for it.
     pub token: Option<String>,
+    /// The call's span (traces on and sampled): its end is recorded here, and it
+    /// ends when the record goes.
+    pub span: Option<Box<Mutex<Span>>>,
 }
 
 impl CallRecord {
@@ -122,6 +126,7 @@ impl CallRecord {
             audit: None,
             ledger: None,
             token: None,
+            span: None,
         }
     }
 }
@@ -280,6 +285,16 @@ impl Settle {
         let ms = call.started.elapsed().as_secs_f64() * 1e3;
         self.metrics
             .observe(decision.as_str(), outcome.as_str(), ms);
+        if let Some(span) = &call.span {
+            let mut span = span.lock().unwrap_or_else(|e| e.into_inner());
+            span.set("warden.decision", decision.as_str());
+            span.set("warden.outcome", outcome.as_str());
+            span.set("warden.replayed", replayed);
+            if outcome == Outcome::Failed {
+                // What failed stays in the log and the audit trail; the trace says that it did.
+                span.fail("the call failed (E2)");
+            }
+        }
         if let Some(template) = &call.audit {
             let mut record = template.clone();
             record.decision = decision.as_str().to_owned();

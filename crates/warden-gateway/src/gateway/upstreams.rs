@@ -22,6 +22,20 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 use warden_core::{Catalogue, LayeredPolicy, Rules};
 
+/// One upstream's state, for the operator console.
+#[derive(Debug, Clone)]
+pub struct UpstreamStatus {
+    pub name: String,
+    /// "stdio" (a child process) or "http".
+    pub transport: &'static str,
+    /// Connected now.
+    pub running: bool,
+    /// Tools in its last successful listing (`None`: never listed).
+    pub listed_tools: Option<usize>,
+    /// Why its last start or listing failed, escaped as the log has it.
+    pub last_listing_error: Option<String>,
+}
+
 pub struct Upstreams {
     pub list: Vec<Arc<Upstream>>,
     /// What clients see of an upstream's JSON-RPC error `data` (E3).
@@ -38,6 +52,8 @@ pub struct Upstreams {
     pub tool_drift: Arc<AtomicU64>,
     /// Per upstream, its last successful tool listing (`None` until one succeeded).
     listings: RwLock<Vec<Option<Vec<Value>>>>,
+    /// Per upstream, why its last start or listing failed (cleared by a success).
+    listing_errors: Mutex<Vec<Option<String>>>,
     catalogue: RwLock<Arc<Catalogue>>,
     /// A resource URI (`uri:…`) or prompt name (`prompt:…`) → the upstream that listed it.
     owners: Mutex<HashMap<String, usize>>,
@@ -83,6 +99,7 @@ impl Upstreams {
             error_data: config.gateway.upstream_error_data,
             policy: config.policy(),
             listings: RwLock::new(vec![None; n]),
+            listing_errors: Mutex::new(vec![None; n]),
             catalogue: RwLock::new(Arc::new(Catalogue::default())),
             owners: Mutex::new(HashMap::new()),
             init: RwLock::new(None),
@@ -147,12 +164,18 @@ impl Upstreams {
         match result {
             Ok(tools) => {
                 tracing::info!(upstream = %name, tools = tools.len(), "upstream ready");
+                self.listing_errors
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())[index] = None;
                 self.listings.write().unwrap_or_else(|e| e.into_inner())[index] = Some(tools);
                 true
             }
             Err(e) => {
                 // The cached listing stays: it is replaced only by a successful one.
                 tracing::error!(upstream = %name, "upstream could not be started or listed: {}", logged(&e));
+                self.listing_errors
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())[index] = Some(logged(&e).to_string());
                 false
             }
         }
@@ -232,6 +255,30 @@ impl Upstreams {
             .iter()
             .zip(listings.iter())
             .map(|(up, l)| (up.name.clone(), l.clone()))
+            .collect()
+    }
+
+    /// Each upstream as the operator console shows it.
+    pub fn status(&self) -> Vec<UpstreamStatus> {
+        let listings = self.listings.read().unwrap_or_else(|e| e.into_inner());
+        let errors = self
+            .listing_errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.list
+            .iter()
+            .enumerate()
+            .map(|(i, up)| UpstreamStatus {
+                name: up.name.clone(),
+                transport: if up.config.url.is_some() {
+                    "http"
+                } else {
+                    "stdio"
+                },
+                running: up.conn().is_some(),
+                listed_tools: listings[i].as_ref().map(Vec::len),
+                last_listing_error: errors[i].clone(),
+            })
             .collect()
     }
 

@@ -91,13 +91,29 @@ impl HttpTarget {
 
     /// POSTs `body`; the JSON answer, or why there is none.
     pub async fn post(&self, body: &Value) -> Result<Value, String> {
-        match tokio::time::timeout(self.timeout, self.exchange(body)).await {
+        let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+        let answer = self.timed(self.exchange("application/json", bytes)).await?;
+        serde_json::from_slice(&answer).map_err(|e| format!("answer is not JSON: {e}"))
+    }
+
+    /// POSTs `body` as `content_type` where only the status matters (an OTLP export).
+    pub async fn send(&self, content_type: &'static str, body: Vec<u8>) -> Result<(), String> {
+        self.timed(self.exchange(content_type, body))
+            .await
+            .map(drop)
+    }
+
+    async fn timed<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, String>>,
+    ) -> Result<T, String> {
+        match tokio::time::timeout(self.timeout, f).await {
             Ok(result) => result,
             Err(_) => Err(format!("no answer within {} ms", self.timeout.as_millis())),
         }
     }
 
-    async fn exchange(&self, body: &Value) -> Result<Value, String> {
+    async fn exchange(&self, content_type: &'static str, bytes: Vec<u8>) -> Result<Bytes, String> {
         let tls = if self.tls {
             Some(crate::net::public_tls()?)
         } else {
@@ -112,10 +128,9 @@ impl HttpTarget {
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
         let request = hyper::Request::post(self.path.as_str())
             .header(HOST, self.authority.as_str())
-            .header(CONTENT_TYPE, "application/json")
+            .header(CONTENT_TYPE, content_type)
             .body(Full::new(Bytes::from(bytes)))
             .map_err(|e| e.to_string())?;
         let response = sender
@@ -126,12 +141,11 @@ impl HttpTarget {
         if !status.is_success() {
             return Err(format!("answered HTTP {status}"));
         }
-        let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+        Ok(Limited::new(response.into_body(), MAX_ANSWER_BYTES)
             .collect()
             .await
             .map_err(|e| format!("answer unreadable or over {MAX_ANSWER_BYTES} bytes: {e}"))?
-            .to_bytes();
-        serde_json::from_slice(&body).map_err(|e| format!("answer is not JSON: {e}"))
+            .to_bytes())
     }
 }
 

@@ -57,6 +57,80 @@ struct Http {
 struct Head {
     id: Option<u64>,
     method: Option<serde::de::IgnoredAny>,
+    params: Option<HeadParams>,
+}
+
+/// The W3C trace context a request carries in `_meta`, which an HTTP upstream
+/// also gets as headers. Params of any shape are read; only an object's `_meta`
+/// is kept, the rest skipped without building a tree.
+#[derive(Default)]
+struct HeadParams {
+    meta: Option<serde_json::Value>,
+}
+
+impl HeadParams {
+    /// The trace headers to send: string values only.
+    fn trace_headers(&self) -> Vec<(&'static str, String)> {
+        let Some(meta) = &self.meta else {
+            return Vec::new();
+        };
+        ["traceparent", "tracestate"]
+            .into_iter()
+            .filter_map(|name| Some((name, meta.get(name)?.as_str()?.to_owned())))
+            .collect()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for HeadParams {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ParamsVisitor)
+    }
+}
+
+struct ParamsVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ParamsVisitor {
+    type Value = HeadParams;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<HeadParams, A::Error> {
+        let mut params = HeadParams::default();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "_meta" {
+                params.meta = Some(map.next_value()?);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(params)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<HeadParams, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(HeadParams::default())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<HeadParams, E> {
+        Ok(HeadParams::default())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<HeadParams, E> {
+        Ok(HeadParams::default())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<HeadParams, E> {
+        Ok(HeadParams::default())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<HeadParams, E> {
+        Ok(HeadParams::default())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<HeadParams, E> {
+        Ok(HeadParams::default())
+    }
+    fn visit_unit<E>(self) -> Result<HeadParams, E> {
+        Ok(HeadParams::default())
+    }
 }
 
 /// What the 2026-07-28 headers of an outgoing message are read from: its method,
@@ -194,11 +268,15 @@ impl Http {
         };
         // A request that gets no JSON-RPC answer is answered here, so its caller learns at once.
         // Only the head is read (no tree is built): this runs for every message.
-        let pending_id = serde_json::from_slice::<Head>(&line)
+        let head = serde_json::from_slice::<Head>(&line)
             .ok()
-            .filter(|h| h.method.is_some())
-            .and_then(|h| h.id);
-        match self.exchange(&conn, line, pending_id).await {
+            .filter(|h| h.method.is_some());
+        let pending_id = head.as_ref().and_then(|h| h.id);
+        let trace = head
+            .and_then(|h| h.params)
+            .map(|p| p.trace_headers())
+            .unwrap_or_default();
+        match self.exchange(&conn, line, pending_id, &trace).await {
             Ok(last) => {
                 // A stream that ended early with an event id: come back for the rest.
                 if let (Some(n), Some(last)) = (pending_id, last) {
@@ -338,6 +416,7 @@ impl Http {
         conn: &Arc<Conn>,
         line: Vec<u8>,
         related: Option<u64>,
+        trace: &[(&'static str, String)],
     ) -> Result<Option<String>, Failure> {
         let mut sender = self.sender().await?;
         let mut stateless = stateless_headers(&line);
@@ -358,6 +437,12 @@ impl Http {
             let name = hyper::header::HeaderName::from_bytes(name.as_bytes());
             if let (Ok(n), Ok(v)) = (name, value.parse()) {
                 headers.insert(n, v);
+            }
+        }
+        for (name, value) in trace {
+            // A value no header may carry stays in `_meta` only.
+            if let Ok(v) = hyper::header::HeaderValue::from_str(value) {
+                headers.insert(*name, v);
             }
         }
         let response = sender
@@ -637,7 +722,7 @@ fn take_events(buffer: &mut Vec<u8>) -> Vec<SseEvent> {
 
 #[cfg(test)]
 mod tests {
-    use super::{stateless_headers, take_events};
+    use super::{stateless_headers, take_events, Head};
 
     #[test]
     fn a_2026_request_carries_its_routing_headers() {
@@ -665,6 +750,38 @@ mod tests {
         assert!(
             stateless_headers(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#).is_empty()
         );
+    }
+
+    #[test]
+    fn a_requests_trace_context_is_read_from_params_of_any_shape() {
+        let head = |line: &str| serde_json::from_slice::<Head>(line.as_bytes()).unwrap();
+        let h = head(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"_meta":1},"_meta":{"traceparent":"00-a","tracestate":"k=v","x":[1]}}}"#,
+        );
+        assert_eq!(h.id, Some(7));
+        assert_eq!(
+            h.params.unwrap().trace_headers(),
+            [
+                ("traceparent", "00-a".to_owned()),
+                ("tracestate", "k=v".to_owned())
+            ]
+        );
+        for params in [
+            r#"[1,{"a":2}]"#,
+            "1.5",
+            r#""s""#,
+            "null",
+            "true",
+            r#"{"_meta":{"traceparent":3}}"#,
+        ] {
+            let h = head(&format!(r#"{{"id":1,"method":"m","params":{params}}}"#));
+            assert_eq!(h.id, Some(1), "{params}");
+            assert!(h
+                .params
+                .map(|p| p.trace_headers())
+                .unwrap_or_default()
+                .is_empty());
+        }
     }
 
     #[test]

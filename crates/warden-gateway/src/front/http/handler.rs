@@ -338,7 +338,8 @@ impl Front {
         let mut r = match jsonrpc::classify(&msg) {
             Kind::Request { id, .. } => {
                 let id = id.clone();
-                self.request(&session, id, msg).await
+                self.request(&session, id, msg, header_str(&headers, "traceparent"))
+                    .await
             }
             Kind::Invalid(why) => {
                 let id = jsonrpc::usable_id(&msg);
@@ -437,7 +438,8 @@ impl Front {
             return refused(StatusCode::NOT_FOUND, error);
         }
         let session = self.sessions.open_stateless(caller);
-        self.request(&session, id, msg).await
+        self.request(&session, id, msg, header_str(headers, "traceparent"))
+            .await
     }
 
     /// The `Mcp-Param-*` header of a 2026-07-28 call that disagrees with its
@@ -476,7 +478,15 @@ impl Front {
         })
     }
 
-    async fn request(&self, session: &Arc<HttpSession>, id: Value, msg: Value) -> Reply {
+    /// A request on `session`; `traceparent` is the W3C header, continued by the
+    /// request's span when traces are on.
+    async fn request(
+        &self,
+        session: &Arc<HttpSession>,
+        id: Value,
+        msg: Value,
+        traceparent: Option<&str>,
+    ) -> Reply {
         let (stream, sink_gen, mut rx) = match session.open_stream(&id) {
             Ok(opened) => opened,
             Err(why) => {
@@ -495,7 +505,11 @@ impl Front {
             resumable: false,
             armed: true,
         };
-        if let Some(w) = self.gateway.handle(&session.client, msg).await {
+        let handled = self
+            .gateway
+            .handle_traced(&session.client, msg, traceparent)
+            .await;
+        if let Some(w) = handled {
             tokio::spawn(w);
         }
         // Plain JSON when the answer comes first and soon; a stream otherwise (it

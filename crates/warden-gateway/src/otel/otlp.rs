@@ -1,0 +1,225 @@
+//! OTLP/HTTP export: finished spans are batched off the call path and POSTed as
+//! a protobuf `ExportTraceServiceRequest` to `<endpoint>/v1/traces`.
+//!
+//! The handful of messages a trace export needs (opentelemetry-proto's
+//! `collector/trace/v1` and `trace/v1`) are encoded here by hand: protobuf's wire
+//! format for them is a few tags, varints and length prefixes, and a code
+//! generator would cost the default build more than it saves.
+
+use super::span::{Attr, SpanData};
+use crate::net::target::HttpTarget;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Spans sent in one request at most.
+pub const MAX_BATCH: usize = 512;
+/// How long a span may wait for others to fill its batch.
+pub const BATCH_DELAY: Duration = Duration::from_millis(500);
+
+/// Protobuf wire types.
+const VARINT: u32 = 0;
+const FIXED64: u32 = 1;
+const LEN: u32 = 2;
+
+fn tag(out: &mut Vec<u8>, field: u32, wire: u32) {
+    varint(out, u64::from(field << 3 | wire));
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn bytes_field(out: &mut Vec<u8>, field: u32, b: &[u8]) {
+    tag(out, field, LEN);
+    varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+/// A nested message: written into a scratch buffer, then length-prefixed.
+fn message(out: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
+    let mut inner = Vec::new();
+    write(&mut inner);
+    bytes_field(out, field, &inner);
+}
+
+/// `AnyValue`: string_value = 1, bool_value = 2, int_value = 3, array_value = 5.
+fn any_value(out: &mut Vec<u8>, value: &Attr) {
+    match value {
+        Attr::Str(s) => bytes_field(out, 1, s.as_bytes()),
+        Attr::Bool(b) => {
+            tag(out, 2, VARINT);
+            varint(out, u64::from(*b));
+        }
+        Attr::Int(n) => {
+            tag(out, 3, VARINT);
+            varint(out, *n as u64);
+        }
+        // ArrayValue { repeated AnyValue values = 1 }
+        Attr::Strs(items) => message(out, 5, |a| {
+            for s in items {
+                message(a, 1, |v| bytes_field(v, 1, s.as_bytes()));
+            }
+        }),
+    }
+}
+
+/// `KeyValue { string key = 1; AnyValue value = 2 }` as field `field` of its parent.
+fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: &Attr) {
+    message(out, field, |kv| {
+        bytes_field(kv, 1, key.as_bytes());
+        message(kv, 2, |v| any_value(v, value));
+    });
+}
+
+/// `Span`: trace_id = 1, span_id = 2, parent_span_id = 4, name = 5, kind = 6,
+/// start = 7, end = 8 (fixed64), attributes = 9, status = 15.
+fn span(out: &mut Vec<u8>, s: &SpanData) {
+    bytes_field(out, 1, &s.trace_id);
+    bytes_field(out, 2, &s.span_id);
+    if let Some(p) = &s.parent {
+        bytes_field(out, 4, p);
+    }
+    bytes_field(out, 5, s.name.as_bytes());
+    tag(out, 6, VARINT);
+    varint(out, s.kind as u64);
+    tag(out, 7, FIXED64);
+    out.extend_from_slice(&s.start_unix_nanos.to_le_bytes());
+    tag(out, 8, FIXED64);
+    out.extend_from_slice(&s.end_unix_nanos.to_le_bytes());
+    for (k, v) in &s.attrs {
+        key_value(out, 9, k, v);
+    }
+    // Status { string message = 2; StatusCode code = 3 } (ERROR = 2); unset otherwise.
+    if let Some(m) = &s.error {
+        message(out, 15, |st| {
+            bytes_field(st, 2, m.as_bytes());
+            tag(st, 3, VARINT);
+            varint(st, 2);
+        });
+    }
+}
+
+/// `ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1 }` with
+/// one resource (this gateway) and one scope.
+pub fn encode(service_name: &str, spans: &[SpanData]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256 * spans.len() + 128);
+    message(&mut out, 1, |rs| {
+        // ResourceSpans.resource = 1: Resource { repeated KeyValue attributes = 1 }
+        message(rs, 1, |r| {
+            key_value(r, 1, "service.name", &Attr::from(service_name));
+            key_value(
+                r,
+                1,
+                "service.version",
+                &Attr::from(env!("CARGO_PKG_VERSION")),
+            );
+        });
+        // ResourceSpans.scope_spans = 2: ScopeSpans { scope = 1; repeated Span spans = 2 }
+        message(rs, 2, |ss| {
+            message(ss, 1, |scope| {
+                bytes_field(scope, 1, b"mcp-warden");
+                bytes_field(scope, 2, env!("CARGO_PKG_VERSION").as_bytes());
+            });
+            for s in spans {
+                message(ss, 2, |m| span(m, s));
+            }
+        });
+    });
+    out
+}
+
+/// Sends batches until every sender is gone. A batch the collector does not take
+/// is dropped (counted, logged once per run of failures): spans never pile up.
+pub async fn export(
+    mut rx: mpsc::Receiver<SpanData>,
+    target: HttpTarget,
+    service_name: String,
+    dropped: Arc<AtomicU64>,
+) {
+    let mut failing = false;
+    loop {
+        let Some(first) = rx.recv().await else { return };
+        let mut batch = vec![first];
+        let deadline = tokio::time::Instant::now() + BATCH_DELAY;
+        let mut open = true;
+        while batch.len() < MAX_BATCH {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(s)) => batch.push(s),
+                Ok(None) => {
+                    open = false;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let body = encode(&service_name, &batch);
+        match target.send("application/x-protobuf", body).await {
+            Ok(()) => {
+                if failing {
+                    tracing::info!(url = %target.url(), "the trace collector takes spans again");
+                }
+                failing = false;
+            }
+            Err(e) => {
+                dropped.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                if !failing {
+                    tracing::warn!(url = %target.url(), "spans could not be exported and are dropped: {e}");
+                }
+                failing = true;
+            }
+        }
+        if !open {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::otel::span::Kind;
+
+    #[test]
+    fn varints_are_little_endian_groups_of_seven() {
+        let mut out = Vec::new();
+        varint(&mut out, 1);
+        varint(&mut out, 300);
+        varint(&mut out, u64::MAX);
+        assert_eq!(&out[..3], &[0x01, 0xac, 0x02]);
+        assert_eq!(out.len(), 3 + 10);
+    }
+
+    #[test]
+    fn a_span_encodes_as_the_proto_says() {
+        let s = SpanData {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            parent: None,
+            name: "n".into(),
+            kind: Kind::Server,
+            start_unix_nanos: 5,
+            end_unix_nanos: 6,
+            attrs: vec![("b", Attr::Bool(true))],
+            error: None,
+        };
+        let mut out = Vec::new();
+        span(&mut out, &s);
+        let mut want = vec![0x0a, 16];
+        want.extend([1; 16]);
+        want.extend([0x12, 8]);
+        want.extend([2; 8]);
+        want.extend([0x2a, 1, b'n', 0x30, 2, 0x39]);
+        want.extend(5u64.to_le_bytes());
+        want.push(0x41);
+        want.extend(6u64.to_le_bytes());
+        // attributes: KeyValue { key "b", value { bool_value true } }
+        want.extend([0x4a, 7, 0x0a, 1, b'b', 0x12, 2, 0x10, 1]);
+        assert_eq!(out, want);
+    }
+}

@@ -1,0 +1,265 @@
+"""The operator console on the admin listener, in headless Chromium (Debian
+package `chromium`): each page is loaded, its DOM checked for what the test
+made happen, and a screenshot kept under target/test-output/console/. No page
+or API path opens without an admin caller's credentials once admin callers are
+configured, and none ever shows a redacted argument."""
+
+import base64
+import json
+import os
+import pathlib
+import re
+import shutil
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import ROOT
+from otel_peers import Gateway, Upstream
+
+KEYS = {"ALICE_KEY": "alice-admin-key", "BOB_KEY": "bob-plain-key"}
+OUT = pathlib.Path(os.environ.get("WARDEN_TEST_OUTPUT", ROOT / "target" / "test-output")) / "console"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+PAGES = ["/", "/catalogue", "/catalogue?caller=bob", "/calls", "/calls/1",
+         "/api/overview", "/api/catalogue?caller=bob", "/api/calls", "/api/calls/1", "/nope"]
+
+
+def config_text(up, tmp_path, admin):
+    return f"""
+    [gateway]
+    front = "http"
+
+    [[caller]]
+    name = "alice"
+    api_key_env = "ALICE_KEY"
+    groups = ["ops"]
+
+    [[caller]]
+    name = "bob"
+    api_key_env = "BOB_KEY"
+
+    [[rule]]
+    callers = ["bob"]
+    tools = ["up.secret"]
+    effect = "deny"
+
+    [[rule]]
+    callers = ["*"]
+    tools = ["up.risky"]
+    effect = "ask"
+
+    [[upstream]]
+    name = "up"
+    url = "{up.base}/mcp"
+    unknown_arguments = "warn"
+
+    [store]
+    url = "sqlite://{tmp_path}/warden.db"
+
+    [audit]
+    redact = ["password"]
+
+    [admin]
+    listen = "127.0.0.1:0"
+    {admin}
+    """
+
+
+@pytest.fixture
+def upstream():
+    up = Upstream()
+    yield up
+    up.close()
+
+
+def chromium(url, name=None):
+    """Loads `url` in headless Chromium: (its DOM, its log); with `name`, also a
+    screenshot at OUT/name.png."""
+    if CHROMIUM is None:
+        pytest.fail("chromium is not installed: scripts/test installs the Debian package")
+    OUT.mkdir(parents=True, exist_ok=True)
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-dev-shm-usage", "--window-size=1280,1000"]
+    runs = [["--dump-dom"]] + ([[f"--screenshot={OUT / (name + '.png')}"]] if name else [])
+    outputs = []
+    for extra in runs:
+        with tempfile.TemporaryDirectory() as profile:
+            r = subprocess.run([CHROMIUM, *flags, f"--user-data-dir={profile}", *extra, url],
+                               capture_output=True, text=True, timeout=90)
+            outputs.append((r.stdout, r.stderr))
+    if name:
+        shot = OUT / (name + ".png")
+        assert shot.exists() and shot.stat().st_size > 1000, outputs[-1][1][-2000:]
+    return outputs[0]
+
+
+def section(dom, element_id):
+    """The HTML of the element with `element_id` (a table or list: its whole text)."""
+    m = re.search(rf'<(\w+)[^>]*id="{element_id}".*?</\1>', dom, re.S)
+    assert m, f"no #{element_id} in the page"
+    return m.group(0)
+
+
+def basic(key):
+    return "Basic " + base64.b64encode(f"admin:{key}".encode()).decode()
+
+
+def make_calls(gw):
+    alice, bob = KEYS["ALICE_KEY"], KEYS["BOB_KEY"]
+    gw.open_session(bob)
+    gw.open_session(alice)
+    r = gw.call(bob, 1, "up.secret", {})
+    assert r["error"]["message"] == "Unknown tool 'up.secret'."
+    gw.call(bob, 2, "up.echo", {"text": "hi", "password": "hunter2"})
+    r = gw.call(alice, 3, "up.risky", {})
+    assert r["result"]["isError"] is True
+
+
+def test_the_console_shows_what_happened_and_only_to_admins(upstream, config, tmp_path):
+    admin = 'callers = ["group:ops"]'
+    gw = Gateway(config(config_text(upstream, tmp_path, admin)), env=KEYS, admin=True)
+    try:
+        make_calls(gw)
+        # No page or API path without credentials, nor for a caller who is no admin.
+        for path in PAGES:
+            status, ctype, body = gw.get(path)
+            assert status == 401, path
+            assert "hunter2" not in body and "up.secret" not in body
+            for header in ({"Authorization": f"Bearer {KEYS['BOB_KEY']}"}, {"Authorization": basic(KEYS["BOB_KEY"])}):
+                status, _, body = gw.get(path, header)
+                assert status == 403, path
+                assert "This caller is not one of the [admin] callers." in body
+            status, _, _ = gw.get(path, {"Authorization": "Bearer wrong"})
+            assert status == 401
+        assert gw.get("/metrics")[0] == 200  # scrapers keep the access they had
+
+        # The JSON API: the same data the pages show.
+        auth = {"Authorization": f"Bearer {KEYS['ALICE_KEY']}"}
+        status, ctype, body = gw.get("/api/calls?caller=bob&outcome=refused", auth)
+        assert (status, ctype) == (200, "application/json")
+        calls = json.loads(body)["calls"]
+        assert [(c["tool"], c["decision"]) for c in calls] == [("up.secret", "unknown_tool")]
+        echo = json.loads(gw.get("/api/calls?tool=up.echo", auth)[2])["calls"][0]
+        detail = json.loads(gw.get(f"/api/calls/{echo['id']}", auth)[2])
+        assert detail["arguments"] == {"text": "hi", "password": "[redacted]"}
+        assert detail["unknown_keys"] == ["password"]
+        catalogue = json.loads(gw.get("/api/catalogue?caller=bob", auth)[2])
+        assert [t["name"] for t in catalogue["tools"]] == ["up.echo", "up.risky"]
+        assert catalogue["rules"][0]["decides"] == ["up.secret"]
+
+        # The pages, in a real browser, without credentials: refused.
+        base = gw.admin
+        for path in ["/", "/catalogue?caller=bob", "/calls", f"/calls/{echo['id']}", "/api/calls"]:
+            dom, log = chromium(base + path)
+            assert "ERR_INVALID_AUTH_CREDENTIALS" in log, log[-2000:]
+            assert "up.secret" not in dom and "Upstreams" not in dom and "hunter2" not in dom
+        # A caller who is no admin is told so.
+        bob = base.replace("http://", f"http://admin:{KEYS['BOB_KEY']}@")
+        dom, _ = chromium(bob + "/calls", "refused-not-admin")
+        assert "This caller is not one of the [admin] callers." in dom and "up.secret" not in dom
+
+        # With an admin's credentials (HTTP Basic, as a browser sends them).
+        creds = base.replace("http://", f"http://admin:{KEYS['ALICE_KEY']}@")
+        dom, _ = chromium(creds + "/", "overview")
+        upstreams = section(dom, "upstreams")
+        assert "up" in upstreams and "running" in upstreams and "http" in upstreams
+        assert "unknown_tool / refused: 1" in section(dom, "per-minute")
+
+        dom, _ = chromium(creds + "/catalogue?caller=bob", "catalogue-bob")
+        shown = section(dom, "catalogue")
+        assert "up.echo" in shown and "up.risky" in shown
+        assert "up.secret" not in shown  # hidden from bob
+        rules = section(dom, "rules")
+        assert "up.secret" in rules and "deny" in rules
+
+        dom, _ = chromium(creds + "/calls?caller=bob&outcome=refused", "calls-refused")
+        rows = section(dom, "calls")
+        assert "up.secret" in rows and "unknown_tool" in rows
+        assert "hidden from the caller, or no such tool (G2)" in rows
+        assert "up.echo" not in rows
+
+        dom, _ = chromium(creds + "/calls", "calls")
+        rows = section(dom, "calls")
+        assert "up.risky" in rows and "denied" in rows
+        dom, _ = chromium(creds + f"/calls/{echo['id']}", "call-detail")
+        assert "[redacted]" in section(dom, "arguments")
+        assert "hunter2" not in dom
+        assert "password" in section(dom, "call")  # named as an undeclared key
+    finally:
+        gw.close()
+
+
+def local_non_loopback_ip():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("10.255.255.255", 1))
+        ip = s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+    return None if ip.startswith("127.") else ip
+
+
+def test_without_admin_callers_the_console_is_for_loopback_only(upstream, config, tmp_path):
+    text = config_text(upstream, tmp_path, "").replace('listen = "127.0.0.1:0"', 'listen = "0.0.0.0:0"')
+    gw = Gateway(config(text), env=KEYS, admin=True)
+    try:
+        make_calls(gw)
+        port = gw.admin.rsplit(":", 1)[1]
+        gw.admin = f"http://127.0.0.1:{port}"
+        for path in PAGES[:-1]:
+            assert gw.get(path)[0] == 200, path
+        ip = local_non_loopback_ip()
+        if ip is None:
+            pytest.skip("this machine has no non-loopback address to come from")
+        gw.admin = f"http://{ip}:{port}"
+        for path in PAGES:
+            status, _, body = gw.get(path)
+            assert status == 403, path
+            assert "open to loopback clients only" in body
+    finally:
+        gw.close()
+
+
+def test_ten_thousand_audit_records(upstream, config, tmp_path):
+    """Fills the trail with 10,000 records and loads every page; prints the times
+    (a figure for the report, not a timed assertion)."""
+    path = config(config_text(upstream, tmp_path, ""))
+    gw = Gateway(path, env=KEYS, admin=True)
+    make_calls(gw)
+    gw.close()
+    db = sqlite3.connect(tmp_path / "warden.db")
+    now = int(time.time() * 1000)
+    rows = []
+    for i in range(10_000):
+        t = now - i * 50
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t / 1000)) + f".{t % 1000:03d}Z"
+        outcome = "refused" if i % 7 == 0 else "ok"
+        record = {"time": stamp, "session": "bulk", "caller": f"c{i % 50}", "tool": f"up.t{i % 30}",
+                  "upstream": "up", "arguments": {"n": i}, "reason": None, "unknown_keys": [],
+                  "unknown_mode": None, "decision": "unknown_tool" if outcome == "refused" else "allowed",
+                  "outcome": outcome, "duration_ms": 1.0, "idempotency_key": None, "replayed": False}
+        rows.append((t, record["caller"], record["tool"], outcome, json.dumps(record)))
+    db.executemany("INSERT INTO audit (time_ms, caller, tool, outcome, record) VALUES (?, ?, ?, ?, ?)", rows)
+    db.commit()
+    db.close()
+    gw = Gateway(path, env=KEYS, admin=True)
+    try:
+        for page in ["/", "/calls", "/calls?caller=c7&outcome=refused", "/calls?limit=1000",
+                     "/calls/5000", "/catalogue?caller=bob", "/api/calls?since=1h", "/api/overview"]:
+            start = time.perf_counter()
+            status, _, body = gw.get(page)
+            took = (time.perf_counter() - start) * 1000
+            assert status == 200, page
+            print(f"10,000 records: GET {page} took {took:.1f} ms ({len(body)} bytes)")
+        calls = json.loads(gw.get("/api/calls?caller=c7&outcome=refused")[2])["calls"]
+        assert calls and all(c["caller"] == "c7" and c["outcome"] == "refused" for c in calls)
+        assert len(json.loads(gw.get("/api/calls?limit=1000")[2])["calls"]) == 1000
+    finally:
+        gw.close()
