@@ -9,12 +9,13 @@
 mod check;
 mod file;
 
-pub use check::{parse_duration, toml_to_json, Access, Hook};
+pub use check::{loopback_url, parse_duration, toml_to_json, Access, Hook};
 pub use file::{
-    AccessConfig, AccessDefault, AuditConfig, AuthConfig, CallerConfig, DefaultsConfig, ErrorData,
-    Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, Phase, RuleConfig,
-    StoreConfig, ToolConfig, UpstreamConfig, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
+    AccessConfig, AccessDefault, AuditConfig, AuthConfig, CallerConfig, CredentialConfig,
+    DefaultsConfig, ErrorData, ExchangeConfig, Front, GatewayConfig, HookConfig, IdempotencyConfig,
+    MetricsConfig, OAuthConfig, Phase, RuleConfig, StoreConfig, ToolConfig, UpstreamConfig,
+    WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS,
+    DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
 };
 
 use check::{Checked, Invalid, Settings};
@@ -42,6 +43,8 @@ pub struct Config {
     pub audit: AuditConfig,
     pub metrics: MetricsConfig,
     pub auth: AuthConfig,
+    /// `[oauth]`: the resource server's issuer, scopes and groups.
+    pub oauth: OAuthConfig,
     /// Where the file was read from; relative upstream commands resolve against its folder.
     pub path: PathBuf,
 }
@@ -114,6 +117,7 @@ impl Config {
             audit,
             metrics,
             auth,
+            oauth,
         } = raw;
         Ok(Config {
             gateway,
@@ -128,6 +132,7 @@ impl Config {
             audit,
             metrics,
             auth,
+            oauth,
             path: PathBuf::new(),
         })
     }

@@ -129,7 +129,7 @@ impl Calls {
         let name = params.get("name").cloned().unwrap_or(Value::Null);
         let binding = envelope.as_ref().map(|_| {
             Arc::new(binding_of(
-                session.caller.as_ref(),
+                session.caller().as_deref(),
                 name.as_str().unwrap_or_default(),
                 arguments.as_ref(),
             ))
@@ -150,7 +150,7 @@ impl Calls {
         let forward = match verdict.outcome {
             warden_core::Outcome::Forward(f) => f,
             warden_core::Outcome::Answer { answer, refusal } => {
-                tracing::info!(caller = %logged(session.caller.as_ref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(verdict.report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
+                tracing::info!(caller = %logged(session.caller().as_deref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(verdict.report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
                 let tool = params
                     .get("name")
                     .and_then(Value::as_str)
@@ -206,7 +206,8 @@ impl Calls {
     /// The grant, then the pipeline (G, N, R, A).
     async fn check(&self, session: &ClientSession, check: Map<String, Value>) -> Verdict {
         let name = check.get("name").and_then(Value::as_str);
-        let caller = session.caller.as_ref();
+        let caller = session.caller();
+        let caller = caller.as_deref();
         match self.grant.for_call(caller, name).await {
             Some(grant) => {
                 let catalogue = self.upstreams.catalogue();
@@ -241,7 +242,7 @@ impl Calls {
         record.audit = sent.map(|args| {
             self.settle.audit.template(
                 &session.label,
-                session.caller.as_ref(),
+                session.caller().as_deref(),
                 tool,
                 None,
                 &args,
@@ -251,7 +252,7 @@ impl Calls {
         });
         if refusal == Refusal::GrantFailure {
             record.ctx = Some(Arc::new(CallContext {
-                caller: session.caller.clone(),
+                caller: session.caller().map(|c| Caller::clone(&c)),
                 tool: tool.to_owned(),
                 upstream: String::new(),
                 arguments: Map::new(),
@@ -283,7 +284,8 @@ impl Calls {
             return Err(tool.name.clone());
         };
         let up = up.clone();
-        let caller = session.caller.as_ref();
+        let caller = session.caller();
+        let caller = caller.as_deref();
         let ledger = self.settle.ledger.key_of(
             caller.map(|c| c.name.as_str()).unwrap_or_default(),
             &forward.meta,
@@ -304,7 +306,7 @@ impl Calls {
         // Hooks see the call as it goes upstream; built only when someone will look.
         record.ctx = (guarded || self.settle.has_after_hooks()).then(|| {
             Arc::new(CallContext {
-                caller: session.caller.clone(),
+                caller: session.caller().map(|c| Caller::clone(&c)),
                 tool: tool.name.clone(),
                 upstream: tool.upstream.clone(),
                 arguments: forward.arguments.clone(),
@@ -542,7 +544,7 @@ impl Calls {
         envelope: &Arc<Envelope>,
     ) -> Option<Begun> {
         let name = params.get("name")?.as_str()?;
-        let binding = binding_of(session.caller.as_ref(), name, params.get("arguments"));
+        let binding = binding_of(session.caller().as_deref(), name, params.get("arguments"));
         let Some((mut r, asked)) = self.parked.resume(envelope, &binding)? else {
             let body = Ok(super::settle::tool_error(texts::INPUT_ROUND_EXPIRED));
             return Some(Begun::Done(Some(body)));

@@ -297,7 +297,7 @@ impl Gateway {
             "ping" => Begun::Done(Some(Ok(json!({})))),
             "tools/list" => {
                 self.connect(None).await;
-                match self.list_tools(session.caller.as_ref()).await {
+                match self.list_tools(session.caller().as_deref()).await {
                     Ok(result) => Begun::Done(Some(Ok(result))),
                     Err(message) => err(jsonrpc::INTERNAL_ERROR, &message),
                 }
