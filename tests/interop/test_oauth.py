@@ -254,3 +254,311 @@ async def test_metadata_and_challenges(issuer, tmp_path):
             assert r.status_code == 401
             assert r.headers["www-authenticate"] == (
                 f'Bearer realm="mcp-warden", resource_metadata="{base}/.well-known/oauth-protected-resource/mcp", scope="mcp"')
+
+
+# --- tokens straight at the front: rotation, an issuer that is down, attacks --------
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "attack", "version": "1"}}}
+
+
+def post(url, token):
+    """An initialize with `token`; (status, WWW-Authenticate, body)."""
+    r = httpx2.post(url, json=INIT, timeout=20, headers={
+        "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"})
+    return r.status_code, r.headers.get("www-authenticate", ""), r.text
+
+
+def why(challenge):
+    m = re.search(r'error_description="([^"]*)"', challenge)
+    return m and m.group(1)
+
+
+def claims(issuer, url, **over):
+    now = int(time.time())
+    c = {"iss": issuer.issuer, "sub": "mallory", "aud": url, "scope": "mcp",
+         "iat": now, "nbf": now, "exp": now + 300}
+    c.update(over)
+    return {k: v for k, v in c.items() if v is not None}
+
+
+@pytest.fixture
+def front(issuer, tmp_path):
+    port = free_port()
+    with gateway(oauth_config(issuer.issuer, port), tmp_path, port=port) as (url, log):
+        yield url, log
+
+
+def access(issuer, url, sub="alice", scope="mcp"):
+    return issuer.admin("access", sub=sub, aud=url, scope=scope)["token"]
+
+
+async def test_rotated_keys_are_picked_up_and_dropped_ones_go(issuer, front):
+    url, _ = front
+    old = access(issuer, url)
+    assert post(url, old)[0] == 200
+    issuer.admin("rotate")  # k2 next to k1
+    time.sleep(2.2)  # past jwks_min_interval since the fetch at start-up
+    new = access(issuer, url)
+    assert post(url, new)[0] == 200, "a token of the new key is taken without a restart"
+    assert post(url, old)[0] == 200
+    issuer.admin("rotate", drop_old=True)  # only k3 published now
+    time.sleep(2.2)  # past jwks_min_interval
+    newest = access(issuer, url)
+    assert post(url, newest)[0] == 200
+    status, challenge, _ = post(url, old)
+    assert status == 401
+    assert why(challenge) == "Unauthorized: the token is signed with a key the issuer does not publish"
+
+
+async def test_an_issuer_that_is_down_keeps_known_keys_and_refuses_new_ones(issuer, front):
+    url, log = front
+    good = access(issuer, url)
+    rotated_in_secret = issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid="k-next")["token"]
+    issuer.stop()
+    assert post(url, good)[0] == 200, "".join(log)
+    time.sleep(2.2)
+    status, challenge, body = post(url, rotated_in_secret)
+    assert status == 401
+    assert why(challenge) == "Unauthorized: the token is signed with a key the issuer does not publish"
+    assert json.loads(body)["error"]["message"] == "Unauthorized: the token is signed with a key the issuer does not publish."
+    assert post(url, good)[0] == 200
+    assert any("fetching the issuer's signing keys failed" in line for line in log)
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("other_audience", "Unauthorized: the token is meant for another audience"),
+    ("no_audience", "Unauthorized: the token does not name an audience"),
+    ("hs256_with_public_key", "Unauthorized: the token is signed with an algorithm this gateway does not accept"),
+    ("alg_none", "Unauthorized: the token is signed with an algorithm this gateway does not accept"),
+    ("unconfigured_issuer", "Unauthorized: the token comes from an issuer this gateway does not trust"),
+    ("not_yet_valid", "Unauthorized: the token is not valid yet"),
+    ("expired", "Unauthorized: the token has expired"),
+    ("issued_in_future", "Unauthorized: the token says it was issued in the future"),
+    ("unpublished_key", "Unauthorized: the token is signed with a key the issuer does not publish"),
+    ("forged_under_a_published_kid", "Unauthorized: the token's signature is not valid"),
+])
+async def test_attacks_are_refused_with_a_reason(issuer, front, case, expected):
+    url, _ = front
+    now = int(time.time())
+    mint = lambda **kw: issuer.admin("mint", **kw)["token"]
+    token = {
+        "other_audience": lambda: mint(claims=claims(issuer, url, aud="https://other.example/mcp")),
+        "no_audience": lambda: mint(claims=claims(issuer, url, aud=None)),
+        # The issuer's public key, as published, used as an HMAC secret.
+        "hs256_with_public_key": lambda: mint(claims=claims(issuer, url), alg="HS256",
+                                              secret=issuer.http.get(issuer.issuer + "/jwks").json()["keys"][0]["x"]),
+        "alg_none": lambda: mint(claims=claims(issuer, url), alg="none"),
+        "unconfigured_issuer": lambda: mint(claims=claims(issuer, url, iss="https://evil.example")),
+        "not_yet_valid": lambda: mint(claims=claims(issuer, url, nbf=now + 3600)),
+        "expired": lambda: mint(claims=claims(issuer, url, exp=now - 3600)),
+        "issued_in_future": lambda: mint(claims=claims(issuer, url, iat=now + 3600)),
+        "unpublished_key": lambda: mint(claims=claims(issuer, url), unpublished=True, kid="k-other"),
+        "forged_under_a_published_kid": lambda: mint(claims=claims(issuer, url), unpublished=True, kid="k1"),
+    }[case]()
+    status, challenge, body = post(url, token)
+    assert status == 401, body
+    assert challenge.startswith('Bearer realm="mcp-warden", resource_metadata="'), challenge
+    assert 'error="invalid_token"' in challenge
+    assert why(challenge) == expected
+    # The same token with what it lacked is fine: the refusal was for that reason.
+    assert post(url, access(issuer, url))[0] == 200
+
+
+async def test_a_kid_flood_costs_one_key_fetch(issuer, front):
+    url, _ = front
+    before = issuer.stats()["jwks_fetches"]
+    tokens = [issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid=f"flood{i}")["token"]
+              for i in range(40)]
+    for t in tokens:
+        status, challenge, _ = post(url, t)
+        assert status == 401 and "does not publish" in challenge
+    fetched = issuer.stats()["jwks_fetches"] - before
+    assert 1 <= fetched <= 2, fetched  # one per jwks_min_interval (2 s) at most
+    assert post(url, access(issuer, url))[0] == 200
+
+
+async def test_a_ten_megabyte_key_set_is_not_taken(issuer, front):
+    url, log = front
+    good = access(issuer, url)
+    issuer.admin("huge_jwks", on=True)
+    t = issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid="k-huge")["token"]
+    time.sleep(2.2)
+    status, challenge, _ = post(url, t)
+    assert status == 401 and "does not publish" in challenge
+    assert any("is larger than 262144 bytes" in line for line in log), "".join(log)
+    assert post(url, good)[0] == 200, "the keys held before stay in use"
+
+
+async def test_a_token_without_the_required_scope_gets_403(issuer, front):
+    url, _ = front
+    status, challenge, body = post(url, access(issuer, url, scope="notes:read"))
+    assert status == 403
+    assert challenge.endswith(', scope="mcp", error="insufficient_scope", error_description="Forbidden: the token lacks a scope this request needs; ask for: mcp"')
+    assert json.loads(body)["error"]["message"] == "Forbidden: the token lacks a scope this request needs; ask for: mcp."
+
+
+# --- per-caller upstream credentials ---------------------------------------------
+
+
+class RecordingUpstream:
+    """A Streamable HTTP MCP server (plain JSON answers) with one tool, `whoami`,
+    that records the Authorization header of every tools/call."""
+
+    def __init__(self):
+        seen = self.seen = []
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def reply(self, status, body=None, headers=None):
+                data = json.dumps(body).encode() if body is not None else b""
+                self.send_response(status)
+                if body is not None:
+                    self.send_header("Content-Type", "application/json")
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self.reply(405)
+
+            def do_DELETE(self):
+                self.reply(200)
+
+            def do_POST(self):
+                msg = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                method, mid = msg.get("method"), msg.get("id")
+                if mid is None:
+                    return self.reply(202)
+                if method == "initialize":
+                    return self.reply(200, {"jsonrpc": "2.0", "id": mid, "result": {
+                        "protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "recorder", "version": "1"}}}, {"Mcp-Session-Id": "s1"})
+                if method == "tools/list":
+                    return self.reply(200, {"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+                        {"name": "whoami", "inputSchema": {"type": "object", "properties": {}}}]}})
+                if method == "tools/call":
+                    auth = self.headers.get("Authorization", "")
+                    seen.append(auth)
+                    return self.reply(200, {"jsonrpc": "2.0", "id": mid, "result": {
+                        "content": [{"type": "text", "text": auth}]}})
+                self.reply(200, {"jsonrpc": "2.0", "id": mid, "result": {}})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/mcp"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def recorder():
+    r = RecordingUpstream()
+    yield r
+    r.close()
+
+
+def credential_config(issuer, port, recorder, tmp_path, credentials):
+    return f"""
+    [gateway]
+    listen = "127.0.0.1:{port}"
+
+    [oauth]
+    issuer = "{issuer.issuer}"
+    tls_ca_file = "{CA}"
+    client_id = "warden-gateway"
+    client_secret_env = "WARDEN_CLIENT_SECRET"
+
+    [[caller]]
+    name = "bob"
+    groups = ["ops"]
+
+    [[upstream]]
+    name = "rec"
+    url = "{recorder.url}"
+    bearer_token_env = "REC_GATEWAY_TOKEN"
+    {credentials}
+
+    [store]
+    url = "sqlite://{tmp_path / 'warden.db'}"
+    """
+
+
+async def whoami(url, token):
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as client:
+        async with streamable_http_client(url, http_client=client) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                return text(await s.call_tool("rec.whoami", {}))[0]
+
+
+def audit(tmp_path):
+    out = subprocess.run([WARDEN, "audit", "--config", str(tmp_path / "warden.toml"), "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()] if not out.lstrip().startswith("[") else json.loads(out)
+
+
+async def test_each_caller_presents_its_own_upstream_credential(issuer, recorder, tmp_path):
+    port = free_port()
+    issuer.admin("client", client_id="warden-gateway", client_secret="gw-secret")
+    (tmp_path / "bob.token").write_text("bob-upstream-token\n")
+    creds = """
+    [[upstream.credential]]
+    callers = ["alice"]
+    name = "alice-at-rec"
+    token_env = "REC_ALICE_TOKEN"
+
+    [[upstream.credential]]
+    callers = ["group:ops"]
+    token_file = "bob.token"
+    """
+    env = {"REC_ALICE_TOKEN": "alice-upstream-token", "REC_GATEWAY_TOKEN": "gateway-own-token",
+           "WARDEN_CLIENT_SECRET": "gw-secret"}
+    with gateway(credential_config(issuer, port, recorder, tmp_path, creds), tmp_path, env, port) as (url, log):
+        alice = access(issuer, url, sub="alice")
+        bob = access(issuer, url, sub="bob")
+        carol = access(issuer, url, sub="carol")
+        assert await whoami(url, alice) == "Bearer alice-upstream-token"
+        assert await whoami(url, bob) == "Bearer bob-upstream-token"
+        # No entry is for carol: the upstream's own token, as before.
+        assert await whoami(url, carol) == "Bearer gateway-own-token"
+        for t in (alice, bob, carol):
+            assert not any(t in seen for seen in recorder.seen), "a client's token went upstream"
+    records = audit(tmp_path)
+    by_caller = {r["caller"]: r.get("credential") for r in records}
+    assert by_caller == {"alice": "alice-at-rec", "bob": "bob.token", "carol": None}
+    assert not any("upstream-token" in json.dumps(r) for r in records), "a secret in the audit trail"
+
+
+async def test_token_exchange_per_caller_cached_until_expiry(issuer, recorder, tmp_path):
+    port = free_port()
+    issuer.admin("client", client_id="warden-gateway", client_secret="gw-secret")
+    creds = """
+    [[upstream.credential]]
+    callers = ["*"]
+    exchange = { audience = "https://rec.example/mcp", scope = "rec" }
+    """
+    env = {"WARDEN_CLIENT_SECRET": "gw-secret", "REC_GATEWAY_TOKEN": "gateway-own-token"}
+    with gateway(credential_config(issuer, port, recorder, tmp_path, creds), tmp_path, env, port) as (url, log):
+        alice = access(issuer, url, sub="alice")
+        bob = access(issuer, url, sub="bob")
+        first = await whoami(url, alice)
+        again = await whoami(url, alice)
+        other = await whoami(url, bob)
+    exchanges = issuer.stats()["exchanges"]
+    assert [(x["sub"], x["audience"], x["actor"]) for x in exchanges] == [
+        ("alice", "https://rec.example/mcp", "warden-gateway"),
+        ("bob", "https://rec.example/mcp", "warden-gateway")], "one exchange per caller, then the cache"
+    assert first == again == f"Bearer {exchanges[0]['token']}"
+    assert other == f"Bearer {exchanges[1]['token']}"
+    assert not any(t in seen for t in (alice, bob) for seen in recorder.seen)
+    assert {r.get("credential") for r in audit(tmp_path)} == {"exchange:https://rec.example/mcp"}

@@ -106,6 +106,8 @@ pub const HTTP_TOKEN_ALGORITHM: &str =
 /// 401: a JWT whose key id the issuer does not publish (or not any more).
 pub const HTTP_TOKEN_UNKNOWN_KEY: &str =
     "Unauthorized: the token is signed with a key the issuer does not publish.";
+/// 401: a JWT whose signature the issuer's key does not verify (forged or altered).
+pub const HTTP_TOKEN_SIGNATURE: &str = "Unauthorized: the token's signature is not valid.";
 /// 401: an opaque token the issuer's introspection says is not active.
 pub const HTTP_TOKEN_INACTIVE: &str = "Unauthorized: the token is not active.";
 /// 401: an opaque token, and the issuer could not be asked about it.

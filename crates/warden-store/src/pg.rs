@@ -515,6 +515,7 @@ mod tests {
             idempotency_key: Some("k".into()),
             replayed: false,
             error: None,
+            credential: None,
         };
         s.record(&rec).await.unwrap();
         let got = s

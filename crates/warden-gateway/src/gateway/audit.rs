@@ -92,6 +92,7 @@ impl AuditTrail {
             idempotency_key,
             replayed: false,
             error: None,
+            credential: None,
         }
     }
 

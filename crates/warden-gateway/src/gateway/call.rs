@@ -428,9 +428,47 @@ impl Calls {
     }
 
     /// Queues the call on its upstream.
-    async fn relay(&self, session: &ClientSession, a: Accepted) -> Result<Relayed, Option<Body>> {
+    async fn relay(
+        &self,
+        session: &ClientSession,
+        mut a: Accepted,
+    ) -> Result<Relayed, Option<Body>> {
         let log_level = a.envelope.as_ref().and_then(|e| e.log_level);
-        match relay::start(&a.up, session, a.call, "tools/call", a.params, log_level).await {
+        // The caller's credential for this upstream, if one is configured: the
+        // audit record names it, the secret goes with the request only.
+        let caller = session.caller();
+        let subject = session.subject_token();
+        let credential = match a
+            .up
+            .credentials
+            .for_caller(caller.as_deref(), subject.as_deref())
+            .await
+        {
+            Ok(c) => c,
+            Err(why) => {
+                tracing::error!(upstream = %a.up.name, caller = %logged(caller.as_deref().map_or("", |c| c.name.as_str())), "no credential for the call: {why}");
+                let end = End::Failed {
+                    decision: Decision::Allowed,
+                    why: format!("no credential for the upstream: {why}"),
+                };
+                return Err(self.settle.settle(&a.record, end).await);
+            }
+        };
+        if let (Some(c), Some(audit)) = (&credential, a.record.audit.as_mut()) {
+            audit.credential = Some(c.name.clone());
+        }
+        let credential = credential.map(|c| c.token);
+        match relay::start(
+            &a.up,
+            session,
+            a.call,
+            "tools/call",
+            a.params,
+            log_level,
+            credential,
+        )
+        .await
+        {
             Ok(pending) => Ok(Relayed {
                 pending,
                 record: a.record,

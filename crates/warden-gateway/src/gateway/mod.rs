@@ -134,6 +134,11 @@ impl Gateway {
         }))
     }
 
+    /// The configured upstreams (their per-caller credentials among them).
+    pub fn upstreams(&self) -> &[Arc<crate::upstream::Upstream>] {
+        &self.upstreams.list
+    }
+
     pub fn catalogue(&self) -> Arc<Catalogue> {
         self.upstreams.catalogue()
     }

@@ -35,9 +35,12 @@ pub async fn start(
     method: &str,
     params: Value,
     log_level: Option<u8>,
+    credential: Option<Arc<str>>,
 ) -> Result<Pending, CallError> {
     let conn = up.conn().ok_or(CallError::Gone)?;
-    let (id, reply) = conn.start(method, Some(params), up.timeout_ms()).await?;
+    let (id, reply) = conn
+        .start_as(method, Some(params), up.timeout_ms(), credential)
+        .await?;
     if let Some(k) = &call {
         session.track(k, &conn, id, log_level);
     }
@@ -71,7 +74,7 @@ pub async fn begin_forward(
     params: Value,
 ) -> Result<Pending, Option<Body>> {
     let started = Instant::now();
-    start(up, session, Some(call), method, params, None)
+    start(up, session, Some(call), method, params, None, None)
         .await
         .map_err(|e| forward_failed(&up.name, method, started, e))
 }

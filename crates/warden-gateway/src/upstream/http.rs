@@ -127,7 +127,9 @@ impl Http {
             .ok()
             .filter(|h| h.method.is_some())
             .and_then(|h| h.id);
-        match self.exchange(&conn, line, pending_id).await {
+        // A caller's own credential for this request, when one is configured.
+        let credential = pending_id.and_then(|n| conn.take_credential(n));
+        match self.exchange(&conn, line, pending_id, credential).await {
             Ok(last) => {
                 // A stream that ended early with an event id: come back for the rest.
                 if let (Some(n), Some(last)) = (pending_id, last) {
@@ -168,6 +170,17 @@ impl Http {
     }
 
     fn request<B>(&self, method: &str, body: B, accept: &'static str) -> Request<B> {
+        self.request_as(method, body, accept, None)
+    }
+
+    /// A request with `credential` as its bearer token instead of the gateway's own.
+    fn request_as<B>(
+        &self,
+        method: &str,
+        body: B,
+        accept: &'static str,
+        credential: Option<&str>,
+    ) -> Request<B> {
         let (_, _, authority, path) = self.target.target();
         let mut req = Request::builder()
             .method(method)
@@ -180,7 +193,7 @@ impl Http {
         if let Some(v) = lock(&self.version).as_deref() {
             req = req.header(VERSION, v);
         }
-        if let Some(t) = &self.token {
+        if let Some(t) = credential.or(self.token.as_deref()) {
             req = req.header(AUTHORIZATION, format!("Bearer {t}"));
         }
         req.body(body).expect("a request from valid parts")
@@ -223,12 +236,14 @@ impl Http {
         conn: &Arc<Conn>,
         line: Vec<u8>,
         related: Option<u64>,
+        credential: Option<Arc<str>>,
     ) -> Result<Option<String>, Failure> {
         let mut sender = self.sender().await?;
-        let mut req = self.request(
+        let mut req = self.request_as(
             "POST",
             Full::new(Bytes::from(line)),
             "application/json, text/event-stream",
+            credential.as_deref(),
         );
         req.headers_mut().insert(
             CONTENT_TYPE,

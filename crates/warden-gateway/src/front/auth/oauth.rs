@@ -159,6 +159,16 @@ pub fn unverified_issuer(token: &str) -> Option<String> {
     serde_json::from_slice::<Iss>(&bytes).ok()?.iss
 }
 
+/// The `alg` a JWT's header names, read as plain JSON.
+fn raw_header_alg(token: &str) -> Option<String> {
+    let head = token.split('.').next()?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(head.trim_end_matches('='))
+        .ok()?;
+    let v: Value = serde_json::from_slice(&bytes).ok()?;
+    v.get("alg")?.as_str().map(str::to_owned)
+}
+
 /// The metadata URL of a resource (RFC 9728 §3.1): the well-known name inserted
 /// between the origin and the path.
 pub fn metadata_url(resource: &str) -> String {
@@ -306,7 +316,15 @@ impl ResourceServer {
 
     /// Checks a JWT of this issuer.
     pub async fn verify_jwt(self: &Arc<Self>, token: &str) -> Result<Verified, Refused> {
-        let header = jsonwebtoken::decode_header(token).map_err(|_| Refused::Invalid)?;
+        let header = jsonwebtoken::decode_header(token).map_err(|_| {
+            // `none` and other names jsonwebtoken has no variant for fail to parse:
+            // a header that names an algorithm is refused for that algorithm.
+            if raw_header_alg(token).is_some() {
+                Refused::Algorithm
+            } else {
+                Refused::Invalid
+            }
+        })?;
         if !ACCEPTED.contains(&header.alg) {
             return Err(Refused::Algorithm);
         }
@@ -346,6 +364,7 @@ impl ResourceServer {
                     K::MissingRequiredClaim(c) if c == "aud" => Refused::NoAudience,
                     K::MissingRequiredClaim(c) if c == "iss" => Refused::NoIssuer,
                     K::InvalidAlgorithm => Refused::Algorithm,
+                    K::InvalidSignature => Refused::Signature,
                     _ => Refused::Invalid,
                 }
             })?;
@@ -703,6 +722,53 @@ impl ResourceServer {
             return Err(Fetched::Bad("is not a JSON object".into()));
         }
         Ok(v)
+    }
+}
+
+impl crate::upstream::credential::TokenExchange for ResourceServer {
+    /// RFC 8693: the caller's token as the subject, the upstream as the audience
+    /// (and the resource, RFC 8707), the gateway authenticated as its own client.
+    fn exchange<'a>(
+        &'a self,
+        subject: &'a str,
+        audience: &'a str,
+        scope: Option<&'a str>,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = crate::upstream::credential::Exchanged> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            const ACCESS_TOKEN: &str = "urn:ietf:params:oauth:token-type:access_token";
+            let (endpoint, _) = self.token_endpoint().await.ok_or(
+                "the issuer's token endpoint is not known (issuer unreachable, or no client_id)",
+            )?;
+            let mut pairs = vec![
+                (
+                    "grant_type",
+                    "urn:ietf:params:oauth:grant-type:token-exchange",
+                ),
+                ("subject_token", subject),
+                ("subject_token_type", ACCESS_TOKEN),
+                ("requested_token_type", ACCESS_TOKEN),
+                ("audience", audience),
+                ("resource", audience),
+            ];
+            if let Some(scope) = scope {
+                pairs.push(("scope", scope));
+            }
+            let answer = self
+                .post(&endpoint, form(&pairs))
+                .await
+                .map_err(|e| format!("token exchange at the issuer failed: {e}"))?;
+            let token = answer
+                .get("access_token")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .ok_or("the issuer's token exchange answer has no access_token")?;
+            Ok((
+                token.to_owned(),
+                answer.get("expires_in").and_then(Value::as_u64),
+            ))
+        })
     }
 }
 

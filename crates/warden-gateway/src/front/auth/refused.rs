@@ -30,6 +30,8 @@ pub enum Refused {
     Algorithm,
     /// A JWT whose `kid` the issuer does not publish, after a (rate-limited) refetch.
     UnknownKey,
+    /// A JWT whose signature does not verify with the key it names.
+    Signature,
     /// An opaque token introspection calls inactive.
     Inactive,
     /// An opaque token the issuer could not be asked about.
@@ -63,6 +65,7 @@ impl Refused {
             Refused::NoCaller => answer::HTTP_TOKEN_NO_CALLER,
             Refused::Algorithm => answer::HTTP_TOKEN_ALGORITHM,
             Refused::UnknownKey => answer::HTTP_TOKEN_UNKNOWN_KEY,
+            Refused::Signature => answer::HTTP_TOKEN_SIGNATURE,
             Refused::Inactive => answer::HTTP_TOKEN_INACTIVE,
             Refused::Unchecked => answer::HTTP_TOKEN_UNCHECKED,
         }

@@ -81,6 +81,14 @@ impl Front {
     pub fn new(gateway: Arc<Gateway>, listen: &str, url: &str) -> Result<Arc<Front>, String> {
         let config = &gateway.config;
         let auth = Auth::from_config(config, url)?;
+        if let Some(rs) = auth.oauth() {
+            // Token exchange for upstream credentials happens at this issuer.
+            for up in gateway.upstreams() {
+                if up.credentials.exchanges() {
+                    up.credentials.set_exchanger(rs.clone());
+                }
+            }
+        }
         let metadata_paths = auth
             .oauth()
             .map(|o| crate::front::auth::oauth::metadata_paths(o.resource()).to_vec())
@@ -376,7 +384,7 @@ impl Front {
                 }
             }
         }
-        let caller = who.caller;
+        let (caller, token) = (who.caller, who.token);
         let sent_as_2026 = header_str(&headers, VERSION_HEADER) == Some(rev2026::VERSION)
             && header_str(&headers, SESSION_HEADER).is_none();
         // A request its header sends as 2026-07-28 is one even when its envelope is
@@ -388,7 +396,7 @@ impl Front {
                 && matches!(jsonrpc::classify(&msg),
                     Kind::Request { method, .. } if method != "initialize"));
         if stateless_request {
-            return self.stateless(&headers, msg, caller).await;
+            return self.stateless(&headers, msg, caller, token).await;
         }
         if sent_as_2026 && msg.get("id").is_none() {
             // A 2026-07-28 notification: there is no session it could be about (a
@@ -399,8 +407,12 @@ impl Front {
         let (session, new) = match &msg {
             Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("initialize") => {
                 let name = caller.name.clone();
+                let who = caller.clone();
                 match self.sessions.open(caller) {
-                    Ok(session) => (session, true),
+                    Ok(session) => {
+                        session.client.update_caller(&who, token);
+                        (session, true)
+                    }
                     Err(Full::Gateway) => {
                         tracing::warn!(
                             "{MAX_SESSIONS} HTTP sessions are open; a new one is refused"
@@ -419,7 +431,7 @@ impl Front {
             }
             _ => match self.session_of(&headers, &caller.name) {
                 Ok(s) => {
-                    s.client.update_caller(&caller);
+                    s.client.update_caller(&caller, token);
                     (s, false)
                 }
                 Err(r) => return *r,
@@ -464,6 +476,7 @@ impl Front {
         headers: &HeaderMap,
         msg: Value,
         caller: warden_core::Caller,
+        token: Option<Arc<str>>,
     ) -> Reply {
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
         let method = msg
@@ -520,7 +533,9 @@ impl Front {
                 "message": answer::method_not_found(method)});
             return refused(StatusCode::NOT_FOUND, error);
         }
+        let who = caller.clone();
         let session = self.sessions.open_stateless(caller);
+        session.client.update_caller(&who, token);
         self.request(&session, id, msg).await
     }
 
