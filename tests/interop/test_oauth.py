@@ -562,3 +562,69 @@ async def test_token_exchange_per_caller_cached_until_expiry(issuer, recorder, t
     assert other == f"Bearer {exchanges[1]['token']}"
     assert not any(t in seen for t in (alice, bob) for seen in recorder.seen)
     assert {r.get("credential") for r in audit(tmp_path)} == {"exchange:https://rec.example/mcp"}
+
+
+# --- opaque tokens, an issuer that is not there yet, and `check` ---------------------
+
+
+async def test_opaque_tokens_are_introspected(issuer, tmp_path):
+    port = free_port()
+    issuer.admin("client", client_id="warden-gateway", client_secret="gw-secret")
+    extra = """
+    client_id = "warden-gateway"
+    client_secret_env = "WARDEN_CLIENT_SECRET"
+    introspection = true
+    """
+    cfg = oauth_config(issuer.issuer, port).replace('jwks_min_interval = "2s"', 'jwks_min_interval = "2s"' + extra)
+    with gateway(cfg, tmp_path, {"WARDEN_CLIENT_SECRET": "gw-secret"}, port) as (url, log):
+        now = int(time.time())
+        good = issuer.admin("opaque", claims={"sub": "dave", "scope": "mcp", "aud": url,
+                                              "iss": issuer.issuer, "exp": now + 300})["token"]
+        assert post(url, good)[0] == 200
+        elsewhere = issuer.admin("opaque", claims={"sub": "dave", "scope": "mcp",
+                                                   "aud": "https://other.example/mcp", "exp": now + 300})["token"]
+        status, challenge, _ = post(url, elsewhere)
+        assert (status, why(challenge)) == (401, "Unauthorized: the token is meant for another audience")
+        status, challenge, _ = post(url, "never-issued")
+        assert (status, why(challenge)) == (401, "Unauthorized: the token is not active")
+
+
+async def test_an_issuer_down_at_start_is_a_warning_and_is_used_once_up(tmp_path):
+    port, issuer_port = free_port(), free_port()
+    issuer_url = f"https://127.0.0.1:{issuer_port}"
+    with gateway(oauth_config(issuer_url, port), tmp_path, port=port) as (url, log):
+        assert any("the OAuth issuer cannot be reached now" in line for line in log), "".join(log)
+        status, challenge, _ = post(url, "a.b.c")
+        assert status == 401
+        later = AuthServer(issuer_port)
+        try:
+            time.sleep(2.2)
+            assert post(url, access(later, url))[0] == 200
+        finally:
+            later.stop()
+
+
+def check(tmp_path, config):
+    p = tmp_path / "warden.toml"
+    p.write_text(config)
+    return subprocess.run([WARDEN, "check", "--config", str(p)], capture_output=True, text=True)
+
+
+async def test_check_warns_about_an_unreachable_issuer_and_refuses_an_untrusted_one(issuer, tmp_path):
+    gone = f"https://127.0.0.1:{free_port()}"
+    r = check(tmp_path, oauth_config(gone, 8931))
+    assert r.returncode == 0, r.stderr
+    assert f"warning: oauth.issuer '{gone}' cannot be reached now" in r.stdout
+    # The test CA is not among the public roots: without tls_ca_file the issuer's
+    # certificate cannot be trusted, and no token could ever be checked.
+    untrusted = oauth_config(issuer.issuer, 8931).replace(f'tls_ca_file = "{CA}"', "")
+    r = check(tmp_path, untrusted)
+    assert r.returncode == 1
+    assert "oauth.issuer: the issuer's metadata: the issuer's certificate is not trusted" in r.stderr, r.stderr
+    assert "name its CA in oauth.tls_ca_file" in r.stderr
+    r = check(tmp_path, oauth_config(issuer.issuer, 8931))
+    assert r.returncode == 0 and "warning: oauth" not in r.stdout, r.stdout + r.stderr
+    plain = oauth_config("http://id.example.com", 8931).replace(f'tls_ca_file = "{CA}"', "")
+    r = check(tmp_path, plain)
+    assert r.returncode == 1
+    assert "oauth.issuer: 'http://id.example.com' is plain http: an issuer must be https" in r.stderr
