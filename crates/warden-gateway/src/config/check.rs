@@ -458,6 +458,7 @@ pub(super) struct Settings<'a> {
     pub upstream: &'a [UpstreamConfig],
     pub caller: &'a [CallerConfig],
     pub auth: &'a AuthConfig,
+    pub oauth: &'a OAuthConfig,
 }
 
 /// Risky but valid settings, one sentence each. Environment variables are read
@@ -532,9 +533,22 @@ pub(super) fn warnings(s: Settings<'_>) -> Vec<String> {
     if gateway.front == Front::Http
         && !keyed
         && !s.auth.jwt_enabled()
+        && s.oauth.issuer.is_none()
         && gateway.anonymous_caller.is_none()
     {
-        out.push("the HTTP front has no way to identify callers (no [[caller]] api_key_env, no [auth] JWT, no gateway.anonymous_caller): every request will get 401".into());
+        out.push("the HTTP front has no way to identify callers (no [[caller]] api_key_env, no [auth] JWT, no [oauth] issuer, no gateway.anonymous_caller): every request will get 401".into());
+    }
+    for up in s.upstream {
+        for c in &up.credential {
+            if let Some(var) = &c.token_env {
+                if std::env::var(var).map_or(true, |v| v.trim().is_empty()) {
+                    out.push(format!(
+                        "upstream '{}': credential token_env = '{var}' is not set in the environment: calls of the callers it is for fail (G7)",
+                        up.name
+                    ));
+                }
+            }
+        }
     }
     if s.auth.jwt_enabled() && s.auth.audience.is_none() {
         out.push("[auth] has no audience: a JWT issued for another service is accepted".into());

@@ -151,6 +151,7 @@ impl Config {
             upstream: &self.upstream,
             caller: &self.caller,
             auth: &self.auth,
+            oauth: &self.oauth,
         })
     }
 
@@ -518,6 +519,42 @@ close_schema = true
                 (Phase::Before, "http://127.0.0.1:9/b")
             ]
         );
+    }
+
+    #[test]
+    fn oauth_and_credential_settings_that_cannot_work_are_errors() {
+        let e = |t: &str| Config::parse(t, "w.toml").unwrap_err().to_string();
+        assert_eq!(
+            e("[oauth]\nrequired_scopes = [\"mcp\"]\n"),
+            "w.toml: oauth.issuer: is required once [oauth] is used: the URL of the authorization server"
+        );
+        assert_eq!(
+            e("[oauth]\nissuer = \"http://id.example.com\"\n"),
+            "w.toml: oauth.issuer: 'http://id.example.com' is plain http: an issuer must be https (http is allowed for localhost, 127.0.0.1 and [::1] only, for tests)"
+        );
+        assert!(Config::parse("[oauth]\nissuer = \"http://127.0.0.1:9000\"\n", "w.toml").is_ok());
+        assert_eq!(
+            e("[oauth]\nissuer = \"https://id.example\"\nintrospection = true\n"),
+            "w.toml: oauth.introspection: needs client_id and client_secret_env: the issuer only answers its registered clients"
+        );
+        assert_eq!(
+            e("[oauth]\nissuer = \"https://id.example\"\njwks_min_interval = \"0s\"\n"),
+            "w.toml: oauth.jwks_min_interval: must be at least 1s: the issuer's keys would be fetched for every token"
+        );
+        let up = "[[upstream]]\nname = \"u\"\nurl = \"http://127.0.0.1:1/mcp\"\n[[upstream.credential]]\ncallers = [\"alice\"]\n";
+        assert_eq!(
+            e(&format!("{up}token_env = \"A\"\ntoken_file = \"a\"\n")),
+            "w.toml: upstream[0].credential[0]: set exactly one of token_env, token_file or exchange"
+        );
+        assert_eq!(
+            e(&format!("{up}exchange = {{ audience = \"https://u.example\" }}\n")),
+            "w.toml: upstream[0].credential[0].exchange: token exchange happens at [oauth] issuer as [oauth] client_id: set both (and client_secret_env)"
+        );
+        assert_eq!(
+            e("[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\n[[upstream.credential]]\ncallers = [\"alice\"]\ntoken_env = \"A\"\n"),
+            "w.toml: upstream[0].credential[0].callers: per-caller credentials are for HTTP upstreams (url); a child process has one environment for all callers"
+        );
+        assert!(Config::parse(&format!("{up}token_env = \"A\"\n"), "w.toml").is_ok());
     }
 
     #[test]

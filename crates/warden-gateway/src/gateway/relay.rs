@@ -74,7 +74,23 @@ pub async fn begin_forward(
     params: Value,
 ) -> Result<Pending, Option<Body>> {
     let started = Instant::now();
-    start(up, session, Some(call), method, params, None, None)
+    // A caller with its own credential for this upstream (G7) presents it here too.
+    let caller = session.caller();
+    let subject = session.subject_token();
+    let credential = match up
+        .credentials
+        .for_caller(caller.as_deref(), subject.as_deref())
+        .await
+    {
+        Ok(c) => c.map(|c| c.token),
+        Err(why) => {
+            tracing::error!(upstream = %up.name, method = %logged(method), "no credential for the request: {why}");
+            return Err(Some(Err(
+                json!({"code": jsonrpc::INTERNAL_ERROR, "message": texts::UPSTREAM_NO_ANSWER}),
+            )));
+        }
+    };
+    start(up, session, Some(call), method, params, None, credential)
         .await
         .map_err(|e| forward_failed(&up.name, method, started, e))
 }

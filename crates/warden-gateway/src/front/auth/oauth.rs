@@ -914,7 +914,7 @@ mod tests {
         assert_eq!(pick(&keys, Some("sig"), Algorithm::RS256), None);
         assert_eq!(pick(&keys, Some("other"), Algorithm::ES256), None);
         let many = json!({"keys": vec![json!({"kty": "oct"}); 65]});
-        assert!(parse_keys(&many).unwrap_err().contains("more than the 64"));
+        assert!(parse_keys(&many).err().unwrap().contains("more than the 64"));
     }
 
     #[test]
