@@ -12,6 +12,7 @@
   upstream that records the Authorization header it saw.
 """
 
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -371,11 +372,15 @@ async def test_a_kid_flood_costs_one_key_fetch(issuer, front):
     before = issuer.stats()["jwks_fetches"]
     tokens = [issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid=f"flood{i}")["token"]
               for i in range(40)]
-    for t in tokens:
-        status, challenge, _ = post(url, t)
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(lambda t: post(url, t), tokens))
+    elapsed = time.monotonic() - started
+    for status, challenge, _ in answers:
         assert status == 401 and "does not publish" in challenge
     fetched = issuer.stats()["jwks_fetches"] - before
-    assert 1 <= fetched <= 2, fetched  # one per jwks_min_interval (2 s) at most
+    # One fetch per jwks_min_interval (2 s) at most, however many unknown kids came.
+    assert 1 <= fetched <= 1 + int(elapsed / 2), (fetched, elapsed)
     assert post(url, access(issuer, url))[0] == 200
 
 

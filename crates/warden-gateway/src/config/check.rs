@@ -323,6 +323,25 @@ fn oauth(o: &OAuthConfig) -> Result<(), Invalid> {
     if o.timeout_ms == 0 {
         return Err(invalid("oauth.timeout_ms", "must be more than 0"));
     }
+    // Scopes go into WWW-Authenticate between quotes: only RFC 6749 scope tokens.
+    let scopes = o
+        .scopes_supported
+        .iter()
+        .chain(&o.required_scopes)
+        .chain(o.tool_scopes.keys())
+        .chain(o.scope_groups.keys());
+    for scope in scopes {
+        let token = !scope.is_empty()
+            && scope
+                .bytes()
+                .all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b));
+        if !token {
+            return Err(invalid(
+                "oauth",
+                format!("'{scope}' is not a scope: printable ASCII without spaces, '\"' or '\\'"),
+            ));
+        }
+    }
     for (scope, tools) in &o.tool_scopes {
         for t in tools {
             globset::Glob::new(t).map_err(|e| {

@@ -534,6 +534,10 @@ close_schema = true
         );
         assert!(Config::parse("[oauth]\nissuer = \"http://127.0.0.1:9000\"\n", "w.toml").is_ok());
         assert_eq!(
+            e("[oauth]\nissuer = \"https://id.example\"\nrequired_scopes = [\"a b\"]\n"),
+            "w.toml: oauth: 'a b' is not a scope: printable ASCII without spaces, '\"' or '\\'"
+        );
+        assert_eq!(
             e("[oauth]\nissuer = \"https://id.example\"\nintrospection = true\n"),
             "w.toml: oauth.introspection: needs client_id and client_secret_env: the issuer only answers its registered clients"
         );

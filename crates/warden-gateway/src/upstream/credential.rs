@@ -37,6 +37,9 @@ const UNSAID_LIFETIME: Duration = Duration::from_secs(60);
 /// on its way upstream.
 const RENEW_BEFORE: Duration = Duration::from_secs(30);
 
+/// (entry, caller) → an exchanged token and when to stop using it.
+type Exchanges = HashMap<(usize, String), (Arc<str>, Instant)>;
+
 enum Source {
     /// A token read at start (`None`: its variable or file was empty or missing).
     Static(Option<Arc<str>>),
@@ -73,7 +76,7 @@ pub struct Credentials {
     entries: Vec<Entry>,
     exchanger: OnceLock<Arc<dyn TokenExchange>>,
     /// (entry, caller) → exchanged token and when to stop using it.
-    exchanged: Mutex<HashMap<(usize, String), (Arc<str>, Instant)>>,
+    exchanged: Mutex<Exchanges>,
 }
 
 impl Credentials {
@@ -211,7 +214,66 @@ impl Credentials {
         Ok(token)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(usize, String), (Arc<str>, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Exchanges> {
         self.exchanged.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn credentials(entries: &str) -> Credentials {
+        let c = Config::parse(
+            &format!("[[upstream]]\nname = \"u\"\nurl = \"http://127.0.0.1:1/mcp\"\n{entries}"),
+            "t.toml",
+        )
+        .unwrap();
+        Credentials::from_config(&c.upstream[0])
+    }
+
+    fn caller(name: &str, groups: &[&str]) -> Caller {
+        Caller {
+            name: name.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_first_entry_for_the_caller_decides() {
+        std::env::set_var("WARDEN_CRED_TEST_ALICE", "alice-secret");
+        std::env::remove_var("WARDEN_CRED_TEST_UNSET");
+        let c = credentials(
+            "[[upstream.credential]]\ncallers = [\"alice\"]\ntoken_env = \"WARDEN_CRED_TEST_ALICE\"\nname = \"alice-key\"\n\
+             [[upstream.credential]]\ncallers = [\"group:ops\"]\ntoken_env = \"WARDEN_CRED_TEST_UNSET\"\n\
+             [[upstream.credential]]\ncallers = [\"group:x\"]\nexchange = { audience = \"https://u.example\" }\n",
+        );
+        let p = c
+            .for_caller(Some(&caller("alice", &["ops"])), None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((p.name.as_str(), &*p.token), ("alice-key", "alice-secret"));
+        // The secret is never in what is logged of a credential.
+        assert!(!format!("{p:?}").contains("alice-secret"));
+        assert_eq!(
+            c.for_caller(Some(&caller("bob", &["ops"])), None)
+                .await
+                .unwrap_err(),
+            "the credential 'WARDEN_CRED_TEST_UNSET' has no token (its variable or file is empty or missing)"
+        );
+        assert!(c
+            .for_caller(Some(&caller("carol", &[])), None)
+            .await
+            .unwrap()
+            .is_none());
+        assert!(c.for_caller(None, None).await.unwrap().is_none());
+        // An exchange needs the caller's OAuth token.
+        assert!(c
+            .for_caller(Some(&caller("dave", &["x"])), None)
+            .await
+            .unwrap_err()
+            .starts_with("token exchange needs the caller's OAuth token"));
     }
 }

@@ -216,7 +216,10 @@ impl Auth {
                 }))
             }
             // A JWT naming an issuer `[oauth]` does not trust, and no `[auth]` to try.
-            None if is_jwt && self.oauth.is_some() => Err(Refused::WrongIssuer),
+            None if is_jwt && self.oauth.is_some() => Err(match oauth::unverified_issuer(token) {
+                Some(_) => Refused::WrongIssuer,
+                None => Refused::NoIssuer,
+            }),
             _ => Err(Refused::Invalid),
         }
     }

@@ -134,8 +134,11 @@ pub struct ResourceServer {
     state: Mutex<State>,
     /// One key fetch at a time; the others wait for its outcome.
     fetching: tokio::sync::Mutex<()>,
-    introspected: Mutex<HashMap<[u8; 32], (Instant, Result<Verified, Refused>)>>,
+    introspected: Mutex<HashMap<[u8; 32], Introspected>>,
 }
+
+/// An introspection answer (by the token's SHA-256) and until when it is reused.
+type Introspected = (Instant, Result<Verified, Refused>);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -648,7 +651,9 @@ impl ResourceServer {
             };
             let t = HttpTarget::parse(url, self.timeout.as_millis() as u64)
                 .map_err(|e| Probe::Broken(format!("the issuer's {key}: {e}")))?;
-            if !t.is_tls() && !(crate::config::loopback_url(&t) && !self.issuer_target.is_tls()) {
+            // http only from an http (so loopback) issuer, and only to loopback.
+            let plain_ok = !self.issuer_target.is_tls() && crate::config::loopback_url(&t);
+            if !t.is_tls() && !plain_ok {
                 return Err(Probe::Broken(format!(
                     "the issuer's {key} '{}' is plain http: keys and tokens travel over https only",
                     crate::logged::logged(url)
@@ -914,7 +919,10 @@ mod tests {
         assert_eq!(pick(&keys, Some("sig"), Algorithm::RS256), None);
         assert_eq!(pick(&keys, Some("other"), Algorithm::ES256), None);
         let many = json!({"keys": vec![json!({"kty": "oct"}); 65]});
-        assert!(parse_keys(&many).err().unwrap().contains("more than the 64"));
+        assert!(parse_keys(&many)
+            .err()
+            .unwrap()
+            .contains("more than the 64"));
     }
 
     #[test]
