@@ -226,7 +226,7 @@ mod tests {
 
     fn credentials(entries: &str) -> Credentials {
         let c = Config::parse(
-            &format!("[[upstream]]\nname = \"u\"\nurl = \"http://127.0.0.1:1/mcp\"\n{entries}"),
+            &format!("[oauth]\nissuer = \"https://id.example\"\nclient_id = \"gw\"\nclient_secret_env = \"GW\"\n[[upstream]]\nname = \"u\"\nurl = \"http://127.0.0.1:1/mcp\"\n{entries}"),
             "t.toml",
         )
         .unwrap();
