@@ -277,7 +277,7 @@ impl Front {
         match rs.missing_scopes(held, tool) {
             None => Ok(()),
             Some(scope) => {
-                tracing::info!(caller = %who.caller.name, scope = %scope, "a token lacks scopes this request needs (403 insufficient_scope)");
+                tracing::info!(caller = %crate::logged::logged(&who.caller.name), scope = %scope, "a token lacks scopes this request needs (403 insufficient_scope)");
                 Err(Box::new(insufficient_scope(&rs.challenge(), &scope, id)))
             }
         }
@@ -424,7 +424,7 @@ impl Front {
                         );
                     }
                     Err(Full::Caller { open, retry_after }) => {
-                        tracing::info!(caller = %name, "the caller holds {open} HTTP sessions (gateway.max_sessions_per_caller); a new one is refused");
+                        tracing::info!(caller = %crate::logged::logged(&name), "the caller holds {open} HTTP sessions (gateway.max_sessions_per_caller); a new one is refused");
                         return too_many_sessions(open, retry_after);
                     }
                 }
