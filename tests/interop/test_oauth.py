@@ -552,13 +552,21 @@ async def test_token_exchange_per_caller_cached_until_expiry(issuer, recorder, t
     callers = ["*"]
     exchange = { audience = "https://rec.example/mcp", scope = "rec" }
     """
-    env = {"WARDEN_CLIENT_SECRET": "gw-secret", "REC_GATEWAY_TOKEN": "gateway-own-token"}
-    with gateway(credential_config(issuer, port, recorder, tmp_path, creds), tmp_path, env, port) as (url, log):
+    env = {"WARDEN_CLIENT_SECRET": "gw-secret", "REC_GATEWAY_TOKEN": "gateway-own-token",
+           "REC_KEYED": "keyed-caller-key"}
+    config = credential_config(issuer, port, recorder, tmp_path, creds).replace(
+        '[[caller]]\n    name = "bob"', '[[caller]]\n    name = "keyed"\n    api_key_env = "REC_KEYED"\n\n    [[caller]]\n    name = "bob"')
+    with gateway(config, tmp_path, env, port) as (url, log):
         alice = access(issuer, url, sub="alice")
         bob = access(issuer, url, sub="bob")
         first = await whoami(url, alice)
         again = await whoami(url, alice)
         other = await whoami(url, bob)
+        # A caller with an API key has no OAuth token to exchange: the call fails
+        # with the generic answer and never reaches the upstream.
+        calls = len(recorder.seen)
+        assert await whoami(url, "keyed-caller-key") == "Error: An internal error occurred while executing the tool."
+        assert len(recorder.seen) == calls
     exchanges = issuer.stats()["exchanges"]
     assert [(x["sub"], x["audience"], x["actor"]) for x in exchanges] == [
         ("alice", "https://rec.example/mcp", "warden-gateway"),
@@ -566,7 +574,11 @@ async def test_token_exchange_per_caller_cached_until_expiry(issuer, recorder, t
     assert first == again == f"Bearer {exchanges[0]['token']}"
     assert other == f"Bearer {exchanges[1]['token']}"
     assert not any(t in seen for t in (alice, bob) for seen in recorder.seen)
-    assert {r.get("credential") for r in audit(tmp_path)} == {"exchange:https://rec.example/mcp"}
+    records = audit(tmp_path)
+    assert {r["caller"]: r.get("credential") for r in records} == {
+        "alice": "exchange:https://rec.example/mcp", "bob": "exchange:https://rec.example/mcp", "keyed": None}
+    failed = [r for r in records if r["caller"] == "keyed"][0]
+    assert failed["outcome"] == "failed" and "token exchange needs the caller's OAuth token" in failed["error"]
 
 
 # --- opaque tokens, an issuer that is not there yet, and `check` ---------------------
@@ -592,6 +604,13 @@ async def test_opaque_tokens_are_introspected(issuer, tmp_path):
         assert (status, why(challenge)) == (401, "Unauthorized: the token is meant for another audience")
         status, challenge, _ = post(url, "never-issued")
         assert (status, why(challenge)) == (401, "Unauthorized: the token is not active")
+        # Issuer down: a token introspected a moment ago is still known (30 s at
+        # most); one never seen cannot be checked, and is refused.
+        unseen = issuer.admin("opaque", claims={"sub": "erin", "scope": "mcp", "exp": now + 300})["token"]
+        issuer.stop()
+        assert post(url, good)[0] == 200
+        status, challenge, _ = post(url, unseen)
+        assert (status, why(challenge)) == (401, "Unauthorized: the token could not be checked with its issuer; retry later")
 
 
 async def test_an_issuer_down_at_start_is_a_warning_and_is_used_once_up(tmp_path):
