@@ -16,7 +16,9 @@
 //! - A token must name the issuer (`iss`), the gateway's resource URL in `aud`
 //!   (RFC 8707: a token minted for another service is refused), carry `exp`, and
 //!   be signed with an asymmetric algorithm the key was published for: `none`,
-//!   HS256 keyed with a public key, or RS256 against an EC key are refused.
+//!   HS256 keyed with a public key, or RS256 against an EC key are refused. A
+//!   token that passed is remembered (by its SHA-256) until it expires or new
+//!   keys are fetched, so each request does not pay for a signature check.
 //! - Opaque tokens go to the issuer's introspection endpoint (RFC 7662) when
 //!   `introspection = true`; answers are cached for at most [`INTROSPECTION_TTL`]
 //!   and never past the token's expiry.
@@ -46,6 +48,8 @@ const MAX_KEYS: usize = 64;
 pub const INTROSPECTION_TTL: Duration = Duration::from_secs(30);
 /// Introspection answers held at most (the oldest half goes when full).
 const INTROSPECTION_CACHE: usize = 10_000;
+/// Verified JWTs remembered at most (expired ones go first when full).
+const VERIFIED_CACHE: usize = 10_000;
 /// Clock skew tolerated on `exp`, `nbf` and `iat` (as for `[auth]` JWTs).
 const LEEWAY_SECS: u64 = 30;
 
@@ -135,6 +139,8 @@ pub struct ResourceServer {
     /// One key fetch at a time; the others wait for its outcome.
     fetching: tokio::sync::Mutex<()>,
     introspected: Mutex<HashMap<[u8; 32], Introspected>>,
+    /// JWTs that passed (by SHA-256): the key generation they passed under, `exp`.
+    verified: Mutex<HashMap<[u8; 32], (u64, u64, Verified)>>,
 }
 
 /// An introspection answer (by the token's SHA-256) and until when it is reused.
@@ -265,6 +271,7 @@ impl ResourceServer {
             state: Mutex::new(State::default()),
             fetching: tokio::sync::Mutex::new(()),
             introspected: Mutex::new(HashMap::new()),
+            verified: Mutex::new(HashMap::new()),
         })))
     }
 
@@ -319,6 +326,32 @@ impl ResourceServer {
 
     /// Checks a JWT of this issuer.
     pub async fn verify_jwt(self: &Arc<Self>, token: &str) -> Result<Verified, Refused> {
+        // A token checked before, under the same keys and not expired since, is
+        // not checked again: a signature check costs far more than the lookup.
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let generation = lock(&self.state).generation;
+        if let Some((g, exp, v)) = lock(&self.verified).get(&digest) {
+            if *g == generation && now_secs() <= exp.saturating_add(LEEWAY_SECS) {
+                return Ok(v.clone());
+            }
+        }
+        let v = self.verify_jwt_now(token).await?;
+        if let Some(exp) = v.expires {
+            let mut cache = lock(&self.verified);
+            if cache.len() >= VERIFIED_CACHE {
+                let now = now_secs();
+                cache.retain(|_, (_, e, _)| e.saturating_add(LEEWAY_SECS) >= now);
+                if cache.len() >= VERIFIED_CACHE {
+                    cache.clear();
+                }
+            }
+            let generation = lock(&self.state).generation;
+            cache.insert(digest, (generation, exp, v.clone()));
+        }
+        Ok(v)
+    }
+
+    async fn verify_jwt_now(self: &Arc<Self>, token: &str) -> Result<Verified, Refused> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| {
             // `none` and other names jsonwebtoken has no variant for fail to parse:
             // a header that names an algorithm is refused for that algorithm.
