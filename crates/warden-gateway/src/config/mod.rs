@@ -14,7 +14,7 @@ pub use file::{
     AccessConfig, AccessDefault, AuditConfig, AuthConfig, CallerConfig, CredentialConfig,
     DefaultsConfig, ErrorData, ExchangeConfig, Front, GatewayConfig, HookConfig, IdempotencyConfig,
     MetricsConfig, OAuthConfig, Phase, RuleConfig, StoreConfig, ToolConfig, UpstreamConfig,
-    WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS,
+    UpstreamProtocol, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS,
     DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
 };
 
@@ -328,6 +328,20 @@ close_schema = true
         assert_eq!(
             c.policy().resolve("notes", "list_notes").unknown,
             UnknownMode::Reject
+        );
+    }
+
+    #[test]
+    fn an_approval_waits_as_long_without_an_access_table() {
+        let c = Config::parse(EXAMPLE, "warden.toml").unwrap();
+        assert_eq!(c.access.approval_timeout_ms, 120_000);
+        let with = format!("{EXAMPLE}\n[access]\ndefault = \"allow\"\n");
+        assert_eq!(
+            Config::parse(&with, "warden.toml")
+                .unwrap()
+                .access
+                .approval_timeout_ms,
+            120_000
         );
     }
 

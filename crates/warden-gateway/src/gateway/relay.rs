@@ -27,19 +27,33 @@ pub struct Pending {
 }
 
 /// Queues `method` on `up` for the client request `call`, remembering the way back
-/// for cancellation (and the log level a 2026-07-28 call opted in to).
+/// for cancellation (and the log level a 2026-07-28 call opted in to). An
+/// upstream that speaks 2026-07-28 gets the envelope with the capabilities the
+/// client declared (`capabilities`), never more.
 pub async fn start(
     up: &Upstream,
     session: &ClientSession,
     call: Option<CallKey>,
     method: &str,
     params: Value,
-    log_level: Option<u8>,
+    (log_level, capabilities): (Option<u8>, Option<&Value>),
     credential: Option<Arc<str>>,
 ) -> Result<Pending, CallError> {
     let conn = up.conn().ok_or(CallError::Gone)?;
+    let mut params = conn.enveloped(Some(params), capabilities);
+    // An older client's `logging/setLevel`, as the 2026-07-28 upstream takes it.
+    if conn.is_stateless() && !session.is_stateless() {
+        let level = super::session::lock(&session.log_level).clone();
+        let meta = params
+            .as_mut()
+            .and_then(|p| p.get_mut("_meta"))
+            .and_then(Value::as_object_mut);
+        if let (Some(level), Some(meta)) = (level, meta) {
+            meta.insert(super::rev2026::LOG_LEVEL_KEY.into(), level);
+        }
+    }
     let (id, reply) = conn
-        .start_as(method, Some(params), up.timeout_ms(), credential)
+        .start_as(method, params, up.timeout_ms(), credential)
         .await?;
     if let Some(k) = &call {
         session.track(k, &conn, id, log_level);
@@ -65,13 +79,14 @@ pub async fn wait(session: &ClientSession, p: &mut Pending) -> Result<Value, Cal
 }
 
 /// A request the gateway does not govern (`resources/read`, `prompts/get` …),
-/// queued now; the returned future answers it.
+/// queued now; [`forwarded`] answers it.
 pub async fn begin_forward(
     up: &Upstream,
     session: &ClientSession,
     call: CallKey,
     method: &str,
     params: Value,
+    capabilities: Option<&Value>,
 ) -> Result<Pending, Option<Body>> {
     let started = Instant::now();
     // A caller with its own credential for this upstream (G7) presents it here too.
@@ -90,19 +105,28 @@ pub async fn begin_forward(
             )));
         }
     };
-    start(up, session, Some(call), method, params, None, credential)
-        .await
-        .map_err(|e| forward_failed(&up.name, method, started, e))
+    start(
+        up,
+        session,
+        Some(call),
+        method,
+        params,
+        (None, capabilities),
+        credential,
+    )
+    .await
+    .map_err(|e| forward_failed(&up.name, method, started, e))
 }
 
-/// The answer to a forwarded request (`None`: cancelled, nothing is due).
-pub async fn await_forward(
-    session: &ClientSession,
-    mut p: Pending,
+/// The answer to a forwarded request, once its upstream answered (`None`:
+/// cancelled, nothing is due).
+pub fn forwarded(
+    p: &Pending,
+    result: Result<Value, CallError>,
+    started: Instant,
     policy: ErrorData,
 ) -> Option<Body> {
-    let started = Instant::now();
-    match wait(session, &mut p).await {
+    match result {
         Ok(response) => {
             tracing::debug!(method = %logged(&p.method), "relayed");
             Some(upstream_body(response, policy, &p.upstream, &p.method).0)
@@ -138,8 +162,9 @@ pub fn response_body(mut response: Value) -> Body {
 }
 
 /// JSON-RPC error codes whose `data` the MCP specification defines, passed on
-/// whatever the policy: -32042, URL elicitation required (its data lists them).
-const SPEC_DATA_CODES: &[i64] = &[-32042];
+/// whatever the policy: -32042, URL elicitation required (its data lists them),
+/// and -32021, a client capability missing (its data names the capabilities).
+const SPEC_DATA_CODES: &[i64] = &[-32042, super::rev2026::MISSING_CAPABILITY];
 
 /// An upstream's response as its client gets it (E3): a result unchanged; an
 /// error bounded by [`client_error`], with the whole error (as JSON) beside it
@@ -221,6 +246,8 @@ mod tests {
         );
         let url = json!({"code": -32042, "message": "m", "data": {"elicitations": []}});
         assert_eq!(client_error(&url, ErrorData::Drop), url);
+        let missing = json!({"code": -32021, "message": "m", "data": {"requiredCapabilities": {"sampling": {}}}});
+        assert_eq!(client_error(&missing, ErrorData::Drop), missing);
         let huge = json!({"code": 1, "message": "x".repeat(1_000_000)});
         let shown = client_error(&huge, ErrorData::Drop)["message"]
             .as_str()
