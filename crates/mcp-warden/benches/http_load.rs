@@ -6,6 +6,11 @@
 //! p50/p99 latency of each. The load generator runs on one thread of the same
 //! 2-core machine.
 //!
+//! The gateway run is made twice: with the anonymous caller, and with every
+//! request carrying an `[oauth]` access token (ES256, keys discovered from a
+//! loopback issuer served by this bench), so the cost of checking tokens shows as
+//! the ratio between the two.
+//!
 //! `cargo bench -p mcp-warden --bench http_load` (LOAD_SESSIONS, default 32;
 //! LOAD_SECONDS, default 5).
 
@@ -58,11 +63,15 @@ async fn post(
     addr: &str,
     session: Option<&str>,
     body: &Value,
+    bearer: Option<&str>,
 ) -> (Option<String>, Bytes) {
     let mut req = hyper::Request::post("/mcp")
         .header("host", addr)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream");
+    if let Some(b) = bearer {
+        req = req.header("authorization", format!("Bearer {b}"));
+    }
     if let Some(s) = session {
         req = req.header("mcp-session-id", s);
     }
@@ -83,7 +92,13 @@ async fn post(
 }
 
 /// One session on its own keep-alive connection, calling echo until `until`.
-async fn client(addr: String, until: Instant, warm: Instant) -> (usize, Vec<Duration>) {
+async fn client(
+    addr: String,
+    until: Instant,
+    warm: Instant,
+    bearer: Option<Arc<str>>,
+) -> (usize, Vec<Duration>) {
+    let bearer = bearer.as_deref();
     let stream = tokio::net::TcpStream::connect(&addr)
         .await
         .expect("connect");
@@ -94,13 +109,14 @@ async fn client(addr: String, until: Instant, warm: Instant) -> (usize, Vec<Dura
     tokio::spawn(conn);
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "load", "version": "1"}}});
-    let (sid, _) = post(&mut sender, &addr, None, &init).await;
+    let (sid, _) = post(&mut sender, &addr, None, &init, bearer).await;
     let sid = sid.expect("session id");
     post(
         &mut sender,
         &addr,
         Some(&sid),
         &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        bearer,
     )
     .await;
     let mut lat = Vec::new();
@@ -113,7 +129,7 @@ async fn client(addr: String, until: Instant, warm: Instant) -> (usize, Vec<Dura
         let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "fx.echo", "arguments": {"text": "load", "n": id, "flag": true}}});
         id += 1;
-        let (_, body) = post(&mut sender, &addr, Some(&sid), &call).await;
+        let (_, body) = post(&mut sender, &addr, Some(&sid), &call, bearer).await;
         debug_assert!(body.starts_with(b"{\"jsonrpc\""));
         if now >= warm {
             lat.push(now.elapsed());
@@ -122,13 +138,80 @@ async fn client(addr: String, until: Instant, warm: Instant) -> (usize, Vec<Dura
     (lat.len(), lat)
 }
 
-fn through_gateway(sessions: u64, seconds: u64) -> f64 {
+/// A throwaway P-256 key made for tests only, and its public JWK (as in the
+/// gateway's auth unit tests).
+const TEST_EC_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg+5x5P96Q720Fze4D
+EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
+0LbBOx+wDIIdKjLtahPsLiJA8ZJ+88Eadrfa246ee0N+Jl+9YTHUQBlI
+-----END PRIVATE KEY-----
+";
+const RESOURCE: &str = "http://bench.invalid/mcp";
+
+/// A loopback issuer serving its metadata and key set (each answer closes its
+/// connection); returns its URL and an access token for `RESOURCE`.
+fn issuer() -> (String, String) {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let metadata = json!({"issuer": url, "jwks_uri": format!("{url}/jwks")}).to_string();
+    let jwks = json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256",
+        "x": "py6d_Gt1kAGy500oqCaGJft4iHltAdC2wTsfsAyCHSo",
+        "y": "Mu1qE-wuIkDxkn7zwRp2t9rbjp57Q34mX71hMdRAGUg"}]})
+    .to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head);
+            let body = if head.starts_with("GET /jwks ") {
+                &jwks
+            } else {
+                &metadata
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.kid = Some("k1".into());
+    let token = jsonwebtoken::encode(
+        &header,
+        &json!({"iss": url, "sub": "load", "aud": RESOURCE, "scope": "mcp",
+            "iat": now, "exp": now + 3600}),
+        &jsonwebtoken::EncodingKey::from_ec_pem(TEST_EC_KEY.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    (url, token)
+}
+
+fn through_gateway(sessions: u64, seconds: u64, oauth: bool) -> f64 {
     let dir = std::env::temp_dir().join(format!("warden-http-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("warden.toml");
+    let (who, bearer) = if oauth {
+        let (url, token) = issuer();
+        (
+            format!("[oauth]\nissuer = \"{url}\"\nresource = \"{RESOURCE}\"\nrequired_scopes = [\"mcp\"]\n"),
+            Some(Arc::<str>::from(token)),
+        )
+    } else {
+        ("[gateway]\nanonymous_caller = \"load\"\n".to_owned(), None)
+    };
     std::fs::write(
         &config,
-        format!("[gateway]\nanonymous_caller = \"load\"\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\n"),
+        format!("{who}[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\n"),
     )
     .unwrap();
     let mut gw = Command::new(WARDEN)
@@ -157,7 +240,7 @@ fn through_gateway(sessions: u64, seconds: u64) -> f64 {
     let until = warm + Duration::from_secs(seconds);
     let results = rt.block_on(async {
         let tasks: Vec<_> = (0..sessions)
-            .map(|_| tokio::spawn(client(addr.clone(), until, warm)))
+            .map(|_| tokio::spawn(client(addr.clone(), until, warm, bearer.clone())))
             .collect();
         let mut out = Vec::new();
         for t in tasks {
@@ -171,7 +254,11 @@ fn through_gateway(sessions: u64, seconds: u64) -> f64 {
     let calls = results.iter().map(|r| r.0).sum();
     let lat = results.into_iter().flat_map(|r| r.1).collect();
     let rate = report(
-        "through mcp-warden (HTTP)",
+        if oauth {
+            "through mcp-warden, OAuth"
+        } else {
+            "through mcp-warden (HTTP)"
+        },
         calls,
         Duration::from_secs(seconds),
         lat,
@@ -271,10 +358,15 @@ fn main() {
     println!(
         "HTTP front load: {sessions} concurrent sessions, {seconds} s after 1 s of warm-up, echo tool, validation on"
     );
-    let g = through_gateway(sessions, seconds);
+    let g = through_gateway(sessions, seconds, false);
+    let o = through_gateway(sessions, seconds, true);
     let d = direct(sessions, seconds);
     println!(
         "gateway/direct throughput: {:.2}   (target: ≥ 10,000 calls/s through the gateway)",
         g / d
+    );
+    println!(
+        "OAuth/anonymous throughput: {:.2}   (every request carries an ES256 access token)",
+        o / g
     );
 }

@@ -193,6 +193,30 @@ fn init_logging(quiet: bool) {
         .init();
 }
 
+/// `check` asks the `[oauth]` issuer for its metadata and keys: one that cannot be
+/// reached now is a warning (the gateway starts and waits for it), one that can
+/// never work (an untrusted certificate, metadata naming another issuer) an error.
+async fn check_issuer(config: &Config) -> anyhow::Result<Vec<String>> {
+    use warden_gateway::front::auth::oauth::{Probe, ResourceServer};
+    let scheme = if config.gateway.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let url = format!("{scheme}://{}/mcp", config.gateway.listen);
+    let Some(rs) = ResourceServer::from_config(config, &url).map_err(|e| anyhow!(e))? else {
+        return Ok(Vec::new());
+    };
+    match rs.probe().await {
+        Probe::Ready => Ok(Vec::new()),
+        Probe::Unreachable(m) => Ok(vec![format!(
+            "oauth.issuer '{}' cannot be reached now ({m}): its tokens are refused until it can",
+            rs.issuer()
+        )]),
+        Probe::Broken(m) => Err(anyhow!("oauth.issuer: {m}")),
+    }
+}
+
 fn load(arg: &ConfigArg) -> anyhow::Result<Config> {
     Ok(Config::load(&arg.config)?)
 }
@@ -248,7 +272,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Check { config } => {
             let path = config.config.display().to_string();
             let config = load(&config)?;
-            let warnings = config.warnings();
+            let mut warnings = config.warnings();
+            warnings.extend(check_issuer(&config).await?);
             for w in &warnings {
                 println!("warning: {w}");
             }
@@ -266,7 +291,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         } => {
             let config = load(&config)?;
             let (gateway, session) = start(config, caller).await?;
-            let listed = gateway.list_tools(session.caller.as_ref()).await;
+            let listed = gateway.list_tools(session.caller().as_deref()).await;
             gateway.shutdown().await;
             let result = listed.map_err(|e| anyhow!(e))?;
             let tools = result["tools"].as_array().cloned().unwrap_or_default();

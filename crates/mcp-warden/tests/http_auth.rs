@@ -215,3 +215,79 @@ fn check_is_loud_about_anonymous_http_callers() {
     let (_, out, _) = cli(&["check", "--config", config.to_str().unwrap()]);
     assert!(out.contains("every request will get 401"), "{out}");
 }
+
+/// `[oauth]` with an issuer that is not there (a loopback port nobody listens on):
+/// the gateway starts anyway, serves its protected resource metadata, points every
+/// 401 at it, and refuses every token (none can be checked), including a JWT of
+/// another issuer and an `[auth]`-style token. The SDK login, key rotation, attacks
+/// and step-up against a live issuer are in tests/interop/test_oauth.py.
+#[test]
+fn oauth_metadata_and_challenges_without_a_reachable_issuer() {
+    let issuer = format!("http://127.0.0.1:{}", free_port());
+    let toml = format!(
+        "[oauth]\nissuer = \"{issuer}\"\nresource = \"https://mcp.example.com/mcp\"\nrequired_scopes = [\"mcp\"]\n[oauth.tool_scopes]\n\"notes:write\" = [\"fx.*\"]\n{}",
+        fixture_config("", "")
+    );
+    let w = HttpWarden::start("http-oauth", &toml, &[]);
+    let metadata = json!({"resource": "https://mcp.example.com/mcp",
+        "authorization_servers": [issuer],
+        "scopes_supported": ["mcp", "notes:write"],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "mcp-warden"});
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let r = common::http::request_path(&w.addr, "GET", path, &[], "");
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(serde_json::from_str::<Value>(&r.body).unwrap(), metadata);
+    }
+    let r = w.post(&[], &initialize());
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Bearer realm=\"mcp-warden\", resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\", scope=\"mcp\"")
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let sign = |claims: Value| {
+        format!(
+            "Bearer {}",
+            jsonwebtoken::encode(
+                &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+                &claims,
+                &jsonwebtoken::EncodingKey::from_secret(b"whatever"),
+            )
+            .unwrap()
+        )
+    };
+    let cases = [
+        (
+            json!({"iss": "https://evil.example", "sub": "m", "aud": "https://mcp.example.com/mcp", "exp": now + 60}),
+            "Unauthorized: the token comes from an issuer this gateway does not trust",
+        ),
+        // The configured issuer, but HS256: no issuer key is an HMAC secret.
+        (
+            json!({"iss": issuer, "sub": "m", "aud": "https://mcp.example.com/mcp", "exp": now + 60}),
+            "Unauthorized: the token is signed with an algorithm this gateway does not accept",
+        ),
+    ];
+    for (claims, why) in cases {
+        let r = w.post(&[("Authorization", &sign(claims))], &initialize());
+        assert_eq!(r.status, 401);
+        assert_eq!(
+            r.header("www-authenticate").unwrap(),
+            format!("Bearer realm=\"mcp-warden\", resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\", scope=\"mcp\", error=\"invalid_token\", error_description=\"{why}\"")
+        );
+        assert_eq!(r.body, error_body(&format!("{why}.")));
+    }
+    // An opaque token without introspection configured is simply not accepted.
+    let r = w.post(&[("Authorization", "Bearer opaque-token")], &initialize());
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.body,
+        error_body("Unauthorized: the credential was not accepted.")
+    );
+}

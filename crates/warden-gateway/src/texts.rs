@@ -113,6 +113,26 @@ pub const HTTP_TOKEN_ISSUER: &str =
 /// 401: no `iss` in the token, and `[auth] issuer` is set.
 pub const HTTP_TOKEN_NO_ISSUER: &str = "Unauthorized: the token does not name an issuer.";
 pub const HTTP_TOKEN_NO_CALLER: &str = "Unauthorized: the token does not name a caller.";
+/// 401: a JWT signed with an algorithm the issuer's keys are not for (`none`,
+/// HS256 with a public key as the secret, …).
+pub const HTTP_TOKEN_ALGORITHM: &str =
+    "Unauthorized: the token is signed with an algorithm this gateway does not accept.";
+/// 401: a JWT whose key id the issuer does not publish (or not any more).
+pub const HTTP_TOKEN_UNKNOWN_KEY: &str =
+    "Unauthorized: the token is signed with a key the issuer does not publish.";
+/// 401: a JWT whose signature the issuer's key does not verify (forged or altered).
+pub const HTTP_TOKEN_SIGNATURE: &str = "Unauthorized: the token's signature is not valid.";
+/// 401: an opaque token the issuer's introspection says is not active.
+pub const HTTP_TOKEN_INACTIVE: &str = "Unauthorized: the token is not active.";
+/// 401: an opaque token, and the issuer could not be asked about it.
+pub const HTTP_TOKEN_UNCHECKED: &str =
+    "Unauthorized: the token could not be checked with its issuer; retry later.";
+
+/// 403: an OAuth token without a scope the request needs (step-up: the client
+/// asks the issuer again, for `scopes`).
+pub fn http_insufficient_scope(scopes: &str) -> String {
+    format!("Forbidden: the token lacks a scope this request needs; ask for: {scopes}.")
+}
 /// 403: a browser origin that is not allowed (DNS rebinding protection).
 pub const HTTP_BAD_ORIGIN: &str = "Forbidden: this origin is not allowed.";
 /// 403: a Host header that is not allowed (DNS rebinding protection).
@@ -320,6 +340,18 @@ mod tests {
         assert_eq!(
             HTTP_TOKEN_NO_ISSUER,
             "Unauthorized: the token does not name an issuer."
+        );
+    }
+
+    #[test]
+    fn oauth_texts() {
+        assert_eq!(
+            http_insufficient_scope("mcp notes:write"),
+            "Forbidden: the token lacks a scope this request needs; ask for: mcp notes:write."
+        );
+        assert_eq!(
+            HTTP_TOKEN_UNKNOWN_KEY,
+            "Unauthorized: the token is signed with a key the issuer does not publish."
         );
     }
 

@@ -108,6 +108,10 @@ pub struct AuditRecord {
     /// an error (the caller saw only the generic or the bounded answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The name of the credential the gateway presented upstream for the caller
+    /// (`[[upstream.credential]]`), never the secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
 }
 
 /// Calls in one minute with one decision and outcome.
@@ -585,6 +589,7 @@ mod tests {
             idempotency_key: None,
             replayed: false,
             error: None,
+            credential: None,
         };
         s.record(&rec("alice", "notes.create_note", "ok"))
             .await

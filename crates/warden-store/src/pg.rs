@@ -579,6 +579,7 @@ mod tests {
             idempotency_key: Some("k".into()),
             replayed: false,
             error: None,
+            credential: None,
         };
         s.record(&rec).await.unwrap();
         let got = s

@@ -134,9 +134,20 @@ impl Open {
 
 /// Sends a request and returns once the status line and headers are in.
 pub fn open(addr: &str, method: &str, headers: &[(&str, &str)], body: &str) -> Open {
+    open_path(addr, method, "/mcp", headers, body)
+}
+
+/// [`open`] for another path than the endpoint's.
+pub fn open_path(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Open {
     let stream = TcpStream::connect(addr).expect("connect to the HTTP front");
     stream.set_read_timeout(Some(PATIENCE)).expect("timeout");
-    let mut req = format!("{method} /mcp HTTP/1.1\r\n");
+    let mut req = format!("{method} {path} HTTP/1.1\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         req.push_str(&format!("Host: {addr}\r\n"));
     }
@@ -187,6 +198,17 @@ pub fn open(addr: &str, method: &str, headers: &[(&str, &str)], body: &str) -> O
 
 pub fn request(addr: &str, method: &str, headers: &[(&str, &str)], body: &str) -> Reply {
     open(addr, method, headers, body).finish()
+}
+
+/// [`request`] for another path than the endpoint's.
+pub fn request_path(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Reply {
+    open_path(addr, method, path, headers, body).finish()
 }
 
 /// The headers every MCP POST carries.

@@ -49,7 +49,7 @@ const NOT_LOOPBACK: &str =
 const NOT_ADMIN: &str = "This caller is not one of the [admin] callers.";
 
 impl Gate {
-    fn check(
+    async fn check(
         &self,
         peer: IpAddr,
         authorization: Option<&[u8]>,
@@ -65,11 +65,12 @@ impl Gate {
         // Never the anonymous caller: the console needs a credential.
         let header = authorization.ok_or(Refusal::Unauthenticated)?;
         let bearer = as_bearer(header).ok_or(Refusal::Unauthenticated)?;
-        let caller = self
+        let identity = self
             .auth
             .identify(Some(bearer.as_bytes()), &gw.config)
+            .await
             .map_err(|_| Refusal::Unauthenticated)?;
-        if self.admins.iter().any(|s| s.matches(&caller)) {
+        if self.admins.iter().any(|s| s.matches(&identity.caller)) {
             Ok(())
         } else {
             Err(Refusal::Forbidden(NOT_ADMIN))
@@ -95,6 +96,16 @@ fn as_bearer(header: &[u8]) -> Option<String> {
     (!password.is_empty()).then(|| format!("Bearer {password}"))
 }
 
+/// The MCP front's own URL, as the configuration names it.
+fn front_url(config: &crate::config::Config) -> String {
+    let scheme = if config.gateway.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    format!("{scheme}://{}/mcp", config.gateway.listen)
+}
+
 fn is_loopback(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4.is_loopback(),
@@ -114,7 +125,8 @@ pub async fn serve(addr: &str, gw: Arc<Gateway>) -> Result<SocketAddr, String> {
         .map(|s| CallerSelector::parse(s).map_err(|e| format!("admin.callers: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
     let gate = Arc::new(Gate {
-        auth: Auth::from_config(&gw.config)?,
+        // An `[oauth]` token's audience is the MCP front's URL (or `oauth.resource`).
+        auth: Auth::from_config(&gw.config, &front_url(&gw.config))?,
         admins,
     });
     let listener = TcpListener::bind(addr)
@@ -187,7 +199,7 @@ async fn answer(
     }
     let api = path.starts_with("/api/");
     let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
-    if let Err(refusal) = gate.check(peer, authorization, gw) {
+    if let Err(refusal) = gate.check(peer, authorization, gw).await {
         let (status, text) = match refusal {
             Refusal::Unauthenticated => (
                 StatusCode::UNAUTHORIZED,

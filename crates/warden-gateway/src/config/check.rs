@@ -7,7 +7,7 @@
 
 use super::file::{
     AuthConfig, CallerConfig, ConditionConfig, ConfigFile, DefaultsConfig, Front, GatewayConfig,
-    Phase, RuleConfig, UpstreamConfig,
+    OAuthConfig, Phase, RuleConfig, UpstreamConfig,
 };
 use crate::net::target::HttpTarget;
 use serde_json::Value;
@@ -115,6 +115,7 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
         ));
     }
     admin_and_traces(file)?;
+    oauth(&file.oauth)?;
     if gateway.max_message_bytes < 1024 {
         return Err(invalid(
             "gateway.max_message_bytes",
@@ -124,6 +125,7 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     let mut names = HashSet::new();
     for (i, up) in file.upstream.iter().enumerate() {
         upstream(i, up, &mut names)?;
+        credentials(i, up, &file.oauth)?;
     }
     let default = file.access.default.map_or(Effect::Allow, |d| d.effect());
     rules(default, &file.rule)?;
@@ -289,6 +291,163 @@ fn upstream<'a>(
     Ok(())
 }
 
+/// Whether a URL's host is this machine (`localhost`, `127.0.0.1`, `[::1]`).
+pub fn loopback_url(target: &HttpTarget) -> bool {
+    let (host, ..) = target.target();
+    matches!(host, "localhost" | "127.0.0.1" | "::1")
+}
+
+/// `[oauth]`: an issuer the gateway can trust, and settings that go with one.
+fn oauth(o: &OAuthConfig) -> Result<(), Invalid> {
+    let Some(issuer) = &o.issuer else {
+        let set = !o.scopes_supported.is_empty()
+            || !o.required_scopes.is_empty()
+            || !o.tool_scopes.is_empty()
+            || !o.scope_groups.is_empty()
+            || o.resource.is_some()
+            || o.client_id.is_some()
+            || o.introspection;
+        if set {
+            return Err(invalid(
+                "oauth.issuer",
+                "is required once [oauth] is used: the URL of the authorization server",
+            ));
+        }
+        return Ok(());
+    };
+    let target = HttpTarget::parse(issuer, 1).map_err(|m| invalid("oauth.issuer", m))?;
+    if !target.is_tls() && !loopback_url(&target) {
+        return Err(invalid(
+            "oauth.issuer",
+            format!("'{issuer}' is plain http: an issuer must be https (http is allowed for localhost, 127.0.0.1 and [::1] only, for tests)"),
+        ));
+    }
+    if issuer.contains(['?', '#']) {
+        return Err(invalid(
+            "oauth.issuer",
+            "an issuer identifier has no query or fragment (RFC 8414)",
+        ));
+    }
+    if o.tls_ca_file.is_some() && !target.is_tls() {
+        return Err(invalid(
+            "oauth.tls_ca_file",
+            "is for an https issuer; this issuer is plain http",
+        ));
+    }
+    if let Some(resource) = &o.resource {
+        HttpTarget::parse(resource, 1).map_err(|m| invalid("oauth.resource", m))?;
+        if resource.contains('#') {
+            return Err(invalid(
+                "oauth.resource",
+                "a resource URL has no fragment (RFC 8707)",
+            ));
+        }
+    }
+    for key in ["jwks_min_interval", "jwks_max_age"] {
+        let text = if key == "jwks_min_interval" {
+            &o.jwks_min_interval
+        } else {
+            &o.jwks_max_age
+        };
+        let d = parse_duration(text).map_err(|m| invalid(format!("oauth.{key}"), m))?;
+        if d.is_zero() {
+            return Err(invalid(
+                format!("oauth.{key}"),
+                "must be at least 1s: the issuer's keys would be fetched for every token",
+            ));
+        }
+    }
+    if o.timeout_ms == 0 {
+        return Err(invalid("oauth.timeout_ms", "must be more than 0"));
+    }
+    // Scopes go into WWW-Authenticate between quotes: only RFC 6749 scope tokens.
+    let scopes = o
+        .scopes_supported
+        .iter()
+        .chain(&o.required_scopes)
+        .chain(o.tool_scopes.keys())
+        .chain(o.scope_groups.keys());
+    for scope in scopes {
+        let token = !scope.is_empty()
+            && scope
+                .bytes()
+                .all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b));
+        if !token {
+            return Err(invalid(
+                "oauth",
+                format!("'{scope}' is not a scope: printable ASCII without spaces, '\"' or '\\'"),
+            ));
+        }
+    }
+    for (scope, tools) in &o.tool_scopes {
+        for t in tools {
+            globset::Glob::new(t).map_err(|e| {
+                invalid(
+                    format!("oauth.tool_scopes.{scope}"),
+                    format!("'{t}' is not a valid tool glob: {}", e.kind()),
+                )
+            })?;
+        }
+    }
+    if o.introspection && (o.client_id.is_none() || o.client_secret_env.is_none()) {
+        return Err(invalid(
+            "oauth.introspection",
+            "needs client_id and client_secret_env: the issuer only answers its registered clients",
+        ));
+    }
+    if o.client_id.is_some() != o.client_secret_env.is_some() {
+        return Err(invalid(
+            "oauth",
+            "client_id and client_secret_env go together: set both, or neither",
+        ));
+    }
+    Ok(())
+}
+
+/// One upstream's `[[upstream.credential]]` entries.
+fn credentials(i: usize, up: &UpstreamConfig, oauth: &OAuthConfig) -> Result<(), Invalid> {
+    for (j, c) in up.credential.iter().enumerate() {
+        let at = |k: &str| format!("upstream[{i}].credential[{j}].{k}");
+        if up.url.is_none() {
+            return Err(invalid(
+                at("callers"),
+                "per-caller credentials are for HTTP upstreams (url); a child process has one environment for all callers",
+            ));
+        }
+        if c.callers.is_empty() {
+            return Err(invalid(
+                at("callers"),
+                "needs at least one caller name, group:NAME or *",
+            ));
+        }
+        for sel in &c.callers {
+            warden_core::access::CallerSelector::parse(sel)
+                .map_err(|m| invalid(at("callers"), m))?;
+        }
+        let sources = [
+            c.token_env.is_some(),
+            c.token_file.is_some(),
+            c.exchange.is_some(),
+        ];
+        if sources.iter().filter(|s| **s).count() != 1 {
+            return Err(invalid(
+                format!("upstream[{i}].credential[{j}]"),
+                "set exactly one of token_env, token_file or exchange",
+            ));
+        }
+        if c.exchange.is_some() && (oauth.issuer.is_none() || oauth.client_id.is_none()) {
+            return Err(invalid(
+                at("exchange"),
+                "token exchange happens at [oauth] issuer as [oauth] client_id: set both (and client_secret_env)",
+            ));
+        }
+        if c.name.as_deref() == Some("") {
+            return Err(invalid(at("name"), "must not be empty"));
+        }
+    }
+    Ok(())
+}
+
 /// The access rules, built; an error names the rule and what is wrong with it.
 pub(super) fn rules(default: Effect, rule: &[RuleConfig]) -> Result<Rules, Invalid> {
     let rules = rule
@@ -433,6 +592,7 @@ pub(super) struct Settings<'a> {
     pub upstream: &'a [UpstreamConfig],
     pub caller: &'a [CallerConfig],
     pub auth: &'a AuthConfig,
+    pub oauth: &'a OAuthConfig,
 }
 
 /// Risky but valid settings, one sentence each. Environment variables are read
@@ -507,9 +667,22 @@ pub(super) fn warnings(s: Settings<'_>) -> Vec<String> {
     if gateway.front == Front::Http
         && !keyed
         && !s.auth.jwt_enabled()
+        && s.oauth.issuer.is_none()
         && gateway.anonymous_caller.is_none()
     {
-        out.push("the HTTP front has no way to identify callers (no [[caller]] api_key_env, no [auth] JWT, no gateway.anonymous_caller): every request will get 401".into());
+        out.push("the HTTP front has no way to identify callers (no [[caller]] api_key_env, no [auth] JWT, no [oauth] issuer, no gateway.anonymous_caller): every request will get 401".into());
+    }
+    for up in s.upstream {
+        for c in &up.credential {
+            if let Some(var) = &c.token_env {
+                if std::env::var(var).map_or(true, |v| v.trim().is_empty()) {
+                    out.push(format!(
+                        "upstream '{}': credential token_env = '{var}' is not set in the environment: calls of the callers it is for fail (G8)",
+                        up.name
+                    ));
+                }
+            }
+        }
     }
     if s.auth.jwt_enabled() && s.auth.audience.is_none() {
         out.push("[auth] has no audience: a JWT issued for another service is accepted".into());

@@ -80,6 +80,9 @@ pub(super) struct ConfigFile {
     /// `[auth]`: bearer JWTs on the HTTP front.
     #[serde(default)]
     pub auth: AuthConfig,
+    /// `[oauth]`: the HTTP front as an OAuth 2.1 resource server of one issuer.
+    #[serde(default)]
+    pub oauth: OAuthConfig,
 }
 
 /// Which front `run` serves.
@@ -344,6 +347,40 @@ pub struct UpstreamConfig {
     /// Per tool settings, keyed by the upstream's own tool name.
     #[serde(default)]
     pub tools: HashMap<String, ToolConfig>,
+    /// `[[upstream.credential]]`: the credential the gateway presents to an HTTP
+    /// upstream for a caller, first match wins; callers no entry matches get
+    /// `bearer_token_env`.
+    #[serde(default)]
+    pub credential: Vec<CredentialConfig>,
+}
+
+/// One per-caller upstream credential: who it is for and where it comes from
+/// (exactly one of `token_env`, `token_file`, `exchange`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialConfig {
+    /// Caller names, `group:NAME`, or `*`.
+    pub callers: Vec<String>,
+    /// The name the audit trail records for it (never the secret); built-in: the
+    /// variable, the file name, or `exchange:<audience>`.
+    pub name: Option<String>,
+    /// The environment variable holding the bearer token.
+    pub token_env: Option<String>,
+    /// A file holding the bearer token (read at start; relative to the config's folder).
+    pub token_file: Option<PathBuf>,
+    /// RFC 8693 token exchange at `[oauth] issuer`: the caller's token is traded
+    /// for one for this upstream, cached per caller until it expires.
+    pub exchange: Option<ExchangeConfig>,
+}
+
+/// What a token exchange asks the issuer for.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExchangeConfig {
+    /// The upstream's identifier at the issuer (`audience`; also sent as `resource`).
+    pub audience: String,
+    /// The scope asked for, space-separated.
+    pub scope: Option<String>,
 }
 
 /// What a tool that differs from the pins lock becomes (P2).
@@ -649,6 +686,88 @@ pub struct AuthConfig {
     pub audience: Option<String>,
     /// The claim naming the caller (built-in: `sub`).
     pub caller_claim: Option<String>,
+}
+
+/// `[oauth]`: the HTTP front as an OAuth 2.1 resource server (RFC 9728 metadata,
+/// tokens from one issuer whose keys and endpoints are discovered).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// The authorization server's issuer identifier; https (http only for a
+    /// loopback host, for tests and local development).
+    pub issuer: Option<String>,
+    /// The gateway's canonical URL, the audience its tokens must name (RFC 8707);
+    /// built-in: the front's own URL (`http[s]://listen/mcp`).
+    pub resource: Option<String>,
+    /// Scopes the metadata advertises to clients.
+    #[serde(default)]
+    pub scopes_supported: Vec<String>,
+    /// Scopes every token must carry (403 `insufficient_scope` otherwise).
+    #[serde(default)]
+    pub required_scopes: Vec<String>,
+    /// Scope → tool globs: a `tools/call` of a matching tool needs the scope (step-up).
+    #[serde(default)]
+    pub tool_scopes: HashMap<String, Vec<String>>,
+    /// Scope → groups a token carrying it puts its caller in.
+    #[serde(default)]
+    pub scope_groups: HashMap<String, Vec<String>>,
+    /// A claim holding a list of group names (built-in: none).
+    pub groups_claim: Option<String>,
+    /// The claim naming the caller (built-in: `sub`).
+    pub caller_claim: Option<String>,
+    /// A PEM file of CA certificates trusted for the issuer besides the public roots.
+    pub tls_ca_file: Option<PathBuf>,
+    /// The gateway's own client id at the issuer (introspection, token exchange).
+    pub client_id: Option<String>,
+    /// The environment variable holding that client's secret.
+    pub client_secret_env: Option<String>,
+    /// Opaque (non-JWT) tokens are checked at the issuer's introspection endpoint (RFC 7662).
+    #[serde(default)]
+    pub introspection: bool,
+    /// The least time between two fetches of the issuer's keys (an unknown `kid`
+    /// triggers one).
+    #[serde(default = "default_jwks_min_interval")]
+    pub jwks_min_interval: String,
+    /// How long fetched keys are used before they are fetched again.
+    #[serde(default = "default_jwks_max_age")]
+    pub jwks_max_age: String,
+    /// Each request to the issuer.
+    #[serde(default = "default_oauth_timeout")]
+    pub timeout_ms: u64,
+}
+
+impl Default for OAuthConfig {
+    fn default() -> Self {
+        OAuthConfig {
+            issuer: None,
+            resource: None,
+            scopes_supported: Vec::new(),
+            required_scopes: Vec::new(),
+            tool_scopes: HashMap::new(),
+            scope_groups: HashMap::new(),
+            groups_claim: None,
+            caller_claim: None,
+            tls_ca_file: None,
+            client_id: None,
+            client_secret_env: None,
+            introspection: false,
+            jwks_min_interval: default_jwks_min_interval(),
+            jwks_max_age: default_jwks_max_age(),
+            timeout_ms: default_oauth_timeout(),
+        }
+    }
+}
+
+fn default_jwks_min_interval() -> String {
+    "10s".into()
+}
+
+fn default_jwks_max_age() -> String {
+    "15m".into()
+}
+
+fn default_oauth_timeout() -> u64 {
+    5000
 }
 
 impl AuthConfig {

@@ -9,13 +9,14 @@
 mod check;
 mod file;
 
-pub use check::{parse_duration, toml_to_json, Access, Hook};
+pub use check::{loopback_url, parse_duration, toml_to_json, Access, Hook};
 pub use file::{
     AccessConfig, AccessDefault, AdminConfig, AuditConfig, AuthConfig, CallerConfig,
-    DefaultsConfig, ErrorData, Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig,
-    Phase, PinMode, RuleConfig, StoreConfig, ToolConfig, TracesConfig, UpstreamConfig,
-    UpstreamProtocol, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS,
-    DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
+    CredentialConfig, DefaultsConfig, ErrorData, ExchangeConfig, Front, GatewayConfig, HookConfig,
+    IdempotencyConfig, MetricsConfig, OAuthConfig, Phase, PinMode, RuleConfig, StoreConfig,
+    ToolConfig, TracesConfig, UpstreamConfig, UpstreamProtocol, WebhookConfig,
+    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS,
+    DEFAULT_TIMEOUT_MS,
 };
 
 use check::{Checked, Invalid, Settings};
@@ -45,6 +46,8 @@ pub struct Config {
     pub admin: AdminConfig,
     pub traces: TracesConfig,
     pub auth: AuthConfig,
+    /// `[oauth]`: the resource server's issuer, scopes and groups.
+    pub oauth: OAuthConfig,
     /// Where the file was read from; relative upstream commands resolve against its folder.
     pub path: PathBuf,
 }
@@ -119,6 +122,7 @@ impl Config {
             admin,
             traces,
             auth,
+            oauth,
         } = raw;
         Ok(Config {
             gateway,
@@ -135,6 +139,7 @@ impl Config {
             admin,
             traces,
             auth,
+            oauth,
             path: PathBuf::new(),
         })
     }
@@ -161,6 +166,7 @@ impl Config {
             upstream: &self.upstream,
             caller: &self.caller,
             auth: &self.auth,
+            oauth: &self.oauth,
         })
     }
 
@@ -579,6 +585,46 @@ close_schema = true
                 (Phase::Before, "http://127.0.0.1:9/b")
             ]
         );
+    }
+
+    #[test]
+    fn oauth_and_credential_settings_that_cannot_work_are_errors() {
+        let e = |t: &str| Config::parse(t, "w.toml").unwrap_err().to_string();
+        assert_eq!(
+            e("[oauth]\nrequired_scopes = [\"mcp\"]\n"),
+            "w.toml: oauth.issuer: is required once [oauth] is used: the URL of the authorization server"
+        );
+        assert_eq!(
+            e("[oauth]\nissuer = \"http://id.example.com\"\n"),
+            "w.toml: oauth.issuer: 'http://id.example.com' is plain http: an issuer must be https (http is allowed for localhost, 127.0.0.1 and [::1] only, for tests)"
+        );
+        assert!(Config::parse("[oauth]\nissuer = \"http://127.0.0.1:9000\"\n", "w.toml").is_ok());
+        assert_eq!(
+            e("[oauth]\nissuer = \"https://id.example\"\nrequired_scopes = [\"a b\"]\n"),
+            "w.toml: oauth: 'a b' is not a scope: printable ASCII without spaces, '\"' or '\\'"
+        );
+        assert_eq!(
+            e("[oauth]\nissuer = \"https://id.example\"\nintrospection = true\n"),
+            "w.toml: oauth.introspection: needs client_id and client_secret_env: the issuer only answers its registered clients"
+        );
+        assert_eq!(
+            e("[oauth]\nissuer = \"https://id.example\"\njwks_min_interval = \"0s\"\n"),
+            "w.toml: oauth.jwks_min_interval: must be at least 1s: the issuer's keys would be fetched for every token"
+        );
+        let up = "[[upstream]]\nname = \"u\"\nurl = \"http://127.0.0.1:1/mcp\"\n[[upstream.credential]]\ncallers = [\"alice\"]\n";
+        assert_eq!(
+            e(&format!("{up}token_env = \"A\"\ntoken_file = \"a\"\n")),
+            "w.toml: upstream[0].credential[0]: set exactly one of token_env, token_file or exchange"
+        );
+        assert_eq!(
+            e(&format!("{up}exchange = {{ audience = \"https://u.example\" }}\n")),
+            "w.toml: upstream[0].credential[0].exchange: token exchange happens at [oauth] issuer as [oauth] client_id: set both (and client_secret_env)"
+        );
+        assert_eq!(
+            e("[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\n[[upstream.credential]]\ncallers = [\"alice\"]\ntoken_env = \"A\"\n"),
+            "w.toml: upstream[0].credential[0].callers: per-caller credentials are for HTTP upstreams (url); a child process has one environment for all callers"
+        );
+        assert!(Config::parse(&format!("{up}token_env = \"A\"\n"), "w.toml").is_ok());
     }
 
     #[test]

@@ -97,6 +97,7 @@ impl AuditTrail {
             idempotency_key,
             replayed: false,
             error: None,
+            credential: None,
         }
     }
 

@@ -154,7 +154,7 @@ impl Calls {
                 .get("name")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let binding = binding_of(session.caller.as_ref(), name, params.get("arguments"));
+            let binding = binding_of(session.caller().as_deref(), name, params.get("arguments"));
             match input::open_state(self.state_key(), e, &binding) {
                 Ok(s) => sealed = s,
                 Err(error) => return Begun::Done(Some(Err(error))),
@@ -172,7 +172,7 @@ impl Calls {
         let name = params.get("name").cloned().unwrap_or(Value::Null);
         let binding = envelope.as_ref().map(|_| {
             Arc::new(binding_of(
-                session.caller.as_ref(),
+                session.caller().as_deref(),
                 name.as_str().unwrap_or_default(),
                 arguments.as_ref(),
             ))
@@ -202,7 +202,7 @@ impl Calls {
         let forward = match verdict.outcome {
             warden_core::Outcome::Forward(f) => f,
             warden_core::Outcome::Answer { answer, refusal } => {
-                tracing::info!(caller = %logged(session.caller.as_ref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(verdict.report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
+                tracing::info!(caller = %logged(session.caller().as_deref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(verdict.report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
                 let tool = params
                     .get("name")
                     .and_then(Value::as_str)
@@ -270,7 +270,8 @@ impl Calls {
         span: Option<&Span>,
     ) -> Verdict {
         let name = check.get("name").and_then(Value::as_str);
-        let caller = session.caller.as_ref();
+        let caller = session.caller();
+        let caller = caller.as_deref();
         match self.grant.for_call(caller, name, span).await {
             Some(grant) => {
                 let catalogue = self.upstreams.catalogue();
@@ -305,7 +306,7 @@ impl Calls {
         record.audit = sent.map(|args| {
             self.settle.audit.template(
                 &session.label,
-                session.caller.as_ref(),
+                session.caller().as_deref(),
                 tool,
                 None,
                 &args,
@@ -315,7 +316,7 @@ impl Calls {
         });
         if refusal == Refusal::GrantFailure {
             record.ctx = Some(Arc::new(CallContext {
-                caller: session.caller.clone(),
+                caller: session.caller().map(|c| Caller::clone(&c)),
                 tool: tool.to_owned(),
                 upstream: String::new(),
                 arguments: Map::new(),
@@ -347,7 +348,8 @@ impl Calls {
             return Err(tool.name.clone());
         };
         let up = up.clone();
-        let caller = session.caller.as_ref();
+        let caller = session.caller();
+        let caller = caller.as_deref();
         let ledger = self.settle.ledger.key_of(
             caller.map(|c| c.name.as_str()).unwrap_or_default(),
             &forward.meta,
@@ -368,7 +370,7 @@ impl Calls {
         // Hooks see the call as it goes upstream; built only when someone will look.
         record.ctx = (guarded || self.settle.has_after_hooks()).then(|| {
             Arc::new(CallContext {
-                caller: session.caller.clone(),
+                caller: session.caller().map(|c| Caller::clone(&c)),
                 tool: tool.name.clone(),
                 upstream: tool.upstream.clone(),
                 arguments: forward.arguments.clone(),
@@ -554,6 +556,30 @@ impl Calls {
             otel::set_traceparent(&mut a.params, &s.context());
             s
         });
+        // The caller's credential for this upstream, if one is configured: the
+        // audit record names it, the secret goes with the request only.
+        let caller = session.caller();
+        let subject = session.subject_token();
+        let credential = match a
+            .up
+            .credentials
+            .for_caller(caller.as_deref(), subject.as_deref())
+            .await
+        {
+            Ok(c) => c,
+            Err(why) => {
+                tracing::error!(upstream = %a.up.name, caller = %logged(caller.as_deref().map_or("", |c| c.name.as_str())), "no credential for the call: {why}");
+                let end = End::Failed {
+                    decision: Decision::Allowed,
+                    why: format!("no credential for the upstream: {why}"),
+                };
+                return Err(self.settle.settle(&a.record, end).await);
+            }
+        };
+        if let (Some(c), Some(audit)) = (&credential, a.record.audit.as_mut()) {
+            audit.credential = Some(c.name.clone());
+        }
+        let credential = credential.map(|c| c.token);
         let capabilities = match &a.envelope {
             Some(e) => Some(e.capabilities.clone()),
             None => session.capabilities(),
@@ -561,7 +587,17 @@ impl Calls {
         // An older client's input rounds send the call again: keep it.
         let params = (a.up.is_stateless() && a.envelope.is_none()).then(|| a.params.clone());
         let extras = (log_level, capabilities.as_ref());
-        match relay::start(&a.up, session, a.call, "tools/call", a.params, extras).await {
+        match relay::start(
+            &a.up,
+            session,
+            a.call,
+            "tools/call",
+            a.params,
+            extras,
+            credential,
+        )
+        .await
+        {
             Ok(pending) => Ok(Relayed {
                 pending,
                 span,
@@ -725,7 +761,7 @@ impl Calls {
         envelope: &Arc<Envelope>,
     ) -> Option<Begun> {
         let name = params.get("name")?.as_str()?;
-        let binding = binding_of(session.caller.as_ref(), name, params.get("arguments"));
+        let binding = binding_of(session.caller().as_deref(), name, params.get("arguments"));
         let Some((mut r, asked)) = self.parked.resume(envelope, &binding)? else {
             let body = Ok(super::settle::tool_error(texts::INPUT_ROUND_EXPIRED));
             return Some(Begun::Done(Some(body)));
@@ -775,7 +811,7 @@ fn call_span(request: &Span, session: &ClientSession, params: &Value) -> Span {
     let mut s = request.child(format!("execute_tool {tool}"), Kind::Internal);
     s.set("gen_ai.operation.name", "execute_tool");
     s.set("gen_ai.tool.name", tool);
-    if let Some(c) = &session.caller {
+    if let Some(c) = &session.caller() {
         s.set("warden.caller", otel::bounded(&c.name));
     }
     s

@@ -234,6 +234,21 @@ impl Rounds<'_> {
             .map_err(CallError::Input)?;
             let next = next_round(params, answers);
             let extras = (None, self.capabilities.as_ref());
+            // Each round presents the caller's credential (G8), as the first did.
+            let caller = self.session.caller();
+            let subject = self.session.subject_token();
+            let credential = match self
+                .up
+                .credentials
+                .for_caller(caller.as_deref(), subject.as_deref())
+                .await
+            {
+                Ok(c) => c.map(|c| c.token),
+                Err(why) => {
+                    tracing::error!(upstream = %self.up.name, "no credential for an input round: {why}");
+                    return Err(CallError::Gone);
+                }
+            };
             let mut p = relay::start(
                 self.up,
                 self.session,
@@ -241,6 +256,7 @@ impl Rounds<'_> {
                 self.method,
                 next,
                 extras,
+                credential,
             )
             .await?;
             response = relay::wait(self.session, &mut p).await?;

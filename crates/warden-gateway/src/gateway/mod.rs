@@ -161,6 +161,11 @@ impl Gateway {
         }))
     }
 
+    /// The configured upstreams (their per-caller credentials among them).
+    pub fn upstreams(&self) -> &[Arc<crate::upstream::Upstream>] {
+        &self.upstreams.list
+    }
+
     pub fn catalogue(&self) -> Arc<Catalogue> {
         self.upstreams.catalogue()
     }
@@ -348,7 +353,7 @@ impl Gateway {
         let mut span = self.tracer.root(name, otel::Kind::Server, parent)?;
         span.set("mcp.method.name", otel::bounded(method));
         span.set("jsonrpc.request.id", otel::bounded(&jsonrpc::id_key(id)));
-        if let Some(c) = &session.caller {
+        if let Some(c) = &session.caller() {
             span.set("warden.caller", otel::bounded(&c.name));
         }
         Some(span)
@@ -406,7 +411,7 @@ impl Gateway {
             "ping" => Begun::Done(Some(Ok(json!({})))),
             "tools/list" => {
                 self.connect(None).await;
-                match self.list_tools(session.caller.as_ref()).await {
+                match self.list_tools(session.caller().as_deref()).await {
                     Ok(mut result) => {
                         // The shortest lifetime an upstream gave its tools (stamped below).
                         let ttl = self
@@ -454,7 +459,7 @@ impl Gateway {
                 // A 2026-07-28 client's state is bound to the request as it sent it.
                 let binding = envelope
                     .as_ref()
-                    .map(|_| forward_binding(session.caller.as_ref(), method, &params));
+                    .map(|_| forward_binding(session.caller().as_deref(), method, &params));
                 let mut sealed = None;
                 if let (Some(e), Some(b)) = (&envelope, &binding) {
                     match input::open_state(self.calls.state_key(), e, b) {
@@ -561,7 +566,7 @@ impl Gateway {
             session
                 .send_for(Some(key.clone()), filter.acknowledgement(&id))
                 .await;
-            let caller = session.caller.clone();
+            let caller = session.caller().map(|c| Caller::clone(&c));
             loop {
                 let change = tokio::select! {
                     _ = ended.notified() => break,

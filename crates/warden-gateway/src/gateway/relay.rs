@@ -37,6 +37,7 @@ pub async fn start(
     method: &str,
     params: Value,
     (log_level, capabilities): (Option<u8>, Option<&Value>),
+    credential: Option<Arc<str>>,
 ) -> Result<Pending, CallError> {
     let conn = up.conn().ok_or(CallError::Gone)?;
     // The log level the client wants for this request (its own envelope's, or an
@@ -47,7 +48,9 @@ pub async fn start(
         None => None,
     };
     let params = conn.enveloped(Some(params), capabilities, level);
-    let (id, reply) = conn.start(method, params, up.timeout_ms()).await?;
+    let (id, reply) = conn
+        .start_as(method, params, up.timeout_ms(), credential)
+        .await?;
     if let Some(k) = &call {
         session.track(k, &conn, id, log_level);
     }
@@ -82,6 +85,22 @@ pub async fn begin_forward(
     capabilities: Option<&Value>,
 ) -> Result<Pending, Option<Body>> {
     let started = Instant::now();
+    // A caller with its own credential for this upstream (G8) presents it here too.
+    let caller = session.caller();
+    let subject = session.subject_token();
+    let credential = match up
+        .credentials
+        .for_caller(caller.as_deref(), subject.as_deref())
+        .await
+    {
+        Ok(c) => c.map(|c| c.token),
+        Err(why) => {
+            tracing::error!(upstream = %up.name, method = %logged(method), "no credential for the request: {why}");
+            return Err(Some(Err(
+                json!({"code": jsonrpc::INTERNAL_ERROR, "message": texts::UPSTREAM_NO_ANSWER}),
+            )));
+        }
+    };
     start(
         up,
         session,
@@ -89,6 +108,7 @@ pub async fn begin_forward(
         method,
         params,
         (None, capabilities),
+        credential,
     )
     .await
     .map_err(|e| forward_failed(&up.name, method, started, e))

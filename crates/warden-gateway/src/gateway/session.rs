@@ -73,7 +73,13 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// One client connection.
 pub struct ClientSession {
     out: mpsc::Sender<Outgoing>,
-    pub caller: Option<Caller>,
+    /// Who the session acts for. Over HTTP each request names its caller again;
+    /// an OAuth token's scopes (and so the groups they map to) can change within
+    /// a session (a step-up, a refresh), and the session follows them.
+    caller: RwLock<Option<Arc<Caller>>>,
+    /// The `[oauth]` token of the latest request, for token exchange on the
+    /// caller's behalf (it is never sent upstream).
+    subject: RwLock<Option<Arc<str>>>,
     /// How audit records name the session: "stdio", or "http:" and the session id.
     pub label: String,
     pub(crate) warn: warden_core::Session,
@@ -106,6 +112,37 @@ impl ClientSession {
         Self::labelled(caller, out, "stdio".into())
     }
 
+    /// Who the session acts for now.
+    pub fn caller(&self) -> Option<Arc<Caller>> {
+        self.caller
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The caller of the latest request, when its groups changed (the name of a
+    /// session's caller never does: the HTTP front checks that first), and the
+    /// OAuth token it showed.
+    pub fn update_caller(&self, caller: &Caller, token: Option<Arc<str>>) {
+        let now = self.caller();
+        if now.as_deref() != Some(caller) {
+            *self.caller.write().unwrap_or_else(|e| e.into_inner()) =
+                Some(Arc::new(caller.clone()));
+        }
+        let mut subject = self.subject.write().unwrap_or_else(|e| e.into_inner());
+        if subject.as_deref() != token.as_deref() {
+            *subject = token;
+        }
+    }
+
+    /// The `[oauth]` token of the caller's latest request.
+    pub fn subject_token(&self) -> Option<Arc<str>> {
+        self.subject
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// A session whose audit records carry `label`.
     pub fn labelled(
         caller: Option<Caller>,
@@ -114,7 +151,8 @@ impl ClientSession {
     ) -> Arc<Self> {
         Arc::new(Self {
             out,
-            caller,
+            caller: RwLock::new(caller.map(Arc::new)),
+            subject: RwLock::new(None),
             label,
             warn: warden_core::Session::new(Arc::new(|w: &UnknownKeyWarning| {
                 // The keys are the caller's, the tool and its declared keys the

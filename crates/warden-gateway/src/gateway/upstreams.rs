@@ -80,6 +80,12 @@ impl Upstreams {
                 up.tls_ca_file = up
                     .tls_ca_file
                     .map(|p| config.resolve_path(&p.to_string_lossy()));
+                for c in &mut up.credential {
+                    c.token_file = c
+                        .token_file
+                        .take()
+                        .map(|p| config.resolve_path(&p.to_string_lossy()));
+                }
                 Arc::new(Upstream::new(
                     i,
                     up,

@@ -4,6 +4,7 @@
 //! names (`tls_ca_file`), never skipped. Incoming: the HTTP front serves https
 //! when `gateway.tls_cert` and `gateway.tls_key` name a certificate and its key.
 
+pub mod fetch;
 pub mod target;
 
 use std::path::Path;

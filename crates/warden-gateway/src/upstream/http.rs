@@ -276,7 +276,12 @@ impl Http {
             .and_then(|h| h.params)
             .map(|p| p.trace_headers())
             .unwrap_or_default();
-        match self.exchange(&conn, line, pending_id, &trace).await {
+        // A caller's own credential for this request, when one is configured.
+        let credential = pending_id.and_then(|n| conn.take_credential(n));
+        match self
+            .exchange(&conn, line, pending_id, &trace, credential)
+            .await
+        {
             Ok(last) => {
                 // A stream that ended early with an event id: come back for the rest.
                 if let (Some(n), Some(last)) = (pending_id, last) {
@@ -361,6 +366,17 @@ impl Http {
     }
 
     fn request<B>(&self, method: &str, body: B, accept: &'static str) -> Request<B> {
+        self.request_as(method, body, accept, None)
+    }
+
+    /// A request with `credential` as its bearer token instead of the gateway's own.
+    fn request_as<B>(
+        &self,
+        method: &str,
+        body: B,
+        accept: &'static str,
+        credential: Option<&str>,
+    ) -> Request<B> {
         let (_, _, authority, path) = self.target.target();
         let mut req = Request::builder()
             .method(method)
@@ -373,7 +389,7 @@ impl Http {
         if let Some(v) = lock(&self.version).as_deref() {
             req = req.header(VERSION, v);
         }
-        if let Some(t) = &self.token {
+        if let Some(t) = credential.or(self.token.as_deref()) {
             req = req.header(AUTHORIZATION, format!("Bearer {t}"));
         }
         req.body(body).expect("a request from valid parts")
@@ -417,16 +433,18 @@ impl Http {
         line: Vec<u8>,
         related: Option<u64>,
         trace: &[(&'static str, String)],
+        credential: Option<Arc<str>>,
     ) -> Result<Option<String>, Failure> {
         let mut sender = self.sender().await?;
         let mut stateless = stateless_headers(&line);
         if !stateless.is_empty() {
             stateless.extend(self.param_headers(&line));
         }
-        let mut req = self.request(
+        let mut req = self.request_as(
             "POST",
             Full::new(Bytes::from(line)),
             "application/json, text/event-stream",
+            credential.as_deref(),
         );
         let headers = req.headers_mut();
         headers.insert(

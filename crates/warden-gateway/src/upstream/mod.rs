@@ -22,6 +22,7 @@ use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 
 mod child;
+pub mod credential;
 mod http;
 
 /// Protocol versions this gateway speaks, newest first.
@@ -174,6 +175,9 @@ pub struct Conn {
     name: String,
     tx: mpsc::Sender<Vec<u8>>,
     pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
+    /// Requests that go with a caller's credential rather than the upstream's own
+    /// (HTTP upstreams read it when they send the request).
+    credentials: Mutex<HashMap<u64, Arc<str>>>,
     next_id: AtomicU64,
     closed: AtomicBool,
     child: Mutex<Option<Child>>,
@@ -207,7 +211,25 @@ impl Conn {
         params: Option<Value>,
         timeout_ms: u64,
     ) -> Result<(u64, PendingReply), CallError> {
+        self.start_as(method, params, timeout_ms, None).await
+    }
+
+    /// [`Conn::start`], presenting `credential` (a bearer token) instead of the
+    /// upstream's own, on transports that carry one.
+    pub async fn start_as(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout_ms: u64,
+        credential: Option<Arc<str>>,
+    ) -> Result<(u64, PendingReply), CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Some(c) = credential {
+            self.credentials
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, c);
+        }
         let (tx, rx) = oneshot::channel();
         self.pending
             .lock()
@@ -377,6 +399,15 @@ impl Conn {
 
     fn forget(&self, id: u64) {
         self.take_waiter(id);
+        self.take_credential(id);
+    }
+
+    /// The credential request `id` goes with, if not the upstream's own.
+    pub(crate) fn take_credential(&self, id: u64) -> Option<Arc<str>> {
+        self.credentials
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id)
     }
 
     /// Takes the waiter of a pending request, if it still waits.
@@ -527,6 +558,8 @@ pub struct Upstream {
     conn: RwLock<Option<Arc<Conn>>>,
     info: RwLock<Option<ServerInfo>>,
     generation: AtomicU64,
+    /// The credential presented for each caller (`[[upstream.credential]]`).
+    pub credentials: credential::Credentials,
     /// The server ended when asked `server/discover`: it gets the handshake only.
     no_discover: AtomicBool,
     /// It speaks 2026-07-28 (as its `info` says, kept where a call reads it cheaply).
@@ -548,6 +581,7 @@ impl Upstream {
         Self {
             index,
             name: config.name.clone(),
+            credentials: credential::Credentials::from_config(&config),
             config,
             program,
             max_message,
@@ -918,6 +952,7 @@ impl Upstream {
             name: self.name.clone(),
             tx,
             pending: Mutex::new(HashMap::new()),
+            credentials: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             child: Mutex::new(child),

@@ -3,12 +3,19 @@
 //! A connection over `gateway.max_connections` or `max_connections_per_client`
 //! never becomes a request: it is answered 503 at accept ([`super::reply::connection_refusal`]).
 //!
+//! With `[oauth]`, a GET of the protected resource metadata
+//! (`/.well-known/oauth-protected-resource`, and its form for the resource's
+//! path) is answered without credentials.
+//!
 //! Every request is checked in this order: Host and Origin (403, DNS rebinding),
-//! credentials (401 with `WWW-Authenticate`, G1), HTTP method, session
+//! credentials (401 with `WWW-Authenticate`, G1), the scopes an `[oauth]` token
+//! must carry (403 `insufficient_scope`), HTTP method, session
 //! (`Mcp-Session-Id`: missing 400, unknown 404, another caller's 404), protocol
 //! version header (400), content type (415), Accept (406), body size (413), JSON.
 //! An initialize beyond the session caps gets 503 (the gateway's) or 429 with
-//! `Retry-After` (the caller's, `gateway.max_sessions_per_caller`).
+//! `Retry-After` (the caller's, `gateway.max_sessions_per_caller`). A
+//! `tools/call` of a tool `oauth.tool_scopes` guards, with a token that lacks the
+//! scope, gets 403 `insufficient_scope` naming it (step-up).
 //! A 2026-07-28 request (its envelope or, without a session, its version header
 //! says so) needs no session; its envelope and headers are checked at the edge
 //! instead, and its errors carry its id and the revision's status: 400 for what
@@ -25,15 +32,16 @@
 //! a few seconds gets its call cancelled upstream.
 
 use super::reply::{
-    accepts, check_version, header_str, host_part, is_loopback_name, json_reply, message_reply,
-    refuse, reply, sse_reply, too_many_sessions, unauthorized, Reply, VERSION_HEADER,
+    accepts, check_version, header_str, host_part, insufficient_scope, is_loopback_name,
+    json_reply, message_reply, refuse, reply, sse_reply, too_many_sessions, unauthorized, Reply,
+    VERSION_HEADER,
 };
 use super::session::{
     Attached, Full, HttpSession, SessionTable, StreamRefused, Watch, MAX_SESSIONS, SINK_CAPACITY,
 };
 use super::sse::{frame, priming, SseBody};
 use super::streams::Event;
-use crate::front::auth::Auth;
+use crate::front::auth::{Auth, Identity};
 use crate::gateway::{rev2026, Gateway};
 use crate::jsonrpc::{self, Kind};
 use crate::texts as answer;
@@ -63,13 +71,28 @@ pub struct Front {
     any_host: bool,
     origins: Vec<String>,
     max_body: usize,
+    /// Where the protected resource metadata is served, under `[oauth]`.
+    metadata_paths: Vec<String>,
 }
 
 impl Front {
     /// Builds the front for a gateway; fails when credentials cannot be loaded.
-    pub fn new(gateway: Arc<Gateway>, listen: &str) -> Result<Arc<Front>, String> {
+    /// `url` is the front's own URL (`http[s]://host:port/mcp`).
+    pub fn new(gateway: Arc<Gateway>, listen: &str, url: &str) -> Result<Arc<Front>, String> {
         let config = &gateway.config;
-        let auth = Auth::from_config(config)?;
+        let auth = Auth::from_config(config, url)?;
+        if let Some(rs) = auth.oauth() {
+            // Token exchange for upstream credentials happens at this issuer.
+            for up in gateway.upstreams() {
+                if up.credentials.exchanges() {
+                    up.credentials.set_exchanger(rs.clone());
+                }
+            }
+        }
+        let metadata_paths = auth
+            .oauth()
+            .map(|o| crate::front::auth::oauth::metadata_paths(o.resource()).to_vec())
+            .unwrap_or_default();
         if let Some(anon) = auth.anonymous() {
             tracing::warn!(caller = %anon.name, "AUTHENTICATION IS OFF for requests without credentials: they act as '{}' (gateway.anonymous_caller); use this for development and test suites only", anon.name);
         }
@@ -101,8 +124,14 @@ impl Front {
                 .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
                 .collect(),
             max_body: config.gateway.max_message_bytes,
+            metadata_paths,
             gateway,
         }))
+    }
+
+    /// The credentials this front accepts (the `[oauth]` resource server among them).
+    pub fn auth(&self) -> &Auth {
+        &self.auth
     }
 
     /// DNS rebinding protection: the Host header and any Origin must be allowed.
@@ -150,6 +179,12 @@ impl Front {
     }
 
     async fn answer(self: Arc<Self>, req: Request<Incoming>) -> Reply {
+        if self.metadata_paths.iter().any(|p| p == req.uri().path()) {
+            if let Err(r) = self.check_origin(req.headers()) {
+                return *r;
+            }
+            return self.metadata(req.method());
+        }
         if req.uri().path() != ENDPOINT {
             return refuse(
                 StatusCode::NOT_FOUND,
@@ -160,18 +195,26 @@ impl Front {
         if let Err(r) = self.check_origin(req.headers()) {
             return *r;
         }
-        let caller = match self.auth.identify(
-            req.headers()
-                .get(header::AUTHORIZATION)
-                .map(HeaderValue::as_bytes),
-            &self.gateway.config,
-        ) {
-            Ok(c) => c,
-            Err(why) => return unauthorized(why),
+        let who = match self
+            .auth
+            .identify(
+                req.headers()
+                    .get(header::AUTHORIZATION)
+                    .map(HeaderValue::as_bytes),
+                &self.gateway.config,
+            )
+            .await
+        {
+            Ok(who) => who,
+            Err(why) => return unauthorized(why, self.auth.challenge().as_ref()),
         };
+        if let Err(r) = self.check_scopes(&who, None, Value::Null) {
+            return *r;
+        }
+        let caller = who.caller.clone();
         let stateless = header_str(req.headers(), VERSION_HEADER) == Some(rev2026::VERSION);
         match *req.method() {
-            Method::POST => self.post(req, caller).await,
+            Method::POST => self.post(req, who).await,
             Method::GET | Method::DELETE if stateless => {
                 let mut r = refuse(
                     StatusCode::METHOD_NOT_ALLOWED,
@@ -193,6 +236,49 @@ impl Front {
                 r.headers_mut()
                     .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
                 r
+            }
+        }
+    }
+
+    /// GET of the protected resource metadata (RFC 9728 §3).
+    fn metadata(&self, method: &Method) -> Reply {
+        let Some(rs) = self.auth.oauth() else {
+            return refuse(
+                StatusCode::NOT_FOUND,
+                jsonrpc::INVALID_REQUEST,
+                answer::HTTP_NOT_ENDPOINT,
+            );
+        };
+        if method != Method::GET {
+            let mut r = refuse(
+                StatusCode::METHOD_NOT_ALLOWED,
+                jsonrpc::INVALID_REQUEST,
+                answer::HTTP_METHOD,
+            );
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET"));
+            return r;
+        }
+        message_reply(StatusCode::OK, &rs.metadata())
+    }
+
+    /// An `[oauth]` token must carry the required scopes, and for a `tools/call`
+    /// those of the tool: otherwise 403 with the scopes to ask for (step-up).
+    /// Keys, `[auth]` JWTs and the anonymous caller carry no scopes and pass.
+    fn check_scopes(
+        &self,
+        who: &Identity,
+        tool: Option<&str>,
+        id: Value,
+    ) -> Result<(), Box<Reply>> {
+        let (Some(rs), Some(held)) = (self.auth.oauth(), &who.scopes) else {
+            return Ok(());
+        };
+        match rs.missing_scopes(held, tool) {
+            None => Ok(()),
+            Some(scope) => {
+                tracing::info!(caller = %crate::logged::logged(&who.caller.name), scope = %scope, "a token lacks scopes this request needs (403 insufficient_scope)");
+                Err(Box::new(insufficient_scope(&rs.challenge(), &scope, id)))
             }
         }
     }
@@ -222,7 +308,7 @@ impl Front {
         Ok(session)
     }
 
-    async fn post(self: Arc<Self>, req: Request<Incoming>, caller: warden_core::Caller) -> Reply {
+    async fn post(self: Arc<Self>, req: Request<Incoming>, who: Identity) -> Reply {
         let (parts, incoming) = req.into_parts();
         let headers = parts.headers;
         let json_body = header_str(&headers, header::CONTENT_TYPE).is_some_and(|ct| {
@@ -290,6 +376,15 @@ impl Front {
                 &answer::invalid_request(answer::HTTP_BATCH),
             );
         }
+        if msg.get("method").and_then(Value::as_str) == Some("tools/call") {
+            if let Some(tool) = msg.pointer("/params/name").and_then(Value::as_str) {
+                let id = jsonrpc::usable_id(&msg);
+                if let Err(r) = self.check_scopes(&who, Some(tool), id) {
+                    return *r;
+                }
+            }
+        }
+        let (caller, token) = (who.caller, who.token);
         let sent_as_2026 = header_str(&headers, VERSION_HEADER) == Some(rev2026::VERSION)
             && header_str(&headers, SESSION_HEADER).is_none();
         // A request its header sends as 2026-07-28 is one even when its envelope is
@@ -301,7 +396,7 @@ impl Front {
                 && matches!(jsonrpc::classify(&msg),
                     Kind::Request { method, .. } if method != "initialize"));
         if stateless_request {
-            return self.stateless(&headers, msg, caller).await;
+            return self.stateless(&headers, msg, caller, token).await;
         }
         if sent_as_2026 && msg.get("id").is_none() {
             // A 2026-07-28 notification: there is no session it could be about (a
@@ -312,8 +407,12 @@ impl Front {
         let (session, new) = match &msg {
             Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("initialize") => {
                 let name = caller.name.clone();
+                let who = caller.clone();
                 match self.sessions.open(caller) {
-                    Ok(session) => (session, true),
+                    Ok(session) => {
+                        session.client.update_caller(&who, token);
+                        (session, true)
+                    }
                     Err(Full::Gateway) => {
                         tracing::warn!(
                             "{MAX_SESSIONS} HTTP sessions are open; a new one is refused"
@@ -325,13 +424,16 @@ impl Front {
                         );
                     }
                     Err(Full::Caller { open, retry_after }) => {
-                        tracing::info!(caller = %name, "the caller holds {open} HTTP sessions (gateway.max_sessions_per_caller); a new one is refused");
+                        tracing::info!(caller = %crate::logged::logged(&name), "the caller holds {open} HTTP sessions (gateway.max_sessions_per_caller); a new one is refused");
                         return too_many_sessions(open, retry_after);
                     }
                 }
             }
             _ => match self.session_of(&headers, &caller.name) {
-                Ok(s) => (s, false),
+                Ok(s) => {
+                    s.client.update_caller(&caller, token);
+                    (s, false)
+                }
                 Err(r) => return *r,
             },
         };
@@ -375,6 +477,7 @@ impl Front {
         headers: &HeaderMap,
         msg: Value,
         caller: warden_core::Caller,
+        token: Option<Arc<str>>,
     ) -> Reply {
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
         let method = msg
@@ -437,7 +540,9 @@ impl Front {
                 "message": answer::method_not_found(method)});
             return refused(StatusCode::NOT_FOUND, error);
         }
+        let who = caller.clone();
         let session = self.sessions.open_stateless(caller);
+        session.client.update_caller(&who, token);
         self.request(&session, id, msg, header_str(headers, "traceparent"))
             .await
     }

@@ -4,7 +4,7 @@
 
 use super::conn::OverCap;
 use super::sse::{OutBody, SseBody};
-use crate::front::auth::Refused;
+use crate::front::auth::{refused, Challenge, Refused};
 use crate::jsonrpc;
 use crate::texts as answer;
 use crate::upstream::SUPPORTED_VERSIONS;
@@ -165,13 +165,31 @@ pub(super) fn too_many_sessions(open: usize, retry_after: Duration) -> Reply {
     r
 }
 
-pub(super) fn unauthorized(why: Refused) -> Reply {
+/// 401 with its challenge; under `[oauth]` the challenge points at the metadata.
+pub(super) fn unauthorized(why: Refused, oauth: Option<&Challenge>) -> Reply {
     let mut r = refuse(
         StatusCode::UNAUTHORIZED,
         jsonrpc::INVALID_REQUEST,
         why.text(),
     );
-    if let Ok(v) = HeaderValue::from_str(&why.challenge()) {
+    if let Ok(v) = HeaderValue::from_str(&why.challenge(oauth)) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
+/// 403 for an `[oauth]` token without the scopes a request needs: the challenge
+/// names all of them, so the client can ask the issuer again (step-up).
+pub(super) fn insufficient_scope(oauth: &Challenge, scope: &str, id: Value) -> Reply {
+    let mut r = message_reply(
+        StatusCode::FORBIDDEN,
+        &jsonrpc::error(
+            id,
+            jsonrpc::INVALID_REQUEST,
+            &answer::http_insufficient_scope(scope),
+        ),
+    );
+    if let Ok(v) = HeaderValue::from_str(&refused::insufficient_scope(oauth, scope)) {
         r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
     }
     r

@@ -40,10 +40,28 @@ impl Server {
             }
         }
         let connections = Connections::new(limits, gateway.metrics.clone());
-        let front = Front::new(gateway, addr)?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|e| format!("cannot listen on {addr}: {e}; pass --http with a free address or set gateway.listen"))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| format!("reading the bound address: {e}"))?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let front = Front::new(gateway, addr, &format!("{scheme}://{local}/mcp"))?;
+        if let Some(rs) = front.auth().oauth() {
+            // An issuer that is down is no reason not to start (tokens wait for it);
+            // one that can never be trusted is.
+            use crate::front::auth::oauth::Probe;
+            match rs.probe().await {
+                Probe::Ready => {
+                    tracing::info!(issuer = %rs.issuer(), resource = %rs.resource(), "OAuth resource server ready: the issuer's metadata and keys are fetched")
+                }
+                Probe::Unreachable(m) => {
+                    tracing::warn!(issuer = %rs.issuer(), "the OAuth issuer cannot be reached now ({m}); its tokens are refused until it can")
+                }
+                Probe::Broken(m) => return Err(format!("oauth.issuer: {m}")),
+            }
+        }
         Ok(Server {
             listener,
             front,

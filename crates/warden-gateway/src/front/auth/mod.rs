@@ -1,67 +1,60 @@
 //! Who an HTTP request acts for (G1): a bearer API key (`[[caller]] api_key_env`),
 //! a bearer JWT (`[auth]`: HS256 secret, or RS256/ES256 keys from a JWKS file, with
-//! issuer, audience, expiry, not-before and issue time checked), or, with
+//! issuer, audience, expiry, not-before and issue time checked), an OAuth access
+//! token of the `[oauth]` issuer ([`oauth`]: a JWT checked against the issuer's
+//! published keys, or an opaque token it introspects), or, with
 //! `gateway.anonymous_caller`, no credential at all. Anything else is refused before
-//! the pipeline sees it.
+//! the pipeline sees it ([`refused`] says how).
+//!
+//! A JWT goes to the verifier of the issuer it names: `[oauth]`'s when its `iss`
+//! is that issuer, `[auth]`'s otherwise. With only `[oauth]` configured, a token
+//! from any other issuer is refused as one from an issuer this gateway does not trust.
+
+pub mod oauth;
+pub mod refused;
+
+pub use refused::{Challenge, Refused};
 
 use crate::config::Config;
 use jsonwebtoken::{jwk::JwkSet, Algorithm, DecodingKey, Validation};
+use oauth::ResourceServer;
 use serde_json::Value;
+use std::sync::Arc;
 use warden_core::Caller;
 
-/// Why a request was not identified; each becomes a 401 with `WWW-Authenticate`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
-    /// No `Authorization` header and no anonymous caller.
-    Missing,
-    /// A scheme other than `Bearer`.
-    NotBearer,
-    /// A credential that is neither a known key nor a valid token.
-    Invalid,
-    Expired,
-    /// A JWT whose `nbf` is still ahead (beyond the clock-skew leeway).
-    NotYetValid,
-    /// A JWT whose `iat` is ahead: a token cannot have been issued later than now.
-    IssuedInFuture,
-    WrongAudience,
-    WrongIssuer,
-    /// A JWT without `aud` although `[auth] audience` is configured.
-    NoAudience,
-    /// A JWT without `iss` although `[auth] issuer` is configured.
-    NoIssuer,
-    /// A JWT whose caller claim is missing or not a string.
-    NoCaller,
+/// Who a request is from, and what its OAuth token (if it showed one) grants.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub caller: Caller,
+    /// The scopes of an `[oauth]` token; `None` for API keys, `[auth]` JWTs and
+    /// the anonymous caller, which carry none (rules alone decide for them).
+    pub scopes: Option<Vec<String>>,
+    /// The `[oauth]` token itself, for token exchange on the caller's behalf
+    /// (never sent to an upstream).
+    pub token: Option<Arc<str>>,
+    /// When that token expires, seconds since the epoch.
+    pub expires: Option<u64>,
 }
 
-impl Refused {
-    /// The caller-facing text (the JSON-RPC error message of the 401).
-    pub fn text(self) -> &'static str {
-        use crate::texts as answer;
-        match self {
-            Refused::Missing => answer::HTTP_NO_CREDENTIAL,
-            Refused::NotBearer => answer::HTTP_NOT_BEARER,
-            Refused::Invalid => answer::HTTP_BAD_CREDENTIAL,
-            Refused::Expired => answer::HTTP_TOKEN_EXPIRED,
-            Refused::NotYetValid => answer::HTTP_TOKEN_NOT_YET_VALID,
-            Refused::IssuedInFuture => answer::HTTP_TOKEN_ISSUED_IN_FUTURE,
-            Refused::WrongAudience => answer::HTTP_TOKEN_AUDIENCE,
-            Refused::WrongIssuer => answer::HTTP_TOKEN_ISSUER,
-            Refused::NoAudience => answer::HTTP_TOKEN_NO_AUDIENCE,
-            Refused::NoIssuer => answer::HTTP_TOKEN_NO_ISSUER,
-            Refused::NoCaller => answer::HTTP_TOKEN_NO_CALLER,
+impl Identity {
+    fn plain(caller: Caller) -> Identity {
+        Identity {
+            caller,
+            scopes: None,
+            token: None,
+            expires: None,
         }
     }
+}
 
-    /// The `WWW-Authenticate` header value (RFC 6750).
-    pub fn challenge(self) -> String {
-        match self {
-            Refused::Missing | Refused::NotBearer => "Bearer realm=\"mcp-warden\"".to_owned(),
-            other => format!(
-                "Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"{}\"",
-                other.text().trim_end_matches('.')
-            ),
-        }
-    }
+/// What the quick, local part of identification found.
+enum Local<'a> {
+    Caller(Caller),
+    /// A token for the `[oauth]` issuer to check: a JWT, or opaque.
+    OAuth {
+        token: &'a str,
+        jwt: bool,
+    },
 }
 
 /// Clock skew tolerated between the token issuer and this gateway, in seconds. One
@@ -73,6 +66,7 @@ const LEEWAY_SECS: u64 = 30;
 pub struct Auth {
     keys: Vec<(Vec<u8>, Caller)>,
     jwt: Option<Jwt>,
+    oauth: Option<Arc<ResourceServer>>,
     anonymous: Option<Caller>,
 }
 
@@ -84,8 +78,9 @@ struct Jwt {
 }
 
 impl Auth {
-    /// Reads keys from the environment and the JWKS file the config names.
-    pub fn from_config(config: &Config) -> Result<Auth, String> {
+    /// Reads keys from the environment and the JWKS file the config names;
+    /// `front_url` is the front's own URL (the `[oauth]` resource unless configured).
+    pub fn from_config(config: &Config, front_url: &str) -> Result<Auth, String> {
         let caller = |name: &str| Caller {
             name: name.to_owned(),
             groups: config.groups_of(name),
@@ -125,18 +120,69 @@ impl Auth {
         Ok(Auth {
             keys,
             jwt,
+            oauth: ResourceServer::from_config(config, front_url)?,
             anonymous: config.gateway.anonymous_caller.as_deref().map(caller),
         })
     }
 
-    /// The caller a request's `Authorization` header identifies.
-    pub fn identify(
+    /// The `[oauth]` resource server, when one is configured.
+    pub fn oauth(&self) -> Option<&Arc<ResourceServer>> {
+        self.oauth.as_ref()
+    }
+
+    /// What a 401 adds to its challenge under `[oauth]`.
+    pub fn challenge(&self) -> Option<Challenge> {
+        self.oauth.as_ref().map(|o| o.challenge())
+    }
+
+    /// Who a request's `Authorization` header identifies.
+    pub async fn identify(
         &self,
         authorization: Option<&[u8]>,
         config: &Config,
-    ) -> Result<Caller, Refused> {
+    ) -> Result<Identity, Refused> {
+        let (token, jwt) = match self.local(authorization, config)? {
+            Local::Caller(c) => return Ok(Identity::plain(c)),
+            Local::OAuth { token, jwt } => (token, jwt),
+        };
+        let Some(rs) = &self.oauth else {
+            return Err(Refused::Invalid);
+        };
+        let v = if jwt {
+            rs.verify_jwt(token).await?
+        } else {
+            rs.introspect(token).await?
+        };
+        let mut groups = config.groups_of(&v.name);
+        for g in v.groups {
+            if !groups.contains(&g) {
+                groups.push(g);
+            }
+        }
+        Ok(Identity {
+            caller: Caller {
+                name: v.name,
+                groups,
+            },
+            scopes: Some(v.scopes),
+            token: Some(Arc::from(token)),
+            expires: v.expires,
+        })
+    }
+
+    /// Keys, `[auth]` JWTs and the anonymous caller, decided here and now; a
+    /// token for the `[oauth]` issuer is handed back to be checked with it.
+    fn local<'a>(
+        &self,
+        authorization: Option<&'a [u8]>,
+        config: &Config,
+    ) -> Result<Local<'a>, Refused> {
         let Some(header) = authorization else {
-            return self.anonymous.clone().ok_or(Refused::Missing);
+            return self
+                .anonymous
+                .clone()
+                .map(Local::Caller)
+                .ok_or(Refused::Missing);
         };
         let header = std::str::from_utf8(header).map_err(|_| Refused::Invalid)?;
         let (scheme, credential) = header.trim().split_once(' ').ok_or(Refused::NotBearer)?;
@@ -152,17 +198,28 @@ impl Auth {
             }
         }
         if let Some(caller) = found {
-            return Ok(caller.clone());
+            return Ok(Local::Caller(caller.clone()));
+        }
+        let token = std::str::from_utf8(credential).map_err(|_| Refused::Invalid)?;
+        let is_jwt = credential.iter().filter(|b| **b == b'.').count() == 2;
+        if let Some(rs) = &self.oauth {
+            if !is_jwt || rs.claims_issuer(token) {
+                return Ok(Local::OAuth { token, jwt: is_jwt });
+            }
         }
         match &self.jwt {
-            Some(jwt) if credential.iter().filter(|b| **b == b'.').count() == 2 => {
-                let name =
-                    jwt.verify(std::str::from_utf8(credential).map_err(|_| Refused::Invalid)?)?;
-                Ok(Caller {
+            Some(jwt) if is_jwt => {
+                let name = jwt.verify(token)?;
+                Ok(Local::Caller(Caller {
                     groups: config.groups_of(&name),
                     name,
-                })
+                }))
             }
+            // A JWT naming an issuer `[oauth]` does not trust, and no `[auth]` to try.
+            None if is_jwt && self.oauth.is_some() => Err(match oauth::unverified_issuer(token) {
+                Some(_) => Refused::WrongIssuer,
+                None => Refused::NoIssuer,
+            }),
             _ => Err(Refused::Invalid),
         }
     }
@@ -233,7 +290,7 @@ impl Jwt {
 /// a made-up date, and the token's other times cannot be trusted either. `iat` is
 /// optional (RFC 7519), but one that is present must be a NumericDate; an unreadable
 /// one is refused like any other malformed credential.
-fn check_issued_at(iat: Option<&Value>, now: u64) -> Result<(), Refused> {
+pub(crate) fn check_issued_at(iat: Option<&Value>, now: u64) -> Result<(), Refused> {
     let Some(iat) = iat else { return Ok(()) };
     let iat = iat
         .as_f64()
@@ -303,13 +360,18 @@ mod tests {
         Config::parse(text, "t.toml").unwrap()
     }
 
-    #[test]
-    fn challenges_follow_rfc_6750() {
-        assert_eq!(Refused::Missing.challenge(), "Bearer realm=\"mcp-warden\"");
-        assert_eq!(
-            Refused::Expired.challenge(),
-            "Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token has expired\""
-        );
+    impl Auth {
+        /// The local part of identification, for keys and `[auth]` JWTs.
+        fn identify_now(
+            &self,
+            authorization: Option<&[u8]>,
+            c: &Config,
+        ) -> Result<Caller, Refused> {
+            match self.local(authorization, c)? {
+                Local::Caller(c) => Ok(c),
+                Local::OAuth { .. } => panic!("an [oauth] token in a local test"),
+            }
+        }
     }
 
     #[test]
@@ -319,12 +381,12 @@ mod tests {
         let c = config(
             "[gateway]\nanonymous_caller = \"dev\"\n[[caller]]\nname = \"alice\"\napi_key_env = \"WARDEN_AUTH_TEST_KEY\"\ngroups = [\"ops\"]\n[auth]\njwt_secret_env = \"WARDEN_AUTH_TEST_SECRET\"\naudience = \"warden\"\nissuer = \"https://id.example\"\n",
         );
-        let auth = Auth::from_config(&c).unwrap();
-        let who = |h: Option<&str>| auth.identify(h.map(str::as_bytes), &c).map(|c| c.name);
+        let auth = Auth::from_config(&c, "http://127.0.0.1:8931/mcp").unwrap();
+        let who = |h: Option<&str>| auth.identify_now(h.map(str::as_bytes), &c).map(|c| c.name);
         assert_eq!(who(None), Ok("dev".into()));
         assert_eq!(who(Some("Bearer k-123")).unwrap(), "alice");
         assert_eq!(
-            auth.identify(Some(b"Bearer k-123"), &c).unwrap().groups,
+            auth.identify_now(Some(b"Bearer k-123"), &c).unwrap().groups,
             ["ops"]
         );
         assert_eq!(who(Some("Bearer k-124")), Err(Refused::Invalid));
@@ -403,7 +465,7 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
             "[auth]\njwks = \"{}\"\naudience = \"warden\"\n[[caller]]\nname = \"carol\"\ngroups = [\"ops\"]\n",
             jwks.display()
         ));
-        let auth = Auth::from_config(&c).unwrap();
+        let auth = Auth::from_config(&c, "http://127.0.0.1:8931/mcp").unwrap();
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -419,7 +481,7 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
         };
         let claims = serde_json::json!({"sub": "carol", "aud": "warden", "exp": now + 60});
         let who = auth
-            .identify(Some(sign("k1", claims.clone()).as_bytes()), &c)
+            .identify_now(Some(sign("k1", claims.clone()).as_bytes()), &c)
             .unwrap();
         assert_eq!(
             (who.name.as_str(), who.groups.clone()),
@@ -433,19 +495,21 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
         )
         .unwrap();
         assert_eq!(
-            auth.identify(Some(format!("Bearer {hs}").as_bytes()), &c)
+            auth.identify_now(Some(format!("Bearer {hs}").as_bytes()), &c)
                 .map(|c| c.name),
             Err(Refused::Invalid)
         );
         // A key id the file does not hold.
         assert_eq!(
-            auth.identify(Some(sign("k2", claims).as_bytes()), &c)
+            auth.identify_now(Some(sign("k2", claims).as_bytes()), &c)
                 .map(|c| c.name),
             Err(Refused::Invalid)
         );
         // A file that is not JWKS is a clear start-up error.
         std::fs::write(&jwks, "not json").unwrap();
-        let e = Auth::from_config(&c).err().unwrap();
+        let e = Auth::from_config(&c, "http://127.0.0.1:8931/mcp")
+            .err()
+            .unwrap();
         assert!(
             e.starts_with("auth.jwks: ") && e.contains("is not a JWKS document"),
             "{e}"
@@ -462,7 +526,10 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
         let c = config(&format!(
             "[auth]\njwt_secret_env = \"WARDEN_AUTH_CLAIMS_SECRET\"\n{extra}"
         ));
-        (Auth::from_config(&c).unwrap(), c)
+        (
+            Auth::from_config(&c, "http://127.0.0.1:8931/mcp").unwrap(),
+            c,
+        )
     }
 
     fn hs256_bearer(claims: &Value) -> String {
@@ -476,7 +543,8 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
     }
 
     fn who(auth: &Auth, c: &Config, bearer: &str) -> Result<String, Refused> {
-        auth.identify(Some(bearer.as_bytes()), c).map(|c| c.name)
+        auth.identify_now(Some(bearer.as_bytes()), c)
+            .map(|c| c.name)
     }
 
     #[test]
@@ -500,7 +568,7 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
         // A few seconds ahead is clock skew, tolerated as it is for `exp`.
         assert_eq!(who(&auth, &c, &token(now + 10)).unwrap(), "bob");
         assert_eq!(
-            Refused::NotYetValid.challenge(),
+            Refused::NotYetValid.challenge(None),
             "Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token is not valid yet\""
         );
     }
@@ -558,7 +626,7 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
             Err(Refused::NoIssuer)
         );
         assert_eq!(
-            Refused::NoAudience.challenge(),
+            Refused::NoAudience.challenge(None),
             "Bearer realm=\"mcp-warden\", error=\"invalid_token\", error_description=\"Unauthorized: the token does not name an audience\""
         );
         assert_eq!(
@@ -580,7 +648,7 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
             "[auth]\njwks = \"{}\"\naudience = \"warden\"\n",
             jwks.display()
         ));
-        let auth = Auth::from_config(&c).unwrap();
+        let auth = Auth::from_config(&c, "http://127.0.0.1:8931/mcp").unwrap();
         let key = jsonwebtoken::EncodingKey::from_ec_pem(TEST_EC_KEY.as_bytes()).unwrap();
         let sign = |claims: Value| {
             let mut h = jsonwebtoken::Header::new(Algorithm::ES256);

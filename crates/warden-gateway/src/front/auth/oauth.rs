@@ -1,0 +1,988 @@
+//! The HTTP front as an OAuth 2.1 resource server of one issuer (`[oauth]`).
+//!
+//! - It publishes its protected resource metadata (RFC 9728): its canonical URL,
+//!   the issuer, the scopes, how to send a token ([`ResourceServer::metadata`]).
+//! - It learns the issuer's endpoints from its metadata (RFC 8414, or OpenID
+//!   Connect discovery), and the signing keys from the `jwks_uri` there: over
+//!   https (http only for a loopback issuer), checked against the public roots and
+//!   `oauth.tls_ca_file`, read up to [`MAX_DOCUMENT_BYTES`].
+//! - Keys are cached. A token signed with a key id the cache does not hold makes
+//!   the gateway fetch the keys again, at most once per `jwks_min_interval`
+//!   however many such tokens come (a flood of made-up key ids costs one fetch);
+//!   keys older than `jwks_max_age` are fetched again in the background. A failed
+//!   fetch leaves the keys held before in use: an issuer that is down does not
+//!   stop tokens it signed with them, and a token whose key is not held is
+//!   refused, never let through unchecked.
+//! - A token must name the issuer (`iss`), the gateway's resource URL in `aud`
+//!   (RFC 8707: a token minted for another service is refused), carry `exp`, and
+//!   be signed with an asymmetric algorithm the key was published for: `none`,
+//!   HS256 keyed with a public key, or RS256 against an EC key are refused. A
+//!   token that passed is remembered (by its SHA-256) until it expires or new
+//!   keys are fetched, so each request does not pay for a signature check.
+//! - Opaque tokens go to the issuer's introspection endpoint (RFC 7662) when
+//!   `introspection = true`; answers are cached for at most [`INTROSPECTION_TTL`]
+//!   and never past the token's expiry.
+//! - Scopes (`scope`, or a `scp` list) and a groups claim put the caller into
+//!   groups (`scope_groups`, `groups_claim`), so access rules decide on them.
+
+use super::refused::{Challenge, Refused};
+use crate::config::{parse_duration, Config};
+use crate::net::fetch::{form, form_escape, Exchange, FetchError};
+use crate::net::target::HttpTarget;
+use base64::Engine;
+use globset::{Glob, GlobMatcher};
+use hyper::{Method, StatusCode};
+use jsonwebtoken::{jwk::Jwk, Algorithm, DecodingKey, Validation};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_rustls::TlsConnector;
+
+/// The largest metadata, key set or introspection answer read from the issuer.
+pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
+/// The most keys taken from one key set.
+const MAX_KEYS: usize = 64;
+/// How long an introspection answer is reused.
+pub const INTROSPECTION_TTL: Duration = Duration::from_secs(30);
+/// Introspection answers held at most (the oldest half goes when full).
+const INTROSPECTION_CACHE: usize = 10_000;
+/// Verified JWTs remembered at most (expired ones go first when full).
+const VERIFIED_CACHE: usize = 10_000;
+/// Clock skew tolerated on `exp`, `nbf` and `iat` (as for `[auth]` JWTs).
+const LEEWAY_SECS: u64 = 30;
+
+/// The algorithms an issuer key may be used with: asymmetric only, so no public
+/// key can ever serve as an HMAC secret.
+const ACCEPTED: &[Algorithm] = &[
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+
+/// A token the issuer vouched for: who, with which scopes and extra groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub name: String,
+    /// Groups from `scope_groups` and `groups_claim`, besides the caller's configured ones.
+    pub groups: Vec<String>,
+    pub scopes: Vec<String>,
+    /// `exp`, seconds since the epoch.
+    pub expires: Option<u64>,
+}
+
+/// What the issuer's metadata says where to go.
+#[derive(Debug)]
+struct Endpoints {
+    jwks: Option<HttpTarget>,
+    introspection: Option<HttpTarget>,
+    token: Option<HttpTarget>,
+}
+
+struct Key {
+    kid: Option<String>,
+    alg: Algorithm,
+    key: DecodingKey,
+}
+
+#[derive(Default)]
+struct State {
+    endpoints: Option<Arc<Endpoints>>,
+    keys: Arc<Vec<Key>>,
+    /// When the keys held were fetched.
+    fetched: Option<Instant>,
+    /// When the last fetch (successful or not) started: the rate limit.
+    last_try: Option<Instant>,
+    /// Counts successful fetches, so a waiter can tell one happened meanwhile.
+    generation: u64,
+}
+
+/// The result of asking the issuer at start-up (and in `mcp-warden check`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// Metadata and keys fetched.
+    Ready,
+    /// The issuer could not be reached: tokens are refused until it can.
+    Unreachable(String),
+    /// A configuration that cannot work (an untrusted certificate, metadata that
+    /// names another issuer or an http key URL).
+    Broken(String),
+}
+
+/// The resource server: configuration, and what it learnt from the issuer.
+pub struct ResourceServer {
+    issuer: String,
+    issuer_target: HttpTarget,
+    resource: String,
+    challenge_base: String,
+    scopes_supported: Vec<String>,
+    required: Vec<String>,
+    tool_scopes: Vec<(String, GlobMatcher)>,
+    scope_groups: HashMap<String, Vec<String>>,
+    groups_claim: Option<String>,
+    caller_claim: String,
+    tls: Option<TlsConnector>,
+    /// `Authorization: Basic …` for introspection and token exchange.
+    client_auth: Option<String>,
+    introspection: bool,
+    timeout: Duration,
+    min_interval: Duration,
+    max_age: Duration,
+    state: Mutex<State>,
+    /// One key fetch at a time; the others wait for its outcome.
+    fetching: tokio::sync::Mutex<()>,
+    introspected: Mutex<HashMap<[u8; 32], Introspected>>,
+    /// JWTs that passed (by SHA-256): the key generation they passed under, `exp`.
+    verified: Mutex<HashMap<[u8; 32], (u64, u64, Verified)>>,
+}
+
+/// An introspection answer (by the token's SHA-256) and until when it is reused.
+type Introspected = (Instant, Result<Verified, Refused>);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now_secs() -> u64 {
+    jsonwebtoken::get_current_timestamp()
+}
+
+/// The `iss` a JWT claims, read without checking anything: it only picks which
+/// verifier checks the token.
+pub fn unverified_issuer(token: &str) -> Option<String> {
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    #[derive(serde::Deserialize)]
+    struct Iss {
+        iss: Option<String>,
+    }
+    serde_json::from_slice::<Iss>(&bytes).ok()?.iss
+}
+
+/// The `alg` a JWT's header names, read as plain JSON.
+fn raw_header_alg(token: &str) -> Option<String> {
+    let head = token.split('.').next()?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(head.trim_end_matches('='))
+        .ok()?;
+    let v: Value = serde_json::from_slice(&bytes).ok()?;
+    v.get("alg")?.as_str().map(str::to_owned)
+}
+
+/// The metadata URL of a resource (RFC 9728 §3.1): the well-known name inserted
+/// between the origin and the path.
+pub fn metadata_url(resource: &str) -> String {
+    let (scheme, rest) = resource.split_once("://").unwrap_or(("https", resource));
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+        None => (rest, ""),
+    };
+    format!("{scheme}://{authority}/.well-known/oauth-protected-resource{path}")
+}
+
+/// The paths the metadata is served at: the bare well-known path and its form
+/// for the resource's own path (`…/oauth-protected-resource/mcp`).
+pub fn metadata_paths(resource: &str) -> [String; 2] {
+    let url = metadata_url(resource);
+    let path = url
+        .split_once("://")
+        .and_then(|(_, r)| r.find('/').map(|i| r[i..].to_owned()))
+        .unwrap_or_default();
+    ["/.well-known/oauth-protected-resource".to_owned(), path]
+}
+
+impl ResourceServer {
+    /// Builds the resource server `[oauth]` describes (none without an issuer).
+    /// `front_url` is the front's own URL, the resource when none is configured.
+    pub fn from_config(config: &Config, front_url: &str) -> Result<Option<Arc<Self>>, String> {
+        let o = &config.oauth;
+        let Some(issuer) = o.issuer.clone() else {
+            return Ok(None);
+        };
+        let issuer_target = HttpTarget::parse(&issuer, o.timeout_ms)?;
+        let tls = if issuer_target.is_tls() {
+            let ca = o
+                .tls_ca_file
+                .as_ref()
+                .map(|p| config.resolve_path(&p.to_string_lossy()));
+            Some(crate::net::tls_with(ca.as_deref()).map_err(|e| format!("oauth.{e}"))?)
+        } else {
+            None
+        };
+        let client_auth = match (&o.client_id, &o.client_secret_env) {
+            (Some(id), Some(var)) => {
+                let secret = std::env::var(var).ok().filter(|s| !s.is_empty()).ok_or_else(|| {
+                    format!("oauth.client_secret_env: the environment variable '{var}' is not set; export the gateway's client secret in it")
+                })?;
+                // RFC 6749 §2.3.1: both halves form-encoded before Basic encoding.
+                let pair = format!("{}:{}", form_escape(id), form_escape(&secret));
+                Some(format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(pair)
+                ))
+            }
+            _ => None,
+        };
+        let resource = o.resource.clone().unwrap_or_else(|| front_url.to_owned());
+        let mut tool_scopes = Vec::new();
+        let mut scopes: Vec<&String> = o.tool_scopes.keys().collect();
+        scopes.sort();
+        for scope in scopes {
+            for t in &o.tool_scopes[scope] {
+                let g = Glob::new(t).map_err(|e| format!("oauth.tool_scopes.{scope}: {e}"))?;
+                tool_scopes.push((scope.clone(), g.compile_matcher()));
+            }
+        }
+        let mut supported = o.scopes_supported.clone();
+        if supported.is_empty() {
+            supported = o.required_scopes.clone();
+            for (s, _) in &tool_scopes {
+                if !supported.contains(s) {
+                    supported.push(s.clone());
+                }
+            }
+        }
+        Ok(Some(Arc::new(ResourceServer {
+            challenge_base: metadata_url(&resource),
+            issuer,
+            issuer_target,
+            resource,
+            scopes_supported: supported,
+            required: o.required_scopes.clone(),
+            tool_scopes,
+            scope_groups: o.scope_groups.clone(),
+            groups_claim: o.groups_claim.clone(),
+            caller_claim: o.caller_claim.clone().unwrap_or_else(|| "sub".to_owned()),
+            tls,
+            client_auth,
+            introspection: o.introspection,
+            timeout: Duration::from_millis(o.timeout_ms),
+            min_interval: parse_duration(&o.jwks_min_interval)?,
+            max_age: parse_duration(&o.jwks_max_age)?,
+            state: Mutex::new(State::default()),
+            fetching: tokio::sync::Mutex::new(()),
+            introspected: Mutex::new(HashMap::new()),
+            verified: Mutex::new(HashMap::new()),
+        })))
+    }
+
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// The protected resource metadata document (RFC 9728 §2).
+    pub fn metadata(&self) -> Value {
+        json!({
+            "resource": self.resource,
+            "authorization_servers": [self.issuer],
+            "scopes_supported": self.scopes_supported,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "mcp-warden",
+        })
+    }
+
+    /// What a 401 says besides the reason: the metadata URL and the scopes every
+    /// token needs.
+    pub fn challenge(&self) -> Challenge {
+        Challenge {
+            resource_metadata: self.challenge_base.clone(),
+            scope: (!self.required.is_empty()).then(|| self.required.join(" ")),
+        }
+    }
+
+    /// The scopes a request needs that `held` lacks: the required ones and, for
+    /// a `tools/call`, those `tool_scopes` names for the tool. `None` when
+    /// nothing is missing, else every scope the request needs (what to ask for).
+    pub fn missing_scopes(&self, held: &[String], tool: Option<&str>) -> Option<String> {
+        let mut needed: Vec<&str> = self.required.iter().map(String::as_str).collect();
+        if let Some(tool) = tool {
+            for (scope, glob) in &self.tool_scopes {
+                if glob.is_match(tool) && !needed.contains(&scope.as_str()) {
+                    needed.push(scope);
+                }
+            }
+        }
+        let lacking = needed.iter().any(|s| !held.iter().any(|h| h == s));
+        lacking.then(|| needed.join(" "))
+    }
+
+    /// Whether a token is this issuer's to check (its unverified `iss` says so).
+    pub fn claims_issuer(&self, token: &str) -> bool {
+        unverified_issuer(token).as_deref() == Some(self.issuer.as_str())
+    }
+
+    /// Checks a JWT of this issuer.
+    pub async fn verify_jwt(self: &Arc<Self>, token: &str) -> Result<Verified, Refused> {
+        // A token checked before, under the same keys and not expired since, is
+        // not checked again: a signature check costs far more than the lookup.
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let generation = lock(&self.state).generation;
+        if let Some((g, exp, v)) = lock(&self.verified).get(&digest) {
+            if *g == generation && now_secs() <= exp.saturating_add(LEEWAY_SECS) {
+                return Ok(v.clone());
+            }
+        }
+        let v = self.verify_jwt_now(token).await?;
+        if let Some(exp) = v.expires {
+            let mut cache = lock(&self.verified);
+            if cache.len() >= VERIFIED_CACHE {
+                let now = now_secs();
+                cache.retain(|_, (_, e, _)| e.saturating_add(LEEWAY_SECS) >= now);
+                if cache.len() >= VERIFIED_CACHE {
+                    cache.clear();
+                }
+            }
+            let generation = lock(&self.state).generation;
+            cache.insert(digest, (generation, exp, v.clone()));
+        }
+        Ok(v)
+    }
+
+    async fn verify_jwt_now(self: &Arc<Self>, token: &str) -> Result<Verified, Refused> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| {
+            // `none` and other names jsonwebtoken has no variant for fail to parse:
+            // a header that names an algorithm is refused for that algorithm.
+            if raw_header_alg(token).is_some() {
+                Refused::Algorithm
+            } else {
+                Refused::Invalid
+            }
+        })?;
+        if !ACCEPTED.contains(&header.alg) {
+            return Err(Refused::Algorithm);
+        }
+        let (keys, generation) = self.keys();
+        let found = match pick(&keys, header.kid.as_deref(), header.alg) {
+            Some(found) => Some(found),
+            None => {
+                // A key the cache lacks may be new (rotation): fetch again, at most
+                // once per interval, whatever the number of such tokens.
+                self.refresh(generation).await;
+                None
+            }
+        };
+        let keys = if found.is_some() { keys } else { self.keys().0 };
+        let key = match found.or_else(|| pick(&keys, header.kid.as_deref(), header.alg)) {
+            Some(k) => k,
+            None if keys.iter().any(|k| same_kid(k, header.kid.as_deref())) => {
+                return Err(Refused::Algorithm)
+            }
+            None => return Err(Refused::UnknownKey),
+        };
+        let key = &keys[key];
+        let mut v = Validation::new(key.alg);
+        v.leeway = LEEWAY_SECS;
+        v.validate_nbf = true;
+        v.set_audience(&[&self.resource]);
+        v.set_issuer(&[&self.issuer]);
+        v.set_required_spec_claims(&["exp", "aud", "iss"]);
+        let data = jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &key.key, &v)
+            .map_err(|e| {
+                use jsonwebtoken::errors::ErrorKind as K;
+                match e.kind() {
+                    K::ExpiredSignature => Refused::Expired,
+                    K::ImmatureSignature => Refused::NotYetValid,
+                    K::InvalidAudience => Refused::WrongAudience,
+                    K::InvalidIssuer => Refused::WrongIssuer,
+                    K::MissingRequiredClaim(c) if c == "aud" => Refused::NoAudience,
+                    K::MissingRequiredClaim(c) if c == "iss" => Refused::NoIssuer,
+                    K::InvalidAlgorithm => Refused::Algorithm,
+                    K::InvalidSignature => Refused::Signature,
+                    _ => Refused::Invalid,
+                }
+            })?;
+        super::check_issued_at(data.claims.get("iat"), now_secs())?;
+        self.stale_check();
+        self.identity(&data.claims)
+    }
+
+    /// Checks an opaque token at the introspection endpoint (cached briefly).
+    pub async fn introspect(&self, token: &str) -> Result<Verified, Refused> {
+        if !self.introspection {
+            return Err(Refused::Invalid);
+        }
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some((until, answer)) = lock(&self.introspected).get(&digest) {
+            if Instant::now() < *until {
+                return answer.clone();
+            }
+        }
+        let endpoint = match self.endpoints().await {
+            Some(e) => e,
+            None => return Err(Refused::Unchecked),
+        };
+        let Some(target) = &endpoint.introspection else {
+            tracing::warn!(
+                "the issuer's metadata names no introspection_endpoint: opaque tokens are refused"
+            );
+            return Err(Refused::Invalid);
+        };
+        let answer = match self
+            .post(
+                target,
+                form(&[("token", token), ("token_type_hint", "access_token")]),
+            )
+            .await
+        {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("token introspection failed: {e}");
+                return Err(Refused::Unchecked);
+            }
+        };
+        let verdict = self.introspected_identity(&answer);
+        let mut until = Instant::now() + INTROSPECTION_TTL;
+        if let Ok(Verified {
+            expires: Some(exp), ..
+        }) = &verdict
+        {
+            let left = exp.saturating_sub(now_secs());
+            until = until.min(Instant::now() + Duration::from_secs(left));
+        }
+        let mut cache = lock(&self.introspected);
+        if cache.len() >= INTROSPECTION_CACHE {
+            let now = Instant::now();
+            cache.retain(|_, (u, _)| *u > now);
+            if cache.len() >= INTROSPECTION_CACHE {
+                cache.clear();
+            }
+        }
+        cache.insert(digest, (until, verdict.clone()));
+        verdict
+    }
+
+    fn introspected_identity(&self, answer: &Value) -> Result<Verified, Refused> {
+        if answer.get("active") != Some(&Value::Bool(true)) {
+            return Err(Refused::Inactive);
+        }
+        let claims = answer.as_object().ok_or(Refused::Invalid)?;
+        if let Some(iss) = claims.get("iss") {
+            if iss.as_str() != Some(self.issuer.as_str()) {
+                return Err(Refused::WrongIssuer);
+            }
+        }
+        // RFC 8707: a token for another resource is not for this one, however
+        // active it is. An answer without `aud` leaves the binding to the issuer.
+        if let Some(aud) = claims.get("aud") {
+            let ok = match aud {
+                Value::String(s) => *s == self.resource,
+                Value::Array(a) => a.iter().any(|v| v.as_str() == Some(&self.resource)),
+                _ => false,
+            };
+            if !ok {
+                return Err(Refused::WrongAudience);
+            }
+        }
+        let now = now_secs();
+        if let Some(exp) = claims.get("exp").and_then(Value::as_f64) {
+            if exp + (LEEWAY_SECS as f64) < now as f64 {
+                return Err(Refused::Expired);
+            }
+        }
+        if let Some(nbf) = claims.get("nbf").and_then(Value::as_f64) {
+            if nbf > (now + LEEWAY_SECS) as f64 {
+                return Err(Refused::NotYetValid);
+            }
+        }
+        super::check_issued_at(claims.get("iat"), now)?;
+        self.identity(claims)
+    }
+
+    /// The caller, scopes and groups a verified token's claims give.
+    fn identity(&self, claims: &serde_json::Map<String, Value>) -> Result<Verified, Refused> {
+        let name = match claims.get(&self.caller_claim) {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            _ => return Err(Refused::NoCaller),
+        };
+        let scopes: Vec<String> = match (claims.get("scope"), claims.get("scp")) {
+            (Some(Value::String(s)), _) => s.split_whitespace().map(str::to_owned).collect(),
+            (_, Some(Value::Array(a))) => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
+            (_, Some(Value::String(s))) => s.split_whitespace().map(str::to_owned).collect(),
+            _ => Vec::new(),
+        };
+        let mut groups: Vec<String> = Vec::new();
+        for s in &scopes {
+            for g in self.scope_groups.get(s).into_iter().flatten() {
+                if !groups.contains(g) {
+                    groups.push(g.clone());
+                }
+            }
+        }
+        if let Some(claim) = &self.groups_claim {
+            if let Some(Value::Array(a)) = claims.get(claim) {
+                for g in a.iter().filter_map(Value::as_str) {
+                    if !groups.iter().any(|x| x == g) {
+                        groups.push(g.to_owned());
+                    }
+                }
+            }
+        }
+        Ok(Verified {
+            name,
+            groups,
+            scopes,
+            expires: claims.get("exp").and_then(Value::as_u64),
+        })
+    }
+
+    fn keys(&self) -> (Arc<Vec<Key>>, u64) {
+        let st = lock(&self.state);
+        (st.keys.clone(), st.generation)
+    }
+
+    /// Keys older than `jwks_max_age` are fetched again, without holding up the
+    /// request that noticed (the rate limit applies).
+    fn stale_check(self: &Arc<Self>) {
+        let (stale, generation) = {
+            let st = lock(&self.state);
+            (
+                st.fetched.is_some_and(|t| t.elapsed() > self.max_age),
+                st.generation,
+            )
+        };
+        if stale {
+            let me = self.clone();
+            tokio::spawn(async move {
+                me.refresh(generation).await;
+            });
+        }
+    }
+
+    /// Fetches metadata (if not held) and keys, unless a fetch started less than
+    /// `jwks_min_interval` ago. `seen` is the generation the caller looked at: if a
+    /// fetch succeeded since, there is nothing to do. Whether new keys are held.
+    async fn refresh(&self, seen: u64) -> bool {
+        let _one = self.fetching.lock().await;
+        {
+            let mut st = lock(&self.state);
+            if st.generation != seen {
+                return true;
+            }
+            if st.last_try.is_some_and(|t| t.elapsed() < self.min_interval) {
+                return false;
+            }
+            st.last_try = Some(Instant::now());
+        }
+        match self.fetch_keys().await {
+            Ok((endpoints, keys)) => {
+                let mut st = lock(&self.state);
+                tracing::info!(issuer = %self.issuer, keys = keys.len(), "fetched the issuer's signing keys");
+                st.endpoints = Some(endpoints);
+                st.keys = Arc::new(keys);
+                st.fetched = Some(Instant::now());
+                st.generation += 1;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(issuer = %self.issuer, "fetching the issuer's signing keys failed; the keys held before stay in use: {}", e.message());
+                false
+            }
+        }
+    }
+
+    /// The issuer's endpoints, discovered now if they are not known yet.
+    async fn endpoints(&self) -> Option<Arc<Endpoints>> {
+        if let Some(e) = lock(&self.state).endpoints.clone() {
+            return Some(e);
+        }
+        let generation = lock(&self.state).generation;
+        self.refresh(generation).await;
+        lock(&self.state).endpoints.clone()
+    }
+
+    /// Asks the issuer for its metadata and keys now (start-up, `check`).
+    pub async fn probe(&self) -> Probe {
+        let _one = self.fetching.lock().await;
+        lock(&self.state).last_try = Some(Instant::now());
+        match self.fetch_keys().await {
+            Ok((endpoints, keys)) => {
+                let mut st = lock(&self.state);
+                st.endpoints = Some(endpoints);
+                st.keys = Arc::new(keys);
+                st.fetched = Some(Instant::now());
+                st.generation += 1;
+                Probe::Ready
+            }
+            Err(e) => e,
+        }
+    }
+
+    async fn fetch_keys(&self) -> Result<(Arc<Endpoints>, Vec<Key>), Probe> {
+        let held = lock(&self.state).endpoints.clone();
+        let endpoints = match held {
+            Some(e) => e,
+            None => Arc::new(self.discover().await?),
+        };
+        let keys = match &endpoints.jwks {
+            Some(jwks) => {
+                let doc = self
+                    .get(jwks)
+                    .await
+                    .map_err(|e| e.at("the key set (jwks_uri)"))?;
+                parse_keys(&doc).map_err(Probe::Broken)?
+            }
+            None => Vec::new(),
+        };
+        Ok((endpoints, keys))
+    }
+
+    /// RFC 8414 metadata first, then OpenID Connect discovery; the document must
+    /// name this issuer exactly (RFC 8414 §3.3).
+    async fn discover(&self) -> Result<Endpoints, Probe> {
+        let (host, port, authority, path) = self.issuer_target.target();
+        let _ = (host, port);
+        let scheme = if self.issuer_target.is_tls() {
+            "https"
+        } else {
+            "http"
+        };
+        let path = path.trim_end_matches('/');
+        let urls = [
+            format!("{scheme}://{authority}/.well-known/oauth-authorization-server{path}"),
+            format!("{scheme}://{authority}{path}/.well-known/openid-configuration"),
+        ];
+        let mut last = Probe::Unreachable("no metadata".into());
+        for url in &urls {
+            let target =
+                HttpTarget::parse(url, self.timeout.as_millis() as u64).map_err(Probe::Broken)?;
+            match self.get(&target).await {
+                Ok(doc) => return self.endpoints_from(&doc),
+                Err(e @ Fetched::Untrusted(_)) => return Err(e.at("the issuer's metadata")),
+                Err(e) => last = e.at(&format!("the issuer's metadata ({url})")),
+            }
+        }
+        Err(last)
+    }
+
+    fn endpoints_from(&self, doc: &Value) -> Result<Endpoints, Probe> {
+        if doc.get("issuer").and_then(Value::as_str) != Some(self.issuer.as_str()) {
+            return Err(Probe::Broken(format!(
+                "the metadata at {} names another issuer ({}); oauth.issuer must be exactly the issuer identifier it publishes",
+                self.issuer,
+                crate::logged::logged(&doc.get("issuer").map(Value::to_string).unwrap_or_else(|| "none".into()))
+            )));
+        }
+        let endpoint = |key: &str| -> Result<Option<HttpTarget>, Probe> {
+            let Some(url) = doc.get(key).and_then(Value::as_str) else {
+                return Ok(None);
+            };
+            let t = HttpTarget::parse(url, self.timeout.as_millis() as u64)
+                .map_err(|e| Probe::Broken(format!("the issuer's {key}: {e}")))?;
+            // http only from an http (so loopback) issuer, and only to loopback.
+            let plain_ok = !self.issuer_target.is_tls() && crate::config::loopback_url(&t);
+            if !t.is_tls() && !plain_ok {
+                return Err(Probe::Broken(format!(
+                    "the issuer's {key} '{}' is plain http: keys and tokens travel over https only",
+                    crate::logged::logged(url)
+                )));
+            }
+            Ok(Some(t))
+        };
+        Ok(Endpoints {
+            jwks: endpoint("jwks_uri")?,
+            introspection: endpoint("introspection_endpoint")?,
+            token: endpoint("token_endpoint")?,
+        })
+    }
+
+    /// The token endpoint and the client credentials, for token exchange.
+    pub async fn token_endpoint(&self) -> Option<(HttpTarget, String)> {
+        let e = self.endpoints().await?;
+        Some((e.token.clone()?, self.client_auth.clone()?))
+    }
+
+    /// POSTs a form to one of the issuer's endpoints with the gateway's client
+    /// credentials; the JSON answer of a 2xx.
+    pub async fn post(&self, target: &HttpTarget, body: String) -> Result<Value, String> {
+        let (status, bytes) = Exchange {
+            target,
+            tls: self.tls.as_ref(),
+            method: Method::POST,
+            form: Some(body),
+            authorization: self.client_auth.clone(),
+            timeout: self.timeout,
+            max_bytes: MAX_DOCUMENT_BYTES,
+        }
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_slice(&bytes)
+            .map_err(|_| format!("answered HTTP {status} with a body that is not JSON"))?;
+        if !status.is_success() {
+            let error = v.get("error").and_then(Value::as_str).unwrap_or("?");
+            return Err(format!(
+                "answered HTTP {status} ({})",
+                crate::logged::logged(error)
+            ));
+        }
+        Ok(v)
+    }
+
+    async fn get(&self, target: &HttpTarget) -> Result<Value, Fetched> {
+        let (status, bytes) = Exchange {
+            target,
+            tls: self.tls.as_ref(),
+            method: Method::GET,
+            form: None,
+            authorization: None,
+            timeout: self.timeout,
+            max_bytes: MAX_DOCUMENT_BYTES,
+        }
+        .send()
+        .await
+        .map_err(|e| match e {
+            FetchError::Untrusted(m) => Fetched::Untrusted(m),
+            FetchError::TooLarge(n) => Fetched::Bad(format!("is larger than {n} bytes")),
+            FetchError::Unreachable(m) => Fetched::Down(m),
+        })?;
+        if status != StatusCode::OK {
+            return Err(Fetched::Down(format!("answered HTTP {status}")));
+        }
+        let v: Value =
+            serde_json::from_slice(&bytes).map_err(|_| Fetched::Bad("is not JSON".into()))?;
+        if !v.is_object() {
+            return Err(Fetched::Bad("is not a JSON object".into()));
+        }
+        Ok(v)
+    }
+}
+
+impl crate::upstream::credential::TokenExchange for ResourceServer {
+    /// RFC 8693: the caller's token as the subject, the upstream as the audience
+    /// (and the resource, RFC 8707), the gateway authenticated as its own client.
+    fn exchange<'a>(
+        &'a self,
+        subject: &'a str,
+        audience: &'a str,
+        scope: Option<&'a str>,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = crate::upstream::credential::Exchanged> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            const ACCESS_TOKEN: &str = "urn:ietf:params:oauth:token-type:access_token";
+            let (endpoint, _) = self.token_endpoint().await.ok_or(
+                "the issuer's token endpoint is not known (issuer unreachable, or no client_id)",
+            )?;
+            let mut pairs = vec![
+                (
+                    "grant_type",
+                    "urn:ietf:params:oauth:grant-type:token-exchange",
+                ),
+                ("subject_token", subject),
+                ("subject_token_type", ACCESS_TOKEN),
+                ("requested_token_type", ACCESS_TOKEN),
+                ("audience", audience),
+                ("resource", audience),
+            ];
+            if let Some(scope) = scope {
+                pairs.push(("scope", scope));
+            }
+            let answer = self
+                .post(&endpoint, form(&pairs))
+                .await
+                .map_err(|e| format!("token exchange at the issuer failed: {e}"))?;
+            let token = answer
+                .get("access_token")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .ok_or("the issuer's token exchange answer has no access_token")?;
+            Ok((
+                token.to_owned(),
+                answer.get("expires_in").and_then(Value::as_u64),
+            ))
+        })
+    }
+}
+
+/// How a GET from the issuer failed.
+enum Fetched {
+    Down(String),
+    Untrusted(String),
+    Bad(String),
+}
+
+impl Fetched {
+    fn at(self, what: &str) -> Probe {
+        match self {
+            Fetched::Down(m) => Probe::Unreachable(format!("{what}: {m}")),
+            Fetched::Untrusted(m) => Probe::Broken(format!(
+                "{what}: the issuer's certificate is not trusted ({m}); name its CA in oauth.tls_ca_file"
+            )),
+            Fetched::Bad(m) => Probe::Unreachable(format!("{what} {m}")),
+        }
+    }
+}
+
+impl Probe {
+    pub fn message(&self) -> &str {
+        match self {
+            Probe::Ready => "ready",
+            Probe::Unreachable(m) | Probe::Broken(m) => m,
+        }
+    }
+}
+
+fn same_kid(k: &Key, kid: Option<&str>) -> bool {
+    kid.is_some() && k.kid.as_deref() == kid
+}
+
+/// The key a token names: its `kid` (or, without one, the first key for its
+/// algorithm), published for exactly the token's algorithm.
+fn pick(keys: &[Key], kid: Option<&str>, alg: Algorithm) -> Option<usize> {
+    keys.iter()
+        .position(|k| k.alg == alg && (kid.is_none() || k.kid.as_deref() == kid))
+}
+
+/// The signing keys of a JWKS document. Keys this gateway cannot use (encryption
+/// keys, symmetric keys, unknown types) are skipped; more than [`MAX_KEYS`] is refused.
+fn parse_keys(doc: &Value) -> Result<Vec<Key>, String> {
+    let list = doc
+        .get("keys")
+        .and_then(Value::as_array)
+        .ok_or("the key set has no \"keys\" list")?;
+    if list.len() > MAX_KEYS {
+        return Err(format!(
+            "the key set holds {} keys, more than the {MAX_KEYS} this gateway takes",
+            list.len()
+        ));
+    }
+    let mut keys = Vec::new();
+    for raw in list {
+        if raw.get("use").and_then(Value::as_str) == Some("enc") {
+            continue;
+        }
+        let Ok(jwk) = serde_json::from_value::<Jwk>(raw.clone()) else {
+            continue;
+        };
+        let alg = match (&jwk.common.key_algorithm, &jwk.algorithm) {
+            (Some(a), _) => a.to_string().parse::<Algorithm>().ok(),
+            (None, jsonwebtoken::jwk::AlgorithmParameters::RSA(_)) => Some(Algorithm::RS256),
+            (None, jsonwebtoken::jwk::AlgorithmParameters::EllipticCurve(p)) => match p.curve {
+                jsonwebtoken::jwk::EllipticCurve::P256 => Some(Algorithm::ES256),
+                jsonwebtoken::jwk::EllipticCurve::P384 => Some(Algorithm::ES384),
+                _ => None,
+            },
+            (None, jsonwebtoken::jwk::AlgorithmParameters::OctetKeyPair(_)) => {
+                Some(Algorithm::EdDSA)
+            }
+            _ => None,
+        };
+        let Some(alg) = alg.filter(|a| ACCEPTED.contains(a)) else {
+            continue;
+        };
+        let Ok(key) = DecodingKey::from_jwk(&jwk) else {
+            continue;
+        };
+        keys.push(Key {
+            kid: jwk.common.key_id.clone(),
+            alg,
+            key,
+        });
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_urls_insert_the_well_known_name() {
+        assert_eq!(
+            metadata_url("https://mcp.example.com/mcp"),
+            "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
+        );
+        assert_eq!(
+            metadata_url("http://127.0.0.1:8931/"),
+            "http://127.0.0.1:8931/.well-known/oauth-protected-resource"
+        );
+        assert_eq!(
+            metadata_paths("https://mcp.example.com/tenant/mcp"),
+            [
+                "/.well-known/oauth-protected-resource".to_owned(),
+                "/.well-known/oauth-protected-resource/tenant/mcp".to_owned()
+            ]
+        );
+    }
+
+    #[test]
+    fn the_issuer_is_read_without_trusting_it() {
+        let b = |v: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+        let t = format!("{}.{}.sig", b("{}"), b(r#"{"iss":"https://id.example"}"#));
+        assert_eq!(unverified_issuer(&t).as_deref(), Some("https://id.example"));
+        assert_eq!(unverified_issuer("a.b.c"), None);
+        assert_eq!(unverified_issuer("opaque"), None);
+    }
+
+    #[test]
+    fn only_asymmetric_signing_keys_are_taken() {
+        let doc = json!({"keys": [
+            {"kty": "oct", "k": "c2VjcmV0", "kid": "hmac"},
+            {"kty": "EC", "crv": "P-256", "kid": "enc", "use": "enc",
+             "x": "py6d_Gt1kAGy500oqCaGJft4iHltAdC2wTsfsAyCHSo",
+             "y": "Mu1qE-wuIkDxkn7zwRp2t9rbjp57Q34mX71hMdRAGUg"},
+            {"kty": "EC", "crv": "P-256", "kid": "sig",
+             "x": "py6d_Gt1kAGy500oqCaGJft4iHltAdC2wTsfsAyCHSo",
+             "y": "Mu1qE-wuIkDxkn7zwRp2t9rbjp57Q34mX71hMdRAGUg"},
+            {"kty": "weird"}
+        ]});
+        let keys = parse_keys(&doc).unwrap();
+        assert_eq!(keys.len(), 1);
+        assert_eq!(
+            (keys[0].kid.as_deref(), keys[0].alg),
+            (Some("sig"), Algorithm::ES256)
+        );
+        assert_eq!(pick(&keys, Some("sig"), Algorithm::ES256), Some(0));
+        assert_eq!(pick(&keys, Some("sig"), Algorithm::RS256), None);
+        assert_eq!(pick(&keys, Some("other"), Algorithm::ES256), None);
+        let many = json!({"keys": vec![json!({"kty": "oct"}); 65]});
+        assert!(parse_keys(&many)
+            .err()
+            .unwrap()
+            .contains("more than the 64"));
+    }
+
+    #[test]
+    fn scopes_needed_are_named_in_full() {
+        let c = Config::parse(
+            "[oauth]\nissuer = \"https://id.example\"\nrequired_scopes = [\"mcp\"]\n[oauth.tool_scopes]\n\"notes:write\" = [\"notes.create_*\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        let rs = ResourceServer::from_config(&c, "https://gw.example/mcp")
+            .unwrap()
+            .unwrap();
+        let held = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(rs.missing_scopes(&held(&["mcp"]), Some("notes.list")), None);
+        assert_eq!(
+            rs.missing_scopes(&held(&["mcp"]), Some("notes.create_note"))
+                .as_deref(),
+            Some("mcp notes:write")
+        );
+        assert_eq!(rs.missing_scopes(&held(&[]), None).as_deref(), Some("mcp"));
+        assert_eq!(
+            rs.metadata(),
+            json!({"resource": "https://gw.example/mcp",
+                "authorization_servers": ["https://id.example"],
+                "scopes_supported": ["mcp", "notes:write"],
+                "bearer_methods_supported": ["header"],
+                "resource_name": "mcp-warden"})
+        );
+    }
+}

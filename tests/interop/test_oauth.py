@@ -1,0 +1,654 @@
+"""The gateway as an OAuth 2.1 resource server, with a test authorization server
+(authserver.py) over https and the official Python SDK's OAuth client.
+
+- The SDK discovers the gateway's protected resource metadata from a 401, the
+  issuer's metadata from there, registers itself, logs in with authorization
+  code + PKCE (a headless redirect handler follows the redirect), lists and calls
+  tools, and steps up when a tool needs a scope its token lacks.
+- Keys rotated at the issuer are picked up; with the issuer down, tokens signed
+  with known keys keep working and tokens with new keys are refused.
+- Attacks are refused with 401/403 and a WWW-Authenticate that says why.
+- Per-caller upstream credentials: two callers through one gateway to an HTTP
+  upstream that records the Authorization header it saw.
+"""
+
+import concurrent.futures
+import json
+import os
+import pathlib
+import re
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from contextlib import asynccontextmanager, contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx2
+import pytest
+from mcp import ClientSession
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+from conftest import ROOT, WARDEN
+
+pytestmark = pytest.mark.anyio
+
+HERE = pathlib.Path(__file__).resolve().parent
+CA = ROOT / "tests" / "tls" / "ca.pem"
+NOTES = pathlib.Path(WARDEN).parent / "warden-demo-notes"
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def trust():
+    return ssl.create_default_context(cafile=str(CA))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AuthServer:
+    """authserver.py in a process of its own; `stop()` takes the issuer down."""
+
+    def __init__(self, port=0):
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "authserver.py"), "--tls", "--port", str(port)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = self.proc.stdout.readline()
+        m = re.search(r"listening on (\S+)", line)
+        assert m, line
+        self.issuer = m.group(1)
+        self.http = httpx2.Client(verify=trust(), timeout=10)
+
+    def admin(self, what, **body):
+        r = self.http.post(f"{self.issuer}/admin/{what}", json=body)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def stats(self):
+        return self.http.get(f"{self.issuer}/admin/stats").json()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def issuer():
+    a = AuthServer()
+    yield a
+    a.stop()
+
+
+def oauth_config(issuer, port, extra=""):
+    return f"""
+    [gateway]
+    listen = "127.0.0.1:{port}"
+
+    [oauth]
+    issuer = "{issuer}"
+    tls_ca_file = "{CA}"
+    required_scopes = ["mcp"]
+    jwks_min_interval = "2s"
+    scope_groups = {{ "notes:write" = ["writers"] }}
+
+    [oauth.tool_scopes]
+    "notes:write" = ["notes.create_note", "notes.publish_note"]
+
+    [[upstream]]
+    name = "notes"
+    command = ["{NOTES}"]
+
+    [access]
+    default = "deny"
+
+    [[rule]]
+    callers = ["*"]
+    tools = ["notes.list_notes"]
+    effect = "allow"
+
+    [[rule]]
+    callers = ["group:writers"]
+    tools = ["notes.create_note"]
+    effect = "allow"
+    {extra}
+    """
+
+
+@contextmanager
+def gateway(config, path, env=None, port=None):
+    """`mcp-warden run --http`; yields (url, log lines)."""
+    p = path / "warden.toml"
+    p.write_text(config)
+    proc = subprocess.Popen(
+        [WARDEN, "run", "--config", str(p), "--http", f"127.0.0.1:{port or 0}"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, RUST_LOG="info", **(env or {})))
+    log = []
+    found = threading.Event()
+
+    def drain():
+        for line in proc.stderr:
+            log.append(line)
+            if "mcp-warden: listening on " in line:
+                found.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    assert found.wait(30), "".join(log)
+    url = re.search(r"listening on (https?://\S+/mcp)", "".join(log)).group(1)
+    try:
+        yield url, log
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+class Memory:
+    def __init__(self):
+        self.tokens = None
+        self.client = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client
+
+    async def set_client_info(self, info: OAuthClientInformationFull):
+        self.client = info
+
+
+def headless_login(http, user="alice"):
+    """A redirect handler that 'opens the browser' by following the authorization
+    URL itself, and the callback handler that hands the code back."""
+    got = {}
+
+    async def redirect(url):
+        r = await http.get(url + "&" + urllib.parse.urlencode({"user": user}), follow_redirects=False)
+        assert r.status_code == 302, r.text
+        q = urllib.parse.parse_qs(urllib.parse.urlparse(r.headers["location"]).query)
+        got.update({k: v[0] for k, v in q.items()})
+
+    async def callback():
+        from mcp.client.auth import AuthorizationCodeResult
+        return AuthorizationCodeResult(code=got["code"], state=got.get("state"), iss=got.get("iss"))
+
+    return redirect, callback
+
+
+@asynccontextmanager
+async def sdk_session(url, user="alice", storage=None):
+    storage = storage or Memory()
+    async with httpx2.AsyncClient(verify=trust(), timeout=30) as side:
+        redirect, callback = headless_login(side, user)
+        auth = OAuthClientProvider(
+            server_url=url,
+            client_metadata=OAuthClientMetadata(
+                client_name="warden interop", redirect_uris=["http://127.0.0.1:1/callback"],
+                grant_types=["authorization_code", "refresh_token"], response_types=["code"]),
+            storage=storage, redirect_handler=redirect, callback_handler=callback)
+        async with httpx2.AsyncClient(verify=trust(), timeout=30, auth=auth) as client:
+            async with streamable_http_client(url, http_client=client) as (r, w):
+                async with ClientSession(r, w) as s:
+                    await s.initialize()
+                    yield s, storage
+
+
+def text(result):
+    return [c.text for c in result.content if getattr(c, "type", "") == "text"]
+
+
+# --- the SDK's OAuth client: discovery, registration, login, step-up ------------
+
+
+async def test_sdk_oauth_client_discovers_logs_in_and_steps_up(issuer, tmp_path):
+    port = free_port()
+    with gateway(oauth_config(issuer.issuer, port), tmp_path, port=port) as (url, log):
+        async with sdk_session(url) as (s, storage):
+            # Logged in with the scope the 401 named, and no more.
+            assert storage.tokens.scope == "mcp"
+            assert storage.client.client_id.startswith("client-")
+            names = [t.name for t in (await s.list_tools()).tools]
+            assert names == ["notes.list_notes"]
+            result = await s.call_tool("notes.list_notes", {})
+            assert not result.is_error
+            # A tool that needs notes:write: 403 insufficient_scope, the SDK asks the
+            # issuer again for mcp + notes:write, and the retried call gets through
+            # (the new scope also puts alice in the writers group).
+            result = await s.call_tool("notes.create_note", {"title": "t", "text": "x"})
+            assert not result.is_error, text(result)
+            assert set(storage.tokens.scope.split()) == {"mcp", "notes:write"}
+        assert any("403 insufficient_scope" in line for line in log), "".join(log)
+
+
+async def test_metadata_and_challenges(issuer, tmp_path):
+    port = free_port()
+    with gateway(oauth_config(issuer.issuer, port), tmp_path, port=port) as (url, _):
+        async with httpx2.AsyncClient(timeout=10) as h:
+            base = f"http://127.0.0.1:{port}"
+            for path in ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"):
+                r = await h.get(base + path)
+                assert r.status_code == 200
+                assert r.json() == {
+                    "resource": url,
+                    "authorization_servers": [issuer.issuer],
+                    "scopes_supported": ["mcp", "notes:write"],
+                    "bearer_methods_supported": ["header"],
+                    "resource_name": "mcp-warden",
+                }
+            r = await h.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                             headers={"Accept": "application/json, text/event-stream"})
+            assert r.status_code == 401
+            assert r.headers["www-authenticate"] == (
+                f'Bearer realm="mcp-warden", resource_metadata="{base}/.well-known/oauth-protected-resource/mcp", scope="mcp"')
+
+
+# --- tokens straight at the front: rotation, an issuer that is down, attacks --------
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "attack", "version": "1"}}}
+
+
+def post(url, token):
+    """An initialize with `token`; (status, WWW-Authenticate, body)."""
+    r = httpx2.post(url, json=INIT, timeout=20, headers={
+        "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"})
+    return r.status_code, r.headers.get("www-authenticate", ""), r.text
+
+
+def why(challenge):
+    m = re.search(r'error_description="([^"]*)"', challenge)
+    return m and m.group(1)
+
+
+def claims(issuer, url, **over):
+    now = int(time.time())
+    c = {"iss": issuer.issuer, "sub": "mallory", "aud": url, "scope": "mcp",
+         "iat": now, "nbf": now, "exp": now + 300}
+    c.update(over)
+    return {k: v for k, v in c.items() if v is not None}
+
+
+@pytest.fixture
+def front(issuer, tmp_path):
+    port = free_port()
+    with gateway(oauth_config(issuer.issuer, port), tmp_path, port=port) as (url, log):
+        yield url, log
+
+
+def access(issuer, url, sub="alice", scope="mcp"):
+    return issuer.admin("access", sub=sub, aud=url, scope=scope)["token"]
+
+
+async def test_rotated_keys_are_picked_up_and_dropped_ones_go(issuer, front):
+    url, _ = front
+    old = access(issuer, url)
+    assert post(url, old)[0] == 200
+    issuer.admin("rotate")  # k2 next to k1
+    time.sleep(2.2)  # past jwks_min_interval since the fetch at start-up
+    new = access(issuer, url)
+    assert post(url, new)[0] == 200, "a token of the new key is taken without a restart"
+    assert post(url, old)[0] == 200
+    issuer.admin("rotate", drop_old=True)  # only k3 published now
+    time.sleep(2.2)  # past jwks_min_interval
+    newest = access(issuer, url)
+    assert post(url, newest)[0] == 200
+    status, challenge, _ = post(url, old)
+    assert status == 401
+    assert why(challenge) == "Unauthorized: the token is signed with a key the issuer does not publish"
+
+
+async def test_an_issuer_that_is_down_keeps_known_keys_and_refuses_new_ones(issuer, front):
+    url, log = front
+    good = access(issuer, url)
+    rotated_in_secret = issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid="k-next")["token"]
+    issuer.stop()
+    assert post(url, good)[0] == 200, "".join(log)
+    time.sleep(2.2)
+    status, challenge, body = post(url, rotated_in_secret)
+    assert status == 401
+    assert why(challenge) == "Unauthorized: the token is signed with a key the issuer does not publish"
+    assert json.loads(body)["error"]["message"] == "Unauthorized: the token is signed with a key the issuer does not publish."
+    assert post(url, good)[0] == 200
+    assert any("fetching the issuer's signing keys failed" in line for line in log)
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("other_audience", "Unauthorized: the token is meant for another audience"),
+    ("no_audience", "Unauthorized: the token does not name an audience"),
+    ("hs256_with_public_key", "Unauthorized: the token is signed with an algorithm this gateway does not accept"),
+    ("alg_none", "Unauthorized: the token is signed with an algorithm this gateway does not accept"),
+    ("unconfigured_issuer", "Unauthorized: the token comes from an issuer this gateway does not trust"),
+    ("not_yet_valid", "Unauthorized: the token is not valid yet"),
+    ("expired", "Unauthorized: the token has expired"),
+    ("issued_in_future", "Unauthorized: the token says it was issued in the future"),
+    ("unpublished_key", "Unauthorized: the token is signed with a key the issuer does not publish"),
+    ("forged_under_a_published_kid", "Unauthorized: the token's signature is not valid"),
+])
+async def test_attacks_are_refused_with_a_reason(issuer, front, case, expected):
+    url, _ = front
+    now = int(time.time())
+    mint = lambda **kw: issuer.admin("mint", **kw)["token"]
+    token = {
+        "other_audience": lambda: mint(claims=claims(issuer, url, aud="https://other.example/mcp")),
+        "no_audience": lambda: mint(claims=claims(issuer, url, aud=None)),
+        # The issuer's public key, as published, used as an HMAC secret.
+        "hs256_with_public_key": lambda: mint(claims=claims(issuer, url), alg="HS256",
+                                              secret=issuer.http.get(issuer.issuer + "/jwks").json()["keys"][0]["x"]),
+        "alg_none": lambda: mint(claims=claims(issuer, url), alg="none"),
+        "unconfigured_issuer": lambda: mint(claims=claims(issuer, url, iss="https://evil.example")),
+        "not_yet_valid": lambda: mint(claims=claims(issuer, url, nbf=now + 3600)),
+        "expired": lambda: mint(claims=claims(issuer, url, exp=now - 3600)),
+        "issued_in_future": lambda: mint(claims=claims(issuer, url, iat=now + 3600)),
+        "unpublished_key": lambda: mint(claims=claims(issuer, url), unpublished=True, kid="k-other"),
+        "forged_under_a_published_kid": lambda: mint(claims=claims(issuer, url), unpublished=True, kid="k1"),
+    }[case]()
+    status, challenge, body = post(url, token)
+    assert status == 401, body
+    assert challenge.startswith('Bearer realm="mcp-warden", resource_metadata="'), challenge
+    assert 'error="invalid_token"' in challenge
+    assert why(challenge) == expected
+    # The same token with what it lacked is fine: the refusal was for that reason.
+    assert post(url, access(issuer, url))[0] == 200
+
+
+async def test_a_kid_flood_costs_one_key_fetch(issuer, front):
+    url, _ = front
+    before = issuer.stats()["jwks_fetches"]
+    tokens = [issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid=f"flood{i}")["token"]
+              for i in range(40)]
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(lambda t: post(url, t), tokens))
+    elapsed = time.monotonic() - started
+    for status, challenge, _ in answers:
+        assert status == 401 and "does not publish" in challenge
+    fetched = issuer.stats()["jwks_fetches"] - before
+    # One fetch per jwks_min_interval (2 s) at most, however many unknown kids came.
+    assert 1 <= fetched <= 1 + int(elapsed / 2), (fetched, elapsed)
+    assert post(url, access(issuer, url))[0] == 200
+
+
+async def test_a_ten_megabyte_key_set_is_not_taken(issuer, front):
+    url, log = front
+    good = access(issuer, url)
+    issuer.admin("huge_jwks", on=True)
+    t = issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid="k-huge")["token"]
+    time.sleep(2.2)
+    status, challenge, _ = post(url, t)
+    assert status == 401 and "does not publish" in challenge
+    assert any("is larger than 262144 bytes" in line for line in log), "".join(log)
+    assert post(url, good)[0] == 200, "the keys held before stay in use"
+
+
+async def test_a_token_without_the_required_scope_gets_403(issuer, front):
+    url, _ = front
+    status, challenge, body = post(url, access(issuer, url, scope="notes:read"))
+    assert status == 403
+    assert challenge.endswith(', scope="mcp", error="insufficient_scope", error_description="Forbidden: the token lacks a scope this request needs; ask for: mcp"')
+    assert json.loads(body)["error"]["message"] == "Forbidden: the token lacks a scope this request needs; ask for: mcp."
+
+
+# --- per-caller upstream credentials ---------------------------------------------
+
+
+class RecordingUpstream:
+    """A Streamable HTTP MCP server (plain JSON answers) with one tool, `whoami`,
+    that records the Authorization header of every tools/call."""
+
+    def __init__(self):
+        seen = self.seen = []
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def reply(self, status, body=None, headers=None):
+                data = json.dumps(body).encode() if body is not None else b""
+                self.send_response(status)
+                if body is not None:
+                    self.send_header("Content-Type", "application/json")
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self.reply(405)
+
+            def do_DELETE(self):
+                self.reply(200)
+
+            def do_POST(self):
+                msg = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                method, mid = msg.get("method"), msg.get("id")
+                if mid is None:
+                    return self.reply(202)
+                if method == "initialize":
+                    return self.reply(200, {"jsonrpc": "2.0", "id": mid, "result": {
+                        "protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "recorder", "version": "1"}}}, {"Mcp-Session-Id": "s1"})
+                if method == "tools/list":
+                    return self.reply(200, {"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+                        {"name": "whoami", "inputSchema": {"type": "object", "properties": {}}}]}})
+                if method == "tools/call":
+                    auth = self.headers.get("Authorization", "")
+                    seen.append(auth)
+                    return self.reply(200, {"jsonrpc": "2.0", "id": mid, "result": {
+                        "content": [{"type": "text", "text": auth}]}})
+                self.reply(200, {"jsonrpc": "2.0", "id": mid, "result": {}})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/mcp"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def recorder():
+    r = RecordingUpstream()
+    yield r
+    r.close()
+
+
+def credential_config(issuer, port, recorder, tmp_path, credentials):
+    return f"""
+    [gateway]
+    listen = "127.0.0.1:{port}"
+
+    [oauth]
+    issuer = "{issuer.issuer}"
+    tls_ca_file = "{CA}"
+    client_id = "warden-gateway"
+    client_secret_env = "WARDEN_CLIENT_SECRET"
+
+    [[caller]]
+    name = "bob"
+    groups = ["ops"]
+
+    [[upstream]]
+    name = "rec"
+    url = "{recorder.url}"
+    bearer_token_env = "REC_GATEWAY_TOKEN"
+    {credentials}
+
+    [store]
+    url = "sqlite://{tmp_path / 'warden.db'}"
+    """
+
+
+async def whoami(url, token):
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as client:
+        async with streamable_http_client(url, http_client=client) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                return text(await s.call_tool("rec.whoami", {}))[0]
+
+
+def audit(tmp_path):
+    out = subprocess.run([WARDEN, "audit", "--config", str(tmp_path / "warden.toml"), "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()] if not out.lstrip().startswith("[") else json.loads(out)
+
+
+async def test_each_caller_presents_its_own_upstream_credential(issuer, recorder, tmp_path):
+    port = free_port()
+    issuer.admin("client", client_id="warden-gateway", client_secret="gw-secret")
+    (tmp_path / "bob.token").write_text("bob-upstream-token\n")
+    creds = """
+    [[upstream.credential]]
+    callers = ["alice"]
+    name = "alice-at-rec"
+    token_env = "REC_ALICE_TOKEN"
+
+    [[upstream.credential]]
+    callers = ["group:ops"]
+    token_file = "bob.token"
+    """
+    env = {"REC_ALICE_TOKEN": "alice-upstream-token", "REC_GATEWAY_TOKEN": "gateway-own-token",
+           "WARDEN_CLIENT_SECRET": "gw-secret"}
+    with gateway(credential_config(issuer, port, recorder, tmp_path, creds), tmp_path, env, port) as (url, log):
+        alice = access(issuer, url, sub="alice")
+        bob = access(issuer, url, sub="bob")
+        carol = access(issuer, url, sub="carol")
+        assert await whoami(url, alice) == "Bearer alice-upstream-token"
+        assert await whoami(url, bob) == "Bearer bob-upstream-token"
+        # No entry is for carol: the upstream's own token, as before.
+        assert await whoami(url, carol) == "Bearer gateway-own-token"
+        for t in (alice, bob, carol):
+            assert not any(t in seen for seen in recorder.seen), "a client's token went upstream"
+    records = audit(tmp_path)
+    by_caller = {r["caller"]: r.get("credential") for r in records}
+    assert by_caller == {"alice": "alice-at-rec", "bob": "bob.token", "carol": None}
+    assert not any("upstream-token" in json.dumps(r) for r in records), "a secret in the audit trail"
+
+
+async def test_token_exchange_per_caller_cached_until_expiry(issuer, recorder, tmp_path):
+    port = free_port()
+    issuer.admin("client", client_id="warden-gateway", client_secret="gw-secret")
+    creds = """
+    [[upstream.credential]]
+    callers = ["*"]
+    exchange = { audience = "https://rec.example/mcp", scope = "rec" }
+    """
+    env = {"WARDEN_CLIENT_SECRET": "gw-secret", "REC_GATEWAY_TOKEN": "gateway-own-token",
+           "REC_KEYED": "keyed-caller-key"}
+    config = credential_config(issuer, port, recorder, tmp_path, creds).replace(
+        '[[caller]]\n    name = "bob"', '[[caller]]\n    name = "keyed"\n    api_key_env = "REC_KEYED"\n\n    [[caller]]\n    name = "bob"')
+    with gateway(config, tmp_path, env, port) as (url, log):
+        alice = access(issuer, url, sub="alice")
+        bob = access(issuer, url, sub="bob")
+        first = await whoami(url, alice)
+        again = await whoami(url, alice)
+        other = await whoami(url, bob)
+        # A caller with an API key has no OAuth token to exchange: the call fails
+        # with the generic answer and never reaches the upstream.
+        calls = len(recorder.seen)
+        assert await whoami(url, "keyed-caller-key") == "Error: An internal error occurred while executing the tool."
+        assert len(recorder.seen) == calls
+    exchanges = issuer.stats()["exchanges"]
+    assert [(x["sub"], x["audience"], x["actor"]) for x in exchanges] == [
+        ("alice", "https://rec.example/mcp", "warden-gateway"),
+        ("bob", "https://rec.example/mcp", "warden-gateway")], "one exchange per caller, then the cache"
+    assert first == again == f"Bearer {exchanges[0]['token']}"
+    assert other == f"Bearer {exchanges[1]['token']}"
+    assert not any(t in seen for t in (alice, bob) for seen in recorder.seen)
+    records = audit(tmp_path)
+    assert {r["caller"]: r.get("credential") for r in records} == {
+        "alice": "exchange:https://rec.example/mcp", "bob": "exchange:https://rec.example/mcp", "keyed": None}
+    failed = [r for r in records if r["caller"] == "keyed"][0]
+    assert failed["outcome"] == "failed" and "token exchange needs the caller's OAuth token" in failed["error"]
+
+
+# --- opaque tokens, an issuer that is not there yet, and `check` ---------------------
+
+
+async def test_opaque_tokens_are_introspected(issuer, tmp_path):
+    port = free_port()
+    issuer.admin("client", client_id="warden-gateway", client_secret="gw-secret")
+    extra = """
+    client_id = "warden-gateway"
+    client_secret_env = "WARDEN_CLIENT_SECRET"
+    introspection = true
+    """
+    cfg = oauth_config(issuer.issuer, port).replace('jwks_min_interval = "2s"', 'jwks_min_interval = "2s"' + extra)
+    with gateway(cfg, tmp_path, {"WARDEN_CLIENT_SECRET": "gw-secret"}, port) as (url, log):
+        now = int(time.time())
+        good = issuer.admin("opaque", claims={"sub": "dave", "scope": "mcp", "aud": url,
+                                              "iss": issuer.issuer, "exp": now + 300})["token"]
+        assert post(url, good)[0] == 200
+        elsewhere = issuer.admin("opaque", claims={"sub": "dave", "scope": "mcp",
+                                                   "aud": "https://other.example/mcp", "exp": now + 300})["token"]
+        status, challenge, _ = post(url, elsewhere)
+        assert (status, why(challenge)) == (401, "Unauthorized: the token is meant for another audience")
+        status, challenge, _ = post(url, "never-issued")
+        assert (status, why(challenge)) == (401, "Unauthorized: the token is not active")
+        # Issuer down: a token introspected a moment ago is still known (30 s at
+        # most); one never seen cannot be checked, and is refused.
+        unseen = issuer.admin("opaque", claims={"sub": "erin", "scope": "mcp", "exp": now + 300})["token"]
+        issuer.stop()
+        assert post(url, good)[0] == 200
+        status, challenge, _ = post(url, unseen)
+        assert (status, why(challenge)) == (401, "Unauthorized: the token could not be checked with its issuer; retry later")
+
+
+async def test_an_issuer_down_at_start_is_a_warning_and_is_used_once_up(tmp_path):
+    port, issuer_port = free_port(), free_port()
+    issuer_url = f"https://127.0.0.1:{issuer_port}"
+    with gateway(oauth_config(issuer_url, port), tmp_path, port=port) as (url, log):
+        assert any("the OAuth issuer cannot be reached now" in line for line in log), "".join(log)
+        status, challenge, _ = post(url, "a.b.c")
+        assert status == 401
+        later = AuthServer(issuer_port)
+        try:
+            time.sleep(2.2)
+            assert post(url, access(later, url))[0] == 200
+        finally:
+            later.stop()
+
+
+def check(tmp_path, config):
+    p = tmp_path / "warden.toml"
+    p.write_text(config)
+    return subprocess.run([WARDEN, "check", "--config", str(p)], capture_output=True, text=True)
+
+
+async def test_check_warns_about_an_unreachable_issuer_and_refuses_an_untrusted_one(issuer, tmp_path):
+    gone = f"https://127.0.0.1:{free_port()}"
+    r = check(tmp_path, oauth_config(gone, 8931))
+    assert r.returncode == 0, r.stderr
+    assert f"warning: oauth.issuer '{gone}' cannot be reached now" in r.stdout
+    # The test CA is not among the public roots: without tls_ca_file the issuer's
+    # certificate cannot be trusted, and no token could ever be checked.
+    untrusted = oauth_config(issuer.issuer, 8931).replace(f'tls_ca_file = "{CA}"', "")
+    r = check(tmp_path, untrusted)
+    assert r.returncode == 1
+    assert "oauth.issuer: the issuer's metadata: the issuer's certificate is not trusted" in r.stderr, r.stderr
+    assert "name its CA in oauth.tls_ca_file" in r.stderr
+    r = check(tmp_path, oauth_config(issuer.issuer, 8931))
+    assert r.returncode == 0 and "warning: oauth" not in r.stdout, r.stdout + r.stderr
+    plain = oauth_config("http://id.example.com", 8931).replace(f'tls_ca_file = "{CA}"', "")
+    r = check(tmp_path, plain)
+    assert r.returncode == 1
+    assert "oauth.issuer: 'http://id.example.com' is plain http: an issuer must be https" in r.stderr
