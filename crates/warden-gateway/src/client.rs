@@ -100,6 +100,7 @@ impl McpClient {
             restart_after_timeouts: 0,
             ping_interval_ms: 0,
             tools: Default::default(),
+            labels: Default::default(),
         };
         let upstream = Arc::new(Upstream::new(0, config, program, DEFAULT_MAX_MESSAGE_BYTES));
         let inbound: Arc<dyn Inbound> = Arc::new(HostInbound);

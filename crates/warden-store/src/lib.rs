@@ -108,6 +108,13 @@ pub struct AuditRecord {
     /// an error (the caller saw only the generic or the bounded answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The flow labels of the tool called (F1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// The labels the call's session had touched once the call was decided: with
+    /// the call's own when it was let through (F4).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub touched: Vec<String>,
 }
 
 /// What `mcp-warden audit` filters on.
@@ -549,6 +556,8 @@ mod tests {
             idempotency_key: None,
             replayed: false,
             error: None,
+            labels: Vec::new(),
+            touched: Vec::new(),
         };
         s.record(&rec("alice", "notes.create_note", "ok"))
             .await

@@ -9,6 +9,7 @@ use super::file::{
     AuthConfig, CallerConfig, ConfigFile, DefaultsConfig, Front, GatewayConfig, Phase, RuleConfig,
     UpstreamConfig,
 };
+use super::limits::{Flow, Labels, Limits, Quota, Rate};
 use crate::net::target::HttpTarget;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -52,6 +53,7 @@ pub struct Hook {
 pub(super) struct Checked {
     pub access: Access,
     pub hook: Vec<Hook>,
+    pub limits: Limits,
 }
 
 /// Checks a deserialised file. Only the first problem is reported, so the order
@@ -133,7 +135,48 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
         approval_timeout_ms: file.access.approval_timeout_ms,
         webhook,
     };
-    Ok(Checked { access, hook })
+    Ok(Checked {
+        access,
+        hook,
+        limits: limits(file)?,
+    })
+}
+
+/// Quotas, flows, labels and the HTTP request budget (Q, F).
+fn limits(file: &ConfigFile) -> Result<Limits, Invalid> {
+    let quotas = file
+        .quota
+        .iter()
+        .enumerate()
+        .map(|(i, q)| Quota::build(q).map_err(|m| invalid(format!("quota[{i}]"), m)))
+        .collect::<Result<_, _>>()?;
+    let flows = file
+        .flow
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Flow::build(f).map_err(|m| invalid(format!("flow[{i}]"), m)))
+        .collect::<Result<_, _>>()?;
+    let labels = Labels::build(&file.upstream).map_err(|(k, m)| invalid(k, m))?;
+    let g = &file.gateway;
+    let http_caller_rate = match &g.http_caller_rate {
+        Some(r) => Some(
+            Rate::parse(r, g.http_caller_burst)
+                .map_err(|m| invalid("gateway.http_caller_rate", m))?,
+        ),
+        None if g.http_caller_burst.is_some() => {
+            return Err(invalid(
+                "gateway.http_caller_burst",
+                "needs gateway.http_caller_rate",
+            ))
+        }
+        None => None,
+    };
+    Ok(Limits {
+        quotas,
+        flows,
+        labels,
+        http_caller_rate,
+    })
 }
 
 /// The HTTP front's caps and timeouts. A zero would refuse every connection or

@@ -8,13 +8,15 @@
 
 mod check;
 mod file;
+pub mod limits;
 
 pub use check::{parse_duration, toml_to_json, Access, Hook};
 pub use file::{
     AccessConfig, AccessDefault, AuditConfig, AuthConfig, CallerConfig, DefaultsConfig, ErrorData,
-    Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, Phase, RuleConfig,
-    StoreConfig, ToolConfig, UpstreamConfig, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
+    FlowConfig, Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, Phase,
+    QuotaConfig, RuleConfig, StoreConfig, ToolConfig, UpstreamConfig, WebhookConfig,
+    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS,
+    DEFAULT_TIMEOUT_MS,
 };
 
 use check::{Checked, Invalid, Settings};
@@ -37,6 +39,8 @@ pub struct Config {
     pub rule: Vec<RuleConfig>,
     /// External before/after hooks (H1-H5), their URLs parsed.
     pub hook: Vec<Hook>,
+    /// Quotas, flow rules and tool labels, checked (Q, F).
+    pub limits: limits::Limits,
     pub store: StoreConfig,
     pub idempotency: IdempotencyConfig,
     pub audit: AuditConfig,
@@ -99,8 +103,11 @@ impl Config {
                 let (key, message) = deserialise_error(e);
                 err(key, message)
             })?;
-        let Checked { access, hook } =
-            check::check(&raw).map_err(|Invalid { key, message }| err(key, message))?;
+        let Checked {
+            access,
+            hook,
+            limits,
+        } = check::check(&raw).map_err(|Invalid { key, message }| err(key, message))?;
         let ConfigFile {
             gateway,
             defaults,
@@ -109,6 +116,8 @@ impl Config {
             access: _,
             rule,
             hook: _,
+            quota: _,
+            flow: _,
             store,
             idempotency,
             audit,
@@ -123,6 +132,7 @@ impl Config {
             access,
             rule,
             hook,
+            limits,
             store,
             idempotency,
             audit,
@@ -371,7 +381,7 @@ close_schema = true
         let e = Config::parse("[gateway]\nstdio_caler = \"x\"\n", "w.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, max_sessions_per_caller, http_head_timeout, http_idle_timeout, max_connections, max_connections_per_client, tls_cert, tls_key, state_secret_env, upstream_error_data."
+            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, max_sessions_per_caller, http_head_timeout, http_idle_timeout, max_connections, max_connections_per_client, tls_cert, tls_key, state_secret_env, upstream_error_data, http_caller_rate, http_caller_burst."
         );
         let e = Config::parse(
             "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.t]\npinn = {}\n",

@@ -92,6 +92,8 @@ impl AuditTrail {
             idempotency_key,
             replayed: false,
             error: None,
+            labels: Vec::new(),
+            touched: Vec::new(),
         }
     }
 

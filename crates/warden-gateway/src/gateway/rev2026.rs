@@ -339,6 +339,26 @@ impl StateKey {
         )
     }
 
+    /// Seals any JSON payload (the caller of this checks what it means when opened).
+    pub fn seal_value(&self, payload: &Value) -> String {
+        let payload = payload.to_string();
+        let tag = self.mac(payload.as_bytes()).finalize().into_bytes();
+        format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(payload.as_bytes()),
+            URL_SAFE_NO_PAD.encode(tag)
+        )
+    }
+
+    /// The payload of a token this key sealed; `None` for anything else.
+    pub fn open_value(&self, token: &str) -> Option<Value> {
+        let (payload, tag) = token.split_once('.')?;
+        let payload = URL_SAFE_NO_PAD.decode(payload).ok()?;
+        let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
+        self.mac(&payload).verify_slice(&tag).ok()?;
+        serde_json::from_slice(&payload).ok()
+    }
+
     /// Whether `token` was sealed by this key for exactly `binding` and has not expired.
     pub fn opens(&self, token: &str, binding: &Binding, now: u64) -> bool {
         self.open(token, binding, now).is_some()
