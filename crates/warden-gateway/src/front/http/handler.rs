@@ -4,7 +4,8 @@
 //! never becomes a request: it is answered 503 at accept ([`super::reply::connection_refusal`]).
 //!
 //! Every request is checked in this order: Host and Origin (403, DNS rebinding),
-//! credentials (401 with `WWW-Authenticate`, G1), HTTP method, session
+//! credentials (401 with `WWW-Authenticate`, G1), the caller's request budget
+//! (429 with `Retry-After`, `gateway.http_caller_rate`), HTTP method, session
 //! (`Mcp-Session-Id`: missing 400, unknown 404, another caller's 404), protocol
 //! version header (400), content type (415), Accept (406), body size (413), JSON.
 //! An initialize beyond the session caps gets 503 (the gateway's) or 429 with
@@ -26,7 +27,8 @@
 
 use super::reply::{
     accepts, check_version, header_str, host_part, is_loopback_name, json_reply, message_reply,
-    refuse, reply, sse_reply, too_many_sessions, unauthorized, Reply, VERSION_HEADER,
+    refuse, reply, sse_reply, too_many_requests, too_many_sessions, unauthorized, Reply,
+    VERSION_HEADER,
 };
 use super::session::{
     Attached, Full, HttpSession, SessionTable, StreamRefused, Watch, MAX_SESSIONS, SINK_CAPACITY,
@@ -34,6 +36,7 @@ use super::session::{
 use super::sse::{frame, priming, SseBody};
 use super::streams::Event;
 use crate::front::auth::Auth;
+use crate::gateway::quota::RequestBudget;
 use crate::gateway::{rev2026, Gateway};
 use crate::jsonrpc::{self, Kind};
 use crate::texts as answer;
@@ -63,6 +66,8 @@ pub struct Front {
     any_host: bool,
     origins: Vec<String>,
     max_body: usize,
+    /// Requests per caller, counted before any work (Q5).
+    budget: Option<RequestBudget>,
 }
 
 impl Front {
@@ -101,6 +106,7 @@ impl Front {
                 .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
                 .collect(),
             max_body: config.gateway.max_message_bytes,
+            budget: config.limits.http_caller_rate.map(RequestBudget::new),
             gateway,
         }))
     }
@@ -169,6 +175,9 @@ impl Front {
             Ok(c) => c,
             Err(why) => return unauthorized(why),
         };
+        if let Some(Err(wait_ms)) = self.budget.as_ref().map(|b| b.take(&caller.name)) {
+            return too_many_requests(wait_ms);
+        }
         let stateless = header_str(req.headers(), VERSION_HEADER) == Some(rev2026::VERSION);
         match *req.method() {
             Method::POST => self.post(req, caller).await,
