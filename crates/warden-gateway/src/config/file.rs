@@ -374,7 +374,7 @@ impl FromStr for AccessDefault {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccessConfig {
     /// allow | deny, when no rule matches; built-in: allow.
@@ -386,6 +386,19 @@ pub struct AccessConfig {
     /// A grant webhook (G4): decides per caller and tool; when it fails a listing
     /// falls back to the rules and a call fails closed.
     pub webhook: Option<WebhookConfig>,
+}
+
+// Written out, not derived: a file without `[access]` must get the same
+// approval timeout as one with it (a derived default would make it 0 ms, and
+// every `ask` would time out at once).
+impl Default for AccessConfig {
+    fn default() -> Self {
+        Self {
+            default: None,
+            approval_timeout_ms: default_approval_timeout(),
+            webhook: None,
+        }
+    }
 }
 
 fn default_approval_timeout() -> u64 {

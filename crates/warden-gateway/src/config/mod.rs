@@ -465,6 +465,8 @@ close_schema = true
     #[test]
     fn http_limits_have_defaults_and_refuse_nonsense() {
         let c = Config::parse("", "w.toml").unwrap();
+        // Without an [access] table an approval waits as long as with one.
+        assert_eq!(c.access.approval_timeout_ms, 120_000);
         let g = &c.gateway;
         assert_eq!(
             (g.http_head_timeout.as_str(), g.http_idle_timeout.as_str()),
