@@ -263,6 +263,36 @@ fn stateless_http_requests_carry_the_trail_too() {
 }
 
 #[test]
+fn a_stateless_ask_is_an_input_request_and_the_approved_retry_runs() {
+    let mut w = Warden::spawn("flow-modern-ask", &labelled("ask", ""));
+    let c1 = context_of(&w.request("tools/call", modern("drive.echo", 1, None)));
+    let c2 = context_of(&w.request("tools/call", modern("web.echo", 2, Some(&c1))));
+    let ask = |context: &Value, extra: Value| {
+        let mut p = modern("mail.echo", 3, Some(context));
+        p["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
+        for (k, v) in extra.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        p
+    };
+    let r = w.request("tools/call", ask(&c2, json!({})));
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    assert_eq!(
+        r["result"]["inputRequests"]["warden/approval"]["method"],
+        "elicitation/create"
+    );
+    let state = r["result"]["requestState"].clone();
+    let c3 = context_of(&r);
+    let yes = json!({"warden/approval": {"action": "accept", "content": {"approve": true}}});
+    let r = w.request(
+        "tools/call",
+        ask(&c3, json!({"inputResponses": yes, "requestState": state})),
+    );
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["structuredContent"], json!({"n": 3}));
+}
+
+#[test]
 fn replicas_sharing_the_sealing_secret_carry_a_stateless_trail_between_them() {
     std::env::set_var("WARDEN_FLOW_TEST_SECRET", "a shared flow secret of length");
     let config = format!(

@@ -537,6 +537,25 @@ pub struct QuotaConfig {
     pub strict: bool,
 }
 
+/// What a matching `[[flow]]` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowEffect {
+    Deny,
+    /// Runs once a human approves it (the approval path of `ask` rules).
+    Ask,
+}
+
+impl FromStr for FlowEffect {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "deny" => Ok(FlowEffect::Deny),
+            "ask" => Ok(FlowEffect::Ask),
+            other => Err(format!("'{other}' is not a flow effect; use deny or ask")),
+        }
+    }
+}
+
 /// One `[[flow]]`: a label combination a session must not complete (F2).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -547,7 +566,7 @@ pub struct FlowConfig {
     pub calling: String,
     /// deny | ask.
     #[serde(deserialize_with = "parsed")]
-    pub effect: super::limits::FlowEffect,
+    pub effect: FlowEffect,
     /// Why, in plain words for the model (built-in: a sentence naming the labels).
     pub reason: Option<String>,
 }

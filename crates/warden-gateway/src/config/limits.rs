@@ -3,9 +3,9 @@
 //! Counting happens in `gateway::quota`, session flow state in `gateway::flow`.
 
 use super::file::{FlowConfig, QuotaConfig, UpstreamConfig};
+pub use super::file::FlowEffect;
 use globset::{Glob, GlobMatcher};
 use std::fmt;
-use std::str::FromStr;
 use warden_core::{Caller, Effect, Rule};
 
 /// The unit a rate counts calls over.
@@ -131,25 +131,6 @@ impl Quota {
     }
 }
 
-/// What a matching `[[flow]]` does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FlowEffect {
-    Deny,
-    /// Runs once a human approves it (the approval path of `ask` rules).
-    Ask,
-}
-
-impl FromStr for FlowEffect {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "deny" => Ok(FlowEffect::Deny),
-            "ask" => Ok(FlowEffect::Ask),
-            other => Err(format!("'{other}' is not a flow effect; use deny or ask")),
-        }
-    }
-}
-
 /// One `[[flow]]`, checked.
 #[derive(Debug, Clone)]
 pub struct Flow {
@@ -208,9 +189,12 @@ fn label_ok(l: &str) -> Result<(), String> {
 }
 
 /// The labels of every upstream's tools, by glob over the upstream's own names.
+/// Globs over one upstream's tool names, each with its labels.
+type LabelGlobs = Vec<(GlobMatcher, Vec<String>)>;
+
 #[derive(Debug, Clone, Default)]
 pub struct Labels {
-    by_upstream: Vec<(String, Vec<(GlobMatcher, Vec<String>)>)>,
+    by_upstream: Vec<(String, LabelGlobs)>,
 }
 
 impl Labels {
