@@ -361,6 +361,8 @@ pub(super) struct Settings<'a> {
     pub upstream: &'a [UpstreamConfig],
     pub caller: &'a [CallerConfig],
     pub auth: &'a AuthConfig,
+    pub limits: &'a Limits,
+    pub store_url: Option<&'a str>,
 }
 
 /// Risky but valid settings, one sentence each. Environment variables are read
@@ -380,6 +382,28 @@ pub(super) fn warnings(s: Settings<'_>) -> Vec<String> {
                     "'{seen}' reaches arbitrary targets (arbitrary_targets = true) and is granted: a caller who may call it reaches everything it can name (G5)"
                 ));
             }
+        }
+    }
+    for (i, f) in s.limits.flows.iter().enumerate() {
+        let carried = |label: &str| {
+            s.upstream
+                .iter()
+                .any(|u| u.labels.values().any(|ls| ls.iter().any(|l| l == label)))
+        };
+        if let Some(missing) = f.touched.iter().chain([&f.calling]).find(|l| !carried(l)) {
+            out.push(format!(
+                "flow[{i}] never applies: no upstream gives any tool the label '{missing}' (F1)"
+            ));
+        }
+    }
+    let shared = s
+        .store_url
+        .is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"));
+    for (i, q) in s.limits.quotas.iter().enumerate() {
+        if shared && q.concurrency.is_some() {
+            out.push(format!(
+                "quota[{i}]: concurrency is counted by each gateway process, not across the replicas sharing the store (Q2)"
+            ));
         }
     }
     if s.defaults.validate == Some(false) {

@@ -2,8 +2,8 @@
 //! budget, checked: rates parsed, globs compiled, once, when the file is loaded.
 //! Counting happens in `gateway::quota`, session flow state in `gateway::flow`.
 
-use super::file::{FlowConfig, QuotaConfig, UpstreamConfig};
 pub use super::file::FlowEffect;
+use super::file::{FlowConfig, QuotaConfig, UpstreamConfig};
 use globset::{Glob, GlobMatcher};
 use std::fmt;
 use warden_core::{Caller, Effect, Rule};

@@ -156,6 +156,8 @@ impl Config {
             upstream: &self.upstream,
             caller: &self.caller,
             auth: &self.auth,
+            limits: &self.limits,
+            store_url: self.store.url.as_deref(),
         })
     }
 
@@ -574,6 +576,25 @@ close_schema = true
             [
                 "rule[1] never applies: rule[0] comes first and matches everything it does",
                 "'web.fetch' reaches arbitrary targets (arbitrary_targets = true) and is granted: a caller who may call it reaches everything it can name (G5)"
+            ]
+        );
+    }
+
+    #[test]
+    fn flows_that_cannot_apply_and_unshared_concurrency_are_warned_about() {
+        let c = Config::parse(
+            "[store]\nurl = \"postgres://w@127.0.0.1/db\"\n\
+             [[upstream]]\nname = \"a\"\ncommand = [\"x\"]\nlabels = { \"*\" = [\"private_data\"] }\n\
+             [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\n\
+             [[quota]]\ncallers = [\"*\"]\ntools = [\"*\"]\nconcurrency = 2\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.warnings(),
+            [
+                "flow[0] never applies: no upstream gives any tool the label 'external_sink' (F1)",
+                "quota[0]: concurrency is counted by each gateway process, not across the replicas sharing the store (Q2)"
             ]
         );
     }
