@@ -97,7 +97,7 @@ pub struct AuditRecord {
     pub reason: Option<String>,
     pub unknown_keys: Vec<String>,
     pub unknown_mode: Option<String>,
-    /// allowed | denied | answered_by_hook | unknown_tool | grant_failure | invalid_arguments | replayed
+    /// allowed | denied | answered_by_hook | unknown_tool | grant_failure | invalid_arguments | replayed | rate_limited | flow_denied
     pub decision: String,
     /// ok | tool_error | upstream_error | failed | cancelled | refused | abandoned
     pub outcome: String,
