@@ -561,6 +561,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn quota_buckets_take_a_call_from_all_or_none() {
+        let db = TestDb::create("quota").await;
+        let s = Postgres::connect(&db.url()).await.unwrap();
+        // "wide": 1 call per hour, a burst of 2; "narrow": 1 per hour, no burst.
+        let wide = ("wide".to_owned(), 3_600_000.0, 3_600_000.0);
+        let narrow = ("narrow".to_owned(), 3_600_000.0, 0.0);
+        assert_eq!(
+            s.take_quota(&[wide.clone(), narrow.clone()]).await.unwrap(),
+            None
+        );
+        // The narrow bucket is empty: it refuses, and the wide one keeps its call.
+        let (i, wait) = s
+            .take_quota(&[wide.clone(), narrow.clone()])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(i, 1);
+        assert!(wait > 3_590_000.0 && wait <= 3_600_000.0, "{wait}");
+        assert_eq!(s.take_quota(&[wide.clone()]).await.unwrap(), None);
+        assert!(s.take_quota(&[wide]).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
     async fn audit_records_round_trip() {
         let db = TestDb::create("audit").await;
         let s = Postgres::connect(&db.url()).await.unwrap();
