@@ -6,6 +6,11 @@
 //! must carry `Authorization: Bearer t`). `tests/conformance/run.py` runs the suite
 //! against mcp-warden's HTTP front with this server behind it (over stdio and over
 //! HTTP), and against this server's own HTTP front, and compares them.
+//!
+//! It speaks the revisions with `initialize` and sessions (up to 2025-11-25) and the
+//! stateless 2026-07-28 one, message by message: a request that carries the
+//! 2026-07-28 envelope is served by `conformance/rev2026.rs` (with the input tools of
+//! `conformance/input.rs`), any other exactly as before.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -19,6 +24,10 @@ use std::time::Duration;
 /// request it belongs to.
 trait Sink: Send + Sync {
     fn send(&self, msg: &Value);
+    /// Whether messages can still reach the client (an SSE stream it left cannot).
+    fn open(&self) -> bool {
+        true
+    }
 }
 
 struct Stdout(Mutex<std::io::Stdout>);
@@ -105,15 +114,94 @@ fn ask(
     rx.recv_timeout(Duration::from_secs(30)).ok()
 }
 
-/// Asks the client to elicit and reports its answer after `label`.
-fn elicit(out: &Out, waiting: &Waiting, next: &AtomicU64, label: &str, params: Value) -> Value {
-    let answer = ask(out, waiting, next, "elicitation/create", params);
-    let said = answer.map(|a| a["result"].to_string()).unwrap_or_default();
+/// The request a tool sends its client while it runs (`test_sampling` and the
+/// elicitation tools), with the label its answer is reported after: a request of
+/// its own up to 2025-11-25, an input request of an `InputRequiredResult` in
+/// 2026-07-28.
+fn asking(name: &str, args: &Value) -> Option<(&'static str, &'static str, Value)> {
+    Some(match name {
+        "test_sampling" => {
+            let prompt = args
+                .get("prompt")
+                .and_then(Value::as_str)
+                .unwrap_or("Hello");
+            (
+                "sampling/createMessage",
+                "LLM response",
+                json!({
+                "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                "maxTokens": 100}),
+            )
+        }
+        "test_elicitation" => {
+            let message = args
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("Please provide your information");
+            (
+                "elicitation/create",
+                "User response",
+                json!({
+                "message": message,
+                "requestedSchema": {"type": "object", "properties": {
+                    "username": {"type": "string", "description": "Your username"},
+                    "email": {"type": "string", "description": "Your email address"}},
+                    "required": ["username", "email"]}}),
+            )
+        }
+        "test_elicitation_sep1034_defaults" => (
+            "elicitation/create",
+            "Elicitation completed",
+            json!({
+                "message": "Please review and update the form fields with defaults",
+                "requestedSchema": {"type": "object", "properties": {
+                    "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                    "age": {"type": "integer", "description": "User age", "default": 30},
+                    "score": {"type": "number", "description": "User score", "default": 95.5},
+                    "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+                    "verified": {"type": "boolean", "description": "Verification status", "default": true}}}}),
+        ),
+        "test_elicitation_sep1330_enums" => (
+            "elicitation/create",
+            "Elicitation completed",
+            json!({
+                "message": "Please select options from the enum fields",
+                "requestedSchema": {"type": "object", "properties": {
+                    "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
+                    "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": [
+                        {"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]},
+                    "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"],
+                        "enumNames": ["Option One", "Option Two", "Option Three"]},
+                    "untitledMulti": {"type": "array", "description": "Select multiple options", "minItems": 1, "maxItems": 3,
+                        "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                    "titledMulti": {"type": "array", "description": "Select multiple options with titles", "minItems": 1, "maxItems": 3,
+                        "items": {"anyOf": [{"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}}}}),
+        ),
+        _ => return None,
+    })
+}
+
+/// What a tool from [`asking`] answers once its client said `answer` (the result
+/// of the request; `None` when none came).
+fn asked(method: &str, label: &str, answer: Option<&Value>) -> Value {
+    let said = if method == "sampling/createMessage" {
+        answer
+            .and_then(|a| a.pointer("/content/text"))
+            .and_then(Value::as_str)
+            .unwrap_or("(no answer)")
+            .to_owned()
+    } else {
+        answer.map(Value::to_string).unwrap_or_default()
+    };
     json!({"content": [text(&format!("{label}: {said}"))]})
 }
 
 fn call(out: &Out, waiting: &Waiting, next: &AtomicU64, name: &str, params: &Value) -> Value {
     let args = params.get("arguments").cloned().unwrap_or(json!({}));
+    if let Some((method, label, request)) = asking(name, &args) {
+        let answer = ask(out, waiting, next, method, request);
+        return asked(method, label, answer.as_ref().map(|a| &a["result"]));
+    }
     match name {
         "test_simple_text" => {
             json!({"content": [text("This is a simple text response for testing.")]})
@@ -165,77 +253,6 @@ fn call(out: &Out, waiting: &Waiting, next: &AtomicU64, name: &str, params: &Val
         "test_error_handling" => {
             json!({"content": [text("This tool always fails, on purpose.")], "isError": true})
         }
-        "test_sampling" => {
-            let prompt = args
-                .get("prompt")
-                .and_then(Value::as_str)
-                .unwrap_or("Hello");
-            let answer = ask(
-                out,
-                waiting,
-                next,
-                "sampling/createMessage",
-                json!({
-                "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
-                "maxTokens": 100}),
-            );
-            let said = answer
-                .as_ref()
-                .and_then(|a| a.pointer("/result/content/text"))
-                .and_then(Value::as_str)
-                .unwrap_or("(no answer)");
-            json!({"content": [text(&format!("LLM response: {said}"))]})
-        }
-        "test_elicitation" => {
-            let message = args
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("Please provide your information");
-            elicit(
-                out,
-                waiting,
-                next,
-                "User response",
-                json!({
-                "message": message,
-                "requestedSchema": {"type": "object", "properties": {
-                    "username": {"type": "string", "description": "Your username"},
-                    "email": {"type": "string", "description": "Your email address"}},
-                    "required": ["username", "email"]}}),
-            )
-        }
-        "test_elicitation_sep1034_defaults" => elicit(
-            out,
-            waiting,
-            next,
-            "Elicitation completed",
-            json!({
-                "message": "Please review and update the form fields with defaults",
-                "requestedSchema": {"type": "object", "properties": {
-                    "name": {"type": "string", "description": "User name", "default": "John Doe"},
-                    "age": {"type": "integer", "description": "User age", "default": 30},
-                    "score": {"type": "number", "description": "User score", "default": 95.5},
-                    "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
-                    "verified": {"type": "boolean", "description": "Verification status", "default": true}}}}),
-        ),
-        "test_elicitation_sep1330_enums" => elicit(
-            out,
-            waiting,
-            next,
-            "Elicitation completed",
-            json!({
-                "message": "Please select options from the enum fields",
-                "requestedSchema": {"type": "object", "properties": {
-                    "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
-                    "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": [
-                        {"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]},
-                    "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"],
-                        "enumNames": ["Option One", "Option Two", "Option Three"]},
-                    "untitledMulti": {"type": "array", "description": "Select multiple options", "minItems": 1, "maxItems": 3,
-                        "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
-                    "titledMulti": {"type": "array", "description": "Select multiple options with titles", "minItems": 1, "maxItems": 3,
-                        "items": {"anyOf": [{"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}}}}),
-        ),
         "test_reconnection" => {
             std::thread::sleep(Duration::from_millis(200));
             json!({"content": [text("Reconnection test completed.")]})
@@ -275,6 +292,65 @@ fn prompt(name: &str, args: &Value) -> Option<Value> {
     })
 }
 
+/// The answer to a request that only reads the fixture's lists (the same in both
+/// revisions, before the 2026-07-28 stamps): `None` for other methods.
+fn listing(method: &str, params: &Value) -> Option<Result<Value, (i64, &'static str)>> {
+    Some(match method {
+        "tools/list" => Ok(json!({"tools": tools()})),
+        "resources/list" => Ok(json!({"resources": [
+            {"uri": "test://static-text", "name": "Static text", "mimeType": "text/plain"},
+            {"uri": "test://static-binary", "name": "Static binary", "mimeType": "image/png"},
+            {"uri": "test://watched-resource", "name": "Watched resource", "mimeType": "text/plain"}]})),
+        "resources/templates/list" => Ok(json!({"resourceTemplates": [
+            {"uriTemplate": "test://template/{id}/data", "name": "Template", "mimeType": "application/json"}]})),
+        "resources/read" => {
+            let uri = params
+                .get("uri")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            match uri {
+                "test://static-text" | "test://watched-resource" => Ok(json!({"contents": [
+                    {"uri": uri, "mimeType": "text/plain", "text": "This is the content of a static text resource."}]})),
+                "test://static-binary" => {
+                    Ok(json!({"contents": [{"uri": uri, "mimeType": "image/png", "blob": PNG}]}))
+                }
+                _ => match uri
+                    .strip_prefix("test://template/")
+                    .and_then(|r| r.strip_suffix("/data"))
+                {
+                    Some(id) => Ok(
+                        json!({"contents": [{"uri": uri, "mimeType": "application/json",
+                        "text": json!({"id": id, "templateTest": true}).to_string()}]}),
+                    ),
+                    None => Err((-32002, "Resource not found")),
+                },
+            }
+        }
+        "prompts/list" => Ok(json!({"prompts": [
+            {"name": "test_simple_prompt", "description": "A simple prompt."},
+            {"name": "test_prompt_with_arguments", "description": "A prompt with arguments.", "arguments": [
+                {"name": "arg1", "description": "First argument", "required": true},
+                {"name": "arg2", "description": "Second argument", "required": true}]},
+            {"name": "test_prompt_with_embedded_resource", "description": "A prompt with a resource.", "arguments": [
+                {"name": "resourceUri", "description": "The resource to embed", "required": true}]},
+            {"name": "test_prompt_with_image", "description": "A prompt with an image."}]})),
+        "prompts/get" => {
+            let name = params
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            match prompt(name, params.get("arguments").unwrap_or(&json!({}))) {
+                Some(r) => Ok(r),
+                None => Err((-32602, "Unknown prompt")),
+            }
+        }
+        "completion/complete" => Ok(
+            json!({"completion": {"values": ["test", "testing", "tested"], "total": 3, "hasMore": false}}),
+        ),
+        _ => return None,
+    })
+}
+
 /// Handles one message from the client; requests are answered through `out`.
 fn handle(msg: Value, out: &Out, waiting: &Waiting, next: &Arc<AtomicU64>) {
     let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
@@ -299,7 +375,6 @@ fn handle(msg: Value, out: &Out, waiting: &Waiting, next: &Arc<AtomicU64>) {
         "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => {
             reply(json!({}))
         }
-        "tools/list" => reply(json!({"tools": tools()})),
         "tools/call" => {
             let name = params
                 .get("name")
@@ -314,57 +389,11 @@ fn handle(msg: Value, out: &Out, waiting: &Waiting, next: &Arc<AtomicU64>) {
             });
             return;
         }
-        "resources/list" => reply(json!({"resources": [
-            {"uri": "test://static-text", "name": "Static text", "mimeType": "text/plain"},
-            {"uri": "test://static-binary", "name": "Static binary", "mimeType": "image/png"},
-            {"uri": "test://watched-resource", "name": "Watched resource", "mimeType": "text/plain"}]})),
-        "resources/templates/list" => reply(json!({"resourceTemplates": [
-            {"uriTemplate": "test://template/{id}/data", "name": "Template", "mimeType": "application/json"}]})),
-        "resources/read" => {
-            let uri = params
-                .get("uri")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            match uri {
-                "test://static-text" | "test://watched-resource" => reply(json!({"contents": [
-                    {"uri": uri, "mimeType": "text/plain", "text": "This is the content of a static text resource."}]})),
-                "test://static-binary" => {
-                    reply(json!({"contents": [{"uri": uri, "mimeType": "image/png", "blob": PNG}]}))
-                }
-                _ => match uri
-                    .strip_prefix("test://template/")
-                    .and_then(|r| r.strip_suffix("/data"))
-                {
-                    Some(id) => reply(
-                        json!({"contents": [{"uri": uri, "mimeType": "application/json",
-                        "text": json!({"id": id, "templateTest": true}).to_string()}]}),
-                    ),
-                    None => refuse(-32002, "Resource not found"),
-                },
-            }
-        }
-        "prompts/list" => reply(json!({"prompts": [
-            {"name": "test_simple_prompt", "description": "A simple prompt."},
-            {"name": "test_prompt_with_arguments", "description": "A prompt with arguments.", "arguments": [
-                {"name": "arg1", "description": "First argument", "required": true},
-                {"name": "arg2", "description": "Second argument", "required": true}]},
-            {"name": "test_prompt_with_embedded_resource", "description": "A prompt with a resource.", "arguments": [
-                {"name": "resourceUri", "description": "The resource to embed", "required": true}]},
-            {"name": "test_prompt_with_image", "description": "A prompt with an image."}]})),
-        "prompts/get" => {
-            let name = params
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            match prompt(name, params.get("arguments").unwrap_or(&json!({}))) {
-                Some(r) => reply(r),
-                None => refuse(-32602, "Unknown prompt"),
-            }
-        }
-        "completion/complete" => reply(
-            json!({"completion": {"values": ["test", "testing", "tested"], "total": 3, "hasMore": false}}),
-        ),
-        _ => refuse(-32601, "Method not found"),
+        _ => match listing(&method, &params) {
+            Some(Ok(result)) => reply(result),
+            Some(Err((code, message))) => refuse(code, message),
+            None => refuse(-32601, "Method not found"),
+        },
     };
     send(out, &answer);
 }
@@ -389,256 +418,18 @@ fn main() {
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        if rev2026::speaks(&msg, None) {
+            rev2026::over_stdio(&msg, &out, &waiting, &next);
+            continue;
+        }
+        rev2026::cancelled(&msg, &out);
         handle(msg, &out, &waiting, &next);
     }
 }
 
-/// A small Streamable HTTP front: every request is answered on its own SSE stream
-/// (which also carries the requests and notifications a tool sends while it runs);
-/// notifications and responses get 202. No GET stream (405), no resumption, and no
-/// Host/Origin checks: it stands for a plain upstream server.
-mod http {
-    use super::{handle, Next, Sink, Waiting};
-    use bytes::Bytes;
-    use http_body_util::BodyExt;
-    use hyper::body::{Frame, Incoming};
-    use hyper::{Method, Request, Response, StatusCode};
-    use serde_json::Value;
-    use std::convert::Infallible;
-    use std::pin::Pin;
-    use std::sync::Arc;
-    use std::task::{Context, Poll};
-    use tokio::sync::mpsc;
-
-    struct Stream {
-        tx: mpsc::UnboundedSender<Value>,
-    }
-
-    impl Sink for Stream {
-        fn send(&self, msg: &Value) {
-            let _ = self.tx.send(msg.clone());
-        }
-    }
-
-    /// SSE events until the answer to `id`.
-    struct Sse {
-        id: Value,
-        rx: mpsc::UnboundedReceiver<Value>,
-        done: bool,
-        /// Event ids (`stream-seq`) for a resumed stream.
-        ids: Option<(String, u64)>,
-    }
-
-    /// Streams `test_reconnection` left before their answer, by stream name, for a
-    /// GET with Last-Event-ID to pick up (SEP-1699 polling).
-    type Parked = std::sync::Mutex<
-        std::collections::HashMap<String, (Value, mpsc::UnboundedReceiver<Value>)>,
-    >;
-
-    fn parked() -> &'static Parked {
-        static PARKED: std::sync::OnceLock<Parked> = std::sync::OnceLock::new();
-        PARKED.get_or_init(Default::default)
-    }
-
-    impl hyper::body::Body for Sse {
-        type Data = Bytes;
-        type Error = Infallible;
-        fn poll_frame(
-            mut self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-            if self.done {
-                return Poll::Ready(None);
-            }
-            match self.rx.poll_recv(cx) {
-                Poll::Ready(Some(msg)) => {
-                    if msg.get("method").is_none() && msg.get("id") == Some(&self.id) {
-                        self.done = true;
-                    }
-                    let id = match &mut self.ids {
-                        Some((stream, seq)) => {
-                            *seq += 1;
-                            format!("id: {stream}-{seq}\n")
-                        }
-                        None => String::new(),
-                    };
-                    Poll::Ready(Some(Ok(Frame::data(Bytes::from(format!(
-                        "{id}event: message\ndata: {msg}\n\n"
-                    ))))))
-                }
-                Poll::Ready(None) => Poll::Ready(None),
-                Poll::Pending => Poll::Pending,
-            }
-        }
-    }
-
-    enum Body {
-        Empty,
-        Bytes(Option<Bytes>),
-        Sse(Sse),
-    }
-
-    impl hyper::body::Body for Body {
-        type Data = Bytes;
-        type Error = Infallible;
-        fn poll_frame(
-            self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-            match self.get_mut() {
-                Body::Empty => Poll::Ready(None),
-                Body::Bytes(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-                Body::Sse(s) => Pin::new(s).poll_frame(cx),
-            }
-        }
-    }
-
-    fn status(code: StatusCode) -> Response<Body> {
-        let mut r = Response::new(Body::Empty);
-        *r.status_mut() = code;
-        r
-    }
-
-    async fn serve_one(req: Request<Incoming>, waiting: Waiting, next: Next) -> Response<Body> {
-        // CONFORMANCE_TOKEN=t: every request must carry `Authorization: Bearer t`.
-        if let Ok(token) = std::env::var("CONFORMANCE_TOKEN") {
-            let given = req
-                .headers()
-                .get("authorization")
-                .and_then(|v| v.to_str().ok());
-            if given != Some(format!("Bearer {token}").as_str()) {
-                return status(StatusCode::UNAUTHORIZED);
-            }
-        }
-        match *req.method() {
-            Method::POST => {}
-            Method::DELETE => return status(StatusCode::OK),
-            Method::GET => {
-                // Only the resumption of a stream test_reconnection left early.
-                let last = req
-                    .headers()
-                    .get("last-event-id")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.rsplit_once('-'))
-                    .map(|(stream, _)| stream.to_owned());
-                let Some((stream, (id, rx))) = last.and_then(|s| {
-                    let found = parked().lock().unwrap().remove(&s)?;
-                    Some((s, found))
-                }) else {
-                    return status(StatusCode::METHOD_NOT_ALLOWED);
-                };
-                let mut r = Response::new(Body::Sse(Sse {
-                    id,
-                    rx,
-                    done: false,
-                    ids: Some((stream, 0)),
-                }));
-                r.headers_mut()
-                    .insert("content-type", "text/event-stream".parse().unwrap());
-                return r;
-            }
-            _ => return status(StatusCode::METHOD_NOT_ALLOWED),
-        }
-        let Ok(body) = req.into_body().collect().await else {
-            return status(StatusCode::BAD_REQUEST);
-        };
-        let Ok(msg) = serde_json::from_slice::<Value>(&body.to_bytes()) else {
-            return status(StatusCode::BAD_REQUEST);
-        };
-        let is_request = msg.get("method").is_some() && msg.get("id").is_some();
-        if msg.pointer("/params/name").and_then(Value::as_str) == Some("garbage_answer") {
-            let mut r = Response::new(Body::Bytes(Some(Bytes::from_static(b"this is not JSON"))));
-            r.headers_mut()
-                .insert("content-type", "application/json".parse().unwrap());
-            return r;
-        }
-        let initialize = msg.get("method").and_then(Value::as_str) == Some("initialize");
-        let id = msg.get("id").cloned().unwrap_or(Value::Null);
-        let (tx, rx) = mpsc::unbounded_channel();
-        let out: super::Out = Arc::new(Stream { tx });
-        let reconnection =
-            msg.pointer("/params/name").and_then(Value::as_str) == Some("test_reconnection");
-        handle(msg, &out, &waiting, &next);
-        if !is_request {
-            return status(StatusCode::ACCEPTED);
-        }
-        if reconnection {
-            // Ends the stream after its priming event; the answer waits for a GET.
-            let stream = format!(
-                "r{}",
-                next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            );
-            let priming = Bytes::from(format!("id: {stream}-0\nretry: 100\ndata: \n\n"));
-            parked().lock().unwrap().insert(stream, (id, rx));
-            let mut r = Response::new(Body::Bytes(Some(priming)));
-            r.headers_mut()
-                .insert("content-type", "text/event-stream".parse().unwrap());
-            return r;
-        }
-        let mut r = Response::new(Body::Sse(Sse {
-            id,
-            rx,
-            done: false,
-            ids: None,
-        }));
-        r.headers_mut()
-            .insert("content-type", "text/event-stream".parse().unwrap());
-        if initialize {
-            let sid = format!(
-                "fixture-{}",
-                next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            );
-            r.headers_mut()
-                .insert("mcp-session-id", sid.parse().unwrap());
-        }
-        r
-    }
-
-    pub fn serve(addr: &str, tls: Option<(String, String)>, waiting: Waiting, next: Next) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .unwrap_or_else(|e| panic!("cannot listen on {addr}: {e}"));
-            let local = listener.local_addr().expect("a bound address");
-            let acceptor = tls.map(|(cert, key)| {
-                warden_gateway::net::acceptor(cert.as_ref(), key.as_ref())
-                    .unwrap_or_else(|e| panic!("{e}"))
-            });
-            let scheme = if acceptor.is_some() { "https" } else { "http" };
-            eprintln!("warden-conformance-upstream: listening on {scheme}://{local}/mcp");
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let (waiting, next) = (waiting.clone(), next.clone());
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let (waiting, next) = (waiting.clone(), next.clone());
-                        async move { Ok::<_, Infallible>(serve_one(req, waiting, next).await) }
-                    });
-                    let builder = hyper::server::conn::http1::Builder::new();
-                    match acceptor {
-                        Some(a) => {
-                            let Ok(stream) = a.accept(stream).await else {
-                                return;
-                            };
-                            let _ = builder
-                                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                                .await;
-                        }
-                        None => {
-                            let _ = builder
-                                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                                .await;
-                        }
-                    }
-                });
-            }
-        });
-    }
-}
+#[path = "conformance/http.rs"]
+mod http;
+#[path = "conformance/input.rs"]
+mod input;
+#[path = "conformance/rev2026.rs"]
+mod rev2026;

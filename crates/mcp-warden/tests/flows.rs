@@ -228,8 +228,9 @@ fn a_stateless_client_cannot_reset_its_trail_by_dropping_or_altering_the_context
     }
     // Altered: the seal breaks, the context is ignored, the trail stands.
     let s = c2.as_str().unwrap();
-    let (payload, tag) = s.split_once('.').unwrap();
-    let forged = json!(format!("{payload}x.{tag}"));
+    let mid = s.len() / 2;
+    let flipped = if &s[mid..=mid] == "A" { "B" } else { "A" };
+    let forged = json!(format!("{}{flipped}{}", &s[..mid], &s[mid + 1..]));
     let r = w.request("tools/call", modern("mail.echo", 5, Some(&forged)));
     assert_eq!(text(&r), DENIED);
 }

@@ -122,7 +122,8 @@ fn an_approval_is_asked_with_an_input_required_result_and_a_sealed_state() {
     let state = first["requestState"].as_str().unwrap().to_owned();
     let yes = json!({"warden/approval": {"action": "accept", "content": {"approve": true}}});
 
-    // The state is bound to the arguments: changing them asks again.
+    // The state is bound to the arguments: under others it is refused (-32602).
+    let refused = json!({"code": -32602, "message": "Invalid params: requestState was not issued by this gateway for this caller and request, or it expired. Send the request again without requestState and inputResponses."});
     let r = w.request(
         "tools/call",
         call(
@@ -130,8 +131,8 @@ fn an_approval_is_asked_with_an_input_required_result_and_a_sealed_state() {
             json!({"inputResponses": yes, "requestState": state}),
         ),
     );
-    assert_eq!(r["result"]["resultType"], "input_required");
-    // A forged state asks again too.
+    assert_eq!(r["error"], refused, "{r}");
+    // A forged state is refused too.
     let r = w.request(
         "tools/call",
         call(
@@ -139,7 +140,7 @@ fn an_approval_is_asked_with_an_input_required_result_and_a_sealed_state() {
             json!({"inputResponses": yes, "requestState": format!("x{state}")}),
         ),
     );
-    assert_eq!(r["result"]["resultType"], "input_required");
+    assert_eq!(r["error"], refused, "{r}");
     // Declined.
     let no = json!({"warden/approval": {"action": "decline"}});
     let r = w.request(
@@ -308,9 +309,9 @@ fn replicas_sharing_a_state_secret_accept_each_others_approvals() {
         json!({"text": "deploy"}),
         "{r}"
     );
-    // A gateway with its own key does not take the state: it asks again.
+    // A gateway with its own key does not take the state: it refuses it.
     let r = stranger.request("tools/call", retry);
-    assert_eq!(r["result"]["resultType"], "input_required");
+    assert_eq!(r["error"]["code"], -32602, "{r}");
 }
 
 #[test]

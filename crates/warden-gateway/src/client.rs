@@ -3,7 +3,9 @@
 //! gateway's upstream transports: a child process over stdio
 //! ([`McpClient::spawn`]) or a Streamable HTTP server ([`McpClient::connect_http`]).
 
-use crate::config::{UpstreamConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS};
+use crate::config::{
+    UpstreamConfig, UpstreamProtocol, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS,
+};
 use crate::jsonrpc;
 use crate::upstream::{BoxedSend, Conn, Inbound, Upstream};
 use serde_json::{json, Value};
@@ -99,6 +101,8 @@ impl McpClient {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             restart_after_timeouts: 0,
             ping_interval_ms: 0,
+            // A host's client takes answers as 2025-11-25 results.
+            protocol: UpstreamProtocol::Handshake,
             tools: Default::default(),
             labels: Default::default(),
         };

@@ -40,6 +40,16 @@ pub const CLIENT_LACKS_CAPABILITY: &str =
     "The client did not declare the capability this request needs.";
 /// To an upstream: the client did not answer its request (or never came back).
 pub const CLIENT_DID_NOT_ANSWER: &str = "The client did not answer this request.";
+/// A 2026-07-28 retry whose `requestState` the gateway did not seal for this
+/// caller and request, or that expired (-32602).
+pub const REQUEST_STATE_REFUSED: &str = "Invalid params: requestState was not issued by this gateway for this caller and request, or it expired. Send the request again without requestState and inputResponses.";
+/// An upstream's `InputRequiredResult` without input requests to put to the client.
+pub const INPUT_REQUESTS_MISSING: &str = "the upstream asked for input without inputRequests";
+/// Logged: an upstream's input request that cannot be put to this client.
+pub const INPUT_NOT_BRIDGEABLE: &str =
+    "the upstream asked for input the client cannot be asked for";
+/// Logged: an upstream that asked for input round after round.
+pub const INPUT_ROUNDS_EXHAUSTED: &str = "the upstream kept asking for input (8 rounds)";
 /// A 2026-07-28 retry whose earlier round the gateway no longer holds.
 pub const INPUT_ROUND_EXPIRED: &str =
     "Error: This call waited too long for its input and was ended. Call the tool again.";

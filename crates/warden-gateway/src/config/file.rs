@@ -192,6 +192,32 @@ impl FromStr for ErrorData {
     }
 }
 
+/// Which protocol revision an upstream is spoken to in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpstreamProtocol {
+    /// `server/discover` first; 2026-07-28 where offered, else the handshake.
+    #[default]
+    Auto,
+    /// The `initialize` handshake (up to 2025-11-25), without asking first.
+    Handshake,
+    /// The stateless 2026-07-28 revision; a server that does not offer it fails to start.
+    Stateless,
+}
+
+impl FromStr for UpstreamProtocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(UpstreamProtocol::Auto),
+            "2025-11-25" => Ok(UpstreamProtocol::Handshake),
+            "2026-07-28" => Ok(UpstreamProtocol::Stateless),
+            other => Err(format!(
+                "'{other}' is not a protocol choice; use \"auto\", \"2025-11-25\" or \"2026-07-28\""
+            )),
+        }
+    }
+}
+
 impl Default for GatewayConfig {
     fn default() -> Self {
         Self {
@@ -314,6 +340,11 @@ pub struct UpstreamConfig {
     /// timeout (at most 10 s) counts as stuck and is restarted (0: never ping).
     #[serde(default = "default_ping_interval_ms")]
     pub ping_interval_ms: u64,
+    /// Which protocol revision the gateway speaks to this upstream: "auto" asks
+    /// `server/discover` first and speaks 2026-07-28 where it is offered, else
+    /// runs the `initialize` handshake; "2025-11-25" or "2026-07-28" fixes it.
+    #[serde(default, deserialize_with = "parsed")]
+    pub protocol: UpstreamProtocol,
     /// Per tool settings, keyed by the upstream's own tool name.
     #[serde(default)]
     pub tools: HashMap<String, ToolConfig>,
@@ -388,21 +419,20 @@ pub struct AccessConfig {
     pub webhook: Option<WebhookConfig>,
 }
 
-// Written out, not derived: a file without `[access]` must get the same
-// approval timeout as one with it (a derived default would make it 0 ms, and
-// every `ask` would time out at once).
+fn default_approval_timeout() -> u64 {
+    120_000
+}
+
+// Not derived: a config without `[access]` must get the same approval timeout as
+// one whose `[access]` leaves it out (a derived 0 made every question time out).
 impl Default for AccessConfig {
     fn default() -> Self {
-        Self {
+        AccessConfig {
             default: None,
             approval_timeout_ms: default_approval_timeout(),
             webhook: None,
         }
     }
-}
-
-fn default_approval_timeout() -> u64 {
-    120_000
 }
 
 #[derive(Debug, Clone, Deserialize)]

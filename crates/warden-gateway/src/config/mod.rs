@@ -14,9 +14,9 @@ pub use check::{parse_duration, toml_to_json, Access, Hook};
 pub use file::{
     AccessConfig, AccessDefault, AuditConfig, AuthConfig, CallerConfig, DefaultsConfig, ErrorData,
     FlowConfig, Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, Phase,
-    QuotaConfig, RuleConfig, StoreConfig, ToolConfig, UpstreamConfig, WebhookConfig,
-    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS,
-    DEFAULT_TIMEOUT_MS,
+    QuotaConfig, RuleConfig, StoreConfig, ToolConfig, UpstreamConfig, UpstreamProtocol,
+    WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS,
+    DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
 };
 
 use check::{Checked, Invalid, Settings};
@@ -334,6 +334,20 @@ close_schema = true
         assert_eq!(
             c.policy().resolve("notes", "list_notes").unknown,
             UnknownMode::Reject
+        );
+    }
+
+    #[test]
+    fn an_approval_waits_as_long_without_an_access_table() {
+        let c = Config::parse(EXAMPLE, "warden.toml").unwrap();
+        assert_eq!(c.access.approval_timeout_ms, 120_000);
+        let with = format!("{EXAMPLE}\n[access]\ndefault = \"allow\"\n");
+        assert_eq!(
+            Config::parse(&with, "warden.toml")
+                .unwrap()
+                .access
+                .approval_timeout_ms,
+            120_000
         );
     }
 

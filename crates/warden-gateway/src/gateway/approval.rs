@@ -3,7 +3,8 @@
 //! 2026-07-28 client, an `InputRequiredResult` whose answer comes back with the
 //! retried call under a sealed state bound to the caller, tool and arguments.
 
-use super::rev2026::{self, Binding, Envelope, StateKey};
+use super::input;
+use super::rev2026::{self, Binding, Envelope, Sealed, StateKey};
 use super::session::{CallKey, ClientSession, Sessions};
 use crate::logged::logged;
 use crate::upstream::SUPPORTED_VERSIONS;
@@ -19,16 +20,21 @@ pub enum Approval {
     InputRequired(Value),
 }
 
-/// Puts a call to the human.
+/// Puts a call to the human. A 2026-07-28 call brings its envelope, what its
+/// state is bound to, and what the state it brought back holds (opened already).
 pub async fn approve(
     session: &ClientSession,
     sessions: &Sessions,
     call: Option<CallKey>,
     ctx: &CallContext,
-    envelope: Option<&Envelope>,
+    (envelope, binding, sealed): (Option<&Envelope>, Option<&Binding>, Option<&Sealed>),
     key: &StateKey,
     timeout: Duration,
 ) -> Approval {
+    // Approved in an earlier round of this very call (its state says so).
+    if input::approved(sealed) {
+        return Approval::Approved;
+    }
     let can = match envelope {
         Some(e) => e.can("elicitation"),
         None => session.client_can("elicitation"),
@@ -47,18 +53,9 @@ pub async fn approve(
             "required": ["approve"]
         }
     });
-    if let Some(e) = envelope {
-        let caller = ctx
-            .caller
-            .as_ref()
-            .map(|c| c.name.as_str())
-            .unwrap_or_default();
-        let binding = Binding::new(caller, &ctx.tool, &ctx.arguments);
+    if let (Some(e), Some(binding)) = (envelope, binding) {
         let now = rev2026::unix_now();
-        let answered = e
-            .request_state
-            .as_deref()
-            .filter(|t| key.opens(t, &binding, now))
+        let answered = sealed
             .and(e.input_responses.as_ref())
             .and_then(|r| r.get(rev2026::APPROVAL_KEY));
         if let Some(answer) = answered {
@@ -67,10 +64,7 @@ pub async fn approve(
             return decided(ctx, approved);
         }
         params["mode"] = json!("form");
-        return Approval::InputRequired(rev2026::approval_required(
-            params,
-            key.seal(&binding, now),
-        ));
+        return Approval::InputRequired(rev2026::approval_required(params, key.seal(binding, now)));
     }
     if session.version() == Some(SUPPORTED_VERSIONS[0]) {
         params["mode"] = json!("form");

@@ -11,10 +11,11 @@
 use super::approval::{self, Approval};
 use super::flow::{FlowDecision, Flows, Trail, FLOW_META_KEY};
 use super::grant::GrantSource;
+use super::input::{self, Rounds};
 use super::ledger::{self, LedgerKey};
 use super::quota::{Admission, Quotas};
 use super::relay::{self, Pending};
-use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls};
+use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls, Sealed};
 use super::session::{self, CallKey, ClientSession, Sessions};
 use super::settle::{Body, CallRecord, Decision, End, Settle};
 use super::upstreams::Upstreams;
@@ -57,6 +58,15 @@ pub struct Calls {
     flows: Flows,
 }
 
+/// What a call brings of the 2026-07-28 revision: its request id, envelope, what
+/// its state is bound to, and what the state it brought back holds.
+type Revision2026 = (
+    Option<CallKey>,
+    Option<Arc<Envelope>>,
+    Option<Arc<Binding>>,
+    Option<Sealed>,
+);
+
 /// A call accepted by the pipeline, on its way upstream.
 struct Accepted {
     up: Arc<Upstream>,
@@ -73,6 +83,8 @@ struct Accepted {
     /// Flow policy is on: the call's labels, and a 2026-07-28 client's sealed
     /// flow context from the request's `_meta` (F1-F4).
     flow: Option<(Vec<String>, Option<Value>)>,
+    /// What the 2026-07-28 state the call brought back holds.
+    sealed: Option<Sealed>,
 }
 
 /// A call queued upstream.
@@ -81,6 +93,12 @@ pub struct Relayed {
     record: CallRecord,
     envelope: Option<Arc<Envelope>>,
     binding: Option<Arc<Binding>>,
+    /// For an upstream's input rounds: the params as sent (kept only when an
+    /// older client may need rounds), the client's capabilities, and whether the
+    /// call was approved.
+    params: Option<Value>,
+    capabilities: Option<Value>,
+    approved: bool,
 }
 
 impl Calls {
@@ -110,6 +128,11 @@ impl Calls {
         }
     }
 
+    /// How long a client has to answer the gateway's (or an upstream's) question.
+    pub fn approval_timeout(&self) -> Duration {
+        self.approval_timeout
+    }
+
     /// The key 2026-07-28 states are sealed with.
     pub fn state_key(&self) -> &rev2026::StateKey {
         self.parked.key()
@@ -125,9 +148,21 @@ impl Calls {
     ) -> Begun {
         let started = Instant::now();
         let call = id.map(crate::jsonrpc::id_key);
+        let mut sealed = None;
         if let Some(e) = &envelope {
             if let Some(resumed) = self.resume(session, call.clone(), &params, e).await {
                 return resumed;
+            }
+            // A state the gateway did not seal for exactly this call is refused,
+            // not ignored: a client cannot bring another call's answers.
+            let name = params
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let binding = binding_of(session.caller.as_ref(), name, params.get("arguments"));
+            match input::open_state(self.state_key(), e, &binding) {
+                Ok(s) => sealed = s,
+                Err(error) => return Begun::Done(Some(Err(error))),
             }
         }
         // Move the arguments out (no copy); a placeholder keeps their position.
@@ -187,7 +222,7 @@ impl Calls {
             had_arguments,
             forward,
             &verdict.report,
-            (call, envelope, binding),
+            (call, envelope, binding, sealed),
             started,
         );
         let accepted = match accepted {
@@ -287,7 +322,7 @@ impl Calls {
         had_arguments: bool,
         forward: Forward,
         report: &CallReport,
-        (call, envelope, binding): (Option<CallKey>, Option<Arc<Envelope>>, Option<Arc<Binding>>),
+        (call, envelope, binding, sealed): Revision2026,
         started: Instant,
     ) -> Result<Accepted, String> {
         let tool = forward.tool.clone();
@@ -356,9 +391,13 @@ impl Calls {
         record.token = self
             .sessions
             .map_progress_token(session, call.as_ref(), obj);
+        let mut params = Value::Object(std::mem::take(obj));
+        if up.is_stateless() {
+            input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
+        }
         Ok(Accepted {
             up,
-            params: Value::Object(std::mem::take(obj)),
+            params,
             record,
             approval: forward.needs_approval,
             ledger,
@@ -367,6 +406,7 @@ impl Calls {
             binding,
             limited,
             flow,
+            sealed,
         })
     }
 
@@ -462,7 +502,11 @@ impl Calls {
                 &self.sessions,
                 a.call.clone(),
                 &ctx,
-                a.envelope.as_deref(),
+                (
+                    a.envelope.as_deref(),
+                    a.binding.as_deref(),
+                    a.sealed.as_ref(),
+                ),
                 self.state_key(),
                 self.approval_timeout,
             )
@@ -558,12 +602,22 @@ impl Calls {
     /// Queues the call on its upstream.
     async fn relay(&self, session: &ClientSession, a: Accepted) -> Result<Relayed, Option<Body>> {
         let log_level = a.envelope.as_ref().and_then(|e| e.log_level);
-        match relay::start(&a.up, session, a.call, "tools/call", a.params, log_level).await {
+        let capabilities = match &a.envelope {
+            Some(e) => Some(e.capabilities.clone()),
+            None => session.capabilities(),
+        };
+        // An older client's input rounds send the call again: keep it.
+        let params = (a.up.is_stateless() && a.envelope.is_none()).then(|| a.params.clone());
+        let extras = (log_level, capabilities.as_ref());
+        match relay::start(&a.up, session, a.call, "tools/call", a.params, extras).await {
             Ok(pending) => Ok(Relayed {
                 pending,
                 record: a.record,
                 envelope: a.envelope,
                 binding: a.binding,
+                params,
+                capabilities,
+                approved: a.approval,
             }),
             Err(e) => Err(self.failed(&a.record, &a.up.name, e).await),
         }
@@ -582,6 +636,41 @@ impl Calls {
                 }
             }
             _ => relay::wait(session, &mut r.pending).await,
+        };
+        let up = self.upstreams.by_name(&r.pending.upstream).cloned();
+        let result = match up.filter(|u| u.is_stateless()) {
+            Some(up) => {
+                let rounds = Rounds {
+                    up: &up,
+                    session,
+                    sessions: &self.sessions,
+                    call: r.pending.call.clone(),
+                    method: "tools/call",
+                    params: r.params.take(),
+                    capabilities: r.capabilities.take(),
+                    binding: r.binding.as_deref(),
+                    key: self.state_key(),
+                    approved: r.approved,
+                    timeout: self.approval_timeout,
+                };
+                let result = rounds.finish(result).await;
+                let asked = result
+                    .as_ref()
+                    .ok()
+                    .and_then(|r| r.get("result"))
+                    .is_some_and(input::is_input_required);
+                if asked {
+                    // Not over: the 2026-07-28 client answers and retries.
+                    self.settle
+                        .paused(&r.record, Decision::InputRequested)
+                        .await;
+                    return result
+                        .ok()
+                        .and_then(|mut r| r.get_mut("result").map(Value::take).map(Ok));
+                }
+                result
+            }
+            None => result,
         };
         let policy = self.upstreams.error_data;
         let upstream = r.pending.upstream.as_str();

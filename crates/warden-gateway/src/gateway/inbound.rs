@@ -8,7 +8,7 @@
 
 use super::relay::refuse_upstream;
 use super::rev2026;
-use super::session::{lock, Sessions};
+use super::session::{lock, ListChange, Sessions};
 use super::upstreams::Upstreams;
 use crate::jsonrpc;
 use crate::logged::logged;
@@ -52,6 +52,13 @@ impl FromUpstreams {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
+        // What a 2026-07-28 upstream sends on the gateway's subscription stream is
+        // tagged with that subscription: the clients get the notification without it.
+        let msg = if conn.is_stateless() && method.ends_with("/list_changed") {
+            clean(&method)
+        } else {
+            msg
+        };
         match (msg.get("id").cloned(), method.as_str()) {
             (Some(id), "ping") => conn.send(jsonrpc::response(id, json!({}))).await,
             (Some(their_id), _) => self.request(index, conn, msg, their_id, related).await,
@@ -60,11 +67,23 @@ impl FromUpstreams {
             (None, "notifications/tools/list_changed") => {
                 // Re-listing needs this connection's reader, which is running us: not inline.
                 tokio::spawn(async move {
+                    let before = self.upstreams.catalogue();
                     if self.upstreams.refresh(index).await {
+                        self.sessions.changed(ListChange::Tools(before));
                         self.sessions.broadcast(msg).await;
                     }
                 });
             }
+            (None, "notifications/prompts/list_changed") => {
+                self.sessions.changed(ListChange::Prompts);
+                self.sessions.broadcast(msg).await;
+            }
+            (None, "notifications/resources/list_changed") => {
+                self.sessions.changed(ListChange::Resources);
+                self.sessions.broadcast(msg).await;
+            }
+            // The upstream took the gateway's own subscription: nothing for clients.
+            (None, "notifications/subscriptions/acknowledged") => {}
             (None, "notifications/message") => self.log_message(index, conn, msg, related).await,
             (None, _) => self.sessions.broadcast(msg).await,
         }
@@ -198,10 +217,19 @@ impl Inbound for FromUpstreams {
         self.metrics.upstream_restarted(name, exit.as_str());
         let Some(me) = self.me.upgrade() else { return };
         tokio::spawn(async move {
+            let before = me.upstreams.catalogue();
             if me.upstreams.restart(upstream).await {
-                let changed = jsonrpc::notification("notifications/tools/list_changed", None);
-                me.sessions.broadcast(changed).await;
+                me.sessions.changed(ListChange::Tools(before));
+                me.sessions
+                    .broadcast(clean("notifications/tools/list_changed"))
+                    .await;
             }
         });
     }
+}
+
+/// A list-changed notification as the gateway sends it: its own, without what an
+/// upstream put in it (a 2026-07-28 upstream tags it with the gateway's subscription).
+fn clean(method: &str) -> Value {
+    jsonrpc::notification(method, None)
 }

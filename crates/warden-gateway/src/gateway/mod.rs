@@ -22,7 +22,9 @@ mod call;
 mod flow;
 mod grant;
 mod inbound;
+mod input;
 pub mod ledger;
+mod listen;
 pub mod quota;
 mod relay;
 pub mod rev2026;
@@ -292,12 +294,22 @@ impl Gateway {
                 let init = e.upstream_init(crate::upstream::SUPPORTED_VERSIONS[0]);
                 self.connect(Some(&init)).await;
             }
-            if rev2026::REMOVED.contains(&method) || method == "subscriptions/listen" {
+            if rev2026::REMOVED.contains(&method) {
                 return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
             }
             if method == "server/discover" {
-                let (capabilities, instructions) = self.upstreams.offered();
+                let (mut capabilities, instructions) = self.upstreams.offered();
+                // Resource subscriptions are not honoured on listen streams.
+                if let Some(r) = capabilities
+                    .get_mut("resources")
+                    .and_then(Value::as_object_mut)
+                {
+                    r.shift_remove("subscribe");
+                }
                 return Begun::Done(Some(Ok(rev2026::discover(capabilities, instructions))));
+            }
+            if method == "subscriptions/listen" {
+                return self.listen(session, id, params.as_ref());
             }
         }
         match method {
@@ -314,7 +326,19 @@ impl Gateway {
             "tools/list" => {
                 self.connect(None).await;
                 match self.list_tools(session.caller.as_ref()).await {
-                    Ok(result) => Begun::Done(Some(Ok(result))),
+                    Ok(mut result) => {
+                        // The shortest lifetime an upstream gave its tools (stamped below).
+                        let ttl = self
+                            .upstreams
+                            .list
+                            .iter()
+                            .filter_map(|u| u.tools_ttl())
+                            .min();
+                        if let (Some(t), Some(_)) = (ttl, &envelope) {
+                            result["ttlMs"] = json!(t);
+                        }
+                        Begun::Done(Some(Ok(result)))
+                    }
                     Err(message) => err(jsonrpc::INTERNAL_ERROR, &message),
                 }
             }
@@ -334,19 +358,124 @@ impl Gateway {
                 let Some(up) = self.upstreams.serving(method, params.as_ref()) else {
                     return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
                 };
-                let params = params.unwrap_or_else(|| json!({}));
+                let mut params = params.unwrap_or_else(|| json!({}));
                 let call = jsonrpc::id_key(id);
-                match relay::begin_forward(&up, session, call, method, params).await {
-                    Ok(pending) => {
-                        let (session, policy) = (session.clone(), self.upstreams.error_data);
+                // A 2026-07-28 client's state is bound to the request as it sent it.
+                let binding = envelope
+                    .as_ref()
+                    .map(|_| forward_binding(session.caller.as_ref(), method, &params));
+                let mut sealed = None;
+                if let (Some(e), Some(b)) = (&envelope, &binding) {
+                    match input::open_state(self.calls.state_key(), e, b) {
+                        Ok(s) => sealed = s,
+                        Err(error) => return Begun::Done(Some(Err(error))),
+                    }
+                }
+                let stateless = up.is_stateless();
+                if stateless {
+                    input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
+                }
+                let capabilities = match &envelope {
+                    Some(e) => Some(e.capabilities.clone()),
+                    None => session.capabilities(),
+                };
+                let kept = (stateless && envelope.is_none()).then(|| params.clone());
+                let begun =
+                    relay::begin_forward(&up, session, call, method, params, capabilities.as_ref());
+                match begun.await {
+                    Ok(mut pending) => {
+                        let (me, session) = (self.clone(), session.clone());
+                        let started = std::time::Instant::now();
                         Begun::Then(Box::pin(async move {
-                            relay::await_forward(&session, pending, policy).await
+                            let mut result = relay::wait(&session, &mut pending).await;
+                            if stateless {
+                                let rounds = input::Rounds {
+                                    up: &up,
+                                    session: &session,
+                                    sessions: &me.sessions,
+                                    call: pending.call.clone(),
+                                    method: &pending.method,
+                                    params: kept,
+                                    capabilities,
+                                    binding: binding.as_ref(),
+                                    key: me.calls.state_key(),
+                                    approved: false,
+                                    timeout: me.calls.approval_timeout(),
+                                };
+                                result = rounds.finish(result).await;
+                            }
+                            relay::forwarded(&pending, result, started, me.upstreams.error_data)
                         }))
                     }
                     Err(body) => Begun::Done(body),
                 }
             }
         }
+    }
+
+    /// A `subscriptions/listen` stream ([`listen`]): acknowledged at once, then
+    /// the list changes it asked for, until the client cancels it or goes away.
+    fn listen(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        id: &Value,
+        params: Option<&Value>,
+    ) -> Begun {
+        let (offered, _) = self.upstreams.offered();
+        let filter =
+            listen::Filter::honoured(params.and_then(|p| p.get("notifications")), &offered);
+        let key = jsonrpc::id_key(id);
+        let ended = Arc::new(tokio::sync::Notify::new());
+        session::lock(&session.listening).insert(key.clone(), ended.clone());
+        let mut changes = self.sessions.changes();
+        let (me, session, id) = (self.clone(), session.clone(), id.clone());
+        Begun::Then(Box::pin(async move {
+            session
+                .send_for(Some(key.clone()), filter.acknowledgement(&id))
+                .await;
+            let caller = session.caller.clone();
+            loop {
+                let change = tokio::select! {
+                    _ = ended.notified() => break,
+                    c = changes.recv() => c,
+                };
+                let method = match change {
+                    Ok(session::ListChange::Tools(before)) if filter.tools => {
+                        let after = me.catalogue();
+                        let grant = &me.calls.grant;
+                        let was = grant
+                            .list(&me.calls.pipeline, &before, caller.as_ref())
+                            .await;
+                        let now = grant
+                            .list(&me.calls.pipeline, &after, caller.as_ref())
+                            .await;
+                        if was == now {
+                            continue;
+                        }
+                        "notifications/tools/list_changed"
+                    }
+                    Ok(session::ListChange::Prompts) if filter.prompts => {
+                        "notifications/prompts/list_changed"
+                    }
+                    Ok(session::ListChange::Resources) if filter.resources => {
+                        "notifications/resources/list_changed"
+                    }
+                    Ok(_) => continue,
+                    // Changes were missed: the client is told to look again.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) if filter.tools => {
+                        "notifications/tools/list_changed"
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                };
+                session
+                    .send_for(Some(key.clone()), listen::notification(method, &id))
+                    .await;
+            }
+            session::lock(&session.listening).remove(&key);
+            // A listen stream gets no response.
+            None
+        }))
     }
 
     async fn initialize(&self, params: Option<&Value>) -> Value {
@@ -372,6 +501,11 @@ impl Gateway {
                 let Some(request_id) = msg.pointer("/params/requestId") else {
                     return;
                 };
+                let key = jsonrpc::id_key(request_id);
+                if let Some(ended) = session::lock(&session.listening).remove(&key) {
+                    ended.notify_one();
+                    return;
+                }
                 if let Some((conn, upstream_id)) = session.upstream_of(&jsonrpc::id_key(request_id))
                 {
                     let reason = msg
@@ -395,6 +529,29 @@ impl Gateway {
     pub async fn shutdown(&self) {
         self.upstreams.shutdown().await
     }
+}
+
+/// What a 2026-07-28 client's state for a request the gateway does not govern is
+/// bound to: the caller, the method with the name or URI it is about, and the
+/// request's arguments (or, for a request without any, its params).
+fn forward_binding(
+    caller: Option<&warden_core::Caller>,
+    method: &str,
+    params: &Value,
+) -> rev2026::Binding {
+    let caller = caller.map(|c| c.name.as_str()).unwrap_or_default();
+    let about = params
+        .get("name")
+        .or_else(|| params.get("uri"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut bound = serde_json::Map::new();
+    for (k, v) in params.as_object().into_iter().flatten() {
+        if k != "_meta" {
+            bound.insert(k.clone(), v.clone());
+        }
+    }
+    rev2026::Binding::new(caller, &format!("{method} {about}"), &bound)
 }
 
 /// Sends a request's answer, stamped for the 2026-07-28 revision when `stamp`

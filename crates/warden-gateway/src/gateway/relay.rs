@@ -27,17 +27,20 @@ pub struct Pending {
 }
 
 /// Queues `method` on `up` for the client request `call`, remembering the way back
-/// for cancellation (and the log level a 2026-07-28 call opted in to).
+/// for cancellation (and the log level a 2026-07-28 call opted in to). An
+/// upstream that speaks 2026-07-28 gets the envelope with the capabilities the
+/// client declared (`capabilities`), never more.
 pub async fn start(
     up: &Upstream,
     session: &ClientSession,
     call: Option<CallKey>,
     method: &str,
     params: Value,
-    log_level: Option<u8>,
+    (log_level, capabilities): (Option<u8>, Option<&Value>),
 ) -> Result<Pending, CallError> {
     let conn = up.conn().ok_or(CallError::Gone)?;
-    let (id, reply) = conn.start(method, Some(params), up.timeout_ms()).await?;
+    let params = conn.enveloped(Some(params), capabilities);
+    let (id, reply) = conn.start(method, params, up.timeout_ms()).await?;
     if let Some(k) = &call {
         session.track(k, &conn, id, log_level);
     }
@@ -62,28 +65,37 @@ pub async fn wait(session: &ClientSession, p: &mut Pending) -> Result<Value, Cal
 }
 
 /// A request the gateway does not govern (`resources/read`, `prompts/get` …),
-/// queued now; the returned future answers it.
+/// queued now; [`forwarded`] answers it.
 pub async fn begin_forward(
     up: &Upstream,
     session: &ClientSession,
     call: CallKey,
     method: &str,
     params: Value,
+    capabilities: Option<&Value>,
 ) -> Result<Pending, Option<Body>> {
     let started = Instant::now();
-    start(up, session, Some(call), method, params, None)
-        .await
-        .map_err(|e| forward_failed(&up.name, method, started, e))
+    start(
+        up,
+        session,
+        Some(call),
+        method,
+        params,
+        (None, capabilities),
+    )
+    .await
+    .map_err(|e| forward_failed(&up.name, method, started, e))
 }
 
-/// The answer to a forwarded request (`None`: cancelled, nothing is due).
-pub async fn await_forward(
-    session: &ClientSession,
-    mut p: Pending,
+/// The answer to a forwarded request, once its upstream answered (`None`:
+/// cancelled, nothing is due).
+pub fn forwarded(
+    p: &Pending,
+    result: Result<Value, CallError>,
+    started: Instant,
     policy: ErrorData,
 ) -> Option<Body> {
-    let started = Instant::now();
-    match wait(session, &mut p).await {
+    match result {
         Ok(response) => {
             tracing::debug!(method = %logged(&p.method), "relayed");
             Some(upstream_body(response, policy, &p.upstream, &p.method).0)

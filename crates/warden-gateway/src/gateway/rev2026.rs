@@ -23,7 +23,6 @@ use crate::texts as answer;
 use crate::upstream::CallError;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use hmac::{Hmac, Mac};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -240,7 +239,10 @@ pub fn log_rank(level: &str) -> Option<u8> {
 }
 
 /// Makes a result say what it is (`resultType`) and, for lists, how long it may
-/// be cached and by whom (the gateway's lists depend on the caller: private).
+/// be cached and by whom: never longer than the upstreams behind it said (their
+/// `ttlMs`, already in the result), nor than the gateway's own [`LIST_TTL_MS`];
+/// the tool list always `private` (it is the caller's), others as the upstreams
+/// said, `private` when they said nothing.
 pub fn stamp_result(method: &str, result: &mut Value) {
     let Some(obj) = result.as_object_mut() else {
         return;
@@ -252,8 +254,51 @@ pub fn stamp_result(method: &str, result: &mut Value) {
         method,
         "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list"
     ) {
-        obj.entry("ttlMs").or_insert(json!(LIST_TTL_MS));
-        obj.entry("cacheScope").or_insert(json!("private"));
+        let ttl = obj
+            .get("ttlMs")
+            .and_then(Value::as_u64)
+            .map_or(LIST_TTL_MS, |t| t.min(LIST_TTL_MS));
+        obj.insert("ttlMs".into(), json!(ttl));
+        let said = obj.get("cacheScope").and_then(Value::as_str);
+        let scope = match (method, said) {
+            ("tools/list", _) | (_, None) => "private",
+            (_, Some("public")) => "public",
+            _ => "private",
+        };
+        obj.insert("cacheScope".into(), json!(scope));
+    }
+}
+
+/// The cache hints of a list merged from several upstreams' answers: the shortest
+/// lifetime any of them allows, and `private` if any says so.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CacheHint {
+    pub ttl_ms: Option<u64>,
+    pub scope: Option<&'static str>,
+}
+
+impl CacheHint {
+    /// Takes in one upstream's list result.
+    pub fn absorb(&mut self, result: &Value) {
+        if let Some(t) = result.get("ttlMs").and_then(Value::as_u64) {
+            self.ttl_ms = Some(self.ttl_ms.map_or(t, |mine| mine.min(t)));
+        }
+        match result.get("cacheScope").and_then(Value::as_str) {
+            Some("public") if self.scope.is_none() => self.scope = Some("public"),
+            Some("public") => {}
+            Some(_) => self.scope = Some("private"),
+            None => {}
+        }
+    }
+
+    /// Writes the hints into a merged result (nothing when no upstream gave any).
+    pub fn apply(&self, result: &mut Map<String, Value>) {
+        if let Some(t) = self.ttl_ms {
+            result.insert("ttlMs".into(), json!(t));
+        }
+        if let Some(s) = self.scope {
+            result.insert("cacheScope".into(), json!(s));
+        }
     }
 }
 
@@ -294,89 +339,121 @@ impl Binding {
     }
 }
 
-/// The key request states are sealed with: random per gateway process.
-pub struct StateKey([u8; 32]);
+/// The key request states are sealed with: random per gateway process, or
+/// derived from a secret the replicas share.
+///
+/// A state is sealed with ChaCha20-Poly1305 (an AEAD): a client can neither read
+/// what it carries (an upstream's own request state among it) nor change a byte of
+/// it unnoticed.
+pub struct StateKey(ring::aead::LessSafeKey);
+
+/// What a state token holds besides its binding: the id of a parked call (`p`),
+/// an approval already given (`ok`), an upstream's own state (`u`) and the
+/// upstream it belongs to (`up`).
+pub type Sealed = Map<String, Value>;
 
 impl StateKey {
+    fn from_bytes(k: [u8; 32]) -> StateKey {
+        let key =
+            ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, &k).expect("a 32-byte key");
+        StateKey(ring::aead::LessSafeKey::new(key))
+    }
+
     pub fn random() -> StateKey {
         let mut k = [0u8; 32];
         if let Err(e) = getrandom::fill(&mut k) {
             panic!("the OS random source failed: {e}");
         }
-        StateKey(k)
+        StateKey::from_bytes(k)
     }
 
     /// A key derived from a shared secret, so that replicas behind one load
     /// balancer accept each other's states.
     pub fn from_secret(secret: &[u8]) -> StateKey {
-        StateKey(Sha256::digest(secret).into())
-    }
-
-    fn mac(&self, payload: &[u8]) -> Hmac<Sha256> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
-        mac.update(payload);
-        mac
+        StateKey::from_bytes(Sha256::digest(secret).into())
     }
 
     /// A state token for `binding`, valid until `now + STATE_TTL_SECS`.
     pub fn seal(&self, binding: &Binding, now: u64) -> String {
-        self.seal_parked(binding, now, None)
+        self.seal_with(binding, now, Sealed::new())
     }
 
     /// A state token that also names a call parked at the gateway.
     pub fn seal_parked(&self, binding: &Binding, now: u64, parked: Option<&str>) -> String {
-        let mut payload = json!({"c": binding.caller, "t": binding.tool, "a": binding.arguments,
-            "e": now + STATE_TTL_SECS});
+        let mut extra = Sealed::new();
         if let Some(p) = parked {
-            payload["p"] = json!(p);
+            extra.insert("p".into(), json!(p));
         }
-        let payload = payload.to_string();
-        let tag = self.mac(payload.as_bytes()).finalize().into_bytes();
-        format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(payload.as_bytes()),
-            URL_SAFE_NO_PAD.encode(tag)
-        )
+        self.seal_with(binding, now, extra)
     }
 
-    /// Seals any JSON payload (the caller of this checks what it means when opened).
+    /// A state token for `binding` that carries `extra`.
+    pub fn seal_with(&self, binding: &Binding, now: u64, mut extra: Sealed) -> String {
+        extra.insert("c".into(), json!(binding.caller));
+        extra.insert("t".into(), json!(binding.tool));
+        extra.insert("a".into(), json!(binding.arguments));
+        extra.insert("e".into(), json!(now + STATE_TTL_SECS));
+        self.seal_value(&Value::Object(extra))
+    }
+
+    /// Seals any JSON payload; whoever opens it checks what it is bound to.
     pub fn seal_value(&self, payload: &Value) -> String {
-        let payload = payload.to_string();
-        let tag = self.mac(payload.as_bytes()).finalize().into_bytes();
-        format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(payload.as_bytes()),
-            URL_SAFE_NO_PAD.encode(tag)
-        )
+        let mut sealed = payload.to_string().into_bytes();
+        let mut nonce = [0u8; 12];
+        if let Err(e) = getrandom::fill(&mut nonce) {
+            panic!("the OS random source failed: {e}");
+        }
+        self.0
+            .seal_in_place_append_tag(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::empty(),
+                &mut sealed,
+            )
+            .expect("a state far below the AEAD's size limit");
+        let mut token = nonce.to_vec();
+        token.extend_from_slice(&sealed);
+        URL_SAFE_NO_PAD.encode(token)
     }
 
     /// The payload of a token this key sealed; `None` for anything else.
     pub fn open_value(&self, token: &str) -> Option<Value> {
-        let (payload, tag) = token.split_once('.')?;
-        let payload = URL_SAFE_NO_PAD.decode(payload).ok()?;
-        let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
-        self.mac(&payload).verify_slice(&tag).ok()?;
-        serde_json::from_slice(&payload).ok()
+        let bytes = URL_SAFE_NO_PAD.decode(token).ok()?;
+        if bytes.len() < 12 {
+            return None;
+        }
+        let (nonce, sealed) = bytes.split_at(12);
+        let nonce = ring::aead::Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let mut sealed = sealed.to_vec();
+        let plain = self
+            .0
+            .open_in_place(nonce, ring::aead::Aad::empty(), &mut sealed)
+            .ok()?;
+        serde_json::from_slice::<Value>(plain).ok()
     }
 
     /// Whether `token` was sealed by this key for exactly `binding` and has not expired.
     pub fn opens(&self, token: &str, binding: &Binding, now: u64) -> bool {
-        self.open(token, binding, now).is_some()
+        self.open_with(token, binding, now).is_some()
     }
 
     /// The sealed state, when `token` was sealed by this key for exactly `binding`
     /// and has not expired: `Some(parked call id, if any)`.
     pub fn open(&self, token: &str, binding: &Binding, now: u64) -> Option<Option<String>> {
-        let (payload, tag) = token.split_once('.')?;
-        let payload = URL_SAFE_NO_PAD.decode(payload).ok()?;
-        let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
-        self.mac(&payload).verify_slice(&tag).ok()?;
-        let v = serde_json::from_slice::<Value>(&payload).ok()?;
-        let bound = v["c"] == binding.caller.as_str()
-            && v["t"] == binding.tool.as_str()
-            && v["a"] == binding.arguments.as_str()
-            && v["e"].as_u64().is_some_and(|e| e >= now);
-        bound.then(|| v["p"].as_str().map(str::to_owned))
+        let v = self.open_with(token, binding, now)?;
+        Some(v.get("p").and_then(Value::as_str).map(str::to_owned))
+    }
+
+    /// Everything `token` holds, when it was sealed by this key for exactly
+    /// `binding` and has not expired.
+    pub fn open_with(&self, token: &str, binding: &Binding, now: u64) -> Option<Sealed> {
+        let Value::Object(v) = self.open_value(token)? else {
+            return None;
+        };
+        let bound = v.get("c") == Some(&json!(binding.caller))
+            && v.get("t") == Some(&json!(binding.tool))
+            && v.get("a") == Some(&json!(binding.arguments))
+            && v.get("e").and_then(Value::as_u64).is_some_and(|e| e >= now);
+        bound.then_some(v)
     }
 }
 
@@ -624,6 +701,32 @@ mod tests {
             r,
             json!({"tools": [], "resultType": "complete", "ttlMs": 30000, "cacheScope": "private"})
         );
+        // An upstream's shorter lifetime stands, a longer one is cut; the tool
+        // list is the caller's whatever the upstream said.
+        let mut r = json!({"tools": [], "ttlMs": 5000, "cacheScope": "public"});
+        stamp_result("tools/list", &mut r);
+        assert_eq!(
+            (&r["ttlMs"], &r["cacheScope"]),
+            (&json!(5000), &json!("private"))
+        );
+        let mut r = json!({"prompts": [], "ttlMs": 90000, "cacheScope": "public"});
+        stamp_result("prompts/list", &mut r);
+        assert_eq!(
+            (&r["ttlMs"], &r["cacheScope"]),
+            (&json!(30000), &json!("public"))
+        );
+        let mut hint = CacheHint::default();
+        hint.absorb(&json!({"ttlMs": 9000, "cacheScope": "public"}));
+        hint.absorb(&json!({"prompts": []}));
+        hint.absorb(&json!({"ttlMs": 4000, "cacheScope": "private"}));
+        hint.absorb(&json!({"ttlMs": 7000, "cacheScope": "public"}));
+        assert_eq!(
+            hint,
+            CacheHint {
+                ttl_ms: Some(4000),
+                scope: Some("private")
+            }
+        );
         let mut r = json!({"resultType": "input_required", "requestState": "x"});
         stamp_result("tools/call", &mut r);
         assert_eq!(r["resultType"], "input_required");
@@ -657,23 +760,20 @@ mod tests {
             !StateKey::random().opens(&t, &b, 1000),
             "another gateway's key"
         );
-        let (payload, tag) = t.split_once('.').unwrap();
-        let forged = format!(
-            "{}.{tag}",
-            URL_SAFE_NO_PAD.encode(
-                String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap())
-                    .unwrap()
-                    .replace("alice", "mallory")
-            )
-        );
-        assert!(!key.opens(
-            &forged,
-            &Binding {
-                caller: "mallory".into(),
-                ..b.clone()
-            },
-            1000
-        ));
+        // Any byte changed, or anything appended, and the state no longer opens.
+        let mut bytes = URL_SAFE_NO_PAD.decode(&t).unwrap();
+        for i in [0, 12, bytes.len() / 2, bytes.len() - 1] {
+            bytes[i] ^= 1;
+            assert!(
+                !key.opens(&URL_SAFE_NO_PAD.encode(&bytes), &b, 1000),
+                "byte {i}"
+            );
+            bytes[i] ^= 1;
+        }
+        assert!(!key.opens(&format!("{t}-TAMPERED"), &b, 1000));
+        // Nothing of the binding can be read off the token.
+        let plain = String::from_utf8_lossy(&URL_SAFE_NO_PAD.decode(&t).unwrap()).into_owned();
+        assert!(!plain.contains("alice") && !plain.contains("fx.echo"));
         assert!(!key.opens("garbage", &b, 1000));
         let parked = key.seal_parked(&b, 1000, Some("p-1"));
         assert_eq!(key.open(&parked, &b, 1000), Some(Some("p-1".to_owned())));

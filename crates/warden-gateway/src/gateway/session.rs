@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
-use warden_core::{Caller, UnknownKeyWarning};
+use tokio::sync::{broadcast, mpsc, oneshot, Notify};
+use warden_core::{Caller, Catalogue, UnknownKeyWarning};
 
 /// A client request, as a map key: its JSON-RPC id ([`jsonrpc::id_key`]).
 pub type CallKey = String;
@@ -67,6 +67,8 @@ pub struct ClientSession {
     pub(crate) interrupts: Mutex<HashMap<CallKey, mpsc::Sender<(Value, Value)>>>,
     /// 2026-07-28 calls that opted in to log messages → least severe level wanted.
     pub(crate) log_levels: Mutex<HashMap<CallKey, u8>>,
+    /// Open `subscriptions/listen` streams → what ends them (a cancellation).
+    pub(crate) listening: Mutex<HashMap<CallKey, Arc<Notify>>>,
     /// What the client declared in `initialize`: its capabilities and the version agreed.
     client: RwLock<Option<(Value, &'static str)>>,
     /// The client speaks the stateless 2026-07-28 revision: no requests to it, and
@@ -106,6 +108,7 @@ impl ClientSession {
             own_requests: Mutex::new(HashMap::new()),
             interrupts: Mutex::new(HashMap::new()),
             log_levels: Mutex::new(HashMap::new()),
+            listening: Mutex::new(HashMap::new()),
             client: RwLock::new(None),
             stateless: AtomicBool::new(false),
             flow: Mutex::new(Default::default()),
@@ -115,6 +118,12 @@ impl ClientSession {
     /// Remembers what the client declared in `initialize`.
     pub(crate) fn initialized(&self, capabilities: Value, version: &'static str) {
         *self.client.write().unwrap_or_else(|e| e.into_inner()) = Some((capabilities, version));
+    }
+
+    /// The capabilities the client declared in `initialize`, once it ran.
+    pub(crate) fn capabilities(&self) -> Option<Value> {
+        let client = self.client.read().unwrap_or_else(|e| e.into_inner());
+        client.as_ref().map(|(caps, _)| caps.clone())
     }
 
     /// Whether the client declared a capability in `initialize`.
@@ -263,17 +272,51 @@ struct ProgressRoute {
     call: Option<CallKey>,
 }
 
+/// A list that changed behind the gateway, for `subscriptions/listen` streams.
+#[derive(Debug, Clone)]
+pub enum ListChange {
+    /// The catalogue changed; the one before, so each stream can tell whether
+    /// what its caller sees changed.
+    Tools(Arc<Catalogue>),
+    Prompts,
+    Resources,
+}
+
 /// The live client sessions, and the progress tokens sent upstream for them.
-#[derive(Default)]
 pub struct Sessions {
     live: Mutex<Vec<Weak<ClientSession>>>,
     /// Token sent upstream → the session and token it stands for.
     progress: Mutex<HashMap<String, ProgressRoute>>,
     next_token: AtomicU64,
     next_request: AtomicU64,
+    /// Lists that changed, for the subscription streams listening.
+    changes: broadcast::Sender<ListChange>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            live: Mutex::default(),
+            progress: Mutex::default(),
+            next_token: AtomicU64::new(0),
+            next_request: AtomicU64::new(0),
+            changes: broadcast::channel(64).0,
+        }
+    }
 }
 
 impl Sessions {
+    /// Tells the subscription streams that a list changed.
+    pub fn changed(&self, change: ListChange) {
+        // No stream listening is no error.
+        let _ = self.changes.send(change);
+    }
+
+    /// Where a subscription stream hears of changed lists.
+    pub fn changes(&self) -> broadcast::Receiver<ListChange> {
+        self.changes.subscribe()
+    }
+
     pub fn add(&self, session: &Arc<ClientSession>) {
         let mut live = lock(&self.live);
         live.retain(|s| s.strong_count() > 0);

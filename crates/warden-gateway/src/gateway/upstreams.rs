@@ -289,6 +289,7 @@ impl Upstreams {
     /// upstream offers which URI or prompt. One failing upstream fails the listing.
     pub async fn merged_list(&self, method: &str, field: &str, ups: Vec<Arc<Upstream>>) -> Body {
         let mut items = Vec::new();
+        let mut hint = super::rev2026::CacheHint::default();
         for up in ups {
             let failed = || json!({"code": jsonrpc::INTERNAL_ERROR, "message": texts::listing_failed(std::slice::from_ref(&up.name))});
             let conn = up.conn().ok_or_else(failed)?;
@@ -299,13 +300,14 @@ impl Upstreams {
                     None => json!({}),
                 };
                 let response = conn
-                    .request(method, Some(params), up.timeout_ms())
+                    .request(method, conn.enveloped(Some(params), None), up.timeout_ms())
                     .await
                     .map_err(|e| {
                         tracing::error!(upstream = %up.name, %method, "listing failed: {e}");
                         failed()
                     })?;
                 let result = relay::upstream_body(response, self.error_data, &up.name, method).0?;
+                hint.absorb(&result);
                 let page = result
                     .get(field)
                     .and_then(Value::as_array)
@@ -328,6 +330,7 @@ impl Upstreams {
         }
         let mut result = Map::new();
         result.insert(field.to_owned(), Value::Array(items));
+        hint.apply(&mut result);
         Ok(Value::Object(result))
     }
 
@@ -337,7 +340,17 @@ impl Upstreams {
         let mut capabilities = Map::new();
         let mut instructions = Vec::new();
         for up in &self.list {
-            if let Some(info) = up.info() {
+            if let Some(mut info) = up.info() {
+                if up.is_stateless() {
+                    // 2026-07-28 has no resources/subscribe to relay the offer to.
+                    if let Some(r) = info
+                        .capabilities
+                        .get_mut("resources")
+                        .and_then(Value::as_object_mut)
+                    {
+                        r.shift_remove("subscribe");
+                    }
+                }
                 merge_capabilities(&mut capabilities, &info.capabilities);
                 if let Some(i) = info.instructions {
                     instructions.push(i);

@@ -57,6 +57,71 @@ struct Head {
     method: Option<serde::de::IgnoredAny>,
 }
 
+/// What the 2026-07-28 headers of an outgoing message are read from: its method,
+/// the name or URI it is about, and the version its envelope names. Parsed
+/// without building a tree (the arguments are skipped).
+#[derive(serde::Deserialize)]
+struct Routing {
+    method: Option<String>,
+    params: Option<RoutingParams>,
+}
+
+#[derive(serde::Deserialize)]
+struct RoutingParams {
+    name: Option<Value>,
+    uri: Option<Value>,
+    #[serde(rename = "_meta")]
+    meta: Option<RoutingMeta>,
+}
+
+#[derive(serde::Deserialize)]
+struct RoutingMeta {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+    version: Option<Value>,
+}
+
+/// The headers a 2026-07-28 request carries beside its body (the body's version,
+/// method and name, so servers and proxies route without parsing it); none for a
+/// message of an older revision.
+fn stateless_headers(line: &[u8]) -> Vec<(&'static str, String)> {
+    let Ok(r) = serde_json::from_slice::<Routing>(line) else {
+        return Vec::new();
+    };
+    let (Some(method), Some(params)) = (r.method, r.params) else {
+        return Vec::new();
+    };
+    let Some(Value::String(version)) = params.meta.and_then(|m| m.version) else {
+        return Vec::new();
+    };
+    let mut headers = vec![(VERSION, version), ("mcp-method", method.clone())];
+    let named = match method.as_str() {
+        "tools/call" | "prompts/get" => params.name,
+        "resources/read" => params.uri,
+        _ => None,
+    };
+    if let Some(Value::String(name)) = named {
+        headers.push(("mcp-name", header_value(&name)));
+    }
+    headers
+}
+
+/// A name as a header value: verbatim when HTTP can carry it as it is, else
+/// `=?base64?…?=`.
+fn header_value(name: &str) -> String {
+    let plain = !name.is_empty()
+        && name.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !name.starts_with(' ')
+        && !name.ends_with(' ');
+    if plain {
+        return name.to_owned();
+    }
+    use base64::Engine;
+    format!(
+        "=?base64?{}?=",
+        base64::engine::general_purpose::STANDARD.encode(name)
+    )
+}
+
 enum Failure {
     /// Connection refused, reset, or no answer: the upstream is gone.
     Unreachable(String),
@@ -225,15 +290,22 @@ impl Http {
         related: Option<u64>,
     ) -> Result<Option<String>, Failure> {
         let mut sender = self.sender().await?;
+        let stateless = stateless_headers(&line);
         let mut req = self.request(
             "POST",
             Full::new(Bytes::from(line)),
             "application/json, text/event-stream",
         );
-        req.headers_mut().insert(
+        let headers = req.headers_mut();
+        headers.insert(
             CONTENT_TYPE,
             "application/json".parse().expect("a header value"),
         );
+        for (name, value) in stateless {
+            if let Ok(v) = value.parse() {
+                headers.insert(name, v);
+            }
+        }
         let response = sender
             .send_request(req)
             .await
@@ -250,6 +322,16 @@ impl Http {
             return Err(Failure::SessionGone);
         }
         if !status.is_success() {
+            // A 2026-07-28 server answers a request it refuses with an error status
+            // and the JSON-RPC error: that error is the answer.
+            let json = response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|c| c.starts_with("application/json"));
+            if json && related.is_some() {
+                let _ = self.read_answer(conn, response, related).await;
+            }
             return Err(Failure::Refused(status));
         }
         let last = self.read_answer(conn, response, related).await?;
@@ -271,13 +353,44 @@ impl Http {
             .is_some_and(|c| c.starts_with("text/event-stream"));
         let mut body = response.into_body();
         if !sse {
-            let bytes = http_body_util::Limited::new(body, self.max)
-                .collect()
-                .await
-                .map_err(|e| Failure::Unreachable(format!("reading an answer failed: {e}")))?
-                .to_bytes();
-            if !bytes.iter().all(u8::is_ascii_whitespace) {
-                self.take(conn, &bytes, related).await;
+            // One JSON message, or (a stream some 2026-07-28 servers answer
+            // `subscriptions/listen` with) one message per line, delivered as each
+            // line completes.
+            let mut buffer = Vec::new();
+            let mut lines = true;
+            while let Some(frame) = body.frame().await {
+                let frame = frame
+                    .map_err(|e| Failure::Unreachable(format!("reading an answer failed: {e}")))?;
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                buffer.extend_from_slice(&data);
+                if buffer.len() > self.max {
+                    return Err(Failure::Unreachable(
+                        "an answer larger than gateway.max_message_bytes".into(),
+                    ));
+                }
+                while lines {
+                    let Some(end) = buffer.iter().position(|b| *b == b'\n') else {
+                        break;
+                    };
+                    let line = &buffer[..end];
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        buffer.drain(..=end);
+                        continue;
+                    }
+                    // A line that is no message of its own: the body is one
+                    // message spread over lines, read whole at its end.
+                    if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err() {
+                        lines = false;
+                        break;
+                    }
+                    let line: Vec<u8> = buffer.drain(..=end).collect();
+                    self.take(conn, &line, related).await;
+                }
+            }
+            if !buffer.iter().all(u8::is_ascii_whitespace) {
+                self.take(conn, &buffer, related).await;
             }
             return Ok(None);
         }
@@ -470,7 +583,34 @@ fn take_events(buffer: &mut Vec<u8>) -> Vec<SseEvent> {
 
 #[cfg(test)]
 mod tests {
-    use super::take_events;
+    use super::{stateless_headers, take_events};
+
+    #[test]
+    fn a_2026_request_carries_its_routing_headers() {
+        let line = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"caf\u00e9","arguments":{"big":[1,2,3]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert_eq!(
+            stateless_headers(line),
+            vec![
+                ("mcp-protocol-version", "2026-07-28".to_owned()),
+                ("mcp-method", "tools/call".to_owned()),
+                ("mcp-name", "=?base64?Y2Fmw6k=?=".to_owned()),
+            ]
+        );
+        let read = br#"{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"test://a","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert_eq!(
+            stateless_headers(read)[2],
+            ("mcp-name", "test://a".to_owned())
+        );
+        // A message of an older revision, or one that is no request, gets none.
+        assert!(stateless_headers(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#
+        )
+        .is_empty());
+        assert!(stateless_headers(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).is_empty());
+        assert!(
+            stateless_headers(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#).is_empty()
+        );
+    }
 
     #[test]
     fn sse_events_are_cut_at_blank_lines() {

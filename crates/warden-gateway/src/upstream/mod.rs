@@ -9,7 +9,7 @@
 //! it at once and the router is told, so the gateway can answer callers and
 //! start the upstream again with backoff.
 
-use crate::config::UpstreamConfig;
+use crate::config::{UpstreamConfig, UpstreamProtocol};
 use crate::jsonrpc::{self, Kind};
 use crate::logged::logged;
 use serde_json::{json, Map, Value};
@@ -26,8 +26,18 @@ mod http;
 
 /// Protocol versions this gateway speaks, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The stateless revision, spoken to upstreams that offer it in `server/discover`.
+pub const STATELESS_VERSION: &str = "2026-07-28";
+const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
 /// How long the initialize handshake and a tools/list page may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `server/discover` may take when it is only asked whether the server speaks 2026-07-28.
+const DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the gateway's own subscription stream is waited on: as long as the
+/// connection lives (ten years stand for that).
+const LISTEN_FOREVER_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
 /// The longest a liveness ping waits for its answer.
 const PING_TIMEOUT_MS: u64 = 10_000;
 /// Pages of tools/list followed before giving up on a server that never stops paginating.
@@ -48,6 +58,9 @@ pub enum CallError {
     /// (what it is instead: "null", "a string" …).
     #[error("the upstream's result is {0}, not a JSON object")]
     NotAnObject(&'static str),
+    /// The upstream's input rounds could not be made (what went wrong).
+    #[error("{0}")]
+    Input(&'static str),
 }
 
 enum Reply {
@@ -91,6 +104,33 @@ impl Exit {
     }
 }
 
+/// `params` with the 2026-07-28 envelope in its `_meta`: the protocol version,
+/// the gateway as the client, and `capabilities` (none when absent).
+fn envelope(params: Option<Value>, capabilities: Option<&Value>) -> Value {
+    let mut params = match params {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(PROTOCOL_VERSION_KEY.into(), json!(STATELESS_VERSION));
+        meta.insert(
+            CLIENT_CAPABILITIES_KEY.into(),
+            capabilities.cloned().unwrap_or_else(|| json!({})),
+        );
+        meta.insert(
+            CLIENT_INFO_KEY.into(),
+            json!({"name": "mcp-warden", "version": env!("CARGO_PKG_VERSION")}),
+        );
+    }
+    Value::Object(params)
+}
+
 /// A boxed future, to keep [`Inbound`] object-safe without a crate for it.
 pub type BoxedSend = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
@@ -120,6 +160,9 @@ pub struct Conn {
     /// Its start finished (initialize answered, `notifications/initialized` sent,
     /// tools listed): only now does it take traffic other than the start's own.
     ready: AtomicBool,
+    /// The upstream speaks the stateless 2026-07-28 revision: every request
+    /// carries the envelope, and there is no `ping`.
+    stateless: AtomicBool,
     inbound: Weak<dyn Inbound>,
 }
 
@@ -192,7 +235,8 @@ impl Conn {
             return;
         }
         tokio::spawn(async move {
-            match me.request("ping", None, me.confirm_ms).await {
+            let (method, params) = me.liveness();
+            match me.request(method, params, me.confirm_ms).await {
                 Err(CallError::Timeout(_)) => me.abandon(&format!(
                     "{run} requests in a row timed out, and so did a ping"
                 )),
@@ -206,6 +250,31 @@ impl Conn {
 
     /// Gives up on an upstream that is alive but does not answer: it is ended, and
     /// the router hears of it as stuck (and starts it again, as after a crash).
+    /// Whether the upstream speaks the stateless 2026-07-28 revision.
+    pub fn is_stateless(&self) -> bool {
+        self.stateless.load(Ordering::Relaxed)
+    }
+
+    /// `params` as this upstream takes them: at 2026-07-28 with the envelope in
+    /// `_meta` (the capabilities of the client the request is for, never more;
+    /// none for the gateway's own requests), else unchanged.
+    pub fn enveloped(&self, params: Option<Value>, capabilities: Option<&Value>) -> Option<Value> {
+        if !self.is_stateless() {
+            return params;
+        }
+        Some(envelope(params, capabilities))
+    }
+
+    /// The request that shows the upstream is alive: `ping`, or at 2026-07-28
+    /// (which has none) `server/discover`.
+    fn liveness(&self) -> (&'static str, Option<Value>) {
+        if self.is_stateless() {
+            ("server/discover", Some(envelope(None, None)))
+        } else {
+            ("ping", None)
+        }
+    }
+
     pub fn abandon(&self, why: &str) {
         if self.stuck.swap(true, Ordering::SeqCst) {
             return;
@@ -412,6 +481,10 @@ pub struct Upstream {
     conn: RwLock<Option<Arc<Conn>>>,
     info: RwLock<Option<ServerInfo>>,
     generation: AtomicU64,
+    /// The server ended when asked `server/discover`: it gets the handshake only.
+    no_discover: AtomicBool,
+    /// How long its last tool listing said it may be cached (2026-07-28 `ttlMs`).
+    tools_ttl: Mutex<Option<u64>>,
 }
 
 impl Upstream {
@@ -425,6 +498,8 @@ impl Upstream {
             conn: RwLock::new(None),
             info: RwLock::new(None),
             generation: AtomicU64::new(0),
+            no_discover: AtomicBool::new(false),
+            tools_ttl: Mutex::new(None),
         }
     }
 
@@ -444,11 +519,24 @@ impl Upstream {
         self.info.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Whether the upstream speaks the stateless 2026-07-28 revision (it offered
+    /// it in `server/discover` when last started).
+    pub fn is_stateless(&self) -> bool {
+        self.info()
+            .is_some_and(|i| i.protocol_version == STATELESS_VERSION)
+    }
+
+    /// How long the upstream said its tool list may be cached, if it said.
+    pub fn tools_ttl(&self) -> Option<u64> {
+        *self.tools_ttl.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub fn timeout_ms(&self) -> u64 {
         self.config.timeout_ms
     }
 
-    /// Starts the child, runs the initialize handshake, and lists its tools.
+    /// Starts the child, learns which revision it speaks (`server/discover`,
+    /// else the initialize handshake), and lists its tools.
     pub async fn connect(
         &self,
         inbound: Weak<dyn Inbound>,
@@ -456,24 +544,28 @@ impl Upstream {
     ) -> Result<Vec<Value>, String> {
         let conn = self.spawn(inbound)?;
         let result = async {
-            let answer = conn
-                .request("initialize", Some(init.clone()), HANDSHAKE_TIMEOUT.as_millis() as u64)
-                .await
-                .map_err(|e| format!("initialize failed: {e}"))?;
-            let result = match (answer.get("result"), answer.get("error")) {
-                (Some(r), _) => r.clone(),
-                (None, Some(e)) => return Err(format!("initialize was refused: {e}")),
-                _ => return Err("initialize answer has neither result nor error".into()),
+            let stateless = match self.config.protocol {
+                UpstreamProtocol::Handshake => None,
+                // A server that fell over when asked is not asked again.
+                UpstreamProtocol::Auto if self.no_discover.load(Ordering::Relaxed) => None,
+                UpstreamProtocol::Auto => self.discover(&conn, init).await.ok().flatten(),
+                UpstreamProtocol::Stateless => Some(
+                    self.discover(&conn, init)
+                        .await?
+                        .ok_or("server/discover does not offer 2026-07-28 (protocol = \"2026-07-28\")")?,
+                ),
             };
-            let info = ServerInfo {
-                protocol_version: result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                capabilities: result.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default(),
-                instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
+            let info = match stateless {
+                Some(info) => {
+                    conn.stateless.store(true, Ordering::Relaxed);
+                    info
+                }
+                None if conn.is_closed() => {
+                    self.no_discover.store(true, Ordering::Relaxed);
+                    return Err("the upstream ended when asked server/discover; it is started again without asking (protocol = \"2025-11-25\" skips the question)".to_owned())
+                }
+                None => self.handshake(&conn, init).await?,
             };
-            if !SUPPORTED_VERSIONS.contains(&info.protocol_version.as_str()) {
-                tracing::warn!(upstream = %self.name, version = %logged(&info.protocol_version), "upstream answered with a protocol version this gateway does not know; going on");
-            }
-            conn.send(jsonrpc::notification("notifications/initialized", None)).await;
             *self.info.write().unwrap_or_else(|e| e.into_inner()) = Some(info);
             self.list_tools_on(&conn).await
         }
@@ -482,10 +574,133 @@ impl Upstream {
             Ok(_) => {
                 conn.ready.store(true, Ordering::SeqCst);
                 self.keep_pinging(&conn);
+                self.subscribe(&conn).await;
             }
             Err(_) => conn.shutdown().await,
         }
         result
+    }
+
+    /// Asks `server/discover`: `Some` when the upstream offers 2026-07-28, `None`
+    /// when it answers otherwise (a server of an older revision refuses the method).
+    async fn discover(&self, conn: &Conn, init: &Value) -> Result<Option<ServerInfo>, String> {
+        let params = envelope(None, init.get("capabilities"));
+        // Asked without knowing whether the server has the method: a server that
+        // leaves unknown requests unanswered costs this much at start, not more.
+        let patience = match self.config.protocol {
+            UpstreamProtocol::Auto => DISCOVER_TIMEOUT,
+            _ => HANDSHAKE_TIMEOUT,
+        };
+        let answer = conn
+            .request("server/discover", Some(params), patience.as_millis() as u64)
+            .await
+            .map_err(|e| format!("server/discover failed: {e}"))?;
+        let Some(result) = answer.get("result") else {
+            return Ok(None);
+        };
+        let offers = result
+            .get("supportedVersions")
+            .and_then(Value::as_array)
+            .is_some_and(|v| v.iter().any(|v| v == STATELESS_VERSION));
+        if !offers {
+            return Ok(None);
+        }
+        tracing::info!(upstream = %self.name, "the upstream speaks 2026-07-28");
+        Ok(Some(ServerInfo {
+            protocol_version: STATELESS_VERSION.to_owned(),
+            capabilities: result
+                .get("capabilities")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+            instructions: result
+                .get("instructions")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }))
+    }
+
+    /// The initialize handshake (up to 2025-11-25).
+    async fn handshake(&self, conn: &Conn, init: &Value) -> Result<ServerInfo, String> {
+        let answer = conn
+            .request(
+                "initialize",
+                Some(init.clone()),
+                HANDSHAKE_TIMEOUT.as_millis() as u64,
+            )
+            .await
+            .map_err(|e| format!("initialize failed: {e}"))?;
+        let result = match (answer.get("result"), answer.get("error")) {
+            (Some(r), _) => r.clone(),
+            (None, Some(e)) => return Err(format!("initialize was refused: {e}")),
+            _ => return Err("initialize answer has neither result nor error".into()),
+        };
+        let info = ServerInfo {
+            protocol_version: result
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            capabilities: result
+                .get("capabilities")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+            instructions: result
+                .get("instructions")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        };
+        if !SUPPORTED_VERSIONS.contains(&info.protocol_version.as_str()) {
+            tracing::warn!(upstream = %self.name, version = %logged(&info.protocol_version), "upstream answered with a protocol version this gateway does not know; going on");
+        }
+        conn.send(jsonrpc::notification("notifications/initialized", None))
+            .await;
+        Ok(info)
+    }
+
+    /// A 2026-07-28 upstream sends list changes only on a `subscriptions/listen`
+    /// stream: the gateway opens one for the lists the upstream announces changes
+    /// of, for as long as the connection lives (its notifications reach the
+    /// router like any other).
+    async fn subscribe(&self, conn: &Arc<Conn>) {
+        if !conn.is_stateless() {
+            return;
+        }
+        let caps = self.info().map(|i| i.capabilities).unwrap_or_default();
+        let announces = |c: &str| {
+            caps.get(c)
+                .and_then(|v| v.get("listChanged"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        };
+        let mut wanted = Map::new();
+        for (capability, key) in [
+            ("tools", "toolsListChanged"),
+            ("prompts", "promptsListChanged"),
+            ("resources", "resourcesListChanged"),
+        ] {
+            if announces(capability) {
+                wanted.insert(key.into(), Value::Bool(true));
+            }
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let params = envelope(Some(json!({"notifications": wanted})), None);
+        let Ok((id, mut reply)) = conn
+            .start("subscriptions/listen", Some(params), PING_TIMEOUT_MS)
+            .await
+        else {
+            return;
+        };
+        let (name, conn) = (self.name.clone(), conn.clone());
+        tokio::spawn(async move {
+            // The stream lasts as long as the connection; an answer means it ended.
+            if let Ok(answer) = conn.wait(id, &mut reply, LISTEN_FOREVER_MS).await {
+                tracing::info!(upstream = %name, answer = %logged(&answer), "the upstream ended the gateway's subscription; list changes are not heard until it restarts");
+            }
+        });
     }
 
     /// Pings the connection every `ping_interval_ms` while it lives; one that does
@@ -503,7 +718,8 @@ impl Upstream {
                 let Some(c) = conn.upgrade().filter(|c| !c.is_closed()) else {
                     return;
                 };
-                match c.request("ping", None, patience).await {
+                let (method, params) = c.liveness();
+                match c.request(method, params, patience).await {
                     Err(CallError::Timeout(_)) => {
                         c.abandon("it did not answer a liveness ping");
                         return;
@@ -530,9 +746,10 @@ impl Upstream {
             return Ok(Vec::new());
         }
         let mut tools = Vec::new();
+        let mut ttl: Option<u64> = None;
         let mut cursor: Option<Value> = None;
         for _ in 0..MAX_LIST_PAGES {
-            let params = cursor.take().map(|c| json!({"cursor": c}));
+            let params = conn.enveloped(cursor.take().map(|c| json!({"cursor": c})), None);
             let answer = conn
                 .request("tools/list", params, HANDSHAKE_TIMEOUT.as_millis() as u64)
                 .await
@@ -543,6 +760,10 @@ impl Upstream {
                     Some(e) => format!("tools/list was refused: {e}"),
                     None => "tools/list answer has no result".to_owned(),
                 })?;
+            if let Some(t) = result.get("ttlMs").and_then(Value::as_u64) {
+                ttl = Some(ttl.map_or(t, |mine| mine.min(t)));
+            }
+            *self.tools_ttl.lock().unwrap_or_else(|e| e.into_inner()) = ttl;
             match result.get("tools") {
                 Some(Value::Array(page)) => tools.extend(page.iter().cloned()),
                 _ => return Err("tools/list result has no 'tools' array".into()),
@@ -583,6 +804,7 @@ impl Upstream {
             confirming: AtomicBool::new(false),
             stuck: AtomicBool::new(false),
             ready: AtomicBool::new(false),
+            stateless: AtomicBool::new(false),
             inbound,
         });
         *self.conn.write().unwrap_or_else(|e| e.into_inner()) = Some(conn.clone());
