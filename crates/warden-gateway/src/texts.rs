@@ -45,6 +45,10 @@ pub const CLIENT_DID_NOT_ANSWER: &str = "The client did not answer this request.
 pub const REQUEST_STATE_REFUSED: &str = "Invalid params: requestState was not issued by this gateway for this caller and request, or it expired. Send the request again without requestState and inputResponses.";
 /// An upstream's `InputRequiredResult` without input requests to put to the client.
 pub const INPUT_REQUESTS_MISSING: &str = "the upstream asked for input without inputRequests";
+/// A request whose param `what` is missing or not what the method takes (-32602).
+pub fn invalid_param(what: &str) -> String {
+    format!("Invalid params: '{what}' is missing or not valid.")
+}
 /// Logged: an upstream's input request that cannot be put to this client.
 pub const INPUT_NOT_BRIDGEABLE: &str =
     "the upstream asked for input the client cannot be asked for";

@@ -358,6 +358,14 @@ impl Gateway {
                 let Some(up) = self.upstreams.serving(method, params.as_ref()) else {
                     return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
                 };
+                if up.is_stateless() && envelope.is_none() {
+                    if let Some(done) = self
+                        .removed_at_2026(session, &up, method, params.as_ref())
+                        .await
+                    {
+                        return Begun::Done(Some(done));
+                    }
+                }
                 let mut params = params.unwrap_or_else(|| json!({}));
                 let call = jsonrpc::id_key(id);
                 // A 2026-07-28 client's state is bound to the request as it sent it.
@@ -410,6 +418,43 @@ impl Gateway {
                     Err(body) => Begun::Done(body),
                 }
             }
+        }
+    }
+
+    /// What an older client asks of a 2026-07-28 upstream by a method that
+    /// revision removed, done the revision's way: the log level rides the
+    /// client's later requests, a resource subscription the gateway's own
+    /// subscription stream. `None`: not such a method.
+    async fn removed_at_2026(
+        &self,
+        session: &ClientSession,
+        up: &crate::upstream::Upstream,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Option<Body> {
+        let invalid = |what: &str| {
+            Err(json!({"code": jsonrpc::INVALID_PARAMS, "message": texts::invalid_param(what)}))
+        };
+        match method {
+            "logging/setLevel" => {
+                let level = params.and_then(|p| p.get("level"));
+                match level.and_then(Value::as_str).and_then(rev2026::log_rank) {
+                    Some(_) => {
+                        *session::lock(&session.log_level) = level.cloned();
+                        Some(Ok(json!({})))
+                    }
+                    None => Some(invalid("level")),
+                }
+            }
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
+                    return Some(invalid("uri"));
+                };
+                up.subscribe_resource(uri, method == "resources/subscribe")
+                    .await;
+                Some(Ok(json!({})))
+            }
+            _ => None,
         }
     }
 

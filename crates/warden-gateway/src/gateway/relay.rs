@@ -39,7 +39,18 @@ pub async fn start(
     (log_level, capabilities): (Option<u8>, Option<&Value>),
 ) -> Result<Pending, CallError> {
     let conn = up.conn().ok_or(CallError::Gone)?;
-    let params = conn.enveloped(Some(params), capabilities);
+    let mut params = conn.enveloped(Some(params), capabilities);
+    // An older client's `logging/setLevel`, as the 2026-07-28 upstream takes it.
+    if conn.is_stateless() && !session.is_stateless() {
+        let level = super::session::lock(&session.log_level).clone();
+        let meta = params
+            .as_mut()
+            .and_then(|p| p.get_mut("_meta"))
+            .and_then(Value::as_object_mut);
+        if let (Some(level), Some(meta)) = (level, meta) {
+            meta.insert(super::rev2026::LOG_LEVEL_KEY.into(), level);
+        }
+    }
     let (id, reply) = conn.start(method, params, up.timeout_ms()).await?;
     if let Some(k) = &call {
         session.track(k, &conn, id, log_level);
@@ -131,8 +142,9 @@ pub fn response_body(mut response: Value) -> Body {
 }
 
 /// JSON-RPC error codes whose `data` the MCP specification defines, passed on
-/// whatever the policy: -32042, URL elicitation required (its data lists them).
-const SPEC_DATA_CODES: &[i64] = &[-32042];
+/// whatever the policy: -32042, URL elicitation required (its data lists them),
+/// and -32021, a client capability missing (its data names the capabilities).
+const SPEC_DATA_CODES: &[i64] = &[-32042, super::rev2026::MISSING_CAPABILITY];
 
 /// An upstream's response as its client gets it (E3): a result unchanged; an
 /// error bounded by [`client_error`], with the whole error (as JSON) beside it
@@ -214,6 +226,8 @@ mod tests {
         );
         let url = json!({"code": -32042, "message": "m", "data": {"elicitations": []}});
         assert_eq!(client_error(&url, ErrorData::Drop), url);
+        let missing = json!({"code": -32021, "message": "m", "data": {"requiredCapabilities": {"sampling": {}}}});
+        assert_eq!(client_error(&missing, ErrorData::Drop), missing);
         let huge = json!({"code": 1, "message": "x".repeat(1_000_000)});
         let shown = client_error(&huge, ErrorData::Drop)["message"]
             .as_str()

@@ -37,6 +37,8 @@ pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
 pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 /// -32022: the request names a protocol version the gateway does not speak.
 pub const UNSUPPORTED_VERSION: i64 = -32022;
+/// -32021: the request needs a client capability the client did not declare.
+pub const MISSING_CAPABILITY: i64 = -32021;
 /// -32020: an HTTP header disagrees with the request body.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// How long list results may be cached by the client, in milliseconds.
@@ -161,7 +163,7 @@ pub fn envelope_shape_error(params: Option<&Value>) -> Option<Value> {
 pub fn http_status(code: i64) -> u16 {
     match code {
         crate::jsonrpc::METHOD_NOT_FOUND => 404,
-        UNSUPPORTED_VERSION | HEADER_MISMATCH => 400,
+        UNSUPPORTED_VERSION | HEADER_MISMATCH | MISSING_CAPABILITY => 400,
         _ => 200,
     }
 }
@@ -687,6 +689,7 @@ mod tests {
         assert_eq!(http_status(crate::jsonrpc::METHOD_NOT_FOUND), 404);
         assert_eq!(http_status(UNSUPPORTED_VERSION), 400);
         assert_eq!(http_status(HEADER_MISMATCH), 400);
+        assert_eq!(http_status(MISSING_CAPABILITY), 400);
         // Errors of a request that was served (a tool's bad arguments, an
         // upstream's failure) are answers, not refusals of the request.
         assert_eq!(http_status(crate::jsonrpc::INVALID_PARAMS), 200);

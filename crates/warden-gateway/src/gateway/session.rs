@@ -67,6 +67,9 @@ pub struct ClientSession {
     pub(crate) interrupts: Mutex<HashMap<CallKey, mpsc::Sender<(Value, Value)>>>,
     /// 2026-07-28 calls that opted in to log messages → least severe level wanted.
     pub(crate) log_levels: Mutex<HashMap<CallKey, u8>>,
+    /// The level an older client set with `logging/setLevel`, which 2026-07-28
+    /// upstreams hear on each of its requests instead.
+    pub(crate) log_level: Mutex<Option<Value>>,
     /// Open `subscriptions/listen` streams → what ends them (a cancellation).
     pub(crate) listening: Mutex<HashMap<CallKey, Arc<Notify>>>,
     /// What the client declared in `initialize`: its capabilities and the version agreed.
@@ -109,6 +112,7 @@ impl ClientSession {
             interrupts: Mutex::new(HashMap::new()),
             log_levels: Mutex::new(HashMap::new()),
             listening: Mutex::new(HashMap::new()),
+            log_level: Mutex::new(None),
             client: RwLock::new(None),
             stateless: AtomicBool::new(false),
             flow: Mutex::new(Default::default()),

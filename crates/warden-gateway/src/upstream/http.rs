@@ -10,7 +10,7 @@
 //! A server that cannot be reached, or that forgot the session (404), ends the
 //! connection: waiting calls fail at once and the gateway reconnects with backoff.
 
-use super::{deliver, Conn, Inbound, Upstream};
+use super::{deliver, header_text, Conn, HeaderParams, Inbound, Upstream};
 use crate::net::target::HttpTarget;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full};
@@ -47,6 +47,8 @@ struct Http {
     conn: Weak<Conn>,
     inbound: Weak<dyn Inbound>,
     listening: AtomicBool,
+    /// Which tools' arguments also travel in `Mcp-Param-*` headers.
+    header_params: HeaderParams,
 }
 
 /// What `post` needs of an outgoing message: whether it is one of our requests
@@ -83,7 +85,7 @@ struct RoutingMeta {
 /// The headers a 2026-07-28 request carries beside its body (the body's version,
 /// method and name, so servers and proxies route without parsing it); none for a
 /// message of an older revision.
-fn stateless_headers(line: &[u8]) -> Vec<(&'static str, String)> {
+fn stateless_headers(line: &[u8]) -> Vec<(String, String)> {
     let Ok(r) = serde_json::from_slice::<Routing>(line) else {
         return Vec::new();
     };
@@ -93,14 +95,17 @@ fn stateless_headers(line: &[u8]) -> Vec<(&'static str, String)> {
     let Some(Value::String(version)) = params.meta.and_then(|m| m.version) else {
         return Vec::new();
     };
-    let mut headers = vec![(VERSION, version), ("mcp-method", method.clone())];
+    let mut headers = vec![
+        (VERSION.to_owned(), version),
+        ("mcp-method".to_owned(), method.clone()),
+    ];
     let named = match method.as_str() {
         "tools/call" | "prompts/get" => params.name,
         "resources/read" => params.uri,
         _ => None,
     };
     if let Some(Value::String(name)) = named {
-        headers.push(("mcp-name", header_value(&name)));
+        headers.push(("mcp-name".to_owned(), header_value(&name)));
     }
     headers
 }
@@ -166,6 +171,7 @@ pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn
         conn: Arc::downgrade(&conn),
         inbound,
         listening: AtomicBool::new(false),
+        header_params: up.header_params.clone(),
     });
     tokio::spawn(async move {
         loop {
@@ -232,6 +238,50 @@ impl Http {
         }
     }
 
+    /// The `Mcp-Param-*` headers of a 2026-07-28 call to a tool that declares
+    /// some: each such argument's value (the arguments are read only then).
+    fn param_headers(&self, line: &[u8]) -> Vec<(String, String)> {
+        #[derive(serde::Deserialize)]
+        struct Call {
+            params: CallParams,
+        }
+        #[derive(serde::Deserialize)]
+        struct CallParams {
+            arguments: Option<serde_json::Map<String, Value>>,
+        }
+        let Ok(Routing {
+            method: Some(m),
+            params: Some(p),
+        }) = serde_json::from_slice::<Routing>(line)
+        else {
+            return Vec::new();
+        };
+        let Some(Value::String(name)) = p.name.filter(|_| m == "tools/call") else {
+            return Vec::new();
+        };
+        let wanted = self
+            .header_params
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&name)
+            .cloned();
+        let Some(wanted) = wanted else {
+            return Vec::new();
+        };
+        let Ok(call) = serde_json::from_slice::<Call>(line) else {
+            return Vec::new();
+        };
+        let args = call.params.arguments.unwrap_or_default();
+        wanted
+            .iter()
+            .filter_map(|(arg, suffix)| {
+                let text = header_text(args.get(arg))?;
+                let name = format!("mcp-param-{}", suffix.to_ascii_lowercase());
+                Some((name, header_value(&text)))
+            })
+            .collect()
+    }
+
     fn request<B>(&self, method: &str, body: B, accept: &'static str) -> Request<B> {
         let (_, _, authority, path) = self.target.target();
         let mut req = Request::builder()
@@ -290,7 +340,10 @@ impl Http {
         related: Option<u64>,
     ) -> Result<Option<String>, Failure> {
         let mut sender = self.sender().await?;
-        let stateless = stateless_headers(&line);
+        let mut stateless = stateless_headers(&line);
+        if !stateless.is_empty() {
+            stateless.extend(self.param_headers(&line));
+        }
         let mut req = self.request(
             "POST",
             Full::new(Bytes::from(line)),
@@ -302,8 +355,9 @@ impl Http {
             "application/json".parse().expect("a header value"),
         );
         for (name, value) in stateless {
-            if let Ok(v) = value.parse() {
-                headers.insert(name, v);
+            let name = hyper::header::HeaderName::from_bytes(name.as_bytes());
+            if let (Ok(n), Ok(v)) = (name, value.parse()) {
+                headers.insert(n, v);
             }
         }
         let response = sender
@@ -590,16 +644,17 @@ mod tests {
         let line = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"caf\u00e9","arguments":{"big":[1,2,3]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
         assert_eq!(
             stateless_headers(line),
-            vec![
-                ("mcp-protocol-version", "2026-07-28".to_owned()),
-                ("mcp-method", "tools/call".to_owned()),
-                ("mcp-name", "=?base64?Y2Fmw6k=?=".to_owned()),
+            [
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "=?base64?Y2Fmw6k=?="),
             ]
+            .map(|(n, v)| (n.to_owned(), v.to_owned()))
         );
         let read = br#"{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"test://a","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
         assert_eq!(
             stateless_headers(read)[2],
-            ("mcp-name", "test://a".to_owned())
+            ("mcp-name".to_owned(), "test://a".to_owned())
         );
         // A message of an older revision, or one that is no request, gets none.
         assert!(stateless_headers(

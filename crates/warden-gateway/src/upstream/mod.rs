@@ -104,6 +104,38 @@ impl Exit {
     }
 }
 
+/// The arguments of a tool that travel in `Mcp-Param-*` headers too (2026-07-28:
+/// an input schema property with `"x-mcp-header": "Suffix"`): (argument, suffix).
+pub fn header_params(tool: &Value) -> Vec<(String, String)> {
+    let Some(props) = tool
+        .pointer("/inputSchema/properties")
+        .and_then(Value::as_object)
+    else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .filter_map(|(arg, def)| {
+            let suffix = def.get("x-mcp-header")?.as_str()?;
+            Some((arg.clone(), suffix.to_owned()))
+        })
+        .collect()
+}
+
+/// An argument's value as its `Mcp-Param-*` header carries it: a string as it
+/// is, anything else as JSON text; `None` for an argument not sent (or null).
+pub fn header_text(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// Tool → the arguments it sends in `Mcp-Param-*` headers, for the tools of one
+/// upstream that have any.
+pub type HeaderParams = Arc<RwLock<HashMap<String, Vec<(String, String)>>>>;
+
 /// `params` with the 2026-07-28 envelope in its `_meta`: the protocol version,
 /// the gateway as the client, and `capabilities` (none when absent).
 fn envelope(params: Option<Value>, capabilities: Option<&Value>) -> Value {
@@ -485,6 +517,14 @@ pub struct Upstream {
     no_discover: AtomicBool,
     /// How long its last tool listing said it may be cached (2026-07-28 `ttlMs`).
     tools_ttl: Mutex<Option<u64>>,
+    /// Resources older clients subscribed to (2026-07-28 has no
+    /// `resources/subscribe`: they ride the gateway's subscription), with how
+    /// many subscriptions each.
+    resources: Mutex<std::collections::BTreeMap<String, usize>>,
+    /// The gateway's open `subscriptions/listen` request: its connection and id.
+    listening: Mutex<Option<(Weak<Conn>, u64)>>,
+    /// Its tools' `Mcp-Param-*` arguments, for the HTTP transport's headers.
+    header_params: HeaderParams,
 }
 
 impl Upstream {
@@ -500,6 +540,9 @@ impl Upstream {
             generation: AtomicU64::new(0),
             no_discover: AtomicBool::new(false),
             tools_ttl: Mutex::new(None),
+            resources: Mutex::new(Default::default()),
+            listening: Mutex::new(None),
+            header_params: HeaderParams::default(),
         }
     }
 
@@ -667,6 +710,17 @@ impl Upstream {
         if !conn.is_stateless() {
             return;
         }
+        // One subscription at a time: a new filter replaces the old stream.
+        let previous = self
+            .listening
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some((old, id)) = previous {
+            if let Some(old) = old.upgrade() {
+                old.cancel(id, "the gateway's subscription changed");
+            }
+        }
         let caps = self.info().map(|i| i.capabilities).unwrap_or_default();
         let announces = |c: &str| {
             caps.get(c)
@@ -684,6 +738,16 @@ impl Upstream {
                 wanted.insert(key.into(), Value::Bool(true));
             }
         }
+        let uris: Vec<Value> = self
+            .resources
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .map(|u| json!(u))
+            .collect();
+        if !uris.is_empty() {
+            wanted.insert("resourceSubscriptions".into(), Value::Array(uris));
+        }
         if wanted.is_empty() {
             return;
         }
@@ -694,6 +758,8 @@ impl Upstream {
         else {
             return;
         };
+        *self.listening.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Arc::downgrade(conn), id));
         let (name, conn) = (self.name.clone(), conn.clone());
         tokio::spawn(async move {
             // The stream lasts as long as the connection; an answer means it ended.
@@ -701,6 +767,32 @@ impl Upstream {
                 tracing::info!(upstream = %name, answer = %logged(&answer), "the upstream ended the gateway's subscription; list changes are not heard until it restarts");
             }
         });
+    }
+
+    /// An older client's `resources/subscribe` (`on`) or `unsubscribe` of `uri` on
+    /// a 2026-07-28 upstream: the gateway's own subscription to it is opened
+    /// again with the resources subscribed to.
+    pub async fn subscribe_resource(&self, uri: &str, on: bool) {
+        let changed = {
+            let mut resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
+            if on {
+                let n = resources.entry(uri.to_owned()).or_insert(0);
+                *n += 1;
+                *n == 1
+            } else {
+                match resources.get_mut(uri) {
+                    Some(n) if *n > 1 => {
+                        *n -= 1;
+                        false
+                    }
+                    Some(_) => resources.remove(uri).is_some(),
+                    None => false,
+                }
+            }
+        };
+        if let (true, Some(conn)) = (changed, self.conn()) {
+            self.subscribe(&conn).await;
+        }
     }
 
     /// Pings the connection every `ping_interval_ms` while it lives; one that does
@@ -770,7 +862,21 @@ impl Upstream {
             }
             match result.get("nextCursor") {
                 Some(c) if !c.is_null() => cursor = Some(c.clone()),
-                _ => return Ok(tools),
+                _ => {
+                    let params = tools
+                        .iter()
+                        .filter_map(|t| {
+                            let name = t.get("name")?.as_str()?;
+                            let params = header_params(t);
+                            (!params.is_empty()).then(|| (name.to_owned(), params))
+                        })
+                        .collect();
+                    *self
+                        .header_params
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner()) = params;
+                    return Ok(tools);
+                }
             }
         }
         Err(format!(

@@ -429,6 +429,12 @@ impl Front {
             {
                 return mismatch("Mcp-Name");
             }
+            if method == "tools/call" {
+                let args = msg.pointer("/params/arguments");
+                if let Some(suffix) = self.param_header_fault(headers, &caller, name, args).await {
+                    return mismatch(&format!("Mcp-Param-{suffix}"));
+                }
+            }
         }
         // A version the gateway does not speak, or capabilities missing: 400.
         if let Some(error) = rev2026::envelope_error(params) {
@@ -441,6 +447,42 @@ impl Front {
         }
         let session = self.sessions.open_stateless(caller);
         self.request(&session, id, msg).await
+    }
+
+    /// The `Mcp-Param-*` header of a 2026-07-28 call that disagrees with its
+    /// arguments (its suffix), for a tool the caller sees whose schema puts
+    /// arguments in headers (`x-mcp-header`). A tool the caller does not see is
+    /// left to the pipeline, which answers it as unknown (G2).
+    async fn param_header_fault(
+        &self,
+        headers: &HeaderMap,
+        caller: &warden_core::Caller,
+        tool: &str,
+        arguments: Option<&Value>,
+    ) -> Option<String> {
+        let catalogue = self.gateway.catalogue();
+        let params = crate::upstream::header_params(&catalogue.get(tool)?.published);
+        if params.is_empty() {
+            return None;
+        }
+        let listed = self.gateway.list_tools(Some(caller)).await.ok()?;
+        let visible = listed["tools"]
+            .as_array()
+            .is_some_and(|tools| tools.iter().any(|t| t["name"] == tool));
+        if !visible {
+            return None;
+        }
+        params.into_iter().find_map(|(arg, suffix)| {
+            let body = crate::upstream::header_text(arguments.and_then(|a| a.get(&arg)));
+            let name = format!("mcp-param-{}", suffix.to_ascii_lowercase());
+            let sent = header_str(headers, name.as_str()).map(str::trim);
+            let fits = match (body, sent) {
+                (None, None) => true,
+                (Some(b), Some(s)) => decode_header_value(s).is_some_and(|d| d == b),
+                _ => false,
+            };
+            (!fits).then_some(suffix)
+        })
     }
 
     async fn request(&self, session: &Arc<HttpSession>, id: Value, msg: Value) -> Reply {
