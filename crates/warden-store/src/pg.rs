@@ -579,7 +579,10 @@ mod tests {
             .unwrap();
         assert_eq!(i, 1);
         assert!(wait > 3_590_000.0 && wait <= 3_600_000.0, "{wait}");
-        assert_eq!(s.take_quota(&[wide.clone()]).await.unwrap(), None);
+        assert_eq!(
+            s.take_quota(std::slice::from_ref(&wide)).await.unwrap(),
+            None
+        );
         assert!(s.take_quota(&[wide]).await.unwrap().is_some());
     }
 
