@@ -4,6 +4,8 @@
 //! - N sequential `tools/call` round trips from one client to a stdio echo upstream,
 //!   directly and through `mcp-warden run` (validation on), interleaved in rounds so
 //!   machine noise hits both alike; prints median and p99 of each and the added median.
+//! - The same gateway with ten argument rules (G6) on the called tool, beside the
+//!   one without, in the same rounds.
 //! - The same round trips with a quota and a flow rule applying to every call
 //!   (Q1-Q3, F1-F4), beside the gateway without them, interleaved.
 //! - Resident memory of the gateway with 3 upstreams and 300+ tools.
@@ -172,6 +174,36 @@ fn main() {
         &format!("[defaults]\nvalidate = true\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nunknown_arguments = \"reject\"\n"),
     );
 
+    // Ten rules on fx.echo's arguments, each read on every call: nine denies the
+    // call misses, then the allow it meets.
+    let ten_rules = [
+        r#"effect = "deny"
+when = [{ arg = "text", regex = "(?i)drop" }]"#,
+        r#"effect = "deny"
+when = [{ arg = "n", min = 1000 }]"#,
+        r#"effect = "deny"
+when = [{ arg = "text", glob = "*rm -rf*" }]"#,
+        r#"effect = "deny"
+when = [{ arg = "flag", equals = false }]"#,
+        r#"effect = "deny"
+when = [{ arg = "text", one_of = ["a", "b", "c"] }]"#,
+        r#"effect = "deny"
+when = [{ arg = "n", max = -1 }]"#,
+        r#"effect = "deny"
+when = [{ arg = "text", min_len = 1000 }]"#,
+        r#"effect = "deny"
+when = [{ arg = "text", present = false }]"#,
+        r#"effect = "deny"
+when_any = [{ arg = "n", one_of = [1, 2, 3] }, { arg = "n", equals = 7 }]"#,
+        r#"effect = "allow"
+when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
+    ]
+    .map(|r| format!("[[rule]]\ncallers = [\"*\"]\ntools = [\"fx.echo\"]\n{r}\n"))
+    .concat();
+    let ruled_cfg = config(
+        &dir.join("ruled"),
+        &format!("[defaults]\nvalidate = true\n{ten_rules}[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nunknown_arguments = \"reject\"\n"),
+    );
     let me = std::env::current_exe().expect("own path");
     let mut direct = Peer::spawn(&mut Command::new(FIXTURE));
     let mut null = Peer::spawn(Command::new(&me).arg("--null-relay"));
@@ -181,12 +213,20 @@ fn main() {
             .arg(&cfg)
             .env("RUST_LOG", "error"),
     );
+    let mut ruled = Peer::spawn(
+        Command::new(WARDEN)
+            .args(["run", "--config"])
+            .arg(&ruled_cfg)
+            .env("RUST_LOG", "error"),
+    );
     for _ in 0..200 {
         direct.time_call("echo");
         null.time_call("echo");
         gated.time_call("fx.echo");
+        ruled.time_call("fx.echo");
     }
-    let (mut d, mut z, mut g) = (
+    let (mut d, mut z, mut g, mut rl) = (
+        Vec::with_capacity(n),
         Vec::with_capacity(n),
         Vec::with_capacity(n),
         Vec::with_capacity(n),
@@ -202,8 +242,12 @@ fn main() {
         for _ in 0..n / rounds {
             g.push(gated.time_call("fx.echo"));
         }
+        for _ in 0..n / rounds {
+            rl.push(ruled.time_call("fx.echo"));
+        }
     }
     let (dm, dp) = stats(d);
+    let (rm, rp) = stats(rl);
     let (zm, zp) = stats(z);
     let (gm, gp) = stats(g);
     println!(
@@ -225,7 +269,9 @@ fn main() {
         "    gateway's own work : median {:8.1} µs (mcp-warden over null relay)",
         gm - zm
     );
+    println!("  ten argument rules   : median {rm:8.1} µs   p99 {rp:8.1} µs   (+{:.1} µs over none, ratio {:.3}x)", rm - gm, rm / gm);
     drop(null);
+    drop(ruled);
 
     // Quotas and flows on: a rate and a concurrency quota and a flow rule apply to
     // every call (none refuses), interleaved with the gateway without them.

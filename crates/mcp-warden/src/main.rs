@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use warden_core::Caller;
 use warden_gateway::config::{Config, Front};
 use warden_gateway::gateway::{ClientSession, Gateway, Outgoing};
+use warden_gateway::pins;
 
 #[derive(Parser)]
 #[command(
@@ -87,6 +88,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Pin tool definitions against rug pulls: lock, diff, approve (starts the upstreams).
+    Pins {
+        #[command(subcommand)]
+        action: PinsAction,
+    },
     /// Make one tool call through the pipeline and print the result as JSON.
     Call {
         #[command(flatten)]
@@ -102,6 +108,36 @@ enum Command {
         /// The arguments, as a JSON object (default: {}).
         args: Option<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum PinsAction {
+    /// Write the lock file beside the config: every upstream's tools as listed now.
+    Lock {
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Show, per tool, how the upstreams' tools differ from the lock; exit 1 when they do.
+    Diff {
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Accept the named tools (`upstream.tool` or the upstream's name; none: all) into the lock.
+    Approve {
+        #[command(flatten)]
+        config: ConfigArg,
+        tools: Vec<String>,
+    },
+}
+
+impl PinsAction {
+    fn config(&self) -> &ConfigArg {
+        match self {
+            PinsAction::Lock { config }
+            | PinsAction::Diff { config }
+            | PinsAction::Approve { config, .. } => config,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -294,6 +330,54 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 }
                 println!("({} record(s))", records.len());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Pins { action } => {
+            let config = load(action.config())?;
+            let path = pins::lock_path(&config.path);
+            let (gateway, _session) = start(config, None).await?;
+            let listings = gateway.upstream_listings();
+            gateway.shutdown().await;
+            let mut lock = pins::Lock::read(&path)
+                .map_err(|e| anyhow!(e))?
+                .unwrap_or_default();
+            match action {
+                PinsAction::Lock { .. } => {
+                    lock = pins::Lock::of(&listings);
+                }
+                PinsAction::Approve { tools, .. } => {
+                    let unmatched = lock.approve(&listings, &tools);
+                    if !unmatched.is_empty() {
+                        return Err(anyhow!(
+                            "no upstream lists or locks: {}; the lock is unchanged",
+                            unmatched.join(", ")
+                        ));
+                    }
+                }
+                PinsAction::Diff { .. } => {
+                    let none = Default::default();
+                    let mut drifted = false;
+                    for (up, tools) in &listings {
+                        let locked = lock.upstreams.get(up).unwrap_or(&none);
+                        for d in pins::diff(locked, tools) {
+                            drifted = true;
+                            print!("{}", pins::render(up, &d));
+                        }
+                    }
+                    if !drifted {
+                        println!("no drift: every tool is as locked in {}", path.display());
+                    }
+                    return Ok(if drifted {
+                        ExitCode::FAILURE
+                    } else {
+                        ExitCode::SUCCESS
+                    });
+                }
+            }
+            std::fs::write(&path, lock.to_text())
+                .with_context(|| format!("writing {}", path.display()))?;
+            let n: usize = lock.upstreams.values().map(|t| t.len()).sum();
+            println!("{}: {n} tool(s) locked", path.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Call {

@@ -243,39 +243,61 @@ fn a_client_without_the_capability_is_not_asked() {
     assert_eq!(r["result"]["content"][0]["text"], "model said: <no answer>");
 }
 
+/// How many log messages a 2026-07-28 client gets for one call of the conformance
+/// fixture's logging tool at `level` (none: no opt-in), with the fixture spoken to
+/// in `protocol`.
+fn logs_for(w: &mut Warden, level: Option<&str>) -> usize {
+    let mut params = with_envelope(
+        json!({"name": "cf.test_tool_with_logging", "arguments": {}}),
+        json!({}),
+    );
+    if let Some(l) = level {
+        params["_meta"]["io.modelcontextprotocol/logLevel"] = json!(l);
+    }
+    let r = w.request("tools/call", params);
+    assert!(r["result"]["content"][0]["text"].is_string(), "{r}");
+    let n = w
+        .backlog
+        .iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .count();
+    w.backlog.clear();
+    n
+}
+
+fn logging_warden(name: &str, protocol: &str) -> Warden {
+    let conformance = env!("CARGO_BIN_EXE_warden-conformance-upstream");
+    Warden::spawn(
+        name,
+        &format!(
+            "[[upstream]]\nname = \"cf\"\ncommand = [\"{conformance}\"]\nprotocol = \"{protocol}\"\n"
+        ),
+    )
+}
+
 #[test]
 fn log_messages_reach_a_modern_client_only_for_calls_that_opt_in() {
-    let conformance = env!("CARGO_BIN_EXE_warden-conformance-upstream");
-    let mut w = Warden::spawn(
-        "modern-logs",
-        &format!("[[upstream]]\nname = \"cf\"\ncommand = [\"{conformance}\"]\n"),
-    );
-    let mut logs_for = |level: Option<&str>| -> usize {
-        let mut params = with_envelope(
-            json!({"name": "cf.test_tool_with_logging", "arguments": {}}),
-            json!({}),
-        );
-        if let Some(l) = level {
-            params["_meta"]["io.modelcontextprotocol/logLevel"] = json!(l);
-        }
-        let r = w.request("tools/call", params);
-        assert_eq!(r["result"]["content"][0]["text"], "Logged three messages.");
-        let n = w
-            .backlog
-            .iter()
-            .filter(|m| m["method"] == "notifications/message")
-            .count();
-        w.backlog.clear();
-        n
-    };
-    assert_eq!(logs_for(None), 0, "no opt-in, no log messages");
-    assert_eq!(logs_for(Some("info")), 3);
+    // The upstream logs whatever it is asked (2025-11-25): the gateway filters.
+    let mut w = logging_warden("modern-logs", "2025-11-25");
+    assert_eq!(logs_for(&mut w, None), 0, "no opt-in, no log messages");
+    assert_eq!(logs_for(&mut w, Some("info")), 3);
     assert_eq!(
-        logs_for(Some("error")),
+        logs_for(&mut w, Some("error")),
         0,
         "all three are info, below error"
     );
-    assert_eq!(logs_for(Some("debug")), 3);
+    assert_eq!(logs_for(&mut w, Some("debug")), 3);
+}
+
+#[test]
+fn a_2026_upstream_hears_the_log_level_the_client_asked_for() {
+    // The upstream speaks 2026-07-28 and logs only what the envelope asks for:
+    // the client's level reaches it.
+    let mut w = logging_warden("modern-logs-2026", "2026-07-28");
+    assert_eq!(logs_for(&mut w, None), 0, "no opt-in, no log messages");
+    assert_eq!(logs_for(&mut w, Some("info")), 3);
+    assert_eq!(logs_for(&mut w, Some("error")), 0);
+    assert_eq!(logs_for(&mut w, Some("debug")), 3);
 }
 
 #[test]
@@ -535,10 +557,6 @@ fn removed_and_unknown_methods_over_http_are_404_method_not_found() {
         (
             "resources/unsubscribe",
             "Method not found: resources/unsubscribe",
-        ),
-        (
-            "subscriptions/listen",
-            "Method not found: subscriptions/listen",
         ),
         ("unknown/method", "Method not found"),
     ]

@@ -67,6 +67,12 @@ pub fn approval_question(tool: &str, arguments: &str) -> String {
     )
 }
 
+/// H5 with G6: the question when a rule on the arguments asks, led by the
+/// constraint the call did not keep.
+pub fn approval_question_because(because: &str, tool: &str, arguments: &str) -> String {
+    format!("{because}\n{}", approval_question(tool, arguments))
+}
+
 /// I1: an idempotency key reused for another tool or other arguments.
 pub fn idempotency_mismatch(key: &str) -> String {
     format!(
@@ -254,6 +260,23 @@ pub fn pinned_argument(argument: &str, tool: &str) -> String {
         shown(argument),
         shown(tool)
     )
+}
+
+/// G6: the constraint a call's argument missed, as one sentence; a refusal puts
+/// `Error: ` before it, an approval question puts it above the question.
+pub fn argument_constraint(argument: &str, tool: &str, must: &str, caller: &str) -> String {
+    format!(
+        "Argument '{}' of tool '{}' {} for caller '{}'.",
+        shown(argument),
+        shown(tool),
+        must,
+        shown(caller)
+    )
+}
+
+/// G6: a call refused by a rule on its arguments.
+pub fn argument_refused(constraint: &str) -> String {
+    format!("Error: {constraint}")
 }
 
 #[cfg(test)]

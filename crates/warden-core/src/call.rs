@@ -36,6 +36,8 @@ pub enum Refusal {
     /// The arguments were not an object (N2), had unknown keys (A3 reject),
     /// broke the schema (A5), or set a pinned argument (A7).
     InvalidArguments,
+    /// A rule on the arguments refused the call (G6).
+    ArgumentRule,
 }
 
 /// What the argument stages noticed and did, whatever the outcome.
@@ -63,6 +65,8 @@ pub struct Forward {
     pub meta: Meta,
     /// The grant said `ask`: a human must approve this call before it runs (H5).
     pub needs_approval: bool,
+    /// G6: the constraint an `ask` rule on the arguments put to the human.
+    pub approval_because: Option<String>,
 }
 
 /// The pipeline's verdict on one call.

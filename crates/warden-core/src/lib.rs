@@ -70,6 +70,7 @@ pub mod access;
 pub mod answer;
 pub mod call;
 pub mod catalogue;
+pub mod condition;
 pub mod expected;
 pub mod hooks;
 pub mod meta;
@@ -81,11 +82,12 @@ pub mod stage;
 pub use access::{Effect, Rule, Rules};
 pub use call::{Answer, CallReport, Caller, Forward, Outcome, Refusal, Verdict};
 pub use catalogue::{ArgCheck, BuildProblem, Catalogue, PolicySource, ToolEntry};
+pub use condition::{ArgPath, Condition, Conditions, Test};
 pub use hooks::{
     AfterHook, BeforeDecision, BeforeHook, CallContext, CallEnd, DenyReason, HookError,
 };
 pub use meta::{Meta, MetaLimits};
 pub use pipeline::Pipeline;
 pub use policy::{LayeredPolicy, Overrides, ToolPolicy, UnknownMode};
-pub use stage::grant::{AllowAll, Grant, GrantDecision};
+pub use stage::grant::{AllowAll, ArgDecision, Grant, GrantDecision};
 pub use stage::unknown_keys::{Session, UnknownKeyWarning, WarnSink};

@@ -6,7 +6,8 @@ use crate::call::{Answer, CallReport, Caller, Forward, Outcome, Refusal, Verdict
 use crate::catalogue::Catalogue;
 use crate::meta::MetaLimits;
 use crate::stage::{
-    self, grant::Grant, normalise::Arguments, unknown_keys::Session, ArgCall, Step,
+    self, arg_rules::Ruled, grant::Grant, normalise::Arguments, unknown_keys::Session, ArgCall,
+    Step,
 };
 use crate::{answer, stage::grant::AllowAll};
 use serde_json::Value;
@@ -112,11 +113,11 @@ impl Pipeline {
             Err(answer) => return answered(answer, Refusal::NoToolName, report),
         };
         // Grant before resolving, and for absent names too, so hidden and absent look alike (G2).
-        let (tool, needs_approval) = match stage::grant::apply(grant, caller, &call.name, catalogue)
-        {
-            Ok(granted) => granted,
-            Err((answer, refusal)) => return answered(answer, refusal, report),
-        };
+        let (tool, mut needs_approval) =
+            match stage::grant::apply(grant, caller, &call.name, catalogue) {
+                Ok(granted) => granted,
+                Err((answer, refusal)) => return answered(answer, refusal, report),
+            };
         // Only now may malformed arguments be told apart: the caller may call this tool (N2).
         let mut args = match call.arguments {
             Arguments::Object(args) => args,
@@ -155,6 +156,19 @@ impl Pipeline {
                 Step::Answer(answer) => return answered(answer, Refusal::InvalidArguments, report),
             }
         }
+        // Rules on arguments last: they judge the values the tool will get (G6).
+        let mut approval_because = None;
+        if let Some(caller) = caller {
+            match stage::arg_rules::apply(grant, caller, tool, &args) {
+                Ruled::Stands => {}
+                Ruled::Allow => needs_approval = false,
+                Ruled::Ask(why) => {
+                    needs_approval = true;
+                    approval_because = why;
+                }
+                Ruled::Answer(answer, refusal) => return answered(answer, refusal, report),
+            }
+        }
         Verdict {
             outcome: Outcome::Forward(Forward {
                 tool: tool.clone(),
@@ -162,6 +176,7 @@ impl Pipeline {
                 rewritten,
                 meta: call.meta,
                 needs_approval,
+                approval_because,
             }),
             report,
         }

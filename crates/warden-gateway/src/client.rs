@@ -103,6 +103,7 @@ impl McpClient {
             ping_interval_ms: 0,
             // A host's client takes answers as 2025-11-25 results.
             protocol: UpstreamProtocol::Handshake,
+            pins: None,
             tools: Default::default(),
             labels: Default::default(),
         };

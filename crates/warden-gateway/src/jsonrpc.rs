@@ -11,6 +11,8 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
+/// -32021 (2026-07-28): the request needs a client capability the client did not declare.
+pub const MISSING_CAPABILITY: i64 = -32021;
 pub const INTERNAL_ERROR: i64 = -32603;
 
 /// What one line of input held.

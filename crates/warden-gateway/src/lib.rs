@@ -30,5 +30,6 @@ pub mod jsonrpc;
 pub mod logged;
 pub mod metrics;
 pub mod net;
+pub mod pins;
 pub mod texts;
 pub mod upstream;

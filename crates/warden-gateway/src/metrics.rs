@@ -29,6 +29,8 @@ pub struct Metrics {
     /// Audit records waiting for a retry, and records lost for good (shared with the trail).
     pub audit_backlog: Arc<AtomicU64>,
     pub audit_lost: Arc<AtomicU64>,
+    /// Tool definitions seen drifting from the pins lock (P2), each counted once.
+    pub tool_drift: Arc<AtomicU64>,
     /// HTTP front: requests refused before any session or pipeline, by status.
     http_refused: Mutex<BTreeMap<u16, u64>>,
     /// HTTP front: sessions open now.
@@ -147,6 +149,12 @@ impl Metrics {
         );
         let _ = writeln!(out, "warden_call_duration_seconds_count {count}");
         let gauges = [
+            (
+                "warden_tool_drift_total",
+                "counter",
+                "Tool definitions that differed from the pins lock, each counted once.",
+                self.tool_drift.load(Ordering::Relaxed),
+            ),
             (
                 "warden_unknown_keys_total",
                 "counter",

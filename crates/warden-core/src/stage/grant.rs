@@ -10,6 +10,7 @@
 use crate::answer;
 use crate::call::{Answer, Caller, Refusal};
 use crate::catalogue::{Catalogue, ToolEntry};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 
 /// A grant source's answer about one (caller, tool name).
@@ -25,10 +26,37 @@ pub enum GrantDecision {
     Unavailable,
 }
 
+/// A grant source's answer about one call's arguments (G6), taken once they are
+/// the values the tool will get. The texts are for the caller (a refusal) or the
+/// human (a question), and name the argument and the constraint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgDecision {
+    Allow,
+    /// A human must approve; the text says which constraint the call did not keep.
+    Ask(Option<String>),
+    /// Refused with this text.
+    Refuse(String),
+    /// No rule lets this call through and none can say why: as if the tool were absent.
+    Hide,
+}
+
 /// A source of grant decisions. `tool` is `None` when the name resolves to nothing;
 /// implementations must not treat that case differently in cost or in answer.
 pub trait Grant: Send + Sync {
+    /// The decision on a name, as a listing takes it: a rule that reads arguments
+    /// counts as if its conditions could hold (G6).
     fn decide(&self, caller: &Caller, name: &str, tool: Option<&ToolEntry>) -> GrantDecision;
+
+    /// The decision on a call's arguments, after the name was granted. `None`: the
+    /// name's decision stands (no rule read the arguments).
+    fn decide_arguments(
+        &self,
+        _caller: &Caller,
+        _tool: &ToolEntry,
+        _args: &Map<String, Value>,
+    ) -> Option<ArgDecision> {
+        None
+    }
 }
 
 /// Every caller may see and call every tool (the built-in default).

@@ -4,6 +4,7 @@
 //! The order they run in is written once, in [`crate::pipeline`].
 
 pub mod aliases;
+pub mod arg_rules;
 pub mod grant;
 pub mod normalise;
 pub mod pin;

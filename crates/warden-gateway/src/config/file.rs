@@ -345,6 +345,10 @@ pub struct UpstreamConfig {
     /// runs the `initialize` handshake; "2025-11-25" or "2026-07-28" fixes it.
     #[serde(default, deserialize_with = "parsed")]
     pub protocol: UpstreamProtocol,
+    /// With a pins lock beside the config (P2): `hidden` (the default) serves a new or
+    /// changed tool as if it were absent; `report` serves it and only logs the drift.
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub pins: Option<PinMode>,
     /// Per tool settings, keyed by the upstream's own tool name.
     #[serde(default)]
     pub tools: HashMap<String, ToolConfig>,
@@ -352,6 +356,29 @@ pub struct UpstreamConfig {
     /// labels (`{ "read_*" = ["private_data"] }`) (F1).
     #[serde(default)]
     pub labels: HashMap<String, Vec<String>>,
+}
+
+/// What a tool that differs from the pins lock becomes (P2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PinMode {
+    /// Served exactly like an absent tool (G2).
+    #[default]
+    Hidden,
+    /// Served; the drift is only logged, counted and recorded.
+    Report,
+}
+
+impl FromStr for PinMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "hidden" => Ok(PinMode::Hidden),
+            "report" => Ok(PinMode::Report),
+            other => Err(format!(
+                "'{other}' is not a pins mode; use one of: hidden, report"
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -545,6 +572,39 @@ pub struct RuleConfig {
     /// allow | deny | ask.
     #[serde(deserialize_with = "parsed")]
     pub effect: Effect,
+    /// Conditions on the call's arguments that must all hold for the rule to decide (G6).
+    #[serde(default)]
+    pub when: Vec<ConditionConfig>,
+    /// Conditions of which at least one must hold (besides all of `when`) (G6).
+    #[serde(default)]
+    pub when_any: Vec<ConditionConfig>,
+}
+
+/// One condition on an argument (G6): a path and exactly one test (`min` and
+/// `max` together are one test, as are `min_len` and `max_len`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConditionConfig {
+    /// The argument path: `amount`, `filters.owner`, `items[*].id`, `items[0]`.
+    pub arg: String,
+    /// The value equals this one (numbers by value).
+    pub equals: Option<serde_json::Value>,
+    /// The value is one of these.
+    pub one_of: Option<Vec<serde_json::Value>>,
+    /// The value is a string matching this glob (`*` crosses `/`).
+    pub glob: Option<String>,
+    /// The value is a string this regex finds a match in (anchor it with ^…$ to match whole).
+    pub regex: Option<String>,
+    /// The value is a number at least this.
+    pub min: Option<f64>,
+    /// The value is a number at most this.
+    pub max: Option<f64>,
+    /// The value is a string, array or object of at least this length.
+    pub min_len: Option<u64>,
+    /// The value is a string, array or object of at most this length.
+    pub max_len: Option<u64>,
+    /// true: the path reaches a value; false: it reaches none.
+    pub present: Option<bool>,
 }
 
 /// One `[[quota]]`: whose calls to which tools, how many, how fast (Q1-Q4).

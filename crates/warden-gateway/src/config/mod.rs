@@ -13,7 +13,7 @@ pub mod limits;
 pub use check::{parse_duration, toml_to_json, Access, Hook};
 pub use file::{
     AccessConfig, AccessDefault, AuditConfig, AuthConfig, CallerConfig, DefaultsConfig, ErrorData,
-    FlowConfig, Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, Phase,
+    FlowConfig, Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, Phase, PinMode,
     QuotaConfig, RuleConfig, StoreConfig, ToolConfig, UpstreamConfig, UpstreamProtocol,
     WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS,
     DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,

@@ -20,17 +20,25 @@ pub enum Approval {
     InputRequired(Value),
 }
 
+/// The call a human is asked about.
+pub struct Question<'a> {
+    pub ctx: &'a CallContext,
+    /// G6: the constraint an `ask` rule on the arguments puts first.
+    pub because: Option<&'a str>,
+}
+
 /// Puts a call to the human. A 2026-07-28 call brings its envelope, what its
 /// state is bound to, and what the state it brought back holds (opened already).
 pub async fn approve(
     session: &ClientSession,
     sessions: &Sessions,
     call: Option<CallKey>,
-    ctx: &CallContext,
+    question: Question<'_>,
     (envelope, binding, sealed): (Option<&Envelope>, Option<&Binding>, Option<&Sealed>),
     key: &StateKey,
     timeout: Duration,
 ) -> Approval {
+    let Question { ctx, because } = question;
     // Approved in an earlier round of this very call (its state says so).
     if input::approved(sealed) {
         return Approval::Approved;
@@ -46,7 +54,10 @@ pub async fn approve(
     let args = serde_json::to_string(&ctx.arguments).unwrap_or_default();
     let shown: String = args.chars().take(2000).collect();
     let mut params = json!({
-        "message": answer::approval_question(&ctx.tool, &shown),
+        "message": match because {
+            Some(b) => answer::approval_question_because(b, &ctx.tool, &shown),
+            None => answer::approval_question(&ctx.tool, &shown),
+        },
         "requestedSchema": {
             "type": "object",
             "properties": {"approve": {"type": "boolean", "title": "Approve this call", "default": false}},

@@ -74,6 +74,8 @@ struct Accepted {
     params: Value,
     record: CallRecord,
     approval: bool,
+    /// G6: the constraint an `ask` rule on the arguments puts to the human.
+    approval_because: Option<String>,
     ledger: Option<LedgerKey>,
     call: Option<CallKey>,
     envelope: Option<Arc<Envelope>>,
@@ -208,6 +210,7 @@ impl Calls {
                     Refusal::NoToolName | Refusal::InvalidArguments => Decision::InvalidArguments,
                     Refusal::UnknownTool => Decision::UnknownTool,
                     Refusal::GrantFailure => Decision::GrantFailure,
+                    Refusal::ArgumentRule => Decision::Denied,
                 };
                 let end = End::Pipeline { decision, answer };
                 return Begun::Done(self.settle.settle(&record, end).await);
@@ -400,6 +403,7 @@ impl Calls {
             params,
             record,
             approval: forward.needs_approval,
+            approval_because: forward.approval_because,
             ledger,
             call,
             envelope,
@@ -501,7 +505,10 @@ impl Calls {
                 session,
                 &self.sessions,
                 a.call.clone(),
-                &ctx,
+                approval::Question {
+                    ctx: &ctx,
+                    because: a.approval_because.as_deref(),
+                },
                 (
                     a.envelope.as_deref(),
                     a.binding.as_deref(),
@@ -637,8 +644,11 @@ impl Calls {
             }
             _ => relay::wait(session, &mut r.pending).await,
         };
-        let up = self.upstreams.by_name(&r.pending.upstream).cloned();
-        let result = match up.filter(|u| u.is_stateless()) {
+        let stateless = r.pending.conn.is_stateless();
+        let up = stateless
+            .then(|| self.upstreams.by_name(&r.pending.upstream).cloned())
+            .flatten();
+        let result = match up {
             Some(up) => {
                 let rounds = Rounds {
                     up: &up,

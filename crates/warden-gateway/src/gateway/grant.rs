@@ -10,7 +10,9 @@ use crate::logged::logged;
 use crate::net::target::HttpTarget;
 use std::collections::HashMap;
 use std::sync::Arc;
-use warden_core::{Caller, Catalogue, Grant, GrantDecision, Pipeline, Rules, ToolEntry};
+use warden_core::{
+    ArgDecision, Caller, Catalogue, Grant, GrantDecision, Pipeline, Rules, ToolEntry,
+};
 
 /// The grant decision's sources.
 pub struct GrantSource {
@@ -29,6 +31,19 @@ impl Grant for Decided<'_> {
         match self.decisions.get(name) {
             Some(d) => *d,
             None => self.base.decide(caller, name, tool),
+        }
+    }
+
+    fn decide_arguments(
+        &self,
+        caller: &Caller,
+        tool: &ToolEntry,
+        args: &serde_json::Map<String, serde_json::Value>,
+    ) -> Option<ArgDecision> {
+        // The webhook decides names only; where it decided, its decision stands.
+        match self.decisions.get(&tool.name) {
+            Some(_) => None,
+            None => self.base.decide_arguments(caller, tool, args),
         }
     }
 }

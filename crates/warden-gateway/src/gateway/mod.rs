@@ -71,6 +71,16 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// Each upstream's last successful listing as the upstream sent it, before any
+    /// pinning (`mcp-warden pins`); upstreams without one are left out.
+    pub fn upstream_listings(&self) -> Vec<(String, Vec<Value>)> {
+        self.upstreams
+            .listings()
+            .into_iter()
+            .filter_map(|(name, tools)| Some((name, tools?)))
+            .collect()
+    }
+
     /// A gateway for a checked config. Opens the configured store (creating and
     /// migrating it); the error says what could not be opened.
     pub async fn new(config: Config) -> Result<Arc<Gateway>, String> {
@@ -116,8 +126,10 @@ impl Gateway {
             config.limits.labels.clone(),
             idle,
         );
-        let metrics = Arc::new(Metrics::new(audit.backlog.clone(), audit.lost.clone()));
         let upstreams = Arc::new(Upstreams::new(&config));
+        let mut metrics = Metrics::new(audit.backlog.clone(), audit.lost.clone());
+        metrics.tool_drift = upstreams.tool_drift.clone();
+        let metrics = Arc::new(metrics);
         let sessions = Arc::new(Sessions::default());
         let inbound =
             inbound::FromUpstreams::new(upstreams.clone(), sessions.clone(), metrics.clone());

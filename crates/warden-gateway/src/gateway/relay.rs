@@ -39,18 +39,14 @@ pub async fn start(
     (log_level, capabilities): (Option<u8>, Option<&Value>),
 ) -> Result<Pending, CallError> {
     let conn = up.conn().ok_or(CallError::Gone)?;
-    let mut params = conn.enveloped(Some(params), capabilities);
-    // An older client's `logging/setLevel`, as the 2026-07-28 upstream takes it.
-    if conn.is_stateless() && !session.is_stateless() {
-        let level = super::session::lock(&session.log_level).clone();
-        let meta = params
-            .as_mut()
-            .and_then(|p| p.get_mut("_meta"))
-            .and_then(Value::as_object_mut);
-        if let (Some(level), Some(meta)) = (level, meta) {
-            meta.insert(super::rev2026::LOG_LEVEL_KEY.into(), level);
-        }
-    }
+    // The log level the client wants for this request (its own envelope's, or an
+    // older client's `logging/setLevel`), for a 2026-07-28 upstream's envelope.
+    let level = match log_level {
+        Some(rank) => super::session::log_level_name(rank).map(Value::from),
+        None if !session.is_stateless() => super::session::lock(&session.log_level).clone(),
+        None => None,
+    };
+    let params = conn.enveloped(Some(params), capabilities, level);
     let (id, reply) = conn.start(method, params, up.timeout_ms()).await?;
     if let Some(k) = &call {
         session.track(k, &conn, id, log_level);
@@ -144,7 +140,7 @@ pub fn response_body(mut response: Value) -> Body {
 /// JSON-RPC error codes whose `data` the MCP specification defines, passed on
 /// whatever the policy: -32042, URL elicitation required (its data lists them),
 /// and -32021, a client capability missing (its data names the capabilities).
-const SPEC_DATA_CODES: &[i64] = &[-32042, super::rev2026::MISSING_CAPABILITY];
+const SPEC_DATA_CODES: &[i64] = &[-32042, jsonrpc::MISSING_CAPABILITY];
 
 /// An upstream's response as its client gets it (E3): a result unchanged; an
 /// error bounded by [`client_error`], with the whole error (as JSON) beside it

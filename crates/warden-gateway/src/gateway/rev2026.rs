@@ -38,7 +38,7 @@ pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 /// -32022: the request names a protocol version the gateway does not speak.
 pub const UNSUPPORTED_VERSION: i64 = -32022;
 /// -32021: the request needs a client capability the client did not declare.
-pub const MISSING_CAPABILITY: i64 = -32021;
+pub const MISSING_CAPABILITY: i64 = crate::jsonrpc::MISSING_CAPABILITY;
 /// -32020: an HTTP header disagrees with the request body.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// How long list results may be cached by the client, in milliseconds.
@@ -225,20 +225,7 @@ pub fn take_envelope(params: &mut Option<Value>) -> Result<Option<Envelope>, Val
     Ok(Some(envelope))
 }
 
-/// The severity rank of a log level (RFC 5424 order, debug lowest).
-pub fn log_rank(level: &str) -> Option<u8> {
-    const LEVELS: [&str; 8] = [
-        "debug",
-        "info",
-        "notice",
-        "warning",
-        "error",
-        "critical",
-        "alert",
-        "emergency",
-    ];
-    LEVELS.iter().position(|l| *l == level).map(|i| i as u8)
-}
+pub use super::session::{log_level_name, log_rank};
 
 /// Makes a result say what it is (`resultType`) and, for lists, how long it may
 /// be cached and by whom: never longer than the upstreams behind it said (their

@@ -44,6 +44,28 @@ impl Outgoing {
     }
 }
 
+/// Log levels, least severe first (RFC 5424 order).
+const LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// The severity rank of a log level (RFC 5424 order, debug lowest).
+pub fn log_rank(level: &str) -> Option<u8> {
+    LEVELS.iter().position(|l| *l == level).map(|i| i as u8)
+}
+
+/// The log level of a severity rank ([`log_rank`] backwards).
+pub fn log_level_name(rank: u8) -> Option<&'static str> {
+    LEVELS.get(rank as usize).copied()
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

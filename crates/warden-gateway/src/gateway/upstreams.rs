@@ -8,23 +8,34 @@
 use super::relay;
 use super::session::lock;
 use super::settle::Body;
-use crate::config::{Config, ErrorData};
+use crate::config::{Config, ErrorData, PinMode};
 use crate::jsonrpc;
 use crate::logged::logged;
+use crate::pins::{self, Lock};
 use crate::texts;
 use crate::upstream::{Inbound, Upstream, SUPPORTED_VERSIONS};
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
-use warden_core::{Catalogue, LayeredPolicy};
+use warden_core::{Catalogue, LayeredPolicy, Rules};
 
 pub struct Upstreams {
     pub list: Vec<Arc<Upstream>>,
     /// What clients see of an upstream's JSON-RPC error `data` (E3).
     pub error_data: ErrorData,
     policy: LayeredPolicy,
+    /// The access rules, to warn about argument conditions a new catalogue can never meet (G6).
+    rules: Rules,
+    /// The pins lock beside the config (P2), read again on every catalogue build so a
+    /// new one is picked up; the last good one stays when a read fails.
+    lock_path: PathBuf,
+    lock: Mutex<Option<Lock>>,
+    /// Drifts already logged (each once), and how many.
+    drift_seen: Mutex<HashSet<String>>,
+    pub tool_drift: Arc<AtomicU64>,
     /// Per upstream, its last successful tool listing (`None` until one succeeded).
     listings: RwLock<Vec<Option<Vec<Value>>>>,
     catalogue: RwLock<Arc<Catalogue>>,
@@ -63,6 +74,11 @@ impl Upstreams {
             .collect();
         let n = list.len();
         Upstreams {
+            rules: config.rules(),
+            lock_path: pins::lock_path(&config.path),
+            lock: Mutex::new(None),
+            drift_seen: Mutex::new(HashSet::new()),
+            tool_drift: Arc::new(AtomicU64::new(0)),
             list,
             error_data: config.gateway.upstream_error_data,
             policy: config.policy(),
@@ -148,10 +164,17 @@ impl Upstreams {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        let lock = self.current_lock();
         let mut builder = Catalogue::builder(&self.policy);
         for (up, tools) in self.list.iter().zip(&listings) {
             if let Some(tools) = tools {
-                builder.add_upstream(&up.name, up.config.prefix, tools);
+                match &lock {
+                    None => builder.add_upstream(&up.name, up.config.prefix, tools),
+                    Some(lock) => {
+                        let served = self.pinned(lock, up, tools);
+                        builder.add_upstream(&up.name, up.config.prefix, &served)
+                    }
+                };
             }
         }
         let (catalogue, problems) = builder.build();
@@ -159,7 +182,57 @@ impl Upstreams {
             // Tool names and what is wrong with them come from the upstream's listing.
             tracing::warn!(upstream = %p.upstream, tool = %logged(&p.tool), dropped = p.dropped, "{}", logged(&p.problem));
         }
+        for p in self.rules.problems(&catalogue) {
+            // Names and paths come from the upstream's listing and the config.
+            tracing::warn!("config: {}", logged(&p));
+        }
         *self.catalogue.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalogue);
+    }
+
+    /// The pins lock as the file says now; the last good one when it cannot be read.
+    fn current_lock(&self) -> Option<Lock> {
+        let mut last = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        match Lock::read(&self.lock_path) {
+            Ok(now) => *last = now,
+            Err(e) => tracing::error!("{}; the last good pins lock stays in force", logged(&e)),
+        }
+        last.clone()
+    }
+
+    /// The tools of `up` to serve under the lock (P2): those it holds, or all of them
+    /// in `report` mode. Each drift is logged and counted once.
+    fn pinned(&self, lock: &Lock, up: &Upstream, tools: &[Value]) -> Vec<Value> {
+        let none = Default::default();
+        let locked = lock.upstreams.get(&up.name).unwrap_or(&none);
+        let mode = up.config.pins.unwrap_or_default();
+        for d in pins::diff(locked, tools) {
+            let text = pins::render(&up.name, &d);
+            let first = self
+                .drift_seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(text.clone());
+            if first {
+                self.tool_drift.fetch_add(1, Ordering::Relaxed);
+                // Names, descriptions and schemas come from the upstream: escaped.
+                tracing::warn!(upstream = %up.name, mode = ?mode, "tool definition differs from the pins lock: {}", logged(text.trim_end()));
+            }
+        }
+        tools
+            .iter()
+            .filter(|t| mode == PinMode::Report || lock.holds(&up.name, t))
+            .cloned()
+            .collect()
+    }
+
+    /// Each upstream's last successful listing, as the upstream sent it (for `pins`).
+    pub fn listings(&self) -> Vec<(String, Option<Vec<Value>>)> {
+        let listings = self.listings.read().unwrap_or_else(|e| e.into_inner());
+        self.list
+            .iter()
+            .zip(listings.iter())
+            .map(|(up, l)| (up.name.clone(), l.clone()))
+            .collect()
     }
 
     /// Upstreams that have no listing to offer, or are not running now.
@@ -300,7 +373,11 @@ impl Upstreams {
                     None => json!({}),
                 };
                 let response = conn
-                    .request(method, conn.enveloped(Some(params), None), up.timeout_ms())
+                    .request(
+                        method,
+                        conn.enveloped(Some(params), None, None),
+                        up.timeout_ms(),
+                    )
                     .await
                     .map_err(|e| {
                         tracing::error!(upstream = %up.name, %method, "listing failed: {e}");

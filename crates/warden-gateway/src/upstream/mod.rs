@@ -31,6 +31,7 @@ pub const STATELESS_VERSION: &str = "2026-07-28";
 const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
+const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
 /// How long the initialize handshake and a tools/list page may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `server/discover` may take when it is only asked whether the server speaks 2026-07-28.
@@ -290,11 +291,24 @@ impl Conn {
     /// `params` as this upstream takes them: at 2026-07-28 with the envelope in
     /// `_meta` (the capabilities of the client the request is for, never more;
     /// none for the gateway's own requests), else unchanged.
-    pub fn enveloped(&self, params: Option<Value>, capabilities: Option<&Value>) -> Option<Value> {
+    /// `level`: the least severe log level the client wants for the request.
+    pub fn enveloped(
+        &self,
+        params: Option<Value>,
+        capabilities: Option<&Value>,
+        level: Option<Value>,
+    ) -> Option<Value> {
         if !self.is_stateless() {
             return params;
         }
-        Some(envelope(params, capabilities))
+        let mut params = envelope(params, capabilities);
+        if let (Some(level), Some(meta)) = (
+            level,
+            params.get_mut("_meta").and_then(Value::as_object_mut),
+        ) {
+            meta.insert(LOG_LEVEL_KEY.into(), level);
+        }
+        Some(params)
     }
 
     /// The request that shows the upstream is alive: `ping`, or at 2026-07-28
@@ -515,6 +529,8 @@ pub struct Upstream {
     generation: AtomicU64,
     /// The server ended when asked `server/discover`: it gets the handshake only.
     no_discover: AtomicBool,
+    /// It speaks 2026-07-28 (as its `info` says, kept where a call reads it cheaply).
+    stateless: AtomicBool,
     /// How long its last tool listing said it may be cached (2026-07-28 `ttlMs`).
     tools_ttl: Mutex<Option<u64>>,
     /// Resources older clients subscribed to (2026-07-28 has no
@@ -539,6 +555,7 @@ impl Upstream {
             info: RwLock::new(None),
             generation: AtomicU64::new(0),
             no_discover: AtomicBool::new(false),
+            stateless: AtomicBool::new(false),
             tools_ttl: Mutex::new(None),
             resources: Mutex::new(Default::default()),
             listening: Mutex::new(None),
@@ -563,10 +580,9 @@ impl Upstream {
     }
 
     /// Whether the upstream speaks the stateless 2026-07-28 revision (it offered
-    /// it in `server/discover` when last started).
+    /// it in `server/discover` when last started). Read on every call: an atomic.
     pub fn is_stateless(&self) -> bool {
-        self.info()
-            .is_some_and(|i| i.protocol_version == STATELESS_VERSION)
+        self.stateless.load(Ordering::Relaxed)
     }
 
     /// How long the upstream said its tool list may be cached, if it said.
@@ -609,6 +625,8 @@ impl Upstream {
                 }
                 None => self.handshake(&conn, init).await?,
             };
+            self.stateless
+                .store(info.protocol_version == STATELESS_VERSION, Ordering::Relaxed);
             *self.info.write().unwrap_or_else(|e| e.into_inner()) = Some(info);
             self.list_tools_on(&conn).await
         }
@@ -841,7 +859,7 @@ impl Upstream {
         let mut ttl: Option<u64> = None;
         let mut cursor: Option<Value> = None;
         for _ in 0..MAX_LIST_PAGES {
-            let params = conn.enveloped(cursor.take().map(|c| json!({"cursor": c})), None);
+            let params = conn.enveloped(cursor.take().map(|c| json!({"cursor": c})), None, None);
             let answer = conn
                 .request("tools/list", params, HANDSHAKE_TIMEOUT.as_millis() as u64)
                 .await

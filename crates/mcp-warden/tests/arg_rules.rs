@@ -1,0 +1,188 @@
+//! Access rules on arguments (G6) through the real binary and the demo server:
+//! conditions decide calls on the values the tool will get (after aliases and
+//! pins), a listing is unaffected, refusals and approval questions name the
+//! argument and the constraint, and impossible conditions are reported.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// `local` may create short notes with no "drop" in the text, and publish notes 1 to 100.
+const RULES: &str = r#"
+[gateway]
+stdio_caller = "local"
+[access]
+default = "allow"
+approval_timeout_ms = 3000
+
+[[rule]]
+callers = ["local"]
+tools = ["notes.create_note"]
+effect = "deny"
+when = [{ arg = "text", regex = "(?i)drop" }]
+
+[[rule]]
+callers = ["local"]
+tools = ["notes.create_note"]
+effect = "allow"
+when = [{ arg = "title", max_len = 10 }, { arg = "is_public", equals = false }]
+
+[[rule]]
+callers = ["*"]
+tools = ["notes.create_note"]
+effect = "deny"
+
+[[rule]]
+callers = ["local"]
+tools = ["notes.publish_note"]
+effect = "allow"
+when_any = [{ arg = "id", min = 1, max = 100 }, { arg = "id", one_of = [500, 600] }]
+
+[[rule]]
+callers = ["local"]
+tools = ["notes.publish_note"]
+effect = "ask"
+"#;
+
+fn refusal(w: &mut Warden, tool: &str, args: Value) -> String {
+    let r = w.call(tool, args);
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn conditions_decide_calls_on_the_values_the_tool_gets() {
+    let mut w = Warden::start("arg-rules", &format!("{RULES}{DEMO}"));
+    // Listing: every tool a call could be allowed to stays listed.
+    assert_eq!(
+        w.tool_names(),
+        [
+            "notes.create_note",
+            "notes.list_notes",
+            "notes.publish_note"
+        ]
+    );
+    // `body` is an alias of `text`: the deny rule sees it under its canonical name.
+    let id = w.send_request(
+        "tools/call",
+        json!({"name": "notes.create_note", "arguments": {"title": "t", "body": "please DROP it"}}),
+    );
+    let (line, _) = w.response_line(&json!(id));
+    assert_eq!(
+        line,
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"Error: Argument 'text' of tool 'notes.create_note' must not match the pattern '(?i)drop' for caller 'local'."}}],"isError":true}}}}"#
+        )
+    );
+    // `is_public` is pinned to false: the allow rule's `equals = false` sees the pin.
+    assert_eq!(
+        w.call_text(
+            "notes.create_note",
+            json!({"title": "short", "body": "hello"})
+        ),
+        "Created note 1 'short' (private)."
+    );
+    assert_eq!(
+        refusal(
+            &mut w,
+            "notes.create_note",
+            json!({"title": "a much longer title", "text": "x"})
+        ),
+        "Error: Argument 'title' of tool 'notes.create_note' must have a length of at most 10 for caller 'local'."
+    );
+    // when_any: either condition lets the call through.
+    assert_eq!(
+        w.call_text("notes.publish_note", json!({"id": 1})),
+        "Note 1 is now public."
+    );
+    let text = w.call_text("notes.publish_note", json!({"id": 500}));
+    assert_eq!(text, "No such note.");
+    w.close();
+}
+
+#[test]
+fn an_ask_rule_puts_the_missed_constraint_to_the_human() {
+    let mut w = Warden::start("arg-rules-ask", &format!("{RULES}{DEMO}"));
+    w.call_text("notes.create_note", json!({"title": "a", "text": "b"}));
+    let id = w.send_request(
+        "tools/call",
+        json!({"name": "notes.publish_note", "arguments": {"id": 101}}),
+    );
+    let ask = w.wait_for("elicitation", |m| m["method"] == "elicitation/create");
+    assert_eq!(
+        ask["params"]["message"],
+        "Argument 'id' of tool 'notes.publish_note' must be between 1 and 100 for caller 'local'.\n\
+         Allow the call to 'notes.publish_note' with these arguments?\n{\"id\":101}"
+    );
+    w.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "decline"}}));
+    let r = w.response(&json!(id));
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        "Error: This call needs approval, and approval was refused."
+    );
+    w.close();
+}
+
+#[test]
+fn conditions_that_can_never_hold_are_warned_about_with_a_hint() {
+    let rules = r#"
+[gateway]
+stdio_caller = "local"
+[[rule]]
+callers = ["*"]
+tools = ["notes.create_note"]
+effect = "allow"
+when = [{ arg = "titel", max_len = 10 }, { arg = "title", min = 1 }]
+"#;
+    let mut w = Warden::start_capturing_stderr("arg-rules-warn", &format!("{rules}{DEMO}"), "warn");
+    assert_eq!(w.tool_names().len(), 3);
+    w.close_stdin();
+    let log = w.stderr_after_exit();
+    assert!(
+        log.contains("config: rule[0]: the condition on 'titel' can never hold for tool 'notes.create_note': the tool has no argument 'titel'; did you mean 'title'?"),
+        "{log}"
+    );
+    assert!(
+        log.contains("config: rule[0]: the condition on 'title' can never hold for tool 'notes.create_note': it is declared string, and the test needs number or integer"),
+        "{log}"
+    );
+}
+
+#[test]
+fn check_names_a_bad_condition_and_how_to_fix_it() {
+    let dir = scratch("arg-rules-check");
+    for (when, why) in [
+        (
+            r#"[{ arg = "amount", min = 5, max = 1 }]"#,
+            "rule[0].when[0]: min = 5 is above max = 1: no number is between them",
+        ),
+        (
+            r#"[{ arg = "amount" }]"#,
+            "rule[0].when[0]: the condition on 'amount' has no test; add one of: equals, one_of, glob, regex, min/max, min_len/max_len, present",
+        ),
+        (
+            r#"[{ arg = "a", present = true }, { arg = "q", regex = "x" , glob = "x" }]"#,
+            "rule[0].when[1]: the condition on 'q' has more than one test; write one condition per test",
+        ),
+        (
+            r#"[{ arg = "q", regex = "(" }]"#,
+            "rule[0].when[0]: '(' is not a valid regex: unclosed group",
+        ),
+        (
+            r#"[{ arg = "items[x]", present = true }]"#,
+            "rule[0].when[0]: 'items[x]' is not an argument path: write [*] or a number between brackets",
+        ),
+    ] {
+        let path = write_config(
+            &dir,
+            &format!("[[rule]]\ncallers = [\"*\"]\ntools = [\"t\"]\neffect = \"allow\"\nwhen = {when}\n"),
+        );
+        let (code, out, err) = cli(&["check", "--config", path.to_str().unwrap()]);
+        assert_eq!((code, out.as_str()), (1, ""));
+        assert_eq!(err, format!("error: {}: {why}\n", path.display()));
+    }
+}
