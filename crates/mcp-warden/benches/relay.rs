@@ -6,6 +6,8 @@
 //!   machine noise hits both alike; prints median and p99 of each and the added median.
 //! - The same gateway with ten argument rules (G6) on the called tool, beside the
 //!   one without, in the same rounds.
+//! - The same round trips with a quota and a flow rule applying to every call
+//!   (Q1-Q3, F1-F4), beside the gateway without them, interleaved.
 //! - Resident memory of the gateway with 3 upstreams and 300+ tools.
 //!
 //! `cargo bench -p mcp-warden --bench relay` (N defaults to 2000; set RELAY_N).
@@ -362,6 +364,42 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
     );
     drop(traced);
     drop(unsampled);
+
+    // Quotas and flows on: a rate and a concurrency quota and a flow rule apply to
+    // every call (none refuses), interleaved with the gateway without them.
+    let policy_cfg = config(
+        &dir.join("policy"),
+        &format!("[defaults]\nvalidate = true\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nunknown_arguments = \"reject\"\nlabels = {{ \"*\" = [\"private_data\"] }}\n\
+                  [[quota]]\ncallers = [\"*\"]\ntools = [\"fx.*\"]\nrate = \"1000000/second\"\nconcurrency = 8\n\
+                  [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\n"),
+    );
+    let mut policed = Peer::spawn(
+        Command::new(WARDEN)
+            .args(["run", "--config"])
+            .arg(&policy_cfg)
+            .env("RUST_LOG", "error"),
+    );
+    for _ in 0..200 {
+        policed.time_call("fx.echo");
+    }
+    let (mut off, mut on) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..rounds {
+        for _ in 0..n / rounds {
+            off.push(gated.time_call("fx.echo"));
+        }
+        for _ in 0..n / rounds {
+            on.push(policed.time_call("fx.echo"));
+        }
+    }
+    let (om, op) = stats(off);
+    let (pm, pp) = stats(on);
+    println!("quotas and flows, {n} calls each, interleaved:");
+    println!("  off                        : median {om:8.1} µs   p99 {op:8.1} µs");
+    println!(
+        "  quota (rate + concurrency) and a flow rule on every call: median {pm:8.1} µs   p99 {pp:8.1} µs   (+{:.1} µs)",
+        pm - om
+    );
+    drop(policed);
 
     // The same gateway with the SQLite store on: every call audited, and keyed calls
     // claimed and finished in the ledger. Interleaved with the store-off gateway.

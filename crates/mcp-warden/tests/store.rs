@@ -365,61 +365,6 @@ fn metrics_count_calls_unknown_keys_and_latency() {
     assert!(scrape("/other").starts_with("HTTP/1.1 404"));
 }
 
-/// A database of the machine's PostgreSQL for one test (dropped when done).
-struct PgDb(String);
-
-impl PgDb {
-    fn create(tag: &str) -> PgDb {
-        let name = format!("warden_it_{tag}_{}", std::process::id());
-        let psql = |sql: &str| {
-            let out = std::process::Command::new("psql")
-                .args([
-                    "-h",
-                    "127.0.0.1",
-                    "-U",
-                    "postgres",
-                    "-d",
-                    "postgres",
-                    "-v",
-                    "ON_ERROR_STOP=1",
-                    "-c",
-                    sql,
-                ])
-                .output()
-                .expect("psql must be installed for the PostgreSQL tests");
-            assert!(
-                out.status.success(),
-                "PostgreSQL on 127.0.0.1:5432 is needed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        psql(&format!("DROP DATABASE IF EXISTS {name}"));
-        psql(&format!("CREATE DATABASE {name}"));
-        PgDb(name)
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/{}", self.0)
-    }
-}
-
-impl Drop for PgDb {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-                "-c",
-                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0),
-            ])
-            .output();
-    }
-}
-
 #[test]
 fn two_gateways_sharing_postgres_run_200_identical_calls_once() {
     let db = PgDb::create("two");

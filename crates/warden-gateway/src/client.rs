@@ -105,6 +105,7 @@ impl McpClient {
             protocol: UpstreamProtocol::Handshake,
             pins: None,
             tools: Default::default(),
+            labels: Default::default(),
             credential: Vec::new(),
         };
         let upstream = Arc::new(Upstream::new(0, config, program, DEFAULT_MAX_MESSAGE_BYTES));

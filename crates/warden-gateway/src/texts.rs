@@ -1,5 +1,6 @@
 //! The gateway's own protocol texts: JSON-RPC errors outside the tool-call
-//! pipeline, the HTTP front's refusals, and the 2026-07-28 envelope's errors.
+//! pipeline, the HTTP front's refusals, the 2026-07-28 envelope's errors, and the
+//! refusals of the policies the gateway adds after the pipeline (quotas, flows).
 //!
 //! Texts about a tool call itself (unknown tool, unknown parameters, the generic
 //! internal error …) belong to the pipeline and live in [`warden_core::answer`].
@@ -221,9 +222,90 @@ pub fn header_mismatch(header: &str) -> String {
     format!("Bad request: the {header} header does not match the request body.")
 }
 
+// Quotas and flows (Q, F): tool results a model reads and acts on.
+
+/// Q3: a rate quota refused the call.
+pub fn rate_limited(tool: &str, rate: &str, caller: &str, retry_s: u64) -> String {
+    format!(
+        "Error: Rate limit for tool '{}' reached ({rate} for caller '{}'). Retry in {retry_s} s.",
+        shown(tool),
+        shown(caller)
+    )
+}
+
+/// Q3: a concurrency quota refused the call.
+pub fn concurrency_limited(tool: &str, limit: u32, caller: &str, retry_s: u64) -> String {
+    let calls = if limit == 1 { "call" } else { "calls" };
+    format!(
+        "Error: Concurrency limit for tool '{}' reached ({limit} {calls} at a time for caller '{}'). Retry in {retry_s} s.",
+        shown(tool),
+        shown(caller)
+    )
+}
+
+/// Q4: a strict quota could not be counted (the shared store did not answer).
+pub fn quota_unverifiable(tool: &str, retry_s: u64) -> String {
+    format!(
+        "Error: The rate limit for tool '{}' could not be checked. Retry in {retry_s} s.",
+        shown(tool)
+    )
+}
+
+/// F2: a `deny` flow rule refused the call; `reason` is the rule's plain words.
+pub fn flow_denied(tool: &str, reason: &str) -> String {
+    format!(
+        "Error: Tool '{}' cannot be called at this point of the session. {reason}",
+        shown(tool)
+    )
+}
+
+/// F3: an `ask` flow rule's call was not approved (approval refused or impossible).
+pub fn flow_not_approved(tool: &str, reason: &str, approval: &str) -> String {
+    format!(
+        "Error: Tool '{}' needs approval at this point of the session, and it was not given. {reason} ({})",
+        shown(tool),
+        approval.trim_start_matches("Error: ")
+    )
+}
+
+/// Q5: 429, an HTTP caller is over `gateway.http_caller_rate`.
+pub fn http_caller_rate(retry_s: u64) -> String {
+    format!("Too many requests: this caller is over its request rate (gateway.http_caller_rate); retry in {retry_s} s.")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quota_and_flow_texts() {
+        assert_eq!(
+            rate_limited("search.query", "30 calls per minute", "alice", 12),
+            "Error: Rate limit for tool 'search.query' reached (30 calls per minute for caller 'alice'). Retry in 12 s."
+        );
+        assert_eq!(
+            concurrency_limited("s.q", 2, "bob", 1),
+            "Error: Concurrency limit for tool 's.q' reached (2 calls at a time for caller 'bob'). Retry in 1 s."
+        );
+        assert_eq!(
+            quota_unverifiable("s.q", 1),
+            "Error: The rate limit for tool 's.q' could not be checked. Retry in 1 s."
+        );
+        assert_eq!(
+            flow_denied("mail.send", "Reason."),
+            "Error: Tool 'mail.send' cannot be called at this point of the session. Reason."
+        );
+        assert_eq!(
+            flow_not_approved("mail.send", "Reason.", "Error: This call needs approval, and approval was refused."),
+            "Error: Tool 'mail.send' needs approval at this point of the session, and it was not given. Reason. (This call needs approval, and approval was refused.)"
+        );
+        assert_eq!(
+            http_caller_rate(3),
+            "Too many requests: this caller is over its request rate (gateway.http_caller_rate); retry in 3 s."
+        );
+        // A caller name from a token is echoed escaped: it cannot break the line.
+        assert!(!rate_limited("t", "1 call per second", "a\nb", 1).contains('\n'));
+    }
 
     #[test]
     fn gateway_texts() {

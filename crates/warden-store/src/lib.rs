@@ -97,7 +97,7 @@ pub struct AuditRecord {
     pub reason: Option<String>,
     pub unknown_keys: Vec<String>,
     pub unknown_mode: Option<String>,
-    /// allowed | denied | answered_by_hook | unknown_tool | grant_failure | invalid_arguments | replayed
+    /// allowed | denied | answered_by_hook | unknown_tool | grant_failure | invalid_arguments | replayed | rate_limited | flow_denied
     pub decision: String,
     /// ok | tool_error | upstream_error | failed | cancelled | refused | abandoned
     pub outcome: String,
@@ -108,6 +108,13 @@ pub struct AuditRecord {
     /// an error (the caller saw only the generic or the bounded answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The flow labels of the tool called (F1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// The labels the call's session had touched once the call was decided: with
+    /// the call's own when it was let through (F4).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub touched: Vec<String>,
     /// The name of the credential the gateway presented upstream for the caller
     /// (`[[upstream.credential]]`), never the secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -590,6 +597,8 @@ mod tests {
             replayed: false,
             error: None,
             credential: None,
+            labels: Vec::new(),
+            touched: Vec::new(),
         };
         s.record(&rec("alice", "notes.create_note", "ok"))
             .await

@@ -41,6 +41,12 @@ const MIGRATIONS: &[&str] = &[
     // forgotten with its retention, as before.
     "ALTER TABLE warden_ledger ADD COLUMN owner TEXT;
     ALTER TABLE warden_ledger ADD COLUMN lease_until_ms BIGINT;",
+    // 3: quota buckets shared by replicas: per bucket, the theoretical arrival
+    // time of its next call (ms since the epoch, server clock; GCRA).
+    "CREATE TABLE warden_quota (
+        key TEXT PRIMARY KEY,
+        tat_ms DOUBLE PRECISION NOT NULL
+    );",
 ];
 
 /// The server's time in ms since the epoch (clock_timestamp: the time now, not
@@ -264,6 +270,65 @@ impl Postgres {
         };
         tx.commit().await.map_err(unavailable)?;
         Ok(claim)
+    }
+
+    /// Takes one call from every bucket in `buckets`, or from none of them: the
+    /// generic cell rate algorithm over the server's clock, in one transaction
+    /// whose row locks make replicas take their turns. Each bucket is its key, the
+    /// ms between two calls at its steady rate, and how far ahead of that rate it
+    /// may run. `Ok(None)`: admitted; `Ok(Some((i, ms)))`: bucket `i` refuses
+    /// (the one that makes the caller wait longest) for `ms` more milliseconds.
+    pub async fn take_quota(
+        &self,
+        buckets: &[(String, f64, f64)],
+    ) -> Result<Option<(usize, f64)>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(unavailable)?;
+        // Rows are locked in key order, so two replicas never wait on each other in a circle.
+        let mut order: Vec<usize> = (0..buckets.len()).collect();
+        order.sort_by(|a, b| buckets[*a].0.cmp(&buckets[*b].0));
+        let now_sql = "extract(epoch FROM clock_timestamp()) * 1000";
+        let mut seen = Vec::with_capacity(buckets.len());
+        for &i in &order {
+            let key = &buckets[i].0;
+            tx.execute(
+                "INSERT INTO warden_quota (key, tat_ms) VALUES ($1, 0) ON CONFLICT (key) DO NOTHING",
+                &[key],
+            )
+            .await
+            .map_err(unavailable)?;
+            let row = tx
+                .query_one(
+                    &format!("SELECT tat_ms, ({now_sql})::DOUBLE PRECISION FROM warden_quota WHERE key = $1 FOR UPDATE"),
+                    &[key],
+                )
+                .await
+                .map_err(unavailable)?;
+            let (tat, now): (f64, f64) = (row.get(0), row.get(1));
+            seen.push((i, tat.max(now), now));
+        }
+        let refused = seen
+            .iter()
+            .filter_map(|&(i, tat, now)| {
+                let wait = tat - now - buckets[i].2;
+                (wait > 0.0).then_some((i, wait))
+            })
+            .fold(None, |worst: Option<(usize, f64)>, (i, w)| match worst {
+                Some((_, ww)) if ww >= w => worst,
+                _ => Some((i, w)),
+            });
+        if refused.is_none() {
+            for &(i, tat, _) in &seen {
+                tx.execute(
+                    "UPDATE warden_quota SET tat_ms = $2 WHERE key = $1",
+                    &[&buckets[i].0, &(tat + buckets[i].1)],
+                )
+                .await
+                .map_err(unavailable)?;
+            }
+        }
+        tx.commit().await.map_err(unavailable)?;
+        Ok(refused)
     }
 
     /// See [`crate::Sqlite::renew`].
@@ -546,7 +611,7 @@ mod tests {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 2);
+        assert_eq!(version as usize, MIGRATIONS.len(), "migrated to the newest");
         let (hour, short) = (Duration::from_secs(3600), Duration::from_millis(1));
         tokio::time::sleep(Duration::from_millis(5)).await;
         // A running row without a lease is never taken over: it lasts its retention, as before.
@@ -557,6 +622,32 @@ mod tests {
         assert_eq!(claim("failed").await.unwrap(), Claim::Run);
         drop((s, old));
         db.drop_db().await;
+    }
+
+    #[tokio::test]
+    async fn quota_buckets_take_a_call_from_all_or_none() {
+        let db = TestDb::create("quota").await;
+        let s = Postgres::connect(&db.url()).await.unwrap();
+        // "wide": 1 call per hour, a burst of 2; "narrow": 1 per hour, no burst.
+        let wide = ("wide".to_owned(), 3_600_000.0, 3_600_000.0);
+        let narrow = ("narrow".to_owned(), 3_600_000.0, 0.0);
+        assert_eq!(
+            s.take_quota(&[wide.clone(), narrow.clone()]).await.unwrap(),
+            None
+        );
+        // The narrow bucket is empty: it refuses, and the wide one keeps its call.
+        let (i, wait) = s
+            .take_quota(&[wide.clone(), narrow.clone()])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(i, 1);
+        assert!(wait > 3_590_000.0 && wait <= 3_600_000.0, "{wait}");
+        assert_eq!(
+            s.take_quota(std::slice::from_ref(&wide)).await.unwrap(),
+            None
+        );
+        assert!(s.take_quota(&[wide]).await.unwrap().is_some());
     }
 
     #[tokio::test]
@@ -580,6 +671,8 @@ mod tests {
             replayed: false,
             error: None,
             credential: None,
+            labels: Vec::new(),
+            touched: Vec::new(),
         };
         s.record(&rec).await.unwrap();
         let got = s

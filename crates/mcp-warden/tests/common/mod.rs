@@ -545,6 +545,61 @@ pub fn dead_url() -> String {
 }
 pub mod http;
 
+/// A database of the machine's PostgreSQL for one test (dropped when done).
+pub struct PgDb(pub String);
+
+impl PgDb {
+    pub fn create(tag: &str) -> PgDb {
+        let name = format!("warden_it_{tag}_{}", std::process::id());
+        let psql = |sql: &str| {
+            let out = std::process::Command::new("psql")
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-U",
+                    "postgres",
+                    "-d",
+                    "postgres",
+                    "-v",
+                    "ON_ERROR_STOP=1",
+                    "-c",
+                    sql,
+                ])
+                .output()
+                .expect("psql must be installed for the PostgreSQL tests");
+            assert!(
+                out.status.success(),
+                "PostgreSQL on 127.0.0.1:5432 is needed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        psql(&format!("DROP DATABASE IF EXISTS {name}"));
+        psql(&format!("CREATE DATABASE {name}"));
+        PgDb(name)
+    }
+
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:5432/{}", self.0)
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-c",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0),
+            ])
+            .output();
+    }
+}
+
 /// A loopback port free at the time of asking (for a metrics listener, say).
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

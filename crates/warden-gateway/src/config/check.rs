@@ -9,6 +9,7 @@ use super::file::{
     AuthConfig, CallerConfig, ConditionConfig, ConfigFile, DefaultsConfig, Front, GatewayConfig,
     OAuthConfig, Phase, RuleConfig, UpstreamConfig,
 };
+use super::limits::{Flow, Labels, Limits, Quota, Rate};
 use crate::net::target::HttpTarget;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -54,6 +55,7 @@ pub struct Hook {
 pub(super) struct Checked {
     pub access: Access,
     pub hook: Vec<Hook>,
+    pub limits: Limits,
 }
 
 /// Checks a deserialised file. Only the first problem is reported, so the order
@@ -172,7 +174,48 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
         approval_timeout_ms: file.access.approval_timeout_ms,
         webhook,
     };
-    Ok(Checked { access, hook })
+    Ok(Checked {
+        access,
+        hook,
+        limits: limits(file)?,
+    })
+}
+
+/// Quotas, flows, labels and the HTTP request budget (Q, F).
+fn limits(file: &ConfigFile) -> Result<Limits, Invalid> {
+    let quotas = file
+        .quota
+        .iter()
+        .enumerate()
+        .map(|(i, q)| Quota::build(q).map_err(|m| invalid(format!("quota[{i}]"), m)))
+        .collect::<Result<_, _>>()?;
+    let flows = file
+        .flow
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Flow::build(f).map_err(|m| invalid(format!("flow[{i}]"), m)))
+        .collect::<Result<_, _>>()?;
+    let labels = Labels::build(&file.upstream).map_err(|(k, m)| invalid(k, m))?;
+    let g = &file.gateway;
+    let http_caller_rate = match &g.http_caller_rate {
+        Some(r) => Some(
+            Rate::parse(r, g.http_caller_burst)
+                .map_err(|m| invalid("gateway.http_caller_rate", m))?,
+        ),
+        None if g.http_caller_burst.is_some() => {
+            return Err(invalid(
+                "gateway.http_caller_burst",
+                "needs gateway.http_caller_rate",
+            ))
+        }
+        None => None,
+    };
+    Ok(Limits {
+        quotas,
+        flows,
+        labels,
+        http_caller_rate,
+    })
 }
 
 /// The HTTP front's caps and timeouts. A zero would refuse every connection or
@@ -593,6 +636,8 @@ pub(super) struct Settings<'a> {
     pub caller: &'a [CallerConfig],
     pub auth: &'a AuthConfig,
     pub oauth: &'a OAuthConfig,
+    pub limits: &'a Limits,
+    pub store_url: Option<&'a str>,
 }
 
 /// Risky but valid settings, one sentence each. Environment variables are read
@@ -612,6 +657,28 @@ pub(super) fn warnings(s: Settings<'_>) -> Vec<String> {
                     "'{seen}' reaches arbitrary targets (arbitrary_targets = true) and is granted: a caller who may call it reaches everything it can name (G5)"
                 ));
             }
+        }
+    }
+    for (i, f) in s.limits.flows.iter().enumerate() {
+        let carried = |label: &str| {
+            s.upstream
+                .iter()
+                .any(|u| u.labels.values().any(|ls| ls.iter().any(|l| l == label)))
+        };
+        if let Some(missing) = f.touched.iter().chain([&f.calling]).find(|l| !carried(l)) {
+            out.push(format!(
+                "flow[{i}] never applies: no upstream gives any tool the label '{missing}' (F1)"
+            ));
+        }
+    }
+    let shared = s
+        .store_url
+        .is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"));
+    for (i, q) in s.limits.quotas.iter().enumerate() {
+        if shared && q.concurrency.is_some() {
+            out.push(format!(
+                "quota[{i}]: concurrency is counted by each gateway process, not across the replicas sharing the store (Q2)"
+            ));
         }
     }
     if s.defaults.validate == Some(false) {

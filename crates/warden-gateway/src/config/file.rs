@@ -59,6 +59,12 @@ pub(super) struct ConfigFile {
     /// External before/after hooks (H1-H5).
     #[serde(default)]
     pub hook: Vec<HookConfig>,
+    /// Rate and concurrency limits per caller and tool (Q1-Q4).
+    #[serde(default)]
+    pub quota: Vec<QuotaConfig>,
+    /// Session flow rules over tool labels (F1-F4).
+    #[serde(default)]
+    pub flow: Vec<FlowConfig>,
     /// `[store]`: where the ledger and the audit trail live.
     #[serde(default)]
     pub store: StoreConfig,
@@ -164,6 +170,12 @@ pub struct GatewayConfig {
     /// `message`; its `data` only where MCP defines it (-32042) unless "pass" (E3).
     #[serde(default, deserialize_with = "parsed")]
     pub upstream_error_data: ErrorData,
+    /// Requests one HTTP caller may make (`50/second`), counted before any work;
+    /// one beyond it gets 429 with Retry-After (Q5). Off when absent.
+    pub http_caller_rate: Option<String>,
+    /// How many requests beyond the steady rate a caller may send at once
+    /// (built-in: the rate's count).
+    pub http_caller_burst: Option<u32>,
 }
 
 /// What happens to the `data` of an upstream's JSON-RPC error.
@@ -235,6 +247,8 @@ impl Default for GatewayConfig {
             tls_key: None,
             state_secret_env: None,
             upstream_error_data: ErrorData::default(),
+            http_caller_rate: None,
+            http_caller_burst: None,
         }
     }
 }
@@ -347,6 +361,10 @@ pub struct UpstreamConfig {
     /// Per tool settings, keyed by the upstream's own tool name.
     #[serde(default)]
     pub tools: HashMap<String, ToolConfig>,
+    /// Flow labels of this upstream's tools: a glob over its own tool names →
+    /// labels (`{ "read_*" = ["private_data"] }`) (F1).
+    #[serde(default)]
+    pub labels: HashMap<String, Vec<String>>,
     /// `[[upstream.credential]]`: the credential the gateway presents to an HTTP
     /// upstream for a caller, first match wins; callers no entry matches get
     /// `bearer_token_env`.
@@ -658,6 +676,60 @@ pub struct ConditionConfig {
     pub max_len: Option<u64>,
     /// true: the path reaches a value; false: it reaches none.
     pub present: Option<bool>,
+}
+
+/// One `[[quota]]`: whose calls to which tools, how many, how fast (Q1-Q4).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaConfig {
+    /// Caller names, `group:NAME`, or `*`; each caller is counted on its own.
+    pub callers: Vec<String>,
+    /// Globs over the tool names callers see; the tools share one count.
+    pub tools: Vec<String>,
+    /// Calls per unit: `30/minute`, `5/second`, `1000/hour`, `10000/day`.
+    pub rate: Option<String>,
+    /// Calls allowed at once on top of the steady rate (built-in: the rate's count).
+    pub burst: Option<u32>,
+    /// Calls of one caller in flight at once.
+    pub concurrency: Option<u32>,
+    /// When the shared store cannot answer, refuse the call (true) or let it
+    /// through uncounted (false, the built-in).
+    #[serde(default)]
+    pub strict: bool,
+}
+
+/// What a matching `[[flow]]` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowEffect {
+    Deny,
+    /// Runs once a human approves it (the approval path of `ask` rules).
+    Ask,
+}
+
+impl FromStr for FlowEffect {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "deny" => Ok(FlowEffect::Deny),
+            "ask" => Ok(FlowEffect::Ask),
+            other => Err(format!("'{other}' is not a flow effect; use deny or ask")),
+        }
+    }
+}
+
+/// One `[[flow]]`: a label combination a session must not complete (F2).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowConfig {
+    /// Labels the session has touched, all of them (the call's own labels count).
+    pub touched: Vec<String>,
+    /// … and the label of the call this rule stops.
+    pub calling: String,
+    /// deny | ask.
+    #[serde(deserialize_with = "parsed")]
+    pub effect: FlowEffect,
+    /// Why, in plain words for the model (built-in: a sentence naming the labels).
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

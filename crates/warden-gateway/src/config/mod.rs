@@ -8,15 +8,16 @@
 
 mod check;
 mod file;
+pub mod limits;
 
 pub use check::{loopback_url, parse_duration, toml_to_json, Access, Hook};
 pub use file::{
     AccessConfig, AccessDefault, AdminConfig, AuditConfig, AuthConfig, CallerConfig,
-    CredentialConfig, DefaultsConfig, ErrorData, ExchangeConfig, Front, GatewayConfig, HookConfig,
-    IdempotencyConfig, MetricsConfig, OAuthConfig, Phase, PinMode, RuleConfig, StoreConfig,
-    ToolConfig, TracesConfig, UpstreamConfig, UpstreamProtocol, WebhookConfig,
-    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS,
-    DEFAULT_TIMEOUT_MS,
+    CredentialConfig, DefaultsConfig, ErrorData, ExchangeConfig, FlowConfig, Front, GatewayConfig,
+    HookConfig, IdempotencyConfig, MetricsConfig, OAuthConfig, Phase, PinMode, QuotaConfig,
+    RuleConfig, StoreConfig, ToolConfig, TracesConfig, UpstreamConfig, UpstreamProtocol,
+    WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS,
+    DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
 };
 
 use check::{Checked, Invalid, Settings};
@@ -39,6 +40,8 @@ pub struct Config {
     pub rule: Vec<RuleConfig>,
     /// External before/after hooks (H1-H5), their URLs parsed.
     pub hook: Vec<Hook>,
+    /// Quotas, flow rules and tool labels, checked (Q, F).
+    pub limits: limits::Limits,
     pub store: StoreConfig,
     pub idempotency: IdempotencyConfig,
     pub audit: AuditConfig,
@@ -105,8 +108,11 @@ impl Config {
                 let (key, message) = deserialise_error(e);
                 err(key, message)
             })?;
-        let Checked { access, hook } =
-            check::check(&raw).map_err(|Invalid { key, message }| err(key, message))?;
+        let Checked {
+            access,
+            hook,
+            limits,
+        } = check::check(&raw).map_err(|Invalid { key, message }| err(key, message))?;
         let ConfigFile {
             gateway,
             defaults,
@@ -115,6 +121,8 @@ impl Config {
             access: _,
             rule,
             hook: _,
+            quota: _,
+            flow: _,
             store,
             idempotency,
             audit,
@@ -132,6 +140,7 @@ impl Config {
             access,
             rule,
             hook,
+            limits,
             store,
             idempotency,
             audit,
@@ -167,6 +176,8 @@ impl Config {
             caller: &self.caller,
             auth: &self.auth,
             oauth: &self.oauth,
+            limits: &self.limits,
+            store_url: self.store.url.as_deref(),
         })
     }
 
@@ -443,7 +454,7 @@ close_schema = true
         let e = Config::parse("[gateway]\nstdio_caler = \"x\"\n", "w.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, max_sessions_per_caller, http_head_timeout, http_idle_timeout, max_connections, max_connections_per_client, tls_cert, tls_key, state_secret_env, upstream_error_data."
+            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, max_sessions_per_caller, http_head_timeout, http_idle_timeout, max_connections, max_connections_per_client, tls_cert, tls_key, state_secret_env, upstream_error_data, http_caller_rate, http_caller_burst."
         );
         let e = Config::parse(
             "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.t]\npinn = {}\n",
@@ -527,6 +538,8 @@ close_schema = true
     #[test]
     fn http_limits_have_defaults_and_refuse_nonsense() {
         let c = Config::parse("", "w.toml").unwrap();
+        // Without an [access] table an approval waits as long as with one.
+        assert_eq!(c.access.approval_timeout_ms, 120_000);
         let g = &c.gateway;
         assert_eq!(
             (g.http_head_timeout.as_str(), g.http_idle_timeout.as_str()),
@@ -674,6 +687,25 @@ close_schema = true
             [
                 "rule[1] never applies: rule[0] comes first and matches everything it does",
                 "'web.fetch' reaches arbitrary targets (arbitrary_targets = true) and is granted: a caller who may call it reaches everything it can name (G5)"
+            ]
+        );
+    }
+
+    #[test]
+    fn flows_that_cannot_apply_and_unshared_concurrency_are_warned_about() {
+        let c = Config::parse(
+            "[store]\nurl = \"postgres://w@127.0.0.1/db\"\n\
+             [[upstream]]\nname = \"a\"\ncommand = [\"x\"]\nlabels = { \"*\" = [\"private_data\"] }\n\
+             [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\n\
+             [[quota]]\ncallers = [\"*\"]\ntools = [\"*\"]\nconcurrency = 2\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.warnings(),
+            [
+                "flow[0] never applies: no upstream gives any tool the label 'external_sink' (F1)",
+                "quota[0]: concurrency is counted by each gateway process, not across the replicas sharing the store (Q2)"
             ]
         );
     }

@@ -98,6 +98,8 @@ impl AuditTrail {
             replayed: false,
             error: None,
             credential: None,
+            labels: Vec::new(),
+            touched: Vec::new(),
         }
     }
 

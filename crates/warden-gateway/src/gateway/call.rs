@@ -1,7 +1,7 @@
 //! A `tools/call`, start to finish, and nothing else:
 //!
-//! begin → grant → pipeline → prepare → guards (approval, before hooks, ledger
-//! claim) → relay → settle.
+//! begin → grant → pipeline → prepare → guards (flow rules, quotas, approval,
+//! before hooks, ledger claim) → relay → settle.
 //!
 //! What must keep arrival order (the pipeline, queueing the call upstream) runs
 //! in [`Calls::begin`] before the front reads its next message; waiting for the
@@ -9,12 +9,14 @@
 //! it returns. Every exit goes through [`Settle::settle`] exactly once.
 
 use super::approval::{self, Approval};
+use super::flow::{FlowDecision, Flows, Trail, FLOW_META_KEY};
 use super::grant::GrantSource;
 use super::input::{self, Rounds};
 use super::ledger::{self, LedgerKey};
+use super::quota::{Admission, Quotas};
 use super::relay::{self, Pending};
 use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls, Sealed};
-use super::session::{CallKey, ClientSession, Sessions};
+use super::session::{self, CallKey, ClientSession, Sessions};
 use super::settle::{Body, CallRecord, Decision, End, Settle};
 use super::upstreams::Upstreams;
 use crate::logged::logged;
@@ -53,6 +55,8 @@ pub struct Calls {
     sessions: Arc<Sessions>,
     /// 2026-07-28 calls waiting for their client's answer to an upstream's request.
     parked: Arc<ParkedCalls<Relayed>>,
+    quotas: Quotas,
+    flows: Flows,
 }
 
 /// What a call brings of the 2026-07-28 revision: its request id, envelope, what
@@ -77,6 +81,11 @@ struct Accepted {
     call: Option<CallKey>,
     envelope: Option<Arc<Envelope>>,
     binding: Option<Arc<Binding>>,
+    /// A quota applies to the call (Q1).
+    limited: bool,
+    /// Flow policy is on: the call's labels, and a 2026-07-28 client's sealed
+    /// flow context from the request's `_meta` (F1-F4).
+    flow: Option<(Vec<String>, Option<Value>)>,
     /// What the 2026-07-28 state the call brought back holds.
     sealed: Option<Sealed>,
 }
@@ -108,6 +117,7 @@ impl Calls {
         upstreams: Arc<Upstreams>,
         sessions: Arc<Sessions>,
         parked: ParkedCalls<Relayed>,
+        (quotas, flows): (Quotas, Flows),
     ) -> Calls {
         Calls {
             pipeline,
@@ -118,6 +128,8 @@ impl Calls {
             upstreams,
             sessions,
             parked: Arc::new(parked),
+            quotas,
+            flows,
         }
     }
 
@@ -248,8 +260,11 @@ impl Calls {
             }
         };
         accepted.record.span = span.map(|s| Box::new(Mutex::new(s)));
-        let guarded =
-            accepted.approval || !self.before_hooks.is_empty() || accepted.ledger.is_some();
+        let guarded = accepted.approval
+            || !self.before_hooks.is_empty()
+            || accepted.ledger.is_some()
+            || accepted.limited
+            || accepted.flow.is_some();
         let (me, session) = (self.clone(), session.clone());
         if guarded {
             return Begun::Then(Box::pin(
@@ -366,7 +381,29 @@ impl Calls {
                 ledger.as_ref().map(|(_, k)| k.clone()),
             )
         });
-        let guarded = forward.needs_approval || !self.before_hooks.is_empty() || ledger.is_some();
+        let limited = self.quotas.any_for(caller, &tool.name);
+        // The flow context is the gateway's: it never goes upstream.
+        let context = obj
+            .get_mut("_meta")
+            .and_then(Value::as_object_mut)
+            .and_then(|m| m.shift_remove(FLOW_META_KEY));
+        if obj
+            .get("_meta")
+            .and_then(Value::as_object)
+            .is_some_and(|m| m.is_empty())
+            && context.is_some()
+        {
+            obj.shift_remove("_meta");
+        }
+        let flow = self.flows.on().then(|| {
+            let labels = self.flows.labels_of(&tool.upstream, &tool.upstream_name);
+            (labels, context)
+        });
+        let guarded = forward.needs_approval
+            || !self.before_hooks.is_empty()
+            || ledger.is_some()
+            || limited
+            || flow.is_some();
         // Hooks see the call as it goes upstream; built only when someone will look.
         record.ctx = (guarded || self.settle.has_after_hooks()).then(|| {
             Arc::new(CallContext {
@@ -399,12 +436,37 @@ impl Calls {
             call,
             envelope,
             binding,
+            limited,
+            flow,
             sealed,
         })
     }
 
-    /// Approval, before hooks, then the ledger (H1-H5, I1): only then upstream.
-    async fn guarded(&self, session: &Arc<ClientSession>, mut a: Accepted) -> Option<Body> {
+    /// The guards, and for a 2026-07-28 client under flow policy its sealed flow
+    /// context in the result's `_meta` (F3).
+    async fn guarded(&self, session: &Arc<ClientSession>, a: Accepted) -> Option<Body> {
+        let mut context = None;
+        let mut body = self.guard(session, a, &mut context).await;
+        if let (Some(Ok(Value::Object(result))), Some(sealed)) = (&mut body, context) {
+            let meta = result
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert(FLOW_META_KEY.into(), Value::String(sealed));
+            }
+        }
+        body
+    }
+
+    /// Flow rules and quotas, approval, before hooks, then the ledger (F2, Q3,
+    /// H1-H5, I1): only then upstream. `context`: the sealed flow context to
+    /// hand a 2026-07-28 client back.
+    async fn guard(
+        &self,
+        session: &Arc<ClientSession>,
+        mut a: Accepted,
+        context: &mut Option<String>,
+    ) -> Option<Body> {
         let Some(ctx) = a.record.ctx.clone() else {
             let end = End::Failed {
                 decision: Decision::Allowed,
@@ -416,7 +478,57 @@ impl Calls {
             decision: Decision::Denied,
             text: text.to_owned(),
         };
-        if a.approval {
+        // Flow rules first, then quotas: neither asks a human, runs a hook or
+        // claims a key for a call it refuses.
+        let caller = ctx.caller.as_ref().map_or("", |c| c.name.as_str());
+        let stateless = a.envelope.is_some();
+        let mut flow_ask = None;
+        let mut after: Option<Trail> = None;
+        if let Some((labels, sealed)) = &a.flow {
+            let trail = if stateless {
+                let key = self.state_key();
+                let trail = self.flows.stateless_trail(key, caller, sealed.as_ref());
+                *context = Some(self.flows.remember_stateless(key, caller, &trail));
+                trail
+            } else {
+                session::lock(&session.flow).clone()
+            };
+            if let Some(r) = a.record.audit.as_mut() {
+                r.labels = labels.clone();
+                r.touched = trail.iter().cloned().collect();
+            }
+            match self.flows.decide(&trail, labels) {
+                FlowDecision::Pass => {}
+                FlowDecision::Ask(reason) => flow_ask = Some(reason),
+                FlowDecision::Deny(reason) => {
+                    tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), touched = %logged(trail.iter().cloned().collect::<Vec<_>>().join(",")), "a flow rule refused the call");
+                    let end = End::Policy {
+                        decision: Decision::FlowDenied,
+                        text: texts::flow_denied(&ctx.tool, &reason),
+                        retry_ms: None,
+                    };
+                    return self.settle.settle(&a.record, end).await;
+                }
+            }
+            let mut t = trail;
+            t.extend(labels.iter().cloned());
+            after = Some(t);
+        }
+        if a.limited {
+            match self.quotas.admit(ctx.caller.as_ref(), &ctx.tool).await {
+                Admission::Admitted(slots) => a.record.slots = slots,
+                Admission::Refused { text, retry_ms } => {
+                    tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), retry_ms, "a quota refused the call");
+                    let end = End::Policy {
+                        decision: Decision::RateLimited,
+                        text,
+                        retry_ms: Some(retry_ms),
+                    };
+                    return self.settle.settle(&a.record, end).await;
+                }
+            }
+        }
+        if a.approval || flow_ask.is_some() {
             let mut span = child(&a.record, "warden.approval", Kind::Internal);
             let asked = approval::approve(
                 session,
@@ -447,7 +559,11 @@ impl Calls {
             match asked {
                 Approval::Approved => {}
                 Approval::Refused(text) => {
-                    return self.settle.settle(&a.record, refused(text)).await
+                    let text = match &flow_ask {
+                        Some(reason) => texts::flow_not_approved(&ctx.tool, reason, text),
+                        None => text.to_owned(),
+                    };
+                    return self.settle.settle(&a.record, refused(&text)).await;
                 }
                 Approval::InputRequired(result) => {
                     // Not over: the client asks its user and retries the call.
@@ -533,6 +649,20 @@ impl Calls {
             };
             if let Some(end) = end {
                 return self.settle.settle(&a.record, end).await;
+            }
+        }
+        // Let through: from now on the session has touched the call's labels (F4).
+        if let (Some((labels, _)), Some(after)) = (&a.flow, after) {
+            if stateless {
+                *context = Some(
+                    self.flows
+                        .remember_stateless(self.state_key(), caller, &after),
+                );
+            } else {
+                session::lock(&session.flow).extend(labels.iter().cloned());
+            }
+            if let Some(r) = a.record.audit.as_mut() {
+                r.touched = after.into_iter().collect();
             }
         }
         match self.relay(session, a).await {

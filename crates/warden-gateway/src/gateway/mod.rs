@@ -19,11 +19,13 @@
 mod approval;
 pub mod audit;
 mod call;
+mod flow;
 mod grant;
 mod inbound;
 mod input;
 pub mod ledger;
 mod listen;
+pub mod quota;
 mod relay;
 pub mod rev2026;
 pub mod session;
@@ -99,6 +101,11 @@ impl Gateway {
         mut after: Vec<Arc<dyn AfterHook>>,
     ) -> Result<Arc<Gateway>, String> {
         let store = config.open_store().await?;
+        // Quotas are counted in the store only when replicas can share it.
+        let shared = match &store {
+            Some(warden_store::Store::Postgres(pg)) => Some(pg.clone()),
+            _ => None,
+        };
         let audit = audit::AuditTrail::open(store.clone(), &config.audit, &config)?;
         let ledger = ledger::Ledger::new(store, &config.idempotency);
         let (web_before, web_after) = webhooks::hooks(&config);
@@ -115,6 +122,14 @@ impl Gateway {
                 }
             },
         };
+        let quotas = quota::Quotas::new(config.limits.quotas.clone(), shared);
+        let idle = crate::config::parse_duration(&config.gateway.session_idle)
+            .unwrap_or(Duration::from_secs(1800));
+        let flows = flow::Flows::new(
+            config.limits.flows.clone(),
+            config.limits.labels.clone(),
+            idle,
+        );
         let upstreams = Arc::new(Upstreams::new(&config));
         let mut metrics = Metrics::new(audit.backlog.clone(), audit.lost.clone());
         metrics.tool_drift = upstreams.tool_drift.clone();
@@ -149,6 +164,7 @@ impl Gateway {
             upstreams.clone(),
             sessions.clone(),
             ParkedCalls::new(state_key),
+            (quotas, flows),
         );
         Ok(Arc::new(Gateway {
             config,

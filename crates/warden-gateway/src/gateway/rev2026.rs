@@ -382,7 +382,12 @@ impl StateKey {
         extra.insert("t".into(), json!(binding.tool));
         extra.insert("a".into(), json!(binding.arguments));
         extra.insert("e".into(), json!(now + STATE_TTL_SECS));
-        let mut sealed = Value::Object(extra).to_string().into_bytes();
+        self.seal_value(&Value::Object(extra))
+    }
+
+    /// Seals any JSON payload; whoever opens it checks what it is bound to.
+    pub fn seal_value(&self, payload: &Value) -> String {
+        let mut sealed = payload.to_string().into_bytes();
         let mut nonce = [0u8; 12];
         if let Err(e) = getrandom::fill(&mut nonce) {
             panic!("the OS random source failed: {e}");
@@ -397,6 +402,22 @@ impl StateKey {
         let mut token = nonce.to_vec();
         token.extend_from_slice(&sealed);
         URL_SAFE_NO_PAD.encode(token)
+    }
+
+    /// The payload of a token this key sealed; `None` for anything else.
+    pub fn open_value(&self, token: &str) -> Option<Value> {
+        let bytes = URL_SAFE_NO_PAD.decode(token).ok()?;
+        if bytes.len() < 12 {
+            return None;
+        }
+        let (nonce, sealed) = bytes.split_at(12);
+        let nonce = ring::aead::Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let mut sealed = sealed.to_vec();
+        let plain = self
+            .0
+            .open_in_place(nonce, ring::aead::Aad::empty(), &mut sealed)
+            .ok()?;
+        serde_json::from_slice::<Value>(plain).ok()
     }
 
     /// Whether `token` was sealed by this key for exactly `binding` and has not expired.
@@ -414,18 +435,7 @@ impl StateKey {
     /// Everything `token` holds, when it was sealed by this key for exactly
     /// `binding` and has not expired.
     pub fn open_with(&self, token: &str, binding: &Binding, now: u64) -> Option<Sealed> {
-        let bytes = URL_SAFE_NO_PAD.decode(token).ok()?;
-        if bytes.len() < 12 {
-            return None;
-        }
-        let (nonce, sealed) = bytes.split_at(12);
-        let nonce = ring::aead::Nonce::try_assume_unique_for_key(nonce).ok()?;
-        let mut sealed = sealed.to_vec();
-        let plain = self
-            .0
-            .open_in_place(nonce, ring::aead::Aad::empty(), &mut sealed)
-            .ok()?;
-        let Value::Object(v) = serde_json::from_slice::<Value>(plain).ok()? else {
+        let Value::Object(v) = self.open_value(token)? else {
             return None;
         };
         let bound = v.get("c") == Some(&json!(binding.caller))

@@ -105,6 +105,8 @@ pub struct ClientSession {
     /// The client speaks the stateless 2026-07-28 revision: no requests to it, and
     /// no notifications but the progress of its own requests.
     stateless: AtomicBool,
+    /// The flow labels of the calls this session was let through (F1-F4).
+    pub(crate) flow: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl ClientSession {
@@ -173,6 +175,7 @@ impl ClientSession {
             log_level: Mutex::new(None),
             client: RwLock::new(None),
             stateless: AtomicBool::new(false),
+            flow: Mutex::new(Default::default()),
         })
     }
 

@@ -11,6 +11,7 @@
 
 use super::audit::AuditTrail;
 use super::ledger::{Held, Ledger};
+use super::quota::{Slot, RETRY_META_KEY};
 use super::session::Sessions;
 use crate::logged::logged;
 use crate::metrics::Metrics;
@@ -45,6 +46,10 @@ pub enum Decision {
     ApprovalRequested,
     /// A 2026-07-28 client was handed an upstream's request and will retry.
     InputRequested,
+    /// A quota refused the call (Q3).
+    RateLimited,
+    /// A flow rule refused the call (F2).
+    FlowDenied,
 }
 
 impl Decision {
@@ -58,6 +63,8 @@ impl Decision {
             Decision::GrantFailure => "grant_failure",
             Decision::ApprovalRequested => "approval_requested",
             Decision::InputRequested => "input_requested",
+            Decision::RateLimited => "rate_limited",
+            Decision::FlowDenied => "flow_denied",
         }
     }
 }
@@ -115,6 +122,8 @@ pub struct CallRecord {
     /// The call's span (traces on and sampled): its end is recorded here, and it
     /// ends when the record goes.
     pub span: Option<Box<Mutex<Span>>>,
+    /// The concurrency quota slots it holds until it ends (Q2); freed when dropped.
+    pub slots: Vec<Slot>,
 }
 
 impl CallRecord {
@@ -127,6 +136,7 @@ impl CallRecord {
             ledger: None,
             token: None,
             span: None,
+            slots: Vec::new(),
         }
     }
 }
@@ -149,6 +159,14 @@ pub enum End {
     Failed { decision: Decision, why: String },
     /// The client cancelled the call: no answer is due.
     Cancelled(String),
+    /// A quota or a flow rule refused the call before any hook, approval or
+    /// ledger saw it (Q3, F2): a tool error, with when to retry in `_meta`
+    /// when there is a time to say. No hook hears of it.
+    Policy {
+        decision: Decision,
+        text: String,
+        retry_ms: Option<u64>,
+    },
 }
 
 /// The end of every tool call.
@@ -209,6 +227,17 @@ impl Settle {
                     self.ledger.settle(held, finish).await;
                 }
                 (Decision::Allowed, outcome, false, Some(body))
+            }
+            End::Policy {
+                decision,
+                text,
+                retry_ms,
+            } => {
+                let mut result = tool_error(&text);
+                if let Some(ms) = retry_ms {
+                    result["_meta"] = json!({ RETRY_META_KEY: ms });
+                }
+                (decision, Outcome::Refused, false, Some(Ok(result)))
             }
             End::Refused { decision, text } => {
                 let result = tool_error(&text);
@@ -359,6 +388,8 @@ mod tests {
             Decision::GrantFailure,
             Decision::ApprovalRequested,
             Decision::InputRequested,
+            Decision::RateLimited,
+            Decision::FlowDenied,
         ];
         assert_eq!(
             decisions.map(Decision::as_str),
@@ -370,7 +401,9 @@ mod tests {
                 "unknown_tool",
                 "grant_failure",
                 "approval_requested",
-                "input_requested"
+                "input_requested",
+                "rate_limited",
+                "flow_denied"
             ]
         );
         let outcomes = [

@@ -9,7 +9,8 @@
 //!
 //! Every request is checked in this order: Host and Origin (403, DNS rebinding),
 //! credentials (401 with `WWW-Authenticate`, G1), the scopes an `[oauth]` token
-//! must carry (403 `insufficient_scope`), HTTP method, session
+//! must carry (403 `insufficient_scope`), the caller's request budget (429 with
+//! `Retry-After`, `gateway.http_caller_rate`), HTTP method, session
 //! (`Mcp-Session-Id`: missing 400, unknown 404, another caller's 404), protocol
 //! version header (400), content type (415), Accept (406), body size (413), JSON.
 //! An initialize beyond the session caps gets 503 (the gateway's) or 429 with
@@ -33,8 +34,8 @@
 
 use super::reply::{
     accepts, check_version, header_str, host_part, insufficient_scope, is_loopback_name,
-    json_reply, message_reply, refuse, reply, sse_reply, too_many_sessions, unauthorized, Reply,
-    VERSION_HEADER,
+    json_reply, message_reply, refuse, reply, sse_reply, too_many_requests, too_many_sessions,
+    unauthorized, Reply, VERSION_HEADER,
 };
 use super::session::{
     Attached, Full, HttpSession, SessionTable, StreamRefused, Watch, MAX_SESSIONS, SINK_CAPACITY,
@@ -42,6 +43,7 @@ use super::session::{
 use super::sse::{frame, priming, SseBody};
 use super::streams::Event;
 use crate::front::auth::{Auth, Identity};
+use crate::gateway::quota::RequestBudget;
 use crate::gateway::{rev2026, Gateway};
 use crate::jsonrpc::{self, Kind};
 use crate::texts as answer;
@@ -73,6 +75,8 @@ pub struct Front {
     max_body: usize,
     /// Where the protected resource metadata is served, under `[oauth]`.
     metadata_paths: Vec<String>,
+    /// Requests per caller, counted before any work (Q5).
+    budget: Option<RequestBudget>,
 }
 
 impl Front {
@@ -125,6 +129,7 @@ impl Front {
                 .collect(),
             max_body: config.gateway.max_message_bytes,
             metadata_paths,
+            budget: config.limits.http_caller_rate.map(RequestBudget::new),
             gateway,
         }))
     }
@@ -212,6 +217,9 @@ impl Front {
             return *r;
         }
         let caller = who.caller.clone();
+        if let Some(Err(wait_ms)) = self.budget.as_ref().map(|b| b.take(&caller.name)) {
+            return too_many_requests(wait_ms);
+        }
         let stateless = header_str(req.headers(), VERSION_HEADER) == Some(rev2026::VERSION);
         match *req.method() {
             Method::POST => self.post(req, who).await,

@@ -165,6 +165,20 @@ pub(super) fn too_many_sessions(open: usize, retry_after: Duration) -> Reply {
     r
 }
 
+/// 429 for a caller over `gateway.http_caller_rate` (Q5); Retry-After is when
+/// its next request fits, in whole seconds rounded up.
+pub(super) fn too_many_requests(wait_ms: f64) -> Reply {
+    let secs = ((wait_ms / 1000.0).ceil() as u64).max(1);
+    let mut r = refuse(
+        StatusCode::TOO_MANY_REQUESTS,
+        jsonrpc::INVALID_REQUEST,
+        &answer::http_caller_rate(secs),
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    r
+}
+
 /// 401 with its challenge; under `[oauth]` the challenge points at the metadata.
 pub(super) fn unauthorized(why: Refused, oauth: Option<&Challenge>) -> Reply {
     let mut r = refuse(

@@ -1,0 +1,347 @@
+//! Session flow policy through the real binary (F1-F4): the "lethal trifecta"
+//! (private data, untrusted content, then a call that sends data out) in each
+//! order, denied and asked, over stdio, HTTP sessions and stateless 2026-07-28
+//! requests, including a client that drops or alters its flow context and two
+//! replicas sharing the sealing secret; and what a session touched, in the
+//! audit trail.
+
+mod common;
+
+use common::http::HttpWarden;
+use common::*;
+use serde_json::{json, Value};
+
+const DENIED: &str = "Error: Tool 'mail.echo' cannot be called at this point of the session. This session has already used tools labelled 'private_data' and 'untrusted_content', and this tool is labelled 'external_sink': together they could send what was read out of the session.";
+
+/// Three fixture upstreams: `drive` reads private data, `web` reads untrusted
+/// content (its `fail` tool also sends data out), `mail` sends data out.
+fn labelled(effect: &str, rest: &str) -> String {
+    format!(
+        "[[upstream]]\nname = \"drive\"\ncommand = [\"{{fixture}}\"]\nlabels = {{ \"*\" = [\"private_data\"] }}\n\
+         [[upstream]]\nname = \"web\"\ncommand = [\"{{fixture}}\"]\nlabels = {{ echo = [\"untrusted_content\"], fail = [\"untrusted_content\", \"external_sink\"] }}\n\
+         [[upstream]]\nname = \"mail\"\ncommand = [\"{{fixture}}\"]\nlabels = {{ echo = [\"external_sink\"] }}\n\
+         [[flow]]\ntouched = [\"private_data\", \"untrusted_content\"]\ncalling = \"external_sink\"\neffect = \"{effect}\"\n{rest}"
+    )
+}
+
+fn text(r: &Value) -> &str {
+    r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_trifecta_is_denied_in_either_order_over_stdio() {
+    for (name, first, second) in [
+        ("flow-pu", "drive.echo", "web.echo"),
+        ("flow-up", "web.echo", "drive.echo"),
+    ] {
+        let mut w = Warden::start(name, &labelled("deny", ""));
+        // Sending first is harmless: nothing was read yet.
+        assert_eq!(
+            w.call_text("mail.echo", json!({"text": "x"})),
+            r#"{"text":"x"}"#
+        );
+        assert_eq!(w.call_text(first, json!({"n": 1})), r#"{"n":1}"#);
+        assert_eq!(
+            w.call_text("mail.echo", json!({"text": "x"})),
+            r#"{"text":"x"}"#,
+            "one of the two is not enough"
+        );
+        assert_eq!(w.call_text(second, json!({"n": 2})), r#"{"n":2}"#);
+        let r = w.call("mail.echo", json!({"text": "x"}));
+        assert_eq!(r["result"]["isError"], true);
+        assert_eq!(text(&r), DENIED);
+        // Unlabelled tools and readers still run.
+        assert_eq!(w.call_text("drive.echo", json!({})), "{}");
+    }
+}
+
+#[test]
+fn a_tool_that_reads_untrusted_content_and_sends_is_stopped_after_private_data() {
+    let dir = scratch("flow-audit");
+    let config = labelled(
+        "deny",
+        &format!(
+            "[audit]\njsonl = \"{}\"\n",
+            dir.join("audit.jsonl").display()
+        ),
+    );
+    let mut w = Warden::start("flow-two-in-one", &config);
+    assert!(w
+        .call("web.fail", json!({}))
+        .pointer("/result/content/0/text")
+        .is_some());
+    assert_eq!(w.call_text("drive.echo", json!({"n": 1})), r#"{"n":1}"#);
+    let r = w.call("web.fail", json!({}));
+    assert_eq!(
+        text(&r),
+        "Error: Tool 'web.fail' cannot be called at this point of the session. This session has already used tools labelled 'private_data' and 'untrusted_content', and this tool is labelled 'external_sink': together they could send what was read out of the session."
+    );
+    w.close();
+    // The trail says what the session had touched at each call.
+    let records: Vec<Value> = std::fs::read_to_string(dir.join("audit.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seen: Vec<(String, String, Value, Value)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["tool"].as_str().unwrap().to_owned(),
+                r["decision"].as_str().unwrap().to_owned(),
+                r.get("labels").cloned().unwrap_or(json!([])),
+                r.get("touched").cloned().unwrap_or(json!([])),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "web.fail".into(),
+                "allowed".into(),
+                json!(["external_sink", "untrusted_content"]),
+                json!(["external_sink", "untrusted_content"])
+            ),
+            (
+                "drive.echo".into(),
+                "allowed".into(),
+                json!(["private_data"]),
+                json!(["external_sink", "private_data", "untrusted_content"])
+            ),
+            (
+                "web.fail".into(),
+                "flow_denied".into(),
+                json!(["external_sink", "untrusted_content"]),
+                json!(["external_sink", "private_data", "untrusted_content"])
+            ),
+        ]
+    );
+}
+
+#[test]
+fn an_ask_rule_puts_the_call_to_the_human() {
+    // No [access] table: an approval still waits for the human (it once timed out at once).
+    let mut w = Warden::start(
+        "flow-ask",
+        &labelled(
+            "ask",
+            "reason = \"Private data and web content were read in this session.\"\n",
+        ),
+    );
+    w.call_text("drive.echo", json!({}));
+    w.call_text("web.echo", json!({}));
+    for (answer, expected) in [
+        (json!({"action": "decline"}), None),
+        (
+            json!({"action": "accept", "content": {"approve": true}}),
+            Some(r#"{"text":"x"}"#),
+        ),
+    ] {
+        let id = w.send_request(
+            "tools/call",
+            json!({"name": "mail.echo", "arguments": {"text": "x"}}),
+        );
+        let ask = w.wait_for("elicitation", |m| m["method"] == "elicitation/create");
+        assert_eq!(
+            ask["params"]["message"],
+            "Allow the call to 'mail.echo' with these arguments?\n{\"text\":\"x\"}"
+        );
+        w.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": answer}));
+        let r = w.response(&json!(id));
+        match expected {
+            Some(t) => assert_eq!(text(&r), t),
+            None => assert_eq!(
+                text(&r),
+                "Error: Tool 'mail.echo' needs approval at this point of the session, and it was not given. Private data and web content were read in this session. (This call needs approval, and approval was refused.)"
+            ),
+        }
+    }
+}
+
+#[test]
+fn http_sessions_keep_their_own_trails() {
+    let w = HttpWarden::start(
+        "flow-http",
+        &format!(
+            "[gateway]\nanonymous_caller = \"dev\"\n{}",
+            labelled("deny", "")
+        ),
+        &[],
+    );
+    let (tainted, clean) = (w.session(&[]), w.session(&[]));
+    let call = |sid: &str, id: i64, tool: &str| {
+        let r = w.post(
+            &[("Mcp-Session-Id", sid)],
+            &common::http::call(id, tool, json!({"n": id})),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        text(&r.json()).to_owned()
+    };
+    assert_eq!(call(&tainted, 2, "drive.echo"), r#"{"n":2}"#);
+    assert_eq!(call(&tainted, 3, "web.echo"), r#"{"n":3}"#);
+    assert_eq!(call(&tainted, 4, "mail.echo"), DENIED);
+    // Another session of the same caller has touched nothing.
+    assert_eq!(call(&clean, 5, "mail.echo"), r#"{"n":5}"#);
+}
+
+const V: &str = "2026-07-28";
+
+/// A stateless 2026-07-28 `tools/call`, with a flow context when given one.
+fn modern(tool: &str, n: i64, context: Option<&Value>) -> Value {
+    let mut meta = json!({"io.modelcontextprotocol/protocolVersion": V,
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    if let Some(c) = context {
+        meta["warden/flowContext"] = c.clone();
+    }
+    json!({"name": tool, "arguments": {"n": n}, "_meta": meta})
+}
+
+fn context_of(r: &Value) -> Value {
+    let c = r["result"]["_meta"]["warden/flowContext"].clone();
+    assert!(c.is_string(), "no flow context in {r}");
+    c
+}
+
+#[test]
+fn a_stateless_client_cannot_reset_its_trail_by_dropping_or_altering_the_context() {
+    let mut w = Warden::spawn("flow-modern", &labelled("deny", ""));
+    let r = w.request("tools/call", modern("drive.echo", 1, None));
+    assert_eq!(r["result"]["resultType"], "complete");
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"n": 1}),
+        "the upstream never sees the context: {r}"
+    );
+    let c1 = context_of(&r);
+    let r = w.request("tools/call", modern("web.echo", 2, Some(&c1)));
+    let c2 = context_of(&r);
+    let r = w.request("tools/call", modern("mail.echo", 3, Some(&c2)));
+    assert_eq!(text(&r), DENIED);
+    assert_eq!(r["result"]["resultType"], "complete");
+    // Dropped, or replaced by the first (older) context: still denied.
+    for context in [None, Some(&c1)] {
+        let r = w.request("tools/call", modern("mail.echo", 4, context));
+        assert_eq!(text(&r), DENIED, "{r}");
+    }
+    // Altered: the seal breaks, the context is ignored, the trail stands.
+    let s = c2.as_str().unwrap();
+    let mid = s.len() / 2;
+    let flipped = if &s[mid..=mid] == "A" { "B" } else { "A" };
+    let forged = json!(format!("{}{flipped}{}", &s[..mid], &s[mid + 1..]));
+    let r = w.request("tools/call", modern("mail.echo", 5, Some(&forged)));
+    assert_eq!(text(&r), DENIED);
+}
+
+#[test]
+fn stateless_http_requests_carry_the_trail_too() {
+    let w = HttpWarden::start(
+        "flow-http-modern",
+        &format!(
+            "[gateway]\nanonymous_caller = \"dev\"\n{}",
+            labelled("deny", "")
+        ),
+        &[],
+    );
+    let post = |id: i64, params: Value| {
+        let r = w.post(
+            &[
+                ("MCP-Protocol-Version", V),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", params["name"].as_str().unwrap()),
+            ],
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    };
+    let c1 = context_of(&post(1, modern("drive.echo", 1, None)));
+    let c2 = context_of(&post(2, modern("web.echo", 2, Some(&c1))));
+    assert_eq!(text(&post(3, modern("mail.echo", 3, Some(&c2)))), DENIED);
+    assert_eq!(text(&post(4, modern("mail.echo", 4, None))), DENIED);
+}
+
+#[test]
+fn a_stateless_ask_is_an_input_request_and_the_approved_retry_runs() {
+    let mut w = Warden::spawn("flow-modern-ask", &labelled("ask", ""));
+    let c1 = context_of(&w.request("tools/call", modern("drive.echo", 1, None)));
+    let c2 = context_of(&w.request("tools/call", modern("web.echo", 2, Some(&c1))));
+    let ask = |context: &Value, extra: Value| {
+        let mut p = modern("mail.echo", 3, Some(context));
+        p["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
+        for (k, v) in extra.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        p
+    };
+    let r = w.request("tools/call", ask(&c2, json!({})));
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    assert_eq!(
+        r["result"]["inputRequests"]["warden/approval"]["method"],
+        "elicitation/create"
+    );
+    let state = r["result"]["requestState"].clone();
+    let c3 = context_of(&r);
+    let yes = json!({"warden/approval": {"action": "accept", "content": {"approve": true}}});
+    let r = w.request(
+        "tools/call",
+        ask(&c3, json!({"inputResponses": yes, "requestState": state})),
+    );
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["structuredContent"], json!({"n": 3}));
+}
+
+#[test]
+fn replicas_sharing_the_sealing_secret_carry_a_stateless_trail_between_them() {
+    std::env::set_var("WARDEN_FLOW_TEST_SECRET", "a shared flow secret of length");
+    let config = format!(
+        "[gateway]\nstate_secret_env = \"WARDEN_FLOW_TEST_SECRET\"\n{}",
+        labelled("deny", "")
+    );
+    let mut a = Warden::spawn("flow-replica-a", &config);
+    let mut b = Warden::spawn("flow-replica-b", &config);
+    let mut stranger = Warden::spawn("flow-replica-c", &labelled("deny", ""));
+    let r = a.request("tools/call", modern("drive.echo", 1, None));
+    let c1 = context_of(&r);
+    // B never saw the private read; the context A sealed tells it.
+    let r = b.request("tools/call", modern("web.echo", 2, Some(&c1)));
+    let c2 = context_of(&r);
+    let r = b.request("tools/call", modern("mail.echo", 3, Some(&c2)));
+    assert_eq!(text(&r), DENIED);
+    // A learns of the web read from B's context.
+    let r = a.request("tools/call", modern("mail.echo", 4, Some(&c2)));
+    assert_eq!(text(&r), DENIED);
+    // A gateway with another key does not trust the context.
+    let r = stranger.request("tools/call", modern("mail.echo", 5, Some(&c2)));
+    assert_eq!(text(&r), r#"{"n":5}"#);
+}
+
+#[test]
+fn a_bad_flow_or_label_is_named_with_how_to_fix_it() {
+    let dir = scratch("flow-check");
+    for (toml, expected) in [
+        (
+            "[[flow]]\ntouched = []\ncalling = \"external_sink\"\neffect = \"deny\"\n",
+            "flow[0]: touched needs at least one label (e.g. [\"private_data\"])",
+        ),
+        (
+            "[[flow]]\ntouched = [\"a\"]\ncalling = \"b\"\neffect = \"block\"\n",
+            "flow[0].effect: 'block' is not a flow effect; use deny or ask",
+        ),
+        (
+            "[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\nlabels = { \"r[\" = [\"private_data\"] }\n",
+            "upstream[0].labels.r[: 'r[' is not a valid tool glob",
+        ),
+        (
+            "[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\nlabels = { \"*\" = [\"private data\"] }\n",
+            "upstream[0].labels.*: 'private data' is not a usable label; use letters, digits, '_' and '-'",
+        ),
+    ] {
+        let path = write_config(&dir, toml);
+        let (code, _, err) = cli(&["check", "--config", path.to_str().unwrap()]);
+        assert_eq!(code, 1);
+        assert!(err.contains(expected), "{err}");
+    }
+}

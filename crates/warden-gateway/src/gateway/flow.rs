@@ -1,0 +1,242 @@
+//! Session flow policy (F1-F4): what a session has touched decides what it may
+//! call next.
+//!
+//! Tools carry labels from config (`private_data`, `untrusted_content`,
+//! `external_sink`, or any an operator names). A session's trail is the set of
+//! labels of the calls it was let through. A `[[flow]]` rule stops a call that
+//! carries its `calling` label once the trail, with the call's own labels added,
+//! holds every label of its `touched` list: so a tool that both reads untrusted
+//! content and sends data out is stopped after private data was read, even though
+//! the session never touched untrusted content before. A `deny` rule refuses the
+//! call with the rule's reason; an `ask` rule puts it to a human through the
+//! approval path of `ask` access rules. A denial beats an ask.
+//!
+//! The session is the client session (stdio, or an HTTP `Mcp-Session-Id`). A
+//! 2026-07-28 client has none, so its trail is carried in a sealed flow context
+//! ([`FlowContexts`]) handed back in every `tools/call` result's `_meta` and read
+//! from the next request's, and also remembered per caller by this gateway: a
+//! client that drops or alters its context still meets what it touched here, and
+//! a replica that shares the sealing secret accepts the context another replica
+//! sealed.
+
+use super::rev2026::{unix_now, StateKey};
+use crate::config::limits::{Flow, FlowEffect, Labels};
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The `_meta` key that carries a 2026-07-28 client's sealed flow context, in
+/// results from the gateway and in requests back to it.
+pub const FLOW_META_KEY: &str = "warden/flowContext";
+
+/// The labels a session has touched.
+pub type Trail = BTreeSet<String>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the flow rules say about one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowDecision {
+    Pass,
+    /// Refused: the rule's reason.
+    Deny(String),
+    /// Runs once a human approves: the rule's reason.
+    Ask(String),
+}
+
+/// The flow rules and tool labels of one gateway.
+pub struct Flows {
+    rules: Vec<Flow>,
+    labels: Labels,
+    /// 2026-07-28 trails remembered per caller, and when last used.
+    stateless: Mutex<HashMap<String, (Trail, Instant)>>,
+    /// A stateless trail not used for this long is forgotten (and its sealed
+    /// context expires with it).
+    idle: Duration,
+}
+
+impl Flows {
+    pub fn new(rules: Vec<Flow>, labels: Labels, idle: Duration) -> Flows {
+        Flows {
+            rules,
+            labels,
+            stateless: Mutex::new(HashMap::new()),
+            idle,
+        }
+    }
+
+    /// Whether flow policy is on at all (rules and labels configured).
+    pub fn on(&self) -> bool {
+        !self.rules.is_empty() && !self.labels.is_empty()
+    }
+
+    /// The labels of a tool (the upstream's own name) on `upstream`.
+    pub fn labels_of(&self, upstream: &str, tool: &str) -> Vec<String> {
+        self.labels.of(upstream, tool)
+    }
+
+    /// The rules' decision on a call carrying `labels` in a session that has touched `trail`.
+    pub fn decide(&self, trail: &Trail, labels: &[String]) -> FlowDecision {
+        let mut ask = None;
+        for rule in &self.rules {
+            let carries = labels.contains(&rule.calling);
+            let completes = rule
+                .touched
+                .iter()
+                .all(|l| trail.contains(l) || labels.contains(l));
+            if carries && completes {
+                match rule.effect {
+                    FlowEffect::Deny => return FlowDecision::Deny(rule.reason.clone()),
+                    FlowEffect::Ask => {
+                        ask.get_or_insert_with(|| rule.reason.clone());
+                    }
+                }
+            }
+        }
+        ask.map_or(FlowDecision::Pass, FlowDecision::Ask)
+    }
+
+    /// A 2026-07-28 caller's trail: what this gateway remembers for it, with what
+    /// its sealed context says when the context opens for this caller.
+    pub fn stateless_trail(&self, key: &StateKey, caller: &str, context: Option<&Value>) -> Trail {
+        let mut trail = {
+            let mut all = lock(&self.stateless);
+            let now = Instant::now();
+            all.retain(|_, (_, used)| now.duration_since(*used) < self.idle);
+            all.get(caller).map(|(t, _)| t.clone()).unwrap_or_default()
+        };
+        if let Some(sealed) = context.and_then(Value::as_str) {
+            match open_context(key, sealed, caller, unix_now()) {
+                Some(labels) => trail.extend(labels),
+                None => {
+                    tracing::info!(caller = %crate::logged::logged(caller), "a flow context that does not open (altered, expired, another caller's or another gateway's) was ignored")
+                }
+            }
+        }
+        trail
+    }
+
+    /// Adds a stateless caller's call to its remembered trail; returns the trail
+    /// sealed for the result's `_meta`.
+    pub fn remember_stateless(&self, key: &StateKey, caller: &str, trail: &Trail) -> String {
+        let mut all = lock(&self.stateless);
+        let entry = all
+            .entry(caller.to_owned())
+            .or_insert_with(|| (Trail::new(), Instant::now()));
+        entry.0.extend(trail.iter().cloned());
+        entry.1 = Instant::now();
+        seal_context(key, caller, &entry.0, unix_now() + self.idle.as_secs())
+    }
+}
+
+/// Seals a caller's trail until `until` (unix seconds).
+fn seal_context(key: &StateKey, caller: &str, trail: &Trail, until: u64) -> String {
+    let payload = json!({"k": "flow", "c": caller, "l": trail, "e": until});
+    key.seal_value(&payload)
+}
+
+/// The labels in a sealed context, when it was sealed by `key` for `caller` and
+/// has not expired.
+fn open_context(key: &StateKey, token: &str, caller: &str, now: u64) -> Option<Vec<String>> {
+    let v = key.open_value(token)?;
+    let ok = v["k"] == "flow" && v["c"] == caller && v["e"].as_u64().is_some_and(|e| e >= now);
+    if !ok {
+        return None;
+    }
+    Some(
+        v["l"]
+            .as_array()?
+            .iter()
+            .filter_map(|l| Some(l.as_str()?.to_owned()))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn flows() -> Flows {
+        let c = Config::parse(
+            "[[upstream]]\nname = \"p\"\ncommand = [\"x\"]\nlabels = { \"*\" = [\"private_data\"] }\n\
+             [[upstream]]\nname = \"w\"\ncommand = [\"x\"]\nlabels = { fetch = [\"untrusted_content\", \"external_sink\"], read = [\"untrusted_content\"] }\n\
+             [[upstream]]\nname = \"m\"\ncommand = [\"x\"]\nlabels = { \"send*\" = [\"external_sink\"] }\n\
+             [[flow]]\ntouched = [\"private_data\", \"untrusted_content\"]\ncalling = \"external_sink\"\neffect = \"deny\"\n\
+             [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"ask\"\nreason = \"Private data was read.\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        Flows::new(c.limits.flows, c.limits.labels, Duration::from_secs(60))
+    }
+
+    fn trail(labels: &[&str]) -> Trail {
+        labels.iter().map(|l| l.to_string()).collect()
+    }
+
+    #[test]
+    fn the_trifecta_in_any_order_and_a_tool_that_is_two_of_it() {
+        let f = flows();
+        assert_eq!(
+            f.labels_of("w", "fetch"),
+            ["external_sink", "untrusted_content"]
+        );
+        assert_eq!(f.labels_of("m", "send_mail"), ["external_sink"]);
+        assert!(f.labels_of("m", "list").is_empty());
+        let sink = f.labels_of("m", "send_mail");
+        assert_eq!(f.decide(&trail(&[]), &sink), FlowDecision::Pass);
+        assert_eq!(
+            f.decide(&trail(&["untrusted_content"]), &sink),
+            FlowDecision::Pass
+        );
+        assert_eq!(
+            f.decide(&trail(&["private_data"]), &sink),
+            FlowDecision::Ask("Private data was read.".into())
+        );
+        let denied = FlowDecision::Deny("This session has already used tools labelled 'private_data' and 'untrusted_content', and this tool is labelled 'external_sink': together they could send what was read out of the session.".into());
+        assert_eq!(
+            f.decide(&trail(&["private_data", "untrusted_content"]), &sink),
+            denied
+        );
+        assert_eq!(
+            f.decide(&trail(&["untrusted_content", "private_data"]), &sink),
+            denied
+        );
+        // Fetching a page after reading private data completes the trifecta by itself.
+        assert_eq!(
+            f.decide(&trail(&["private_data"]), &f.labels_of("w", "fetch")),
+            denied
+        );
+    }
+
+    #[test]
+    fn stateless_contexts_are_sealed_per_caller_and_remembered() {
+        let f = flows();
+        let key = StateKey::random();
+        let sealed = f.remember_stateless(&key, "alice", &trail(&["private_data"]));
+        let fresh = Flows::new(Vec::new(), Labels::default(), Duration::from_secs(60));
+        // Another replica with the same key reads the context.
+        let v = Value::String(sealed.clone());
+        assert_eq!(
+            fresh.stateless_trail(&key, "alice", Some(&v)),
+            trail(&["private_data"])
+        );
+        // Not for another caller, not with another key, not altered.
+        assert!(fresh.stateless_trail(&key, "bob", Some(&v)).is_empty());
+        assert!(fresh
+            .stateless_trail(&StateKey::random(), "alice", Some(&v))
+            .is_empty());
+        let altered = Value::String(format!("x{sealed}"));
+        assert!(fresh
+            .stateless_trail(&key, "alice", Some(&altered))
+            .is_empty());
+        // The gateway that saw the call remembers it without the context.
+        assert_eq!(
+            f.stateless_trail(&key, "alice", None),
+            trail(&["private_data"])
+        );
+    }
+}

@@ -1,0 +1,338 @@
+//! Quotas (Q1-Q4): how many calls of one caller to some tools may run, how fast
+//! and how many at once, with a refusal a model can act on.
+//!
+//! A rate is a token bucket kept as its next call's theoretical arrival time
+//! (GCRA): `burst` calls at once, then one every `per / count`. Every quota that
+//! applies to a call takes its call, or none does; when several refuse, the one
+//! that makes the caller wait longest answers (the tightest). Rates are counted in
+//! the shared PostgreSQL store when there is one, so replicas stay within a limit
+//! together, and in this process otherwise; concurrency (calls in flight) is
+//! counted in this process. A refused call never reaches approval, hooks or the
+//! ledger; it is settled with its own decision (`rate_limited`) so the audit
+//! trail and the metrics have it.
+
+use crate::config::limits::{Quota, Rate};
+use crate::logged::logged;
+use crate::texts;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use warden_core::Caller;
+use warden_store::Postgres;
+
+/// The `_meta` key of a refusal's result that says when to retry, in milliseconds.
+pub const RETRY_META_KEY: &str = "warden/retryAfterMs";
+
+/// How long to wait before retrying a call refused for its concurrency, or for
+/// a store that could not count it: no one can tell when a slot frees.
+const UNKNOWN_WAIT_MS: f64 = 1_000.0;
+
+/// A quota's decision about one call.
+pub enum Admission {
+    /// The call may go on; it holds these concurrency slots until it ends.
+    Admitted(Vec<Slot>),
+    /// The call is refused: the text for the model, and when to retry.
+    Refused { text: String, retry_ms: u64 },
+}
+
+/// The quotas of one gateway and their counts.
+pub struct Quotas {
+    list: Vec<Quota>,
+    /// Quota index and caller → the bucket's next theoretical arrival (ms since `base`).
+    local: Mutex<HashMap<(usize, String), f64>>,
+    base: Instant,
+    inflight: Arc<Mutex<HashMap<(usize, String), u32>>>,
+    shared: Option<Postgres>,
+}
+
+/// A call in flight against a concurrency quota; the slot frees when dropped
+/// (when the call's record is dropped, after the call settled).
+pub struct Slot {
+    counts: Arc<Mutex<HashMap<(usize, String), u32>>>,
+    key: (usize, String),
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = lock(&self.counts);
+        if let Some(n) = counts.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.key);
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Seconds to say in a refusal: whole, rounded up, at least 1.
+fn seconds(ms: f64) -> u64 {
+    ((ms / 1000.0).ceil() as u64).max(1)
+}
+
+impl Quotas {
+    pub fn new(list: Vec<Quota>, shared: Option<Postgres>) -> Quotas {
+        Quotas {
+            list,
+            local: Mutex::new(HashMap::new()),
+            base: Instant::now(),
+            inflight: Arc::new(Mutex::new(HashMap::new())),
+            shared,
+        }
+    }
+
+    /// Whether any quota could apply to `tool` for `caller`.
+    pub fn any_for(&self, caller: Option<&Caller>, tool: &str) -> bool {
+        caller.is_some_and(|c| self.list.iter().any(|q| q.applies(c, tool)))
+    }
+
+    /// Counts one call of `caller` to `tool` (the name the caller sees) against
+    /// every quota that applies to it.
+    pub async fn admit(&self, caller: Option<&Caller>, tool: &str) -> Admission {
+        let Some(caller) = caller else {
+            return Admission::Admitted(Vec::new());
+        };
+        let applying: Vec<usize> = (0..self.list.len())
+            .filter(|&i| self.list[i].applies(caller, tool))
+            .collect();
+        // Concurrency first, all slots or none; a rate refusal then drops them.
+        let slots = match self.take_slots(&applying, &caller.name) {
+            Ok(slots) => slots,
+            Err(i) => {
+                let n = self.list[i].concurrency.unwrap_or_default();
+                return refused(
+                    texts::concurrency_limited(tool, n, &caller.name, seconds(UNKNOWN_WAIT_MS)),
+                    UNKNOWN_WAIT_MS,
+                );
+            }
+        };
+        let rated: Vec<(usize, Rate)> = applying
+            .iter()
+            .filter_map(|&i| Some((i, self.list[i].rate?)))
+            .collect();
+        if rated.is_empty() {
+            return Admission::Admitted(slots);
+        }
+        let outcome = match &self.shared {
+            Some(pg) => {
+                let buckets: Vec<(String, f64, f64)> = rated
+                    .iter()
+                    .map(|(i, r)| {
+                        (
+                            bucket_key(*i, r, &caller.name),
+                            r.interval_ms(),
+                            r.tolerance_ms(),
+                        )
+                    })
+                    .collect();
+                match pg.take_quota(&buckets).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        if rated.iter().any(|(i, _)| self.list[*i].strict) {
+                            tracing::error!(tool = %logged(tool), "the store cannot count a strict quota; the call is refused: {}", logged(&e));
+                            return refused(
+                                texts::quota_unverifiable(tool, seconds(UNKNOWN_WAIT_MS)),
+                                UNKNOWN_WAIT_MS,
+                            );
+                        }
+                        tracing::warn!(tool = %logged(tool), "the store cannot count a quota; the call goes through uncounted: {}", logged(&e));
+                        None
+                    }
+                }
+            }
+            None => self.take_local(&rated, &caller.name),
+        };
+        match outcome {
+            None => Admission::Admitted(slots),
+            Some((k, wait_ms)) => {
+                let rate = rated[k].1;
+                refused(
+                    texts::rate_limited(tool, &rate.to_string(), &caller.name, seconds(wait_ms)),
+                    wait_ms,
+                )
+            }
+        }
+    }
+
+    /// One slot of every concurrency quota in `applying`, or the first that is full.
+    fn take_slots(&self, applying: &[usize], caller: &str) -> Result<Vec<Slot>, usize> {
+        let mut counts = lock(&self.inflight);
+        for &i in applying {
+            if let Some(limit) = self.list[i].concurrency {
+                let held = counts
+                    .get(&(i, caller.to_owned()))
+                    .copied()
+                    .unwrap_or_default();
+                if held >= limit {
+                    return Err(i);
+                }
+            }
+        }
+        let mut slots = Vec::new();
+        for &i in applying {
+            if self.list[i].concurrency.is_some() {
+                let key = (i, caller.to_owned());
+                *counts.entry(key.clone()).or_default() += 1;
+                slots.push(Slot {
+                    counts: self.inflight.clone(),
+                    key,
+                });
+            }
+        }
+        Ok(slots)
+    }
+
+    /// GCRA in this process: `None` when every bucket took the call, else the
+    /// position in `rated` of the bucket that makes the caller wait longest.
+    fn take_local(&self, rated: &[(usize, Rate)], caller: &str) -> Option<(usize, f64)> {
+        let now = self.base.elapsed().as_secs_f64() * 1e3;
+        let mut tats = lock(&self.local);
+        let mut worst: Option<(usize, f64)> = None;
+        let mut next = Vec::with_capacity(rated.len());
+        for (k, (i, rate)) in rated.iter().enumerate() {
+            let tat = tats
+                .get(&(*i, caller.to_owned()))
+                .copied()
+                .unwrap_or(now)
+                .max(now);
+            let wait = tat - now - rate.tolerance_ms();
+            if wait > 0.0 && worst.is_none_or(|(_, w)| wait > w) {
+                worst = Some((k, wait));
+            }
+            next.push(tat + rate.interval_ms());
+        }
+        if worst.is_none() {
+            for ((i, _), tat) in rated.iter().zip(next) {
+                tats.insert((*i, caller.to_owned()), tat);
+            }
+        }
+        worst
+    }
+}
+
+fn refused(text: String, wait_ms: f64) -> Admission {
+    Admission::Refused {
+        text,
+        retry_ms: wait_ms.ceil() as u64,
+    }
+}
+
+/// A bucket's key in the shared store: the quota's place and rate (so replicas
+/// with another config do not mix counts) and the caller.
+fn bucket_key(i: usize, rate: &Rate, caller: &str) -> String {
+    format!(
+        "{i}:{}/{}:{}:{caller}",
+        rate.count,
+        rate.per.word(),
+        rate.burst
+    )
+}
+
+/// The HTTP front's per-caller request budget (Q5): one bucket per caller, in
+/// this process, checked before a request is read.
+pub struct RequestBudget {
+    rate: Rate,
+    tats: Mutex<HashMap<String, f64>>,
+    base: Instant,
+}
+
+impl RequestBudget {
+    pub fn new(rate: Rate) -> RequestBudget {
+        RequestBudget {
+            rate,
+            tats: Mutex::new(HashMap::new()),
+            base: Instant::now(),
+        }
+    }
+
+    /// `Ok`: the request may go on; `Err(ms)`: the caller should wait this long.
+    pub fn take(&self, caller: &str) -> Result<(), f64> {
+        let now = self.base.elapsed().as_secs_f64() * 1e3;
+        let mut tats = lock(&self.tats);
+        // Buckets back at rest carry nothing: forget them so the map stays small.
+        if tats.len() > 10_000 {
+            tats.retain(|_, tat| *tat > now);
+        }
+        let tat = tats.get(caller).copied().unwrap_or(now).max(now);
+        let wait = tat - now - self.rate.tolerance_ms();
+        if wait > 0.0 {
+            return Err(wait);
+        }
+        tats.insert(caller.to_owned(), tat + self.rate.interval_ms());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn quotas(toml: &str) -> Quotas {
+        let c = Config::parse(toml, "w.toml").unwrap();
+        Quotas::new(c.limits.quotas, None)
+    }
+
+    fn text(a: &Admission) -> Option<(&str, u64)> {
+        match a {
+            Admission::Refused { text, retry_ms } => Some((text.as_str(), *retry_ms)),
+            Admission::Admitted(_) => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_burst_then_the_steady_rate() {
+        let q = quotas(
+            "[[quota]]\ncallers = [\"*\"]\ntools = [\"s.*\"]\nrate = \"30/minute\"\nburst = 3\n",
+        );
+        let alice = Caller::new("alice");
+        for _ in 0..3 {
+            assert!(text(&q.admit(Some(&alice), "s.query").await).is_none());
+        }
+        let a = q.admit(Some(&alice), "s.query").await;
+        let (t, ms) = text(&a).unwrap();
+        assert_eq!(t, "Error: Rate limit for tool 's.query' reached (30 calls per minute for caller 'alice'). Retry in 2 s.");
+        assert!(ms > 1900 && ms <= 2000, "{ms}");
+        // Another caller has a bucket of its own; another tool matches no quota.
+        assert!(text(&q.admit(Some(&Caller::new("bob")), "s.query").await).is_none());
+        assert!(!q.any_for(Some(&alice), "t.other"));
+    }
+
+    #[tokio::test]
+    async fn the_tightest_of_several_quotas_refuses() {
+        let q = quotas(
+            "[[quota]]\ncallers = [\"*\"]\ntools = [\"*\"]\nrate = \"100/hour\"\nburst = 1\n\
+             [[quota]]\ncallers = [\"alice\"]\ntools = [\"s.*\"]\nrate = \"10/second\"\nburst = 1\n",
+        );
+        let alice = Caller::new("alice");
+        assert!(text(&q.admit(Some(&alice), "s.query").await).is_none());
+        let a = q.admit(Some(&alice), "s.query").await;
+        assert_eq!(text(&a).unwrap().0, "Error: Rate limit for tool 's.query' reached (100 calls per hour for caller 'alice'). Retry in 36 s.");
+    }
+
+    #[tokio::test]
+    async fn concurrency_slots_free_when_the_call_ends() {
+        let q = quotas("[[quota]]\ncallers = [\"*\"]\ntools = [\"*\"]\nconcurrency = 1\n");
+        let alice = Caller::new("alice");
+        let first = q.admit(Some(&alice), "s.query").await;
+        let second = q.admit(Some(&alice), "s.query").await;
+        assert_eq!(
+            text(&second).unwrap(),
+            ("Error: Concurrency limit for tool 's.query' reached (1 call at a time for caller 'alice'). Retry in 1 s.", 1000)
+        );
+        drop(first);
+        assert!(text(&q.admit(Some(&alice), "s.query").await).is_none());
+    }
+
+    #[test]
+    fn the_request_budget_refills() {
+        let b = RequestBudget::new(Rate::parse("1/second", Some(2)).unwrap());
+        assert!(b.take("a").is_ok() && b.take("a").is_ok());
+        let wait = b.take("a").unwrap_err();
+        assert!(wait > 900.0 && wait <= 1000.0, "{wait}");
+        assert!(b.take("b").is_ok());
+    }
+}
