@@ -548,6 +548,24 @@ pub struct ServerInfo {
     pub instructions: Option<String>,
 }
 
+impl ServerInfo {
+    /// What a `server/discover` or `initialize` result says, at `version`.
+    fn read(version: &str, result: &Value) -> ServerInfo {
+        ServerInfo {
+            protocol_version: version.to_owned(),
+            capabilities: result
+                .get("capabilities")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+            instructions: result
+                .get("instructions")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }
+    }
+}
+
 /// A configured upstream server and its current connection.
 pub struct Upstream {
     pub index: usize,
@@ -701,18 +719,7 @@ impl Upstream {
             return Ok(None);
         }
         tracing::info!(upstream = %self.name, "the upstream speaks 2026-07-28");
-        Ok(Some(ServerInfo {
-            protocol_version: STATELESS_VERSION.to_owned(),
-            capabilities: result
-                .get("capabilities")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default(),
-            instructions: result
-                .get("instructions")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-        }))
+        Ok(Some(ServerInfo::read(STATELESS_VERSION, result)))
     }
 
     /// The initialize handshake (up to 2025-11-25).
@@ -730,22 +737,11 @@ impl Upstream {
             (None, Some(e)) => return Err(format!("initialize was refused: {e}")),
             _ => return Err("initialize answer has neither result nor error".into()),
         };
-        let info = ServerInfo {
-            protocol_version: result
-                .get("protocolVersion")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            capabilities: result
-                .get("capabilities")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default(),
-            instructions: result
-                .get("instructions")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-        };
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let info = ServerInfo::read(version, &result);
         if !SUPPORTED_VERSIONS.contains(&info.protocol_version.as_str()) {
             tracing::warn!(upstream = %self.name, version = %logged(&info.protocol_version), "upstream answered with a protocol version this gateway does not know; going on");
         }
