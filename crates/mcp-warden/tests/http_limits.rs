@@ -239,7 +239,7 @@ fn one_caller_cannot_take_every_session() {
 
     // Another caller still gets a session.
     let alice = w.session(&[("Authorization", "Bearer alice-key")]);
-    assert_eq!(alice.len(), 32);
+    assert_ne!(alice, first);
 
     // Once the first caller ends one, it may open one again, and no more.
     let r = request(&w.addr, "DELETE", &[("Mcp-Session-Id", &first)], "");

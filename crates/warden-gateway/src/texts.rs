@@ -177,6 +177,9 @@ pub const HTTP_STREAM_OPEN: &str = "Conflict: this session already has a GET str
 /// 400: a JSON-RPC batch (MCP sends one message per HTTP request).
 pub const HTTP_BATCH: &str =
     "JSON-RPC batches are not supported by MCP; send one message per request";
+/// An event on a stream resumed at a replica other than the one that carried
+/// it: the answer the client waits for is gone with that replica.
+pub const HTTP_STREAM_LOST: &str = "The gateway replica that was answering this request stopped before its answer was sent, so the answer is lost. The call may or may not have run: send it again (with the same idempotency key it runs at most once).";
 /// 400: a Last-Event-ID this gateway never issued for the session.
 pub const HTTP_BAD_EVENT_ID: &str = "Bad request: Last-Event-ID names no stream of this session.";
 

@@ -223,6 +223,22 @@ impl Store {
         }
     }
 
+    /// See [`Sqlite::end_session`].
+    pub async fn end_session(&self, sid: &str, until_ms: i64) -> Result<(), StoreError> {
+        match self {
+            Store::Sqlite(s) => s.end_session(sid, until_ms).await,
+            Store::Postgres(p) => p.end_session(sid, until_ms).await,
+        }
+    }
+
+    /// See [`Sqlite::session_ended`].
+    pub async fn session_ended(&self, sid: &str) -> Result<bool, StoreError> {
+        match self {
+            Store::Sqlite(s) => s.session_ended(sid).await,
+            Store::Postgres(p) => p.session_ended(sid).await,
+        }
+    }
+
     pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
         match self {
             Store::Sqlite(s) => s.record(record).await,
@@ -444,6 +460,20 @@ mod tests {
     const DAY: Duration = Duration::from_secs(86_400);
 
     #[tokio::test]
+    async fn an_ended_session_stays_ended_until_its_time_and_is_then_forgotten() {
+        let s = Store::in_memory().unwrap();
+        assert!(!s.session_ended("a").await.unwrap());
+        s.end_session("a", now_ms() + 60_000).await.unwrap();
+        s.end_session("a", now_ms() + 1_000).await.unwrap(); // never shortened
+        s.end_session("old", now_ms() - 1).await.unwrap();
+        assert!(s.session_ended("a").await.unwrap());
+        // The next end clears what expired.
+        s.end_session("b", now_ms() + 60_000).await.unwrap();
+        assert!(!s.session_ended("old").await.unwrap());
+        assert!(s.session_ended("a").await.unwrap() && s.session_ended("b").await.unwrap());
+    }
+
+    #[tokio::test]
     async fn claim_run_finish_replay() {
         let s = Store::in_memory().unwrap();
         assert_eq!(s.claim("alice", "k", "f1", DAY).await.unwrap(), Claim::Run);
@@ -548,7 +578,7 @@ mod tests {
             .with(|c| Ok(c.query_row("SELECT version FROM schema_version", [], |r| r.get(0))?))
             .await
             .unwrap();
-        assert_eq!(version, 2);
+        assert_eq!(version as usize, MIGRATIONS.len(), "migrated to the newest");
         let s = Store::Sqlite(sqlite);
         let short = Duration::from_millis(1);
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -680,7 +710,7 @@ mod tests {
             .unwrap();
         let e = Sqlite::init(conn).err().unwrap();
         assert!(e.to_string().contains(
-            "schema version 99, newer than this mcp-warden knows (2); upgrade mcp-warden"
+            "schema version 99, newer than this mcp-warden knows (3); upgrade mcp-warden"
         ));
     }
 

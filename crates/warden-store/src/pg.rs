@@ -47,6 +47,12 @@ const MIGRATIONS: &[&str] = &[
         key TEXT PRIMARY KEY,
         tat_ms DOUBLE PRECISION NOT NULL
     );",
+    // 4: HTTP sessions a client ended (DELETE), until their ids would have expired,
+    // so that no replica takes them up again.
+    "CREATE TABLE warden_session_end (
+        sid TEXT PRIMARY KEY,
+        until_ms BIGINT NOT NULL
+    );",
 ];
 
 /// The server's time in ms since the epoch (clock_timestamp: the time now, not
@@ -347,6 +353,38 @@ impl Postgres {
         Ok(renewed == 1)
     }
 
+    /// See [`crate::Sqlite::end_session`].
+    pub async fn end_session(&self, sid: &str, until_ms: i64) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                &format!("DELETE FROM warden_session_end WHERE until_ms < {NOW_MS}"),
+                &[],
+            )
+            .await
+            .map_err(unavailable)?;
+        client
+            .execute(
+                "INSERT INTO warden_session_end (sid, until_ms) VALUES ($1, $2)
+                 ON CONFLICT (sid) DO UPDATE
+                 SET until_ms = GREATEST(warden_session_end.until_ms, excluded.until_ms)",
+                &[&sid, &until_ms],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    /// See [`crate::Sqlite::session_ended`].
+    pub async fn session_ended(&self, sid: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt("SELECT 1 FROM warden_session_end WHERE sid = $1", &[&sid])
+            .await
+            .map_err(unavailable)?;
+        Ok(row.is_some())
+    }
+
     /// See [`crate::Sqlite::finish`].
     pub async fn finish(&self, scope: &str, key: &str, finish: Finish) -> Result<bool, StoreError> {
         let (state, result) = match finish {
@@ -622,6 +660,21 @@ mod tests {
         assert_eq!(claim("failed").await.unwrap(), Claim::Run);
         drop((s, old));
         db.drop_db().await;
+    }
+
+    #[tokio::test]
+    async fn an_ended_session_is_seen_by_every_replica() {
+        let db = TestDb::create("session_end").await;
+        let (a, b) = (
+            Postgres::connect(&db.url()).await.unwrap(),
+            Postgres::connect(&db.url()).await.unwrap(),
+        );
+        assert!(!b.session_ended("s1").await.unwrap());
+        a.end_session("s1", crate::now_ms() + 60_000).await.unwrap();
+        a.end_session("gone", crate::now_ms() - 1).await.unwrap();
+        assert!(b.session_ended("s1").await.unwrap());
+        b.end_session("s2", crate::now_ms() + 60_000).await.unwrap();
+        assert!(!a.session_ended("gone").await.unwrap());
     }
 
     #[tokio::test]

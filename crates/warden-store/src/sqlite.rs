@@ -35,6 +35,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // retention, as before.
     "ALTER TABLE ledger ADD COLUMN owner TEXT;
     ALTER TABLE ledger ADD COLUMN lease_until_ms INTEGER;",
+    // 3: HTTP sessions a client ended (DELETE), until their ids would have expired.
+    "CREATE TABLE session_end (
+        sid TEXT PRIMARY KEY,
+        until_ms INTEGER NOT NULL
+    );",
 ];
 
 /// The embedded SQLite store.
@@ -222,6 +227,42 @@ impl Sqlite {
                 params![scope, key, state, result, &*owner],
             )?;
             Ok(finished == 1)
+        })
+        .await
+    }
+
+    /// Records that the HTTP session `sid` ended, so that no process takes it up
+    /// again before `until_ms` (when its id expires anyway). Ended sessions whose
+    /// time has passed are forgotten on the way.
+    pub async fn end_session(&self, sid: &str, until_ms: i64) -> Result<(), StoreError> {
+        let sid = sid.to_owned();
+        self.with(move |conn| {
+            conn.execute(
+                "DELETE FROM session_end WHERE until_ms < ?1",
+                params![now_ms()],
+            )?;
+            conn.execute(
+                "INSERT INTO session_end (sid, until_ms) VALUES (?1, ?2)
+                 ON CONFLICT (sid) DO UPDATE SET until_ms = MAX(until_ms, excluded.until_ms)",
+                params![sid, until_ms],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Whether the HTTP session `sid` was ended ([`Sqlite::end_session`]).
+    pub async fn session_ended(&self, sid: &str) -> Result<bool, StoreError> {
+        let sid = sid.to_owned();
+        self.with(move |conn| {
+            let found: Option<i64> = conn
+                .query_row(
+                    "SELECT 1 FROM session_end WHERE sid = ?1",
+                    params![sid],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(found.is_some())
         })
         .await
     }

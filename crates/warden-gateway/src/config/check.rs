@@ -97,6 +97,8 @@ fn admin_and_traces(file: &ConfigFile) -> Result<(), Invalid> {
 pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     let (gateway, auth) = (&file.gateway, &file.auth);
     parse_duration(&gateway.session_idle).map_err(|m| invalid("gateway.session_idle", m))?;
+    parse_duration(&gateway.session_lifetime)
+        .map_err(|m| invalid("gateway.session_lifetime", m))?;
     http_limits(gateway)?;
     if gateway.tls_cert.is_some() != gateway.tls_key.is_some() {
         return Err(invalid(

@@ -166,6 +166,13 @@ pub struct GatewayConfig {
     /// The environment variable holding the secret that seals 2026-07-28
     /// `requestState`s, shared by replicas (built-in: a random key per process).
     pub state_secret_env: Option<String>,
+    /// While that secret is rotated out: the environment variable holding the
+    /// previous one, which still opens (never seals) states and session ids.
+    pub state_secret_previous_env: Option<String>,
+    /// How long an HTTP session id stays usable on any replica (`24h`); a replica
+    /// that never saw the session takes it up within that time.
+    #[serde(default = "default_session_lifetime")]
+    pub session_lifetime: String,
     /// An upstream's JSON-RPC error reaches the client with its `code` and a bounded
     /// `message`; its `data` only where MCP defines it (-32042) unless "pass" (E3).
     #[serde(default, deserialize_with = "parsed")]
@@ -246,6 +253,8 @@ impl Default for GatewayConfig {
             tls_cert: None,
             tls_key: None,
             state_secret_env: None,
+            state_secret_previous_env: None,
+            session_lifetime: default_session_lifetime(),
             upstream_error_data: ErrorData::default(),
             http_caller_rate: None,
             http_caller_burst: None,
@@ -256,6 +265,10 @@ impl Default for GatewayConfig {
 fn default_listen() -> String {
     "127.0.0.1:8931".into()
 }
+fn default_session_lifetime() -> String {
+    "24h".into()
+}
+
 fn default_session_idle() -> String {
     "30m".into()
 }

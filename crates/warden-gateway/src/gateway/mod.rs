@@ -54,9 +54,38 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-use upstreams::{negotiated_version, Upstreams};
+pub use upstreams::negotiated_version;
+use upstreams::Upstreams;
 use warden_core::hooks::{AfterHook, BeforeHook};
 use warden_core::{Caller, Catalogue, Pipeline};
+
+/// The key that seals request states and session ids: random per process, or
+/// derived from `gateway.state_secret_env` (and, while a secret is rotated out,
+/// also opening what `gateway.state_secret_previous_env` sealed).
+fn state_key(
+    gateway: &crate::config::GatewayConfig,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<StateKey, String> {
+    let secret = |key: &str, var: &str| {
+        match env(var) {
+        Some(s) if s.len() >= 16 => Ok(s),
+        _ => Err(format!(
+            "gateway.{key}: the environment variable '{var}' must hold a secret of at least 16 characters"
+        )),
+    }
+    };
+    let Some(var) = &gateway.state_secret_env else {
+        if gateway.state_secret_previous_env.is_some() {
+            return Err("gateway.state_secret_previous_env needs gateway.state_secret_env: the previous secret only opens what it sealed, the current one seals".into());
+        }
+        return Ok(StateKey::random());
+    };
+    let mut key = StateKey::from_secret(secret("state_secret_env", var)?.as_bytes());
+    if let Some(prev) = &gateway.state_secret_previous_env {
+        key = key.also_opening(secret("state_secret_previous_env", prev)?.as_bytes());
+    }
+    Ok(key)
+}
 
 /// The second phase of a request: waiting for the upstream and answering.
 pub type Waiting = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -111,17 +140,7 @@ impl Gateway {
         let (web_before, web_after) = webhooks::hooks(&config);
         before.extend(web_before);
         after.extend(web_after);
-        let state_key = match &config.gateway.state_secret_env {
-            None => StateKey::random(),
-            Some(var) => match std::env::var(var) {
-                Ok(secret) if secret.len() >= 16 => StateKey::from_secret(secret.as_bytes()),
-                _ => {
-                    return Err(format!(
-                        "gateway.state_secret_env: the environment variable '{var}' must hold a secret of at least 16 characters"
-                    ))
-                }
-            },
-        };
+        let state_key = state_key(&config.gateway, |v| std::env::var(v).ok())?;
         let quotas = quota::Quotas::new(config.limits.quotas.clone(), shared);
         let idle = crate::config::parse_duration(&config.gateway.session_idle)
             .unwrap_or(Duration::from_secs(1800));
@@ -175,6 +194,11 @@ impl Gateway {
             tracer,
             _inbound: inbound,
         }))
+    }
+
+    /// The key that seals request states and HTTP session ids.
+    pub fn state_key(&self) -> &StateKey {
+        self.calls.state_key()
     }
 
     /// The configured upstreams (their per-caller credentials among them).

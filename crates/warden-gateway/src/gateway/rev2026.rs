@@ -333,8 +333,13 @@ impl Binding {
 ///
 /// A state is sealed with ChaCha20-Poly1305 (an AEAD): a client can neither read
 /// what it carries (an upstream's own request state among it) nor change a byte of
-/// it unnoticed.
-pub struct StateKey(ring::aead::LessSafeKey);
+/// it unnoticed. A key being rotated out still opens what it sealed
+/// ([`StateKey::also_opening`]), so tokens outlive a rotation.
+pub struct StateKey {
+    sealing: ring::aead::LessSafeKey,
+    /// Older keys: they open tokens, never seal new ones.
+    opening: Vec<ring::aead::LessSafeKey>,
+}
 
 /// What a state token holds besides its binding: the id of a parked call (`p`),
 /// an approval already given (`ok`), an upstream's own state (`u`) and the
@@ -342,10 +347,25 @@ pub struct StateKey(ring::aead::LessSafeKey);
 pub type Sealed = Map<String, Value>;
 
 impl StateKey {
-    fn from_bytes(k: [u8; 32]) -> StateKey {
+    fn aead(k: [u8; 32]) -> ring::aead::LessSafeKey {
         let key =
             ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, &k).expect("a 32-byte key");
-        StateKey(ring::aead::LessSafeKey::new(key))
+        ring::aead::LessSafeKey::new(key)
+    }
+
+    fn from_bytes(k: [u8; 32]) -> StateKey {
+        StateKey {
+            sealing: StateKey::aead(k),
+            opening: Vec::new(),
+        }
+    }
+
+    /// This key, which also opens what `previous` (a secret being rotated out)
+    /// sealed.
+    pub fn also_opening(mut self, previous: &[u8]) -> StateKey {
+        self.opening
+            .push(StateKey::aead(Sha256::digest(previous).into()));
+        self
     }
 
     pub fn random() -> StateKey {
@@ -392,7 +412,7 @@ impl StateKey {
         if let Err(e) = getrandom::fill(&mut nonce) {
             panic!("the OS random source failed: {e}");
         }
-        self.0
+        self.sealing
             .seal_in_place_append_tag(
                 ring::aead::Nonce::assume_unique_for_key(nonce),
                 ring::aead::Aad::empty(),
@@ -411,13 +431,15 @@ impl StateKey {
             return None;
         }
         let (nonce, sealed) = bytes.split_at(12);
-        let nonce = ring::aead::Nonce::try_assume_unique_for_key(nonce).ok()?;
-        let mut sealed = sealed.to_vec();
-        let plain = self
-            .0
-            .open_in_place(nonce, ring::aead::Aad::empty(), &mut sealed)
-            .ok()?;
-        serde_json::from_slice::<Value>(plain).ok()
+        let nonce: [u8; 12] = nonce.try_into().ok()?;
+        for key in std::iter::once(&self.sealing).chain(&self.opening) {
+            let mut buf = sealed.to_vec();
+            let n = ring::aead::Nonce::assume_unique_for_key(nonce);
+            if let Ok(plain) = key.open_in_place(n, ring::aead::Aad::empty(), &mut buf) {
+                return serde_json::from_slice::<Value>(plain).ok();
+            }
+        }
+        None
     }
 
     /// Whether `token` was sealed by this key for exactly `binding` and has not expired.
@@ -582,6 +604,24 @@ impl<T> ParkedCalls<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rotated_key_still_opens_what_the_old_one_sealed() {
+        let old = StateKey::from_secret(b"the old secret, 16+");
+        let token = old.seal_value(&json!({"k": 1}));
+        let rotated =
+            StateKey::from_secret(b"the new secret, 16+").also_opening(b"the old secret, 16+");
+        assert_eq!(rotated.open_value(&token), Some(json!({"k": 1})));
+        // What the new key seals, the old one cannot read; nor can a stranger.
+        let fresh = rotated.seal_value(&json!({"k": 2}));
+        assert_eq!(old.open_value(&fresh), None);
+        assert_eq!(StateKey::random().open_value(&token), None);
+        // Without the old secret the token is gone.
+        assert_eq!(
+            StateKey::from_secret(b"the new secret, 16+").open_value(&token),
+            None
+        );
+    }
 
     #[test]
     fn the_envelope_is_read_and_taken_out() {

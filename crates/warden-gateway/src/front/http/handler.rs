@@ -233,8 +233,8 @@ impl Front {
                     .insert(header::ALLOW, HeaderValue::from_static("POST"));
                 r
             }
-            Method::GET => self.get(req, &caller.name),
-            Method::DELETE => self.delete(req, &caller.name),
+            Method::GET => self.get(req, &caller.name).await,
+            Method::DELETE => self.delete(req, &caller.name).await,
             _ => {
                 let mut r = refuse(
                     StatusCode::METHOD_NOT_ALLOWED,
@@ -292,7 +292,7 @@ impl Front {
     }
 
     /// The session a request names, checked against its caller and version header.
-    fn session_of(
+    async fn session_of(
         &self,
         headers: &HeaderMap,
         caller: &str,
@@ -304,7 +304,7 @@ impl Front {
                 answer::HTTP_NO_SESSION,
             )));
         };
-        let Some(session) = self.sessions.find(id, caller) else {
+        let Some(session) = self.sessions.find(id, caller).await else {
             return Err(Box::new(refuse(
                 StatusCode::NOT_FOUND,
                 jsonrpc::INVALID_REQUEST,
@@ -416,7 +416,7 @@ impl Front {
             Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("initialize") => {
                 let name = caller.name.clone();
                 let who = caller.clone();
-                match self.sessions.open(caller) {
+                match self.sessions.open(caller, o.get("params")) {
                     Ok(session) => {
                         session.client.update_caller(&who, token);
                         (session, true)
@@ -437,7 +437,7 @@ impl Front {
                     }
                 }
             }
-            _ => match self.session_of(&headers, &caller.name) {
+            _ => match self.session_of(&headers, &caller.name).await {
                 Ok(s) => {
                     s.client.update_caller(&caller, token);
                     (s, false)
@@ -651,15 +651,16 @@ impl Front {
                 // Closing a 2026-07-28 stream cancels at once: there is no resuming it.
                 watch.resumable = !session.stateless;
                 let mut pre = VecDeque::new();
+                let suffix = session.event_suffix(Some(&id));
                 if session.primes() {
-                    pre.push_back(priming(stream));
+                    pre.push_back(priming(stream, &suffix));
                 }
                 if event.seq > 0 {
-                    pre.push_back(frame(stream, &event));
+                    pre.push_back(frame(stream, &suffix, &event));
                 } else if pre.is_empty() {
                     pre.push_back(Bytes::from_static(b": waiting for the answer\n\n"));
                 }
-                sse_reply(SseBody::new(stream, pre, rx, Some(watch), false))
+                sse_reply(SseBody::new((stream, suffix), pre, rx, Some(watch), false))
             }
             None => {
                 // The router let go of the stream: the client stalled or the session ended.
@@ -676,7 +677,7 @@ impl Front {
 
     /// GET: the session's stream for server-initiated messages, or the resumption
     /// of any of its streams after `Last-Event-ID`.
-    fn get(&self, req: Request<Incoming>, caller: &str) -> Reply {
+    async fn get(&self, req: Request<Incoming>, caller: &str) -> Reply {
         let headers = req.headers();
         if !accepts(headers, "text/event-stream") {
             return refuse(
@@ -685,7 +686,7 @@ impl Front {
                 answer::HTTP_ACCEPT_GET,
             );
         }
-        let session = match self.session_of(headers, caller) {
+        let session = match self.session_of(headers, caller).await {
             Ok(s) => s,
             Err(r) => return *r,
         };
@@ -705,6 +706,23 @@ impl Front {
                     answer::HTTP_STREAM_OPEN,
                 )
             }
+            Err(StreamRefused::Elsewhere(Some(request))) => {
+                // The replica that carried this request's stream is gone, and its
+                // answer with it: the client is told, on the stream it asked for,
+                // instead of waiting for an answer that cannot come.
+                tracing::info!(session = %session.sid, "a stream carried by another replica was resumed here; its request is answered with an error");
+                let lost =
+                    jsonrpc::error(request, jsonrpc::INTERNAL_ERROR, answer::HTTP_STREAM_LOST);
+                let event = Event {
+                    seq: 1,
+                    data: Bytes::from(serde_json::to_vec(&lost).unwrap_or_default()),
+                    last: true,
+                };
+                let (_tx, rx) = mpsc::channel(1);
+                let suffix = session.event_suffix(None);
+                let pre = VecDeque::from([frame(0, &suffix, &event)]);
+                return sse_reply(SseBody::new((0, suffix), pre, rx, None, true));
+            }
             Err(_) => {
                 return refuse(
                     StatusCode::BAD_REQUEST,
@@ -714,10 +732,20 @@ impl Front {
             }
         };
         let mut pre = VecDeque::new();
+        let suffix = if n == 0 {
+            session.event_suffix(None)
+        } else {
+            let request = session
+                .streams()
+                .streams
+                .get(&n)
+                .and_then(|s| s.request.as_ref().map(|(_, id)| id.clone()));
+            session.event_suffix(request.as_ref())
+        };
         if session.primes() && last_event_id.is_none() {
-            pre.push_back(priming(n));
+            pre.push_back(priming(n, &suffix));
         }
-        pre.extend(replay.iter().map(|e| frame(n, e)));
+        pre.extend(replay.iter().map(|e| frame(n, &suffix, e)));
         let resumable = n != 0 && !ended;
         let watch = resumable.then(|| Watch {
             session: session.clone(),
@@ -726,16 +754,18 @@ impl Front {
             resumable: true,
             armed: true,
         });
-        sse_reply(SseBody::new(n, pre, rx, watch, ended))
+        sse_reply(SseBody::new((n, suffix), pre, rx, watch, ended))
     }
 
     /// DELETE: ends the session; its running calls are cancelled.
-    fn delete(&self, req: Request<Incoming>, caller: &str) -> Reply {
-        let session = match self.session_of(req.headers(), caller) {
+    async fn delete(&self, req: Request<Incoming>, caller: &str) -> Reply {
+        let session = match self.session_of(req.headers(), caller).await {
             Ok(s) => s,
             Err(r) => return *r,
         };
-        self.sessions.end(&session, "the client ended the session");
+        self.sessions
+            .end(&session, "the client ended the session", true)
+            .await;
         reply(StatusCode::OK, None, None)
     }
 

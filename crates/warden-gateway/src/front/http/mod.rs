@@ -12,6 +12,7 @@
 mod conn;
 pub mod handler;
 mod reply;
+mod sealed;
 pub mod server;
 mod session;
 mod sse;

@@ -7,8 +7,10 @@
 //! client that lost one resumes it with `Last-Event-ID`; a call whose stream is
 //! gone for longer than [`RESUME_GRACE`] is cancelled upstream.
 
+use super::sealed::{random_hex, SessionToken};
 use super::streams::{Event, Streams};
-use crate::gateway::{ClientSession, Gateway, Outgoing};
+use crate::gateway::rev2026::unix_now;
+use crate::gateway::{negotiated_version, ClientSession, Gateway, Outgoing};
 use crate::jsonrpc;
 use crate::logged::logged;
 use bytes::Bytes;
@@ -25,10 +27,26 @@ pub(super) const SINK_CAPACITY: usize = 256;
 const RESUME_GRACE: Duration = Duration::from_secs(5);
 /// Open sessions at most; an initialize beyond it gets 503 until some end.
 pub(super) const MAX_SESSIONS: usize = 10_000;
+/// How often a replica asks the shared store again whether a session it holds
+/// was ended (DELETE) at another replica.
+const RECHECK_ENDED: Duration = Duration::from_secs(10);
+/// The longest request id an event id carries (base64url of its JSON), so that a
+/// stream resumed at another replica can still be answered.
+const EVENT_ID_REQUEST_MAX: usize = 96;
 
 /// One client session over HTTP.
 pub(super) struct HttpSession {
+    /// The `Mcp-Session-Id`: the session sealed ([`SessionToken`]).
     pub(super) id: String,
+    /// Its short id, in logs and audit records (`http:<sid>`).
+    pub(super) sid: String,
+    /// This replica's copy of the session, in its event ids: a stream resumed
+    /// under another tag was carried by another copy.
+    pub(super) tag: String,
+    /// Unix seconds after which the id is refused.
+    until: u64,
+    /// When the shared store was last asked whether the session was ended.
+    checked: Mutex<Instant>,
     /// A 2026-07-28 request's own session: nothing can resume its stream.
     pub(super) stateless: bool,
     pub(super) caller: String,
@@ -45,6 +63,20 @@ impl HttpSession {
 
     pub(super) fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    /// What follows `stream-seq` in the ids of a stream's events: this copy's tag
+    /// and, for a POST's stream, the request it answers (so that another replica
+    /// can answer a resumption it cannot serve).
+    pub(super) fn event_suffix(&self, request: Option<&Value>) -> String {
+        use base64::Engine;
+        let rid = request.map(|id| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.to_string().as_bytes())
+        });
+        match rid {
+            Some(r) if r.len() <= EVENT_ID_REQUEST_MAX => format!(".{}.{r}", self.tag),
+            _ => format!(".{}", self.tag),
+        }
     }
 
     pub(super) fn primes(&self) -> bool {
@@ -120,21 +152,11 @@ impl Drop for Watch {
                 }
             };
             if let Some(id) = id {
-                tracing::info!(session = %session.id, "the HTTP client went away mid-call; the call is cancelled");
+                tracing::info!(session = %session.sid, "the HTTP client went away mid-call; the call is cancelled");
                 session.cancel(id, "the HTTP client disconnected");
             }
         });
     }
-}
-
-/// 128 bits from the OS's random source, as 32 hex characters.
-fn new_session_id() -> String {
-    let mut bytes = [0u8; 16];
-    if let Err(e) = getrandom::fill(&mut bytes) {
-        // Without randomness a session id could be guessed; better to stop.
-        panic!("the OS random source failed: {e}");
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Why a request could not get a stream.
@@ -146,6 +168,9 @@ pub(super) enum StreamRefused {
     UnknownEvent,
     /// The session's GET stream is already open.
     GetStreamOpen,
+    /// `Last-Event-ID` names a stream another replica carried; for a POST's
+    /// stream, the request it answered.
+    Elsewhere(Option<Value>),
 }
 
 /// A stream handed to a client: its number, the events to send first (a
@@ -181,10 +206,34 @@ impl HttpSession {
         last_event_id: Option<&str>,
         sink: mpsc::Sender<Event>,
     ) -> Result<Attached, StreamRefused> {
-        let resume = last_event_id.map(|v| {
-            let (s, q) = v.trim().split_once('-').unwrap_or(("", ""));
-            (s.parse::<u64>(), q.parse::<u64>())
-        });
+        let mut resume = None;
+        if let Some(v) = last_event_id {
+            let mut parts = v.trim().splitn(3, '.');
+            let (s, q) = parts
+                .next()
+                .unwrap_or_default()
+                .split_once('-')
+                .unwrap_or(("", ""));
+            match parts.next() {
+                Some(tag) if tag != self.tag => {
+                    use base64::Engine;
+                    let request = parts.next().and_then(|r| {
+                        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                            .decode(r)
+                            .ok()?;
+                        serde_json::from_slice::<Value>(&json)
+                            .ok()
+                            .filter(|id| id.is_string() || id.is_number())
+                    });
+                    // The GET stream carried nothing a client waits for: it is
+                    // simply opened again here.
+                    if request.is_some() || s != "0" {
+                        return Err(StreamRefused::Elsewhere(request));
+                    }
+                }
+                _ => resume = Some((s.parse::<u64>(), q.parse::<u64>())),
+            }
+        }
         let mut r = self.streams();
         let (n, after) = match resume {
             Some((Ok(n), Ok(seq))) if r.streams.contains_key(&n) => (n, seq),
@@ -228,6 +277,15 @@ pub(super) struct SessionTable {
     /// Sessions one caller may hold at once (`gateway.max_sessions_per_caller`), so
     /// that one caller cannot take the whole [`MAX_SESSIONS`] from everyone else.
     per_caller: usize,
+    /// How long a session id stays usable (`gateway.session_lifetime`).
+    lifetime: Duration,
+    /// Replicas share the sealing secret (`gateway.state_secret_env`): a session
+    /// this process does not hold is taken up from its id. Without it, ids are
+    /// sealed with a key of this process alone and a session lives and dies here.
+    shared: bool,
+    /// Sessions their clients ended here → when their ids expire (the shared
+    /// store, when there is one, tells the other replicas).
+    ended: Mutex<HashMap<String, u64>>,
 }
 
 /// The addressable sessions. Both maps change together, under one lock, so a
@@ -270,11 +328,18 @@ pub(super) enum Full {
 
 impl SessionTable {
     pub(super) fn new(gateway: Arc<Gateway>, idle: Duration, per_caller: usize) -> SessionTable {
+        let g = &gateway.config.gateway;
+        let lifetime = crate::config::parse_duration(&g.session_lifetime)
+            .unwrap_or(Duration::from_secs(86_400));
+        let shared = g.state_secret_env.is_some();
         SessionTable {
             gateway,
             open: Mutex::new(Open::default()),
             idle,
             per_caller,
+            lifetime,
+            shared,
+            ended: Mutex::new(HashMap::new()),
         }
     }
 
@@ -295,7 +360,11 @@ impl SessionTable {
     /// A session found again by its Mcp-Session-Id, unless the gateway or the
     /// caller already holds as many as it may. The caps are checked and the
     /// session added under one lock: parallel initializes cannot overshoot them.
-    pub(super) fn open(&self, caller: Caller) -> Result<Arc<HttpSession>, Full> {
+    pub(super) fn open(
+        &self,
+        caller: Caller,
+        init: Option<&Value>,
+    ) -> Result<Arc<HttpSession>, Full> {
         let mut open = self.lock();
         if open.by_id.len() >= MAX_SESSIONS {
             return Err(Full::Gateway);
@@ -317,33 +386,56 @@ impl SessionTable {
                 retry_after,
             });
         }
-        let session = self.build(caller, true);
+        let token = SessionToken {
+            sid: random_hex(16),
+            caller: caller.name.clone(),
+            version: negotiated_version(init).to_owned(),
+            capabilities: init
+                .and_then(|p| p.get("capabilities"))
+                .cloned()
+                .unwrap_or_else(|| json!({})),
+            until: unix_now().saturating_add(self.lifetime.as_secs()),
+        };
+        let session = self.build(caller, Some(token));
         open.insert(session.clone());
         self.publish(&open);
         drop(open);
-        tracing::info!(session = %session.id, caller = %logged(&session.caller), "HTTP session opened");
+        tracing::info!(session = %session.sid, caller = %logged(&session.caller), "HTTP session opened");
         Ok(session)
     }
 
     /// A 2026-07-28 request's own session: not kept, it ends with its request.
     pub(super) fn open_stateless(&self, caller: Caller) -> Arc<HttpSession> {
-        self.build(caller, false)
+        self.build(caller, None)
     }
 
-    fn build(&self, caller: Caller, addressable: bool) -> Arc<HttpSession> {
+    /// A session for `caller`: addressable by the id its token seals, or (without
+    /// one) a 2026-07-28 request's own.
+    fn build(&self, caller: Caller, token: Option<SessionToken>) -> Arc<HttpSession> {
         let (tx, rx) = mpsc::channel::<Outgoing>(1024);
         let name = caller.name.clone();
-        let id = new_session_id();
-        let label = if addressable {
-            format!("http:{id}")
-        } else {
-            "http:stateless".to_owned()
+        let (id, sid, label, until) = match &token {
+            Some(t) => (
+                t.seal(self.gateway.state_key()),
+                t.sid.clone(),
+                format!("http:{}", t.sid),
+                t.until,
+            ),
+            None => (String::new(), String::new(), "http:stateless".into(), 0),
         };
         let client = ClientSession::labelled(Some(caller), tx, label);
+        if let Some(t) = token {
+            let version = negotiated_version(Some(&json!({"protocolVersion": t.version})));
+            client.initialized(t.capabilities, version);
+        }
         self.gateway.add_session(&client);
         let session = Arc::new(HttpSession {
             id,
-            stateless: !addressable,
+            sid,
+            tag: random_hex(4),
+            until,
+            checked: Mutex::new(Instant::now()),
+            stateless: until == 0,
             caller: name,
             gateway: self.gateway.clone(),
             client,
@@ -354,13 +446,78 @@ impl SessionTable {
         session
     }
 
-    /// The session `id`, when it is open and `caller`'s.
-    pub(super) fn find(&self, id: &str, caller: &str) -> Option<Arc<HttpSession>> {
-        self.lock()
-            .by_id
-            .get(id)
-            .filter(|s| s.caller == caller)
-            .cloned()
+    /// The session `id`, when it is `caller`'s and neither ended nor expired: held
+    /// here, or (replicas sharing the secret) taken up from its id.
+    pub(super) async fn find(&self, id: &str, caller: &str) -> Option<Arc<HttpSession>> {
+        let held = self.lock().by_id.get(id).cloned();
+        if let Some(s) = held {
+            if s.caller != caller || s.until < unix_now() {
+                return None;
+            }
+            let recheck = self.shared && {
+                let mut checked = s.checked.lock().unwrap_or_else(|e| e.into_inner());
+                let due = checked.elapsed() >= RECHECK_ENDED;
+                if due {
+                    *checked = Instant::now();
+                }
+                due
+            };
+            if recheck && self.ended_elsewhere(&s.sid).await {
+                self.end(&s, "the client ended it at another replica", false)
+                    .await;
+                return None;
+            }
+            return Some(s);
+        }
+        if !self.shared {
+            return None;
+        }
+        let token = SessionToken::open(self.gateway.state_key(), id)?;
+        if token.caller != caller || token.until < unix_now() {
+            return None;
+        }
+        if self.ended_here(&token.sid) || self.ended_elsewhere(&token.sid).await {
+            return None;
+        }
+        let sid = token.sid.clone();
+        let session = {
+            let mut open = self.lock();
+            if let Some(s) = open.by_id.get(id) {
+                return Some(s.clone()); // taken up by a request beside this one
+            }
+            if open.by_id.len() >= MAX_SESSIONS {
+                return None;
+            }
+            let session = self.build(Caller::new(caller), Some(token));
+            open.insert(session.clone());
+            self.publish(&open);
+            session
+        };
+        tracing::info!(session = %sid, caller = %logged(caller), "HTTP session taken up from its id (opened at another replica or before a restart)");
+        Some(session)
+    }
+
+    fn ended_here(&self, sid: &str) -> bool {
+        let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        let now = unix_now();
+        ended.retain(|_, until| *until >= now);
+        ended.contains_key(sid)
+    }
+
+    /// Whether the shared store says the session was ended. A store that cannot
+    /// answer counts as "not ended": the id is still sealed, bound to its caller
+    /// and bounded by its lifetime, and the outage is logged.
+    async fn ended_elsewhere(&self, sid: &str) -> bool {
+        let Some(store) = self.gateway.audit_store() else {
+            return false;
+        };
+        match store.session_ended(sid).await {
+            Ok(ended) => ended,
+            Err(e) => {
+                tracing::warn!("could not ask the store whether HTTP session {sid} was ended: {e}");
+                false
+            }
+        }
     }
 
     /// Forgets a session: its id no longer finds it, and its caller's count drops.
@@ -378,8 +535,27 @@ impl SessionTable {
         );
     }
 
-    /// Ends a session: its streams close and its running calls are cancelled.
-    pub(super) fn end(&self, session: &Arc<HttpSession>, why: &str) {
+    /// Ends a session here: its streams close and its running calls are cancelled.
+    /// `for_good` (the client's DELETE): no replica takes it up again.
+    pub(super) async fn end(&self, session: &Arc<HttpSession>, why: &str, for_good: bool) {
+        self.forget(session, why);
+        if for_good && !session.stateless {
+            self.ended
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(session.sid.clone(), session.until);
+            if let Some(store) = self.gateway.audit_store() {
+                let until_ms = (session.until as i64).saturating_mul(1000);
+                if let Err(e) = store.end_session(&session.sid, until_ms).await {
+                    tracing::warn!(session = %session.sid, "could not record in the store that the HTTP session ended; other replicas may take it up until it expires: {e}");
+                }
+            }
+        }
+    }
+
+    /// Ends a session in this process only (its streams close, its running calls
+    /// are cancelled); with a shared secret another replica may take it up.
+    fn forget(&self, session: &Arc<HttpSession>, why: &str) {
         self.remove(&session.id);
         let running = {
             let mut r = session.streams();
@@ -394,14 +570,15 @@ impl SessionTable {
         for id in running {
             session.cancel(id, why);
         }
-        tracing::info!(session = %session.id, "HTTP session ended: {why}");
+        tracing::info!(session = %session.sid, "HTTP session ended: {why}");
     }
 
-    /// Ends every session (the gateway is stopping).
+    /// Ends every session here (the gateway is stopping): replicas sharing the
+    /// secret take them up.
     pub(super) fn end_all(&self, why: &str) {
         let sessions: Vec<_> = self.lock().by_id.values().cloned().collect();
         for s in sessions {
-            self.end(&s, why);
+            self.forget(&s, why);
         }
     }
 
@@ -422,8 +599,10 @@ impl SessionTable {
             })
             .cloned()
             .collect();
+        // Idle here is not ended everywhere: a client may be busy at another
+        // replica. Without a shared secret nothing can take it up again.
         for s in idle {
-            self.end(&s, "idle for longer than gateway.session_idle");
+            self.forget(&s, "idle for longer than gateway.session_idle");
         }
     }
 }
@@ -432,16 +611,12 @@ impl SessionTable {
 mod tests {
     use super::*;
 
-    #[test]
-    fn session_ids_are_random_visible_ascii() {
-        let a = new_session_id();
-        assert_eq!(a.len(), 32);
-        assert!(a.bytes().all(|b| (0x21..=0x7e).contains(&b)));
-        assert_ne!(a, new_session_id());
+    async fn table(idle: Duration, per_caller: usize) -> SessionTable {
+        table_with("", idle, per_caller).await
     }
 
-    async fn table(idle: Duration, per_caller: usize) -> SessionTable {
-        let config = crate::config::Config::parse("", "w.toml").unwrap();
+    async fn table_with(toml: &str, idle: Duration, per_caller: usize) -> SessionTable {
+        let config = crate::config::Config::parse(toml, "w.toml").unwrap();
         let gateway = Gateway::new(config).await.unwrap();
         SessionTable::new(gateway, idle, per_caller)
     }
@@ -450,9 +625,9 @@ mod tests {
     async fn a_caller_holds_at_most_its_share_and_gets_it_back_as_sessions_end() {
         let table = table(Duration::from_secs(60), 2).await;
         let alice = || Caller::new("alice");
-        let first = table.open(alice()).unwrap();
-        table.open(alice()).unwrap();
-        match table.open(alice()).err() {
+        let first = table.open(alice(), None).unwrap();
+        table.open(alice(), None).unwrap();
+        match table.open(alice(), None).err() {
             Some(Full::Caller { open, retry_after }) => {
                 assert_eq!(open, 2);
                 assert!(retry_after > Duration::from_secs(50), "{retry_after:?}");
@@ -460,14 +635,18 @@ mod tests {
             other => panic!("a third session for alice: {other:?}"),
         }
         // Others are not held back by alice, and stateless sessions are not counted.
-        table.open(Caller::new("bob")).unwrap();
+        table.open(Caller::new("bob"), None).unwrap();
         let _stateless = table.open_stateless(alice());
         assert_eq!((table.held_by("alice"), table.count()), (2, 3));
         // DELETE, even twice, frees one place.
-        table.end(&first, "the client ended the session");
-        table.end(&first, "the client ended the session");
+        table
+            .end(&first, "the client ended the session", true)
+            .await;
+        table
+            .end(&first, "the client ended the session", true)
+            .await;
         assert_eq!(table.held_by("alice"), 1);
-        table.open(alice()).unwrap();
+        table.open(alice(), None).unwrap();
         // The gateway's end frees them all.
         table.end_all("the gateway is shutting down");
         assert_eq!(
@@ -479,11 +658,52 @@ mod tests {
     #[tokio::test]
     async fn the_idle_sweep_gives_a_caller_its_sessions_back() {
         let table = table(Duration::from_millis(1), 1).await;
-        table.open(Caller::new("alice")).unwrap();
-        assert!(table.open(Caller::new("alice")).is_err());
+        table.open(Caller::new("alice"), None).unwrap();
+        assert!(table.open(Caller::new("alice"), None).is_err());
         tokio::time::sleep(Duration::from_millis(20)).await;
         table.sweep();
         assert_eq!(table.held_by("alice"), 0);
-        table.open(Caller::new("alice")).unwrap();
+        table.open(Caller::new("alice"), None).unwrap();
+    }
+
+    #[tokio::test]
+    async fn without_a_shared_secret_a_session_lives_and_dies_in_its_process() {
+        let table = table(Duration::from_millis(1), 4).await;
+        let s = table.open(Caller::new("alice"), None).unwrap();
+        assert!(table.find(&s.id, "alice").await.is_some());
+        assert!(table.find(&s.id, "bob").await.is_none(), "another caller's");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        table.sweep();
+        assert!(
+            table.find(&s.id, "alice").await.is_none(),
+            "idled out for good"
+        );
+    }
+
+    #[tokio::test]
+    async fn replicas_sharing_the_secret_take_up_each_others_sessions() {
+        std::env::set_var("WARDEN_TEST_SESSION_SECRET", "a secret the fleet shares");
+        let toml = "[gateway]\nstate_secret_env = \"WARDEN_TEST_SESSION_SECRET\"\n";
+        let a = table_with(toml, Duration::from_millis(1), 4).await;
+        let b = table_with(toml, Duration::from_millis(1), 4).await;
+        let init = json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}});
+        let s = a.open(Caller::new("alice"), Some(&init)).unwrap();
+        let taken = b.find(&s.id, "alice").await.expect("taken up at b");
+        assert_eq!(
+            (taken.sid.as_str(), taken.caller.as_str()),
+            (s.sid.as_str(), "alice")
+        );
+        assert!(taken.client.client_can("sampling") && !taken.client.client_can("elicitation"));
+        assert_eq!(taken.client.version(), Some("2025-06-18"));
+        assert_eq!(taken.client.label, format!("http:{}", s.sid));
+        assert!(b.find(&s.id, "bob").await.is_none(), "bound to its caller");
+        // Idle here is not ended: it comes back from its id.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        a.sweep();
+        assert!(a.find(&s.id, "alice").await.is_some());
+        // A DELETE ends it for good here (without a shared store, only here).
+        let held = a.find(&s.id, "alice").await.unwrap();
+        a.end(&held, "the client ended the session", true).await;
+        assert!(a.find(&s.id, "alice").await.is_none());
     }
 }

@@ -27,6 +27,8 @@ pub enum OutBody {
 
 pub struct SseBody {
     stream: u64,
+    /// What follows `stream-seq` in each event id ([`super::session::HttpSession::event_suffix`]).
+    suffix: String,
     pre: VecDeque<Bytes>,
     rx: mpsc::Receiver<Event>,
     watch: Option<Watch>,
@@ -36,7 +38,7 @@ pub struct SseBody {
 
 impl SseBody {
     pub(super) fn new(
-        stream: u64,
+        (stream, suffix): (u64, String),
         pre: VecDeque<Bytes>,
         rx: mpsc::Receiver<Event>,
         watch: Option<Watch>,
@@ -44,6 +46,7 @@ impl SseBody {
     ) -> Self {
         SseBody {
             stream,
+            suffix,
             pre,
             rx,
             watch,
@@ -53,16 +56,18 @@ impl SseBody {
     }
 }
 
-pub(super) fn frame(stream: u64, event: &Event) -> Bytes {
-    let mut out = Vec::with_capacity(event.data.len() + 32);
-    out.extend_from_slice(format!("id: {stream}-{}\ndata: ", event.seq).as_bytes());
+pub(super) fn frame(stream: u64, suffix: &str, event: &Event) -> Bytes {
+    let mut out = Vec::with_capacity(event.data.len() + 32 + suffix.len());
+    out.extend_from_slice(format!("id: {stream}-{}{suffix}\ndata: ", event.seq).as_bytes());
     out.extend_from_slice(&event.data);
     out.extend_from_slice(b"\n\n");
     Bytes::from(out)
 }
 
-pub(super) fn priming(stream: u64) -> Bytes {
-    Bytes::from(format!("id: {stream}-0\nretry: {RETRY_MS}\ndata: \n\n"))
+pub(super) fn priming(stream: u64, suffix: &str) -> Bytes {
+    Bytes::from(format!(
+        "id: {stream}-0{suffix}\nretry: {RETRY_MS}\ndata: \n\n"
+    ))
 }
 
 impl Body for OutBody {
@@ -93,7 +98,7 @@ impl Body for OutBody {
                                 w.armed = false;
                             }
                         }
-                        Poll::Ready(Some(Ok(Frame::data(frame(s.stream, &event)))))
+                        Poll::Ready(Some(Ok(Frame::data(frame(s.stream, &s.suffix, &event)))))
                     }
                     Poll::Ready(None) => {
                         s.ended = true;
@@ -139,7 +144,13 @@ mod tests {
             data: Bytes::from_static(b"{\"a\":1}"),
             last: false,
         };
-        assert_eq!(&frame(7, &e)[..], b"id: 7-3\ndata: {\"a\":1}\n\n");
-        assert_eq!(&priming(7)[..], b"id: 7-0\nretry: 1000\ndata: \n\n");
+        assert_eq!(
+            &frame(7, ".ab12.MQ", &e)[..],
+            b"id: 7-3.ab12.MQ\ndata: {\"a\":1}\n\n"
+        );
+        assert_eq!(
+            &priming(7, ".ab12")[..],
+            b"id: 7-0.ab12\nretry: 1000\ndata: \n\n"
+        );
     }
 }

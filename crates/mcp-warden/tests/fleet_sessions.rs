@@ -1,0 +1,118 @@
+//! HTTP sessions any replica serves: replicas sharing `gateway.state_secret_env`
+//! (and a PostgreSQL store) take up each other's `Mcp-Session-Id`s, a stream
+//! resumed at the wrong replica gets a clean error for the request it carried,
+//! and a DELETE at one replica ends the session at all of them.
+
+mod common;
+
+use common::http::{anonymous, call, error_body, open, request, HttpWarden, POST};
+use common::*;
+use serde_json::{json, Value};
+
+const SECRET: (&str, &str) = ("WARDEN_FLEET_TEST_SECRET", "sixteen or more characters");
+
+fn fleet_config(db: &PgDb) -> String {
+    format!(
+        "[gateway]\nanonymous_caller = \"dev\"\nstate_secret_env = \"{}\"\n[store]\nurl = \"{}\"\n{}",
+        SECRET.0,
+        db.url(),
+        fixture_config("", "")
+    )
+}
+
+fn text_of(reply: &Value) -> &str {
+    reply["result"]["content"][0]["text"].as_str().unwrap_or("")
+}
+
+#[test]
+fn a_session_opened_at_one_replica_goes_on_at_another() {
+    let db = PgDb::create("fleet_sessions");
+    let config = fleet_config(&db);
+    let a = HttpWarden::start("fleet-a", &config, &[SECRET]);
+    let b = HttpWarden::start("fleet-b", &config, &[SECRET]);
+    let sid = a.session(&[]);
+    let with = [("Mcp-Session-Id", sid.as_str())];
+
+    // Listing and calling at B, which never saw the initialize.
+    let r = b.post(
+        &with,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let listed = r.json();
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"fx.echo"), "{names:?}");
+    let r = b.post(&with, &call(2, "fx.echo", json!({"text": "at b"})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["id"], 2);
+    assert!(text_of(&r.json()).contains("at b"), "{}", r.body);
+
+    // A stream A carried, resumed at B: the request it answered gets an error
+    // there instead of an answer that cannot come.
+    let msg = json!({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call", "params": {
+        "name": "fx.progress", "arguments": {"steps": 3, "pause_ms": 500}, "_meta": {"progressToken": "p"}}});
+    let mut headers = POST.to_vec();
+    headers.extend_from_slice(&with);
+    let mut stream = open(&a.addr, "POST", &headers, &msg.to_string());
+    let (first, _) = stream.next_event().expect("priming event");
+    drop(stream);
+    let mut headers = vec![
+        ("Accept", "text/event-stream"),
+        ("Last-Event-ID", first.as_str()),
+    ];
+    headers.extend_from_slice(&with);
+    let lost = request(&b.addr, "GET", &headers, "");
+    assert_eq!(lost.status, 200, "{}", lost.body);
+    assert_eq!(
+        lost.messages(),
+        vec![
+            json!({"jsonrpc": "2.0", "id": "slow-1", "error": {"code": -32603,
+            "message": "The gateway replica that was answering this request stopped before its answer was sent, so the answer is lost. The call may or may not have run: send it again (with the same idempotency key it runs at most once)."}})
+        ]
+    );
+    // The same resumption at A, which carried it, goes on where it left off.
+    let resumed = request(&a.addr, "GET", &headers, "");
+    assert_eq!(resumed.status, 200);
+    let rest = resumed.messages();
+    assert_eq!(rest.last().unwrap()["id"], "slow-1", "{rest:?}");
+    assert_eq!(text_of(rest.last().unwrap()), "3 steps done");
+
+    // A DELETE at B ends the session at B, and at a replica started after it.
+    let r = request(&b.addr, "DELETE", &with, "");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let unknown =
+        error_body("Session not found: it ended or expired. Start a new one with initialize.");
+    let r = b.post(&with, &call(3, "fx.echo", json!({"text": "x"})));
+    assert_eq!((r.status, r.body.as_str()), (404, unknown.as_str()));
+    let c = HttpWarden::start("fleet-c", &config, &[SECRET]);
+    let r = c.post(&with, &call(4, "fx.echo", json!({"text": "x"})));
+    assert_eq!((r.status, r.body.as_str()), (404, unknown.as_str()));
+
+    // A new session goes on at a replica started later: a restart loses no session.
+    let sid = a.session(&[]);
+    drop(a);
+    let r = c.post(
+        &[("Mcp-Session-Id", sid.as_str())],
+        &call(5, "fx.echo", json!({"text": "after a restart"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(text_of(&r.json()).contains("after a restart"));
+}
+
+#[test]
+fn without_the_shared_secret_a_session_stays_with_its_process() {
+    let toml = anonymous("");
+    let a = HttpWarden::start("fleet-alone-a", &toml, &[]);
+    let b = HttpWarden::start("fleet-alone-b", &toml, &[]);
+    let sid = a.session(&[]);
+    let with = [("Mcp-Session-Id", sid.as_str())];
+    let r = b.post(&with, &call(1, "fx.echo", json!({"text": "x"})));
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = a.post(&with, &call(1, "fx.echo", json!({"text": "x"})));
+    assert_eq!(r.status, 200, "{}", r.body);
+}
