@@ -172,6 +172,36 @@ pub const HTTP_TOO_MANY_CONNECTIONS: &str =
 /// 503 before a request is read: this address holds `gateway.max_connections_per_client`.
 pub const HTTP_TOO_MANY_CLIENT_CONNECTIONS: &str =
     "Service unavailable: too many open connections from this address; close idle ones or retry later.";
+/// 503 while draining (SIGTERM): a request, a new session or a GET stream the
+/// gateway will not take on any more. Nothing of it ran, so it is safe to retry.
+pub const HTTP_DRAINING: &str =
+    "Service unavailable: this gateway is shutting down and takes no new requests; nothing was run, so retry (another instance will answer).";
+/// The answer to a call still running when `gateway.drain_timeout` ran out on
+/// SIGTERM; the call is cancelled upstream.
+pub const DRAIN_DEADLINE: &str =
+    "Internal error: the gateway shut down before this call finished, and cancelled it; the tool may or may not have run. Retry it (with an idempotency key a retry is safe).";
+
+// The health endpoints (`/healthz`, `/readyz`): plain text, no details of upstreams or the store.
+
+/// `/healthz`: the process serves.
+pub const HEALTH_ALIVE: &str = "ok\n";
+/// `/readyz` when every check passes.
+pub const HEALTH_READY: &str = "ready\n";
+/// `/readyz` while draining.
+pub const NOT_READY_DRAINING: &str = "draining";
+/// `/readyz` while the store does not answer.
+pub const NOT_READY_STORE: &str = "store unreachable";
+/// `/readyz` while `unlisted` of `total` upstreams have no tool listing or are down.
+pub fn not_ready_upstreams(unlisted: usize, total: usize) -> String {
+    format!("upstreams not listed ({unlisted} of {total})")
+}
+/// `/readyz` when checks fail: each one, in generic words.
+pub fn not_ready(failed: &[String]) -> String {
+    format!("not ready: {}\n", failed.join("; "))
+}
+/// 405 on a health endpoint.
+pub const HEALTH_METHOD: &str = "Method not allowed: use GET or HEAD.\n";
+
 /// 409: a second standalone GET stream for one session.
 pub const HTTP_STREAM_OPEN: &str = "Conflict: this session already has a GET stream open.";
 /// 400: a JSON-RPC batch (MCP sends one message per HTTP request).

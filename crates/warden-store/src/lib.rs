@@ -239,6 +239,15 @@ impl Store {
         }
     }
 
+    /// Whether the store answers a trivial query now (readiness probes); a lost
+    /// PostgreSQL connection is opened again first, as any other call would.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        match self {
+            Store::Sqlite(s) => s.ping().await,
+            Store::Postgres(p) => p.ping().await,
+        }
+    }
+
     pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
         match self {
             Store::Sqlite(s) => s.record(record).await,
@@ -471,6 +480,11 @@ mod tests {
         s.end_session("b", now_ms() + 60_000).await.unwrap();
         assert!(!s.session_ended("old").await.unwrap());
         assert!(s.session_ended("a").await.unwrap() && s.session_ended("b").await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn an_open_sqlite_store_answers_a_ping() {
+        Store::in_memory().unwrap().ping().await.unwrap();
     }
 
     #[tokio::test]

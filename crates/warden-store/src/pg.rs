@@ -403,6 +403,13 @@ impl Postgres {
         Ok(finished == 1)
     }
 
+    /// See [`crate::Store::ping`].
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client.simple_query("SELECT 1").await.map_err(unavailable)?;
+        Ok(())
+    }
+
     pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
         let json =
             serde_json::to_string(record).map_err(|e| StoreError::Unavailable(e.to_string()))?;
@@ -618,6 +625,18 @@ mod tests {
         assert_eq!(crate::concurrent_takeovers(&a, &b).await, 1);
         drop((a, b));
         db.drop_db().await;
+    }
+
+    #[tokio::test]
+    async fn ping_answers_while_the_database_is_there_and_fails_once_it_is_gone() {
+        let db = TestDb::create("ping").await;
+        let store = crate::Store::Postgres(Postgres::connect(&db.url()).await.unwrap());
+        store.ping().await.unwrap();
+        let name = db.name.clone();
+        db.drop_db().await;
+        // The connection was ended with the database; reconnecting finds none.
+        let e = store.ping().await.unwrap_err();
+        assert!(e.to_string().contains(&name), "{e}");
     }
 
     #[tokio::test]

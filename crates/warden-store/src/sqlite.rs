@@ -267,6 +267,15 @@ impl Sqlite {
         .await
     }
 
+    /// See [`crate::Store::ping`].
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.with(|conn| {
+            conn.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?;
+            Ok(())
+        })
+        .await
+    }
+
     /// Appends one audit record; it is on disk when this returns.
     pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
         let json =

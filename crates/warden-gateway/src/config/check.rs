@@ -99,6 +99,8 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     parse_duration(&gateway.session_idle).map_err(|m| invalid("gateway.session_idle", m))?;
     parse_duration(&gateway.session_lifetime)
         .map_err(|m| invalid("gateway.session_lifetime", m))?;
+    // 0s is allowed: SIGTERM then ends every call in flight at once.
+    parse_duration(&gateway.drain_timeout).map_err(|m| invalid("gateway.drain_timeout", m))?;
     http_limits(gateway)?;
     if gateway.tls_cert.is_some() != gateway.tls_key.is_some() {
         return Err(invalid(

@@ -159,6 +159,10 @@ pub struct GatewayConfig {
     /// /64); one beyond it is answered 503 and closed.
     #[serde(default = "default_max_connections_per_client")]
     pub max_connections_per_client: usize,
+    /// On SIGTERM, how long calls in flight may take to finish (`30s`); what still
+    /// runs then is answered with an error and cancelled upstream.
+    #[serde(default = "default_drain_timeout")]
+    pub drain_timeout: String,
     /// The HTTP front serves https with this PEM certificate chain …
     pub tls_cert: Option<PathBuf>,
     /// … and this PEM private key.
@@ -250,6 +254,7 @@ impl Default for GatewayConfig {
             http_idle_timeout: default_http_idle_timeout(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            drain_timeout: default_drain_timeout(),
             tls_cert: None,
             tls_key: None,
             state_secret_env: None,
@@ -280,6 +285,9 @@ fn default_http_head_timeout() -> String {
 }
 fn default_http_idle_timeout() -> String {
     "60s".into()
+}
+fn default_drain_timeout() -> String {
+    "30s".into()
 }
 fn default_max_connections() -> usize {
     DEFAULT_MAX_CONNECTIONS

@@ -454,7 +454,7 @@ close_schema = true
         let e = Config::parse("[gateway]\nstdio_caler = \"x\"\n", "w.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, max_sessions_per_caller, http_head_timeout, http_idle_timeout, max_connections, max_connections_per_client, tls_cert, tls_key, state_secret_env, state_secret_previous_env, session_lifetime, upstream_error_data, http_caller_rate, http_caller_burst."
+            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, max_sessions_per_caller, http_head_timeout, http_idle_timeout, max_connections, max_connections_per_client, drain_timeout, tls_cert, tls_key, state_secret_env, state_secret_previous_env, session_lifetime, upstream_error_data, http_caller_rate, http_caller_burst."
         );
         let e = Config::parse(
             "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.t]\npinn = {}\n",
@@ -575,6 +575,13 @@ close_schema = true
             "w.toml: gateway.http_idle_timeout: must be at least 1s: a zero timeout would close every connection at once"
         );
         assert!(refused("[gateway]\nmax_connections = -1\n").contains("invalid value"));
+        assert_eq!(g.drain_timeout, "30s");
+        assert_eq!(
+            refused("[gateway]\ndrain_timeout = \"half a minute\"\n"),
+            "w.toml: gateway.drain_timeout: 'half a minute' is not a duration; write a number and a unit: 90s, 15m, 24h, 7d"
+        );
+        let zero = Config::parse("[gateway]\ndrain_timeout = \"0s\"\n", "w.toml").unwrap();
+        assert_eq!(zero.gateway.drain_timeout, "0s");
     }
 
     #[test]

@@ -126,6 +126,19 @@ impl AuditTrail {
         walk(&Value::Object(args.clone()), &self.redact)
     }
 
+    /// Waits, at most `within`, until no record waits for a retry (the gateway
+    /// is stopping: a record still in the backlog would be lost with the process).
+    pub async fn flushed(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        while self.backlog.load(Ordering::SeqCst) > 0 {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+
     /// Writes one record (stamped with the time now): to the store (before the
     /// answer), to the JSON-lines file.
     pub async fn record(&self, mut record: AuditRecord) {

@@ -21,6 +21,7 @@ pub mod audit;
 mod call;
 mod flow;
 mod grant;
+mod health;
 mod inbound;
 mod input;
 pub mod ledger;
@@ -34,6 +35,7 @@ mod upstreams;
 pub mod webhooks;
 
 pub use session::{CallKey, ClientSession, Outgoing};
+pub use health::{Health, Probe};
 pub use settle::{Body, Decision, Outcome};
 pub use upstreams::UpstreamStatus;
 
@@ -99,6 +101,8 @@ pub struct Gateway {
     calls: Arc<Calls>,
     /// Records spans when traces are on.
     pub tracer: Tracer,
+    /// Draining or not, for `/readyz` ([`health`]).
+    pub health: Health,
     // Upstreams hold only a weak reference to where their messages go.
     _inbound: Arc<dyn Inbound>,
 }
@@ -192,6 +196,7 @@ impl Gateway {
             sessions,
             calls: Arc::new(calls),
             tracer,
+            health: Health::default(),
             _inbound: inbound,
         }))
     }
@@ -696,6 +701,12 @@ impl Gateway {
                 }
             }
         }
+    }
+
+    /// Waits, at most `within`, until no audit record waits for a retry; false
+    /// when some still do (they are logged whole when their retries run out).
+    pub async fn flush_audit(&self, within: std::time::Duration) -> bool {
+        self.calls.settle.audit.flushed(within).await
     }
 
     /// Stops every upstream; no restarts after this.
