@@ -34,6 +34,9 @@
 //! `FIXTURE_INIT_DELAY_MS=N` answers `initialize` only after N ms (a server slow
 //! to start); `FIXTURE_FLAKY_START=N` makes one start in N (chosen by process id)
 //! exit when asked for its tools, a server that dies while starting.
+//! `FIXTURE_GATE=1` also declares `gate {file}`: it answers once `file` exists
+//! (a test opens the gate when it has seen what it needs to, with no timing), and
+//! when cancelled first it appends `gate cancelled` to `FIXTURE_COUNT_FILE`.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -90,6 +93,10 @@ fn tools(late: bool) -> Vec<Value> {
     }
     if std::env::var("FIXTURE_FREEZE_TOOL").is_ok_and(|v| v == "1") {
         t.push(json!({"name": "freeze", "description": "Stop answering, stay alive.", "inputSchema": {"type": "object"}}));
+    }
+    if std::env::var("FIXTURE_GATE").is_ok_and(|v| v == "1") {
+        t.push(json!({"name": "gate", "description": "Answer once the file exists.",
+            "inputSchema": {"type": "object", "properties": {"file": {"type": "string"}}, "required": ["file"]}}));
     }
     if std::env::var("FIXTURE_MALFORMED").is_ok() {
         t.push(
@@ -470,6 +477,29 @@ fn main() {
                             &out,
                             &json!({"jsonrpc": "2.0", "id": id, "result": text(&format!("flooded {n}"))}),
                         );
+                    }
+                    "gate" => {
+                        let file = args.get("file").and_then(Value::as_str).unwrap_or("");
+                        let file = std::path::PathBuf::from(file);
+                        let out = out.clone();
+                        let flag = Arc::new(AtomicBool::new(false));
+                        cancelled
+                            .lock()
+                            .unwrap()
+                            .insert(id.to_string(), flag.clone());
+                        std::thread::spawn(move || {
+                            while !file.exists() {
+                                if flag.load(Ordering::SeqCst) {
+                                    count("gate cancelled");
+                                    return;
+                                }
+                                std::thread::sleep(Duration::from_millis(10));
+                            }
+                            send(
+                                &out,
+                                &json!({"jsonrpc": "2.0", "id": id, "result": text("the gate opened")}),
+                            );
+                        });
                     }
                     "hang" => {
                         let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);

@@ -221,6 +221,8 @@ pub const POST: [(&str, &str); 2] = [
 pub struct HttpWarden {
     child: Child,
     pub addr: String,
+    /// The admin listener's address, when the config has `[admin] listen`.
+    pub admin: Option<String>,
     pub dir: std::path::PathBuf,
 }
 
@@ -241,6 +243,8 @@ impl HttpWarden {
             .expect("start mcp-warden");
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = channel();
+        let admin = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let admin_seen = admin.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
@@ -248,12 +252,47 @@ impl HttpWarden {
                 if let Some(rest) = line.strip_prefix("mcp-warden: listening on http://") {
                     let _ = tx.send(rest.trim_end_matches("/mcp").to_owned());
                 }
+                // Written before the front's line, so known once that one is.
+                if let Some(rest) = line.strip_prefix("mcp-warden: admin listener on http://") {
+                    let addr = rest.split('/').next().unwrap_or_default().to_owned();
+                    *admin_seen.lock().unwrap() = Some(addr);
+                }
             }
         });
         let addr = rx
             .recv_timeout(PATIENCE)
             .expect("mcp-warden did not report its address");
-        HttpWarden { child, addr, dir }
+        let admin = admin.lock().unwrap().clone();
+        HttpWarden {
+            child,
+            addr,
+            admin,
+            dir,
+        }
+    }
+
+    /// Sends the gateway SIGTERM (as Kubernetes does to stop a pod).
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Waits for the gateway to exit; fails the test if it does not within [`PATIENCE`].
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "mcp-warden did not exit within {PATIENCE:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     /// POSTs a JSON-RPC message with the standard headers plus `extra`.

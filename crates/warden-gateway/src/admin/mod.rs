@@ -1,5 +1,6 @@
 //! The admin listener (`[admin] listen`, formerly `[metrics] listen`): Prometheus
-//! `/metrics`, the operator console (HTML pages at `/`, `/catalogue`, `/calls`,
+//! `/metrics`, the health probes `/healthz` and `/readyz` (as on the HTTP front),
+//! the operator console (HTML pages at `/`, `/catalogue`, `/calls`,
 //! `/calls/<id>`) and the admin API (the same data as JSON under `/api/`).
 //!
 //! Closed by default: with no `[admin] callers`, only loopback clients get the
@@ -9,7 +10,7 @@
 //! the password of HTTP Basic (which browsers ask for): 401 without, 403 for a
 //! caller who is no admin. Loopback alone is then not enough. `/metrics` keeps the
 //! access it always had (anyone who can reach the listener), so scrapers need no
-//! change.
+//! change; so do the health probes.
 
 pub mod data;
 pub mod html;
@@ -143,6 +144,10 @@ pub async fn serve(addr: &str, gw: Arc<Gateway>) -> Result<SocketAddr, String> {
                 let service = service_fn(move |req: Request<hyper::body::Incoming>| {
                     let (gw, gate) = (gw.clone(), gate.clone());
                     async move {
+                        // Health probes, like /metrics, need no credentials.
+                        if let Some(probe) = gw.probe(req.uri().path()).await {
+                            return Ok(health(req.method(), probe));
+                        }
                         Ok::<_, std::convert::Infallible>(answer(&gw, &gate, peer.ip(), req).await)
                     }
                 });
@@ -174,6 +179,23 @@ fn reply(status: StatusCode, content_type: &'static str, body: String) -> Reply 
     r
 }
 
+/// `/healthz` and `/readyz`, as the HTTP front answers them.
+fn health(method: &Method, probe: crate::gateway::Probe) -> Reply {
+    if method != Method::GET && method != Method::HEAD {
+        let mut r = reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            TEXT,
+            crate::texts::HEALTH_METHOD.to_owned(),
+        );
+        r.headers_mut()
+            .insert(hyper::header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let status = StatusCode::from_u16(probe.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    reply(status, TEXT, probe.body)
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
 const HTML: &str = "text/html; charset=utf-8";
 const JSON: &str = "application/json";
 

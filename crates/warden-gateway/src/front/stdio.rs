@@ -3,9 +3,11 @@
 //! Each message is taken as far as arrival order matters before the next line is
 //! read (the handshake, the pipeline, queueing it upstream), so requests reach the
 //! upstream in the order the client wrote them; only waiting for answers runs
-//! concurrently. At end of input (or SIGTERM) the gateway
-//! stops reading, lets calls in flight finish (each is bounded by its upstream's
-//! timeout), writes their answers, and ends the upstream children.
+//! concurrently. At end of input the gateway stops reading, lets calls in flight
+//! finish (each is bounded by its upstream's timeout), writes their answers, and
+//! ends the upstream children. SIGTERM does the same within `gateway.drain_timeout`
+//! (`/readyz` on the admin listener says "draining" meanwhile); calls still
+//! running then are ended unanswered, as the client is going away with it.
 //!
 //! A request whose id is still in use by a running request is refused unrun, as
 //! the HTTP front does: the client could not tell two answers with one id apart.
@@ -20,9 +22,6 @@ use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use warden_core::Caller;
-
-/// How long SIGTERM waits for calls in flight before ending them.
-const TERM_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves the process's stdin and stdout until end of input or SIGTERM.
 ///
@@ -188,11 +187,16 @@ where
         while tasks.try_join_next().is_some() {}
     }
     if stopped {
-        if tokio::time::timeout(TERM_GRACE, drain(&mut tasks))
+        gateway.health.start_draining();
+        let grace = crate::config::parse_duration(&gateway.config.gateway.drain_timeout)
+            .unwrap_or(Duration::from_secs(30));
+        if tokio::time::timeout(grace, drain(&mut tasks))
             .await
             .is_err()
         {
-            tracing::warn!("calls still running after {TERM_GRACE:?}; ending them");
+            tracing::warn!(
+                "calls still running after {grace:?} (gateway.drain_timeout); ending them"
+            );
             tasks.abort_all();
         }
     } else {

@@ -17,6 +17,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The liveness endpoint's path, on the HTTP front and the admin listener.
+pub const HEALTHZ: &str = "/healthz";
+/// The readiness endpoint's path, on the HTTP front and the admin listener.
+pub const READYZ: &str = "/readyz";
+
 /// The longest the store check waits: under a probe's own timeout (Kubernetes'
 /// default is 1 s; the shipped manifests give 3 s), so a slow store reads as
 /// unreachable instead of as a probe that hung.
@@ -47,6 +52,15 @@ pub struct Probe {
 }
 
 impl Gateway {
+    /// The answer for a health endpoint's path; `None` for any other path.
+    pub async fn probe(self: &Arc<Self>, path: &str) -> Option<Probe> {
+        match path {
+            HEALTHZ => Some(self.liveness()),
+            READYZ => Some(self.readiness().await),
+            _ => None,
+        }
+    }
+
     /// `/healthz`: the process serves.
     pub fn liveness(&self) -> Probe {
         Probe {
@@ -80,7 +94,10 @@ impl Gateway {
                 Err(_) => Some(format!("no answer within {STORE_CHECK:?}")),
             };
             if let Some(why) = why {
-                tracing::warn!("readiness: the store does not answer: {}", crate::logged::logged(&why));
+                tracing::warn!(
+                    "readiness: the store does not answer: {}",
+                    crate::logged::logged(&why)
+                );
                 failed.push(texts::NOT_READY_STORE.to_owned());
             }
         }

@@ -34,8 +34,8 @@ pub mod settle;
 mod upstreams;
 pub mod webhooks;
 
+pub use health::{Health, Probe, HEALTHZ, READYZ};
 pub use session::{CallKey, ClientSession, Outgoing};
-pub use health::{Health, Probe};
 pub use settle::{Body, Decision, Outcome};
 pub use upstreams::UpstreamStatus;
 

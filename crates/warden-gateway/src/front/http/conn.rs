@@ -374,11 +374,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 /// Serves one admitted connection with hyper until it ends, or a timeout ends it.
 /// `answer` turns a request into its response; `accepted` is when the socket was
 /// accepted (the first head's time runs from there, TLS handshake included).
+/// Once `drain` turns true the connection closes as an idle one does: at once
+/// when nothing is in flight, else right after its answer.
 pub(super) async fn serve<S, B, F, Fut>(
     io: S,
     accepted: Instant,
     limits: Limits,
     metrics: &Metrics,
+    mut drain: tokio::sync::watch::Receiver<bool>,
     answer: F,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -411,6 +414,12 @@ pub(super) async fn serve<S, B, F, Fut>(
         .serve_connection(io, service);
     tokio::pin!(conn);
     let mut closing = None;
+    // Until the drain begins (or its sender is gone, which never begins one).
+    let mut watching = true;
+    if *drain.borrow_and_update() {
+        conn.as_mut().graceful_shutdown();
+        closing = Some(Instant::now());
+    }
     loop {
         let deadline = clock.state().deadline(&limits, closing);
         let changed = clock.changed.notified();
@@ -425,6 +434,14 @@ pub(super) async fn serve<S, B, F, Fut>(
                 return;
             }
             () = changed => {}
+            began = drain.changed(), if watching && closing.is_none() => {
+                watching = began.is_ok();
+                if watching && *drain.borrow_and_update() {
+                    tracing::debug!("draining: the HTTP connection closes once its answer is written");
+                    conn.as_mut().graceful_shutdown();
+                    closing = Some(Instant::now());
+                }
+            }
             () = tokio::time::sleep_until(wake) => {
                 // Read again: a request may have begun as the timer fired.
                 let Some((at, why)) = clock.state().deadline(&limits, closing) else {

@@ -3,6 +3,9 @@
 //! A connection over `gateway.max_connections` or `max_connections_per_client`
 //! never becomes a request: it is answered 503 at accept ([`super::reply::connection_refusal`]).
 //!
+//! `/healthz` and `/readyz` are answered first of all, without credentials and
+//! whatever the Host header (see [`Front::handle`]).
+//!
 //! With `[oauth]`, a GET of the protected resource metadata
 //! (`/.well-known/oauth-protected-resource`, and its form for the resource's
 //! path) is answered without credentials.
@@ -16,7 +19,8 @@
 //! An initialize beyond the session caps gets 503 (the gateway's) or 429 with
 //! `Retry-After` (the caller's, `gateway.max_sessions_per_caller`). A
 //! `tools/call` of a tool `oauth.tool_scopes` guards, with a token that lacks the
-//! scope, gets 403 `insufficient_scope` naming it (step-up).
+//! scope, gets 403 `insufficient_scope` naming it (step-up). While the gateway
+//! drains (SIGTERM), a request or a new GET stream gets 503 ([`super::drain`]).
 //! A 2026-07-28 request (its envelope or, without a session, its version header
 //! says so) needs no session; its envelope and headers are checked at the edge
 //! instead, and its errors carry its id and the revision's status: 400 for what
@@ -32,10 +36,11 @@
 //! `Last-Event-ID`. A client that goes away mid-call and does not come back within
 //! a few seconds gets its call cancelled upstream.
 
+use super::drain::Drain;
 use super::reply::{
-    accepts, check_version, header_str, host_part, insufficient_scope, is_loopback_name,
-    json_reply, message_reply, refuse, reply, sse_reply, too_many_requests, too_many_sessions,
-    unauthorized, Reply, VERSION_HEADER,
+    accepts, check_version, header_str, health_reply, host_part, insufficient_scope,
+    is_loopback_name, json_reply, message_reply, refuse, reply, sse_reply, too_many_requests,
+    too_many_sessions, unauthorized, Reply, VERSION_HEADER,
 };
 use super::session::{
     Attached, Full, HttpSession, SessionTable, StreamRefused, Watch, MAX_SESSIONS, SINK_CAPACITY,
@@ -77,6 +82,8 @@ pub struct Front {
     metadata_paths: Vec<String>,
     /// Requests per caller, counted before any work (Q5).
     budget: Option<RequestBudget>,
+    /// What is in flight, and whether the front drains (SIGTERM).
+    pub(super) drain: Drain,
 }
 
 impl Front {
@@ -112,6 +119,8 @@ impl Front {
             hosts.push(listen_host);
         }
         let idle = crate::config::parse_duration(&config.gateway.session_idle)?;
+        let drain_timeout = crate::config::parse_duration(&config.gateway.drain_timeout)
+            .map_err(|m| format!("gateway.drain_timeout: {m}"))?;
         Ok(Arc::new(Front {
             auth,
             sessions: SessionTable::new(
@@ -130,6 +139,7 @@ impl Front {
             max_body: config.gateway.max_message_bytes,
             metadata_paths,
             budget: config.limits.http_caller_rate.map(RequestBudget::new),
+            drain: Drain::new(drain_timeout),
             gateway,
         }))
     }
@@ -174,6 +184,14 @@ impl Front {
     }
 
     pub(super) async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Reply {
+        // Health probes come from kubelets and load balancers over the pod's own
+        // address, with no credentials and a Host header nobody lists: they are
+        // answered before the Host/Origin and credential checks, which guard the
+        // MCP endpoint. They say only "ok", "ready" or which check failed in
+        // generic words, and change nothing.
+        if let Some(probe) = self.gateway.probe(req.uri().path()).await {
+            return health_reply(req.method(), probe);
+        }
         let metrics = self.gateway.metrics.clone();
         let reply = self.answer(req).await;
         let status = reply.status();
@@ -384,6 +402,15 @@ impl Front {
                 &answer::invalid_request(answer::HTTP_BATCH),
             );
         }
+        if self.gateway.health.draining() {
+            // A new request would outlive the drain: refused unrun. Responses and
+            // notifications still go to the calls in flight that wait for them.
+            if let Kind::Request { id, .. } = jsonrpc::classify(&msg) {
+                let body =
+                    jsonrpc::error(id.clone(), jsonrpc::INTERNAL_ERROR, answer::HTTP_DRAINING);
+                return message_reply(StatusCode::SERVICE_UNAVAILABLE, &body);
+            }
+        }
         if msg.get("method").and_then(Value::as_str) == Some("tools/call") {
             if let Some(tool) = msg.pointer("/params/name").and_then(Value::as_str) {
                 let id = jsonrpc::usable_id(&msg);
@@ -459,7 +486,7 @@ impl Front {
             }
             _ => {
                 if let Some(w) = self.gateway.handle(&session.client, msg).await {
-                    tokio::spawn(w);
+                    self.drain.spawn(w);
                 }
                 reply(StatusCode::ACCEPTED, None, None)
             }
@@ -550,6 +577,7 @@ impl Front {
         }
         let who = caller.clone();
         let session = self.sessions.open_stateless(caller);
+        self.drain.track_stateless(&session);
         session.client.update_caller(&who, token);
         self.request(&session, id, msg, header_str(headers, "traceparent"))
             .await
@@ -623,7 +651,7 @@ impl Front {
             .handle_traced(&session.client, msg, traceparent)
             .await;
         if let Some(w) = handled {
-            tokio::spawn(w);
+            self.drain.spawn(w);
         }
         // Plain JSON when the answer comes first and soon; a stream otherwise (it
         // carries what comes before the answer, and its heartbeat notices a client
@@ -691,6 +719,15 @@ impl Front {
             Err(r) => return *r,
         };
         let last_event_id = header_str(headers, "last-event-id");
+        if last_event_id.is_none() && self.gateway.health.draining() {
+            // A resumption may still fetch a call's answer; a new GET stream would
+            // only be ended again.
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                jsonrpc::INTERNAL_ERROR,
+                answer::HTTP_DRAINING,
+            );
+        }
         let (tx, rx) = mpsc::channel(SINK_CAPACITY);
         let Attached {
             stream: n,

@@ -7,9 +7,14 @@
 //! - [`streams`]: a session's streams and the sorting of its messages onto them;
 //! - [`sse`]: response bodies, JSON or server-sent events;
 //! - [`conn`]: connections: the caps on how many, the head and idle timeouts;
+//! - [`drain`]: the graceful stop on SIGTERM;
 //! - [`server`]: the listener.
+//!
+//! `/healthz` and `/readyz` are answered on the same listener, before any other
+//! check (see [`handler`]).
 
 mod conn;
+mod drain;
 pub mod handler;
 mod reply;
 mod sealed;

@@ -42,6 +42,32 @@ pub(super) fn message_reply(status: StatusCode, msg: &Value) -> Reply {
     )
 }
 
+/// A `/healthz` or `/readyz` answer, plain text, never cached; 405 for any
+/// method but GET and HEAD.
+pub(super) fn health_reply(method: &hyper::Method, probe: crate::gateway::Probe) -> Reply {
+    use hyper::Method;
+    let (status, body) = if method == Method::GET || method == Method::HEAD {
+        let status = StatusCode::from_u16(probe.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        (status, probe.body)
+    } else {
+        (
+            StatusCode::METHOD_NOT_ALLOWED,
+            answer::HEALTH_METHOD.to_owned(),
+        )
+    };
+    let mut r = reply(
+        status,
+        Some(Bytes::from(body)),
+        Some("text/plain; charset=utf-8"),
+    );
+    let h = r.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        h.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+    }
+    r
+}
+
 /// An HTTP error with a JSON-RPC error body naming what is wrong.
 pub(super) fn refuse(status: StatusCode, code: i64, message: &str) -> Reply {
     message_reply(status, &jsonrpc::error(Value::Null, code, message))

@@ -1,9 +1,10 @@
 //! The HTTP front's listener: binds the address (with TLS when configured),
 //! accepts connections within the caps of [`super::conn`], serves each with
-//! hyper under its timeouts, sweeps idle sessions, and on stop ends every session
-//! and the upstreams.
+//! hyper under its timeouts, sweeps idle sessions, and on stop drains
+//! ([`super::drain`]) before it ends every session and the upstreams.
 
 use super::conn::{self, Connections, Limits};
+use super::drain::{AFTER_DEADLINE, AUDIT_FLUSH};
 use super::handler::Front;
 use super::reply;
 use crate::gateway::Gateway;
@@ -87,9 +88,16 @@ impl Server {
         self.front.clone()
     }
 
-    /// Serves until `stop` resolves, then ends every session and the upstreams.
+    /// Serves until `stop` resolves, then drains ([`super::drain`]): no new
+    /// connections, calls in flight finish within `gateway.drain_timeout`, the
+    /// audit trail is flushed; then every session and the upstreams end.
     pub async fn run(self, stop: impl std::future::Future<Output = ()>) {
-        let front = self.front.clone();
+        let Server {
+            listener,
+            front,
+            tls,
+            connections,
+        } = self;
         let sweeper = {
             let front = Arc::downgrade(&front);
             tokio::spawn(async move {
@@ -111,7 +119,7 @@ impl Server {
         tokio::pin!(stop);
         loop {
             let accepted = tokio::select! {
-                a = self.listener.accept() => a,
+                a = listener.accept() => a,
                 _ = &mut stop => break,
             };
             let (stream, peer) = match accepted {
@@ -124,30 +132,33 @@ impl Server {
                 }
             };
             let accepted = tokio::time::Instant::now();
-            let slot = match self.connections.admit(peer.ip()) {
+            let slot = match connections.admit(peer.ip()) {
                 Ok(slot) => slot,
                 Err(over) => {
                     tracing::debug!(client = %peer.ip(), "a connection over gateway.{} was refused", over.key());
-                    self.refuse(stream, over);
+                    refuse(stream, over, tls.is_some());
                     continue;
                 }
             };
             let _ = stream.set_nodelay(true);
             let front = front.clone();
-            let tls = self.tls.clone();
-            let limits = self.connections.limits;
+            let tls = tls.clone();
+            let limits = connections.limits;
+            // In flight until it closes: the drain waits for its answer to be written.
+            let held = front.drain.hold();
+            let drain = front.drain.subscribe();
             tokio::spawn(async move {
-                let _slot = slot;
+                let (_slot, _held) = (slot, held);
                 let metrics = front.gateway.metrics.clone();
                 let answer = move |req| front.clone().handle(req);
                 match tls {
-                    None => conn::serve(stream, accepted, limits, &metrics, answer).await,
+                    None => conn::serve(stream, accepted, limits, &metrics, drain, answer).await,
                     Some(tls) => {
                         // The handshake is part of getting a head: same time limit.
                         let handshake = tokio::time::timeout(limits.head, tls.accept(stream));
                         match handshake.await {
                             Ok(Ok(stream)) => {
-                                conn::serve(stream, accepted, limits, &metrics, answer).await
+                                conn::serve(stream, accepted, limits, &metrics, drain, answer).await
                             }
                             Ok(Err(e)) => tracing::debug!("a TLS handshake failed: {e}"),
                             Err(_) => {
@@ -159,21 +170,56 @@ impl Server {
                 }
             });
         }
+        // A closed listener: new connections are refused by the OS from now on.
+        drop(listener);
+        front.begin_drain();
+        drain(&front).await;
         sweeper.abort();
         front.sessions.end_all("the gateway is shutting down");
         front.gateway.shutdown().await;
     }
+}
 
-    /// Answers a connection over a cap with 503 and closes it, in the accept loop
-    /// and without reading a byte of it: a refusal must cost less than a
-    /// connection, so nothing waits here. The answer is one non-blocking write,
-    /// which a fresh socket's empty send buffer takes whole; if it does not, the
-    /// connection is just closed. Over TLS there is nobody to answer before a
-    /// handshake, which is work the cap exists to avoid: it is just closed.
-    fn refuse(&self, stream: TcpStream, over: conn::OverCap) {
-        if self.tls.is_none() {
-            let _ = stream.try_write(&reply::connection_refusal(over));
+/// Waits for what is in flight, up to the drain deadline; answers and cancels
+/// what is left then; flushes the audit trail.
+async fn drain(front: &Front) {
+    let d = &front.drain;
+    tracing::info!(
+        in_flight = d.in_flight(),
+        "stopping: no new connections or requests; waiting up to {:?} (gateway.drain_timeout) for calls in flight",
+        d.timeout
+    );
+    if tokio::time::timeout(d.timeout, d.settled()).await.is_err() {
+        let n = front.answer_the_rest();
+        tracing::warn!(
+            "{n} call(s) still ran at gateway.drain_timeout ({:?}): answered with an error and cancelled upstream",
+            d.timeout
+        );
+        if tokio::time::timeout(AFTER_DEADLINE, d.settled())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "{} connection(s) or call(s) still open {AFTER_DEADLINE:?} after the deadline; stopping regardless",
+                d.in_flight()
+            );
         }
-        drop(stream);
     }
+    if !front.gateway.flush_audit(AUDIT_FLUSH).await {
+        tracing::error!("audit records still waited for the store after {AUDIT_FLUSH:?}; those not stored are lost with the process");
+    }
+    tracing::info!("drained");
+}
+
+/// Answers a connection over a cap with 503 and closes it, in the accept loop
+/// and without reading a byte of it: a refusal must cost less than a
+/// connection, so nothing waits here. The answer is one non-blocking write,
+/// which a fresh socket's empty send buffer takes whole; if it does not, the
+/// connection is just closed. Over TLS there is nobody to answer before a
+/// handshake, which is work the cap exists to avoid: it is just closed.
+fn refuse(stream: TcpStream, over: conn::OverCap, tls: bool) {
+    if !tls {
+        let _ = stream.try_write(&reply::connection_refusal(over));
+    }
+    drop(stream);
 }

@@ -573,11 +573,15 @@ impl SessionTable {
         tracing::info!(session = %session.sid, "HTTP session ended: {why}");
     }
 
+    /// Every session this process holds (the drain walks them).
+    pub(super) fn all(&self) -> Vec<Arc<HttpSession>> {
+        self.lock().by_id.values().cloned().collect()
+    }
+
     /// Ends every session here (the gateway is stopping): replicas sharing the
     /// secret take them up.
     pub(super) fn end_all(&self, why: &str) {
-        let sessions: Vec<_> = self.lock().by_id.values().cloned().collect();
-        for s in sessions {
+        for s in self.all() {
             self.forget(&s, why);
         }
     }
