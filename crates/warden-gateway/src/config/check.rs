@@ -7,7 +7,7 @@
 
 use super::file::{
     AuthConfig, CallerConfig, ConditionConfig, ConfigFile, DefaultsConfig, Front, GatewayConfig,
-    OAuthConfig, Phase, RuleConfig, UpstreamConfig,
+    OAuthConfig, Phase, RuleConfig, StoreConfig, UpstreamConfig,
 };
 use super::limits::{Flow, Labels, Limits, Quota, Rate};
 use crate::net::target::HttpTarget;
@@ -56,6 +56,8 @@ pub(super) struct Checked {
     pub access: Access,
     pub hook: Vec<Hook>,
     pub limits: Limits,
+    /// `store.url`, or the value of the variable `store.url_env` names.
+    pub store_url: Option<String>,
 }
 
 /// Checks a deserialised file. Only the first problem is reported, so the order
@@ -135,16 +137,7 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     }
     let default = file.access.default.map_or(Effect::Allow, |d| d.effect());
     rules(default, &file.rule)?;
-    if let Some(url) = &file.store.url {
-        let sqlite = url.strip_prefix("sqlite://").is_some_and(|p| !p.is_empty());
-        let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
-        if !sqlite && !postgres {
-            return Err(invalid(
-                "store.url",
-                format!("'{url}' is not a store URL; use sqlite://FILE or postgres://USER@HOST/DB"),
-            ));
-        }
-    }
+    let store_url = store_url(&file.store, |var| std::env::var(var).ok())?;
     parse_duration(&file.idempotency.retention).map_err(|m| invalid("idempotency.retention", m))?;
     if file.idempotency.meta_key.is_empty() {
         return Err(invalid("idempotency.meta_key", "must not be empty"));
@@ -182,7 +175,45 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
         access,
         hook,
         limits: limits(file)?,
+        store_url,
     })
+}
+
+/// The store's URL: `store.url` as written, or the value of the environment
+/// variable `store.url_env` names (a URL with a password belongs in a secret, not
+/// in the file). A value from the environment is never repeated in an error.
+pub(super) fn store_url(
+    store: &StoreConfig,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<String>, Invalid> {
+    let is_store_url = |url: &str| {
+        url.strip_prefix("sqlite://").is_some_and(|p| !p.is_empty())
+            || url.starts_with("postgres://")
+            || url.starts_with("postgresql://")
+    };
+    match (&store.url, &store.url_env) {
+        (Some(_), Some(_)) => Err(invalid(
+            "store",
+            "set url or url_env (the environment variable holding the URL), not both",
+        )),
+        (Some(url), None) if !is_store_url(url) => Err(invalid(
+            "store.url",
+            format!("'{url}' is not a store URL; use sqlite://FILE or postgres://USER@HOST/DB"),
+        )),
+        (Some(url), None) => Ok(Some(url.clone())),
+        (None, Some(var)) => match env(var).filter(|v| !v.trim().is_empty()) {
+            None => Err(invalid(
+                "store.url_env",
+                format!("the environment variable '{var}' is not set"),
+            )),
+            Some(url) if !is_store_url(url.trim()) => Err(invalid(
+                "store.url_env",
+                format!("the environment variable '{var}' holds no store URL; it must be sqlite://FILE or postgres://USER:PASSWORD@HOST/DB"),
+            )),
+            Some(url) => Ok(Some(url.trim().to_owned())),
+        },
+        (None, None) => Ok(None),
+    }
 }
 
 /// Quotas, flows, labels and the HTTP request budget (Q, F).

@@ -580,6 +580,9 @@ pub struct StoreConfig {
     /// `postgres://USER@HOST/DB` for replicas sharing state. Without it the
     /// ledger is off and the audit trail goes to the log (and `audit.jsonl`) only.
     pub url: Option<String>,
+    /// The environment variable holding the URL instead (a password stays in a
+    /// secret); once loaded, `url` holds its value.
+    pub url_env: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

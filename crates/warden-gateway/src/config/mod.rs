@@ -112,6 +112,7 @@ impl Config {
             access,
             hook,
             limits,
+            store_url,
         } = check::check(&raw).map_err(|Invalid { key, message }| err(key, message))?;
         let ConfigFile {
             gateway,
@@ -132,6 +133,10 @@ impl Config {
             auth,
             oauth,
         } = raw;
+        let store = StoreConfig {
+            url: store_url,
+            ..store
+        };
         Ok(Config {
             gateway,
             defaults,
@@ -495,7 +500,7 @@ close_schema = true
         let e = Config::parse("[store]\nurl_ = 1\n", "w.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.toml: store.url_: unknown key in [store]. Did you mean 'url'? Known keys: url."
+            "w.toml: store.url_: unknown key in [store]. Did you mean 'url'? Known keys: url, url_env."
         );
         let e = Config::parse("[idempotency]\nmeta = 1\n", "w.toml").unwrap_err();
         assert_eq!(
@@ -533,6 +538,51 @@ close_schema = true
         );
         let e = Config::parse("[[upstream]]\ncommand = [\"x\"]\n", "w.toml").unwrap_err();
         assert_eq!(e.to_string(), "w.toml: missing field `name`");
+    }
+
+    #[test]
+    fn the_store_url_may_come_from_the_environment_and_is_never_echoed() {
+        let env = |var: &str| match var {
+            "PG" => Some("postgres://warden:s3cret@db/warden\n".to_owned()),
+            "BAD" => Some("mysql://warden:s3cret@db".to_owned()),
+            _ => None,
+        };
+        let store = |url: Option<&str>, url_env: Option<&str>| StoreConfig {
+            url: url.map(str::to_owned),
+            url_env: url_env.map(str::to_owned),
+        };
+        let url = check::store_url(&store(None, Some("PG")), env).unwrap();
+        assert_eq!(url.as_deref(), Some("postgres://warden:s3cret@db/warden"));
+        let fail = |s: StoreConfig| {
+            let e = check::store_url(&s, env).unwrap_err();
+            format!("{}: {}", e.key, e.message)
+        };
+        assert_eq!(
+            fail(store(None, Some("BAD"))),
+            "store.url_env: the environment variable 'BAD' holds no store URL; it must be sqlite://FILE or postgres://USER:PASSWORD@HOST/DB"
+        );
+        assert_eq!(
+            fail(store(None, Some("UNSET"))),
+            "store.url_env: the environment variable 'UNSET' is not set"
+        );
+        assert_eq!(
+            fail(store(Some("sqlite://w.db"), Some("PG"))),
+            "store: set url or url_env (the environment variable holding the URL), not both"
+        );
+        assert_eq!(
+            check::store_url(&store(None, None), env).unwrap(),
+            None
+        );
+        // Through a whole file, the variable's value becomes store.url.
+        let e = Config::parse(
+            "[store]\nurl_env = \"WARDEN_TEST_SURELY_UNSET_VAR\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml: store.url_env: the environment variable 'WARDEN_TEST_SURELY_UNSET_VAR' is not set"
+        );
     }
 
     #[test]
