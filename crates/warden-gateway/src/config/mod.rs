@@ -569,10 +569,7 @@ close_schema = true
             fail(store(Some("sqlite://w.db"), Some("PG"))),
             "store: set url or url_env (the environment variable holding the URL), not both"
         );
-        assert_eq!(
-            check::store_url(&store(None, None), env).unwrap(),
-            None
-        );
+        assert_eq!(check::store_url(&store(None, None), env).unwrap(), None);
         // Through a whole file, the variable's value becomes store.url.
         let e = Config::parse(
             "[store]\nurl_env = \"WARDEN_TEST_SURELY_UNSET_VAR\"\n",
