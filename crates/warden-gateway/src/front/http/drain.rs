@@ -23,8 +23,8 @@
 //! answer is not yet written) and every call's waiting half the front spawned
 //! (which also covers a call whose client went away and may resume it).
 
-use super::handler::Front;
-use super::session::HttpSession;
+use super::session::{HttpSession, SessionTable};
+use crate::gateway::Gateway;
 use crate::jsonrpc;
 use crate::texts;
 use bytes::Bytes;
@@ -132,13 +132,13 @@ impl Drain {
     }
 }
 
-impl Front {
+impl Drain {
     /// Step 1 and 3: readiness off, connections told to close when idle, GET
     /// streams ended. (The listener is the server's to close.)
-    pub(super) fn begin_drain(&self) {
-        self.gateway.health.start_draining();
-        self.drain.stop.send_replace(true);
-        for session in self.sessions.all() {
+    pub(super) fn begin(&self, gateway: &Gateway, sessions: &SessionTable) {
+        gateway.health.start_draining();
+        self.stop.send_replace(true);
+        for session in sessions.all() {
             if let Some(get) = session.streams().streams.get_mut(&0) {
                 // Dropping the sink ends the GET response's body.
                 get.sink = None;
@@ -149,9 +149,9 @@ impl Front {
     /// Step 4, at the deadline: every call still waiting for its answer is
     /// answered with [`texts::DRAIN_DEADLINE`] and cancelled upstream. Returns
     /// how many.
-    pub(super) fn answer_the_rest(&self) -> usize {
-        let mut sessions = self.sessions.all();
-        sessions.extend(self.drain.stateless_sessions());
+    pub(super) fn answer_the_rest(&self, gateway: &Arc<Gateway>, sessions: &SessionTable) -> usize {
+        let mut sessions = sessions.all();
+        sessions.extend(self.stateless_sessions());
         let mut answered = 0;
         for session in sessions {
             let ids = {
@@ -178,8 +178,8 @@ impl Front {
                     "notifications/cancelled",
                     Some(json!({"requestId": id, "reason": "the gateway is shutting down"})),
                 );
-                let (gateway, client) = (self.gateway.clone(), session.client.clone());
-                self.drain.spawn(async move {
+                let (gateway, client) = (gateway.clone(), session.client.clone());
+                self.spawn(async move {
                     if let Some(w) = gateway.handle(&client, note).await {
                         w.await;
                     }

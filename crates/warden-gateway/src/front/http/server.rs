@@ -172,7 +172,7 @@ impl Server {
         }
         // A closed listener: new connections are refused by the OS from now on.
         drop(listener);
-        front.begin_drain();
+        front.drain.begin(&front.gateway, &front.sessions);
         drain(&front).await;
         sweeper.abort();
         front.sessions.end_all("the gateway is shutting down");
@@ -190,7 +190,7 @@ async fn drain(front: &Front) {
         d.timeout
     );
     if tokio::time::timeout(d.timeout, d.settled()).await.is_err() {
-        let n = front.answer_the_rest();
+        let n = d.answer_the_rest(&front.gateway, &front.sessions);
         tracing::warn!(
             "{n} call(s) still ran at gateway.drain_timeout ({:?}): answered with an error and cancelled upstream",
             d.timeout
