@@ -91,6 +91,9 @@ fn tools(late: bool) -> Vec<Value> {
             "inputSchema": {"type": "object", "properties": props, "required": ["p0"]}}),
         );
     }
+    if std::env::var("FIXTURE_SECRET_VAR").is_ok() {
+        t.push(json!({"name": "secret", "description": "Say what the variable FIXTURE_SECRET_VAR names holds, and this process's id.", "inputSchema": {"type": "object"}}));
+    }
     if std::env::var("FIXTURE_FREEZE_TOOL").is_ok_and(|v| v == "1") {
         t.push(json!({"name": "freeze", "description": "Stop answering, stay alive.", "inputSchema": {"type": "object"}}));
     }
@@ -350,6 +353,16 @@ fn main() {
                         &out,
                         &json!({"jsonrpc": "2.0", "id": id, "result": text(&name)}),
                     ),
+                    "secret" => {
+                        // What a per-caller child was started with (G8 tests).
+                        let var = std::env::var("FIXTURE_SECRET_VAR").unwrap_or_default();
+                        let value = std::env::var(&var).unwrap_or_else(|_| "<unset>".into());
+                        let said = format!("{var}={value} pid={}", std::process::id());
+                        send(
+                            &out,
+                            &json!({"jsonrpc": "2.0", "id": id, "result": text(&said)}),
+                        );
+                    }
                     "add_tool" => {
                         late.store(true, Ordering::SeqCst);
                         send(

@@ -9,7 +9,8 @@
   with known keys keep working and tokens with new keys are refused.
 - Attacks are refused with 401/403 and a WWW-Authenticate that says why.
 - Per-caller upstream credentials: two callers through one gateway to an HTTP
-  upstream that records the Authorization header it saw.
+  upstream that records the Authorization header it saw, also on the GET that
+  resumes an answer whose stream ended early.
 """
 
 import concurrent.futures
@@ -408,11 +409,15 @@ async def test_a_token_without_the_required_scope_gets_403(issuer, front):
 
 
 class RecordingUpstream:
-    """A Streamable HTTP MCP server (plain JSON answers) with one tool, `whoami`,
-    that records the Authorization header of every tools/call."""
+    """A Streamable HTTP MCP server (plain JSON answers) with a tool `whoami`
+    that records the Authorization header of every tools/call, and `whoami_later`,
+    whose answer stream ends after a priming event: the answer (the Authorization
+    header of the resuming GET) comes on a GET with Last-Event-ID (SEP-1699)."""
 
     def __init__(self):
         seen = self.seen = []
+        resumes = self.resumes = []
+        later = {}
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -431,8 +436,23 @@ class RecordingUpstream:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def event_stream(self, event_id, data):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(f"id: {event_id}\ndata: {data}\n\n".encode())
+                self.wfile.flush()
+                self.close_connection = True
+
             def do_GET(self):
-                self.reply(405)
+                last = self.headers.get("Last-Event-ID")
+                if last not in later:
+                    return self.reply(405)
+                auth = self.headers.get("Authorization", "")
+                resumes.append(auth)
+                self.event_stream(last + "-end", json.dumps({"jsonrpc": "2.0", "id": later.pop(last), "result": {
+                    "content": [{"type": "text", "text": auth}]}}))
 
             def do_DELETE(self):
                 self.reply(200)
@@ -448,7 +468,12 @@ class RecordingUpstream:
                         "serverInfo": {"name": "recorder", "version": "1"}}}, {"Mcp-Session-Id": "s1"})
                 if method == "tools/list":
                     return self.reply(200, {"jsonrpc": "2.0", "id": mid, "result": {"tools": [
-                        {"name": "whoami", "inputSchema": {"type": "object", "properties": {}}}]}})
+                        {"name": "whoami", "inputSchema": {"type": "object", "properties": {}}},
+                        {"name": "whoami_later", "inputSchema": {"type": "object", "properties": {}}}]}})
+                if method == "tools/call" and msg["params"]["name"] == "whoami_later":
+                    seen.append(self.headers.get("Authorization", ""))
+                    later[f"later-{mid}"] = mid
+                    return self.event_stream(f"later-{mid}", "")
                 if method == "tools/call":
                     auth = self.headers.get("Authorization", "")
                     seen.append(auth)
@@ -497,13 +522,13 @@ def credential_config(issuer, port, recorder, tmp_path, credentials):
     """
 
 
-async def whoami(url, token):
+async def whoami(url, token, tool="rec.whoami"):
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=30) as client:
         async with streamable_http_client(url, http_client=client) as (r, w):
             async with ClientSession(r, w) as s:
                 await s.initialize()
-                return text(await s.call_tool("rec.whoami", {}))[0]
+                return text(await s.call_tool(tool, {}))[0]
 
 
 def audit(tmp_path):
@@ -536,11 +561,18 @@ async def test_each_caller_presents_its_own_upstream_credential(issuer, recorder
         assert await whoami(url, bob) == "Bearer bob-upstream-token"
         # No entry is for carol: the upstream's own token, as before.
         assert await whoami(url, carol) == "Bearer gateway-own-token"
+        # An answer whose stream ends early is fetched again with a GET
+        # (Last-Event-ID): as the caller whose call it is, never as the gateway.
+        assert await whoami(url, alice, "rec.whoami_later") == "Bearer alice-upstream-token"
+        assert await whoami(url, bob, "rec.whoami_later") == "Bearer bob-upstream-token"
+        assert await whoami(url, carol, "rec.whoami_later") == "Bearer gateway-own-token"
+        assert recorder.resumes == ["Bearer alice-upstream-token", "Bearer bob-upstream-token",
+                                    "Bearer gateway-own-token"]
         for t in (alice, bob, carol):
             assert not any(t in seen for seen in recorder.seen), "a client's token went upstream"
     records = audit(tmp_path)
-    by_caller = {r["caller"]: r.get("credential") for r in records}
-    assert by_caller == {"alice": "alice-at-rec", "bob": "bob.token", "carol": None}
+    by_caller = {(r["caller"], r.get("credential")) for r in records}
+    assert by_caller == {("alice", "alice-at-rec"), ("bob", "bob.token"), ("carol", None)}
     assert not any("upstream-token" in json.dumps(r) for r in records), "a secret in the audit trail"
 
 

@@ -6,10 +6,12 @@
 //! p50/p99 latency of each. The load generator runs on one thread of the same
 //! 2-core machine.
 //!
-//! The gateway run is made twice: with the anonymous caller, and with every
-//! request carrying an `[oauth]` access token (ES256, keys discovered from a
-//! loopback issuer served by this bench), so the cost of checking tokens shows as
-//! the ratio between the two.
+//! The gateway run is made three times with the same load generator: with the
+//! anonymous caller (no credential), with every request carrying an API key, and
+//! with every request carrying an `[oauth]` access token (ES256, keys discovered
+//! from a loopback issuer served by this bench, so JWKS discovery and signature
+//! checks are the real ones); the cost of each way of identifying callers shows
+//! as its ratio to the anonymous run.
 //!
 //! `cargo bench -p mcp-warden --bench http_load` (LOAD_SESSIONS, default 32;
 //! LOAD_SECONDS, default 5).
@@ -147,6 +149,8 @@ EkEf1W2o9XqQfNXUpdF9irWgu2OhRANCAASnLp38a3WQAbLnTSioJoYl+3iIeW0B
 -----END PRIVATE KEY-----
 ";
 const RESOURCE: &str = "http://bench.invalid/mcp";
+/// The API key of the API-key run.
+const API_KEY: &str = "load-bench-api-key-0123456789";
 
 /// A loopback issuer serving its metadata and key set (each answer closes its
 /// connection); returns its URL and an access token for `RESOURCE`.
@@ -196,18 +200,31 @@ fn issuer() -> (String, String) {
     (url, token)
 }
 
-fn through_gateway(sessions: u64, seconds: u64, oauth: bool) -> f64 {
+/// How the bench's requests say who they are.
+#[derive(Clone, Copy, PartialEq)]
+enum Identity {
+    Anonymous,
+    ApiKey,
+    OAuth,
+}
+
+fn through_gateway(sessions: u64, seconds: u64, identity: Identity) -> f64 {
     let dir = std::env::temp_dir().join(format!("warden-http-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("warden.toml");
-    let (who, bearer) = if oauth {
-        let (url, token) = issuer();
-        (
-            format!("[oauth]\nissuer = \"{url}\"\nresource = \"{RESOURCE}\"\nrequired_scopes = [\"mcp\"]\n"),
-            Some(Arc::<str>::from(token)),
-        )
-    } else {
-        ("[gateway]\nanonymous_caller = \"load\"\n".to_owned(), None)
+    let (who, bearer) = match identity {
+        Identity::OAuth => {
+            let (url, token) = issuer();
+            (
+                format!("[oauth]\nissuer = \"{url}\"\nresource = \"{RESOURCE}\"\nrequired_scopes = [\"mcp\"]\n"),
+                Some(Arc::<str>::from(token)),
+            )
+        }
+        Identity::ApiKey => (
+            "[[caller]]\nname = \"load\"\napi_key_env = \"WARDEN_LOAD_KEY\"\n".to_owned(),
+            Some(Arc::<str>::from(API_KEY)),
+        ),
+        Identity::Anonymous => ("[gateway]\nanonymous_caller = \"load\"\n".to_owned(), None),
     };
     std::fs::write(
         &config,
@@ -219,6 +236,7 @@ fn through_gateway(sessions: u64, seconds: u64, oauth: bool) -> f64 {
         .arg(&config)
         .args(["--http", "127.0.0.1:0"])
         .env("RUST_LOG", "warn")
+        .env("WARDEN_LOAD_KEY", API_KEY)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -254,10 +272,10 @@ fn through_gateway(sessions: u64, seconds: u64, oauth: bool) -> f64 {
     let calls = results.iter().map(|r| r.0).sum();
     let lat = results.into_iter().flat_map(|r| r.1).collect();
     let rate = report(
-        if oauth {
-            "through mcp-warden, OAuth"
-        } else {
-            "through mcp-warden (HTTP)"
+        match identity {
+            Identity::Anonymous => "through mcp-warden (HTTP)",
+            Identity::ApiKey => "through mcp-warden, API key",
+            Identity::OAuth => "through mcp-warden, OAuth",
         },
         calls,
         Duration::from_secs(seconds),
@@ -358,15 +376,21 @@ fn main() {
     println!(
         "HTTP front load: {sessions} concurrent sessions, {seconds} s after 1 s of warm-up, echo tool, validation on"
     );
-    let g = through_gateway(sessions, seconds, false);
-    let o = through_gateway(sessions, seconds, true);
+    let g = through_gateway(sessions, seconds, Identity::Anonymous);
+    let k = through_gateway(sessions, seconds, Identity::ApiKey);
+    let o = through_gateway(sessions, seconds, Identity::OAuth);
     let d = direct(sessions, seconds);
     println!(
         "gateway/direct throughput: {:.2}   (target: ≥ 10,000 calls/s through the gateway)",
         g / d
     );
     println!(
+        "API key/anonymous throughput: {:.2}   (every request carries an API key)",
+        k / g
+    );
+    println!(
         "OAuth/anonymous throughput: {:.2}   (every request carries an ES256 access token)",
         o / g
     );
+    println!("OAuth/API key throughput: {:.2}", o / k);
 }

@@ -1,11 +1,12 @@
 //! Who an HTTP request acts for, through the real binary (G1): API keys and
 //! bearer JWTs (HS256, a JWKS), every refusal a 401 with its challenge, the
 //! claims a configured issuer and audience require, token times, and how loud an
-//! anonymous caller is.
+//! anonymous caller is; and a child-process upstream that runs one child per
+//! caller, each with its own caller's credential (G8).
 
 mod common;
 
-use common::http::{error_body, initialize, HttpWarden};
+use common::http::{error_body, initialize, open, HttpWarden, Open, POST};
 use common::*;
 use serde_json::{json, Value};
 
@@ -216,6 +217,53 @@ fn check_is_loud_about_anonymous_http_callers() {
     assert!(out.contains("every request will get 401"), "{out}");
 }
 
+/// `check` on `[oauth]` settings: an https issuer nobody answers at now is a
+/// warning (the gateway starts and waits for it); a CA file that cannot be used
+/// is an error, since no token of that issuer could ever be checked.
+#[test]
+fn check_explains_an_oauth_issuer_that_cannot_work() {
+    let dir = scratch("oauth-check");
+    let issuer = format!("https://127.0.0.1:{}", free_port());
+    let oauth = |extra: &str| {
+        format!("[gateway]\nfront = \"http\"\n[oauth]\nissuer = \"{issuer}\"\n{extra}")
+    };
+    let config = write_config(&dir, &oauth(""));
+    let (code, out, err) = cli(&["check", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let warning = out
+        .lines()
+        .find(|l| l.starts_with("warning: oauth.issuer"))
+        .unwrap_or_else(|| panic!("no warning about the issuer: {out}"));
+    assert!(
+        warning.starts_with(&format!(
+            "warning: oauth.issuer '{issuer}' cannot be reached now ("
+        )) && warning.ends_with("): its tokens are refused until it can"),
+        "{warning}"
+    );
+
+    let config = write_config(&dir, &oauth("tls_ca_file = \"missing-ca.pem\"\n"));
+    let (code, out, err) = cli(&["check", "--config", config.to_str().unwrap()]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        format!(
+            "error: oauth.tls_ca_file: cannot read {}: I/O error: No such file or directory (os error 2)\n",
+            dir.join("missing-ca.pem").display()
+        )
+    );
+    std::fs::write(dir.join("empty-ca.pem"), "no certificate here\n").unwrap();
+    let config = write_config(&dir, &oauth("tls_ca_file = \"empty-ca.pem\"\n"));
+    let (code, _, err) = cli(&["check", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        format!(
+            "error: oauth.tls_ca_file: {} holds no certificate\n",
+            dir.join("empty-ca.pem").display()
+        )
+    );
+}
+
 /// `[oauth]` with an issuer that is not there (a loopback port nobody listens on):
 /// the gateway starts anyway, serves its protected resource metadata, points every
 /// 401 at it, and refuses every token (none can be checked), including a JWT of
@@ -290,4 +338,166 @@ fn oauth_metadata_and_challenges_without_a_reachable_issuer() {
         r.body,
         error_body("Unauthorized: the credential was not accepted.")
     );
+}
+
+/// Callers alice, bob and carol have credentials for the fixture (a child of
+/// their own each, two at most, stopped after 1 s idle); dave has none.
+const PER_CALLER: &str = r#"
+[[caller]]
+name = "alice"
+api_key_env = "PC_ALICE_KEY"
+[[caller]]
+name = "bob"
+api_key_env = "PC_BOB_KEY"
+[[caller]]
+name = "carol"
+api_key_env = "PC_CAROL_KEY"
+[[caller]]
+name = "dave"
+api_key_env = "PC_DAVE_KEY"
+
+[[upstream]]
+name = "fx"
+command = ["{fixture}"]
+env = { FIXTURE_SECRET_VAR = "FX_TOKEN" }
+credential_env = "FX_TOKEN"
+max_caller_processes = 2
+caller_process_idle_ms = 1000
+
+[[upstream.credential]]
+callers = ["alice"]
+token_env = "PC_ALICE_SECRET"
+[[upstream.credential]]
+callers = ["bob"]
+name = "bob-at-fx"
+token_env = "PC_BOB_SECRET"
+[[upstream.credential]]
+callers = ["carol"]
+token_env = "PC_CAROL_SECRET"
+"#;
+
+/// A session of `who` (whose API key is `<who>-key`) that can answer sampling.
+fn caller_session(w: &HttpWarden, who: &str) -> (String, String) {
+    let auth = format!("Bearer {who}-key");
+    let sid = w.session_with(&[("Authorization", &auth)], json!({"sampling": {}}));
+    (auth, sid)
+}
+
+/// What the fixture's `secret` tool says for the caller of `(auth, sid)`.
+fn secret(w: &HttpWarden, (auth, sid): &(String, String), id: i64) -> Value {
+    let r = w.post(
+        &[("Authorization", auth), ("Mcp-Session-Id", sid)],
+        &common::http::call(id, "fx.secret", json!({})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.messages().pop().expect("an answer")["result"].clone()
+}
+
+/// The fixture's `FX_TOKEN=… pid=…` answer, split.
+fn said(result: &Value) -> (String, u32) {
+    let text = result["content"][0]["text"].as_str().expect("a text");
+    let (env, pid) = text.split_once(" pid=").expect("env and pid");
+    (env.to_owned(), pid.parse().expect("a pid"))
+}
+
+/// Starts a `sample` call that waits, in the caller's child, until the client
+/// answers the sampling request it makes; returns the open stream and that request.
+fn hold(w: &HttpWarden, (auth, sid): &(String, String), id: i64) -> (Open, Value) {
+    let mut headers = POST.to_vec();
+    headers.push(("Authorization", auth));
+    headers.push(("Mcp-Session-Id", sid));
+    let body = common::http::call(id, "fx.sample", json!({"prompt": "wait"})).to_string();
+    let mut stream = open(&w.addr, "POST", &headers, &body);
+    let asked = loop {
+        let (_, data) = stream.next_event().expect("the sampling request");
+        if data.contains("sampling/createMessage") {
+            break serde_json::from_str::<Value>(&data).unwrap();
+        }
+    };
+    (stream, asked)
+}
+
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[test]
+fn a_child_process_upstream_runs_one_child_per_caller_with_its_own_credential() {
+    let w = HttpWarden::start(
+        "per-caller-children",
+        PER_CALLER,
+        &[
+            ("PC_ALICE_KEY", "alice-key"),
+            ("PC_BOB_KEY", "bob-key"),
+            ("PC_CAROL_KEY", "carol-key"),
+            ("PC_DAVE_KEY", "dave-key"),
+            ("PC_ALICE_SECRET", "alice-secret"),
+            ("PC_BOB_SECRET", "bob-secret"),
+            ("PC_CAROL_SECRET", "carol-secret"),
+        ],
+    );
+    let [alice, bob, carol, dave] =
+        ["alice", "bob", "carol", "dave"].map(|who| caller_session(&w, who));
+
+    // Alice and Bob each keep their own child busy with a call that waits on them.
+    let (alice_stream, alice_asked) = hold(&w, &alice, 1);
+    let (bob_stream, bob_asked) = hold(&w, &bob, 1);
+    // Each child was started with its own caller's secret, and only that.
+    let (alice_env, alice_pid) = said(&secret(&w, &alice, 2));
+    let (bob_env, bob_pid) = said(&secret(&w, &bob, 2));
+    assert_eq!(alice_env, "FX_TOKEN=alice-secret");
+    assert_eq!(bob_env, "FX_TOKEN=bob-secret");
+    assert_ne!(alice_pid, bob_pid);
+    // Dave has no credential: the upstream's own child, which holds no one's secret.
+    let (dave_env, own_pid) = said(&secret(&w, &dave, 1));
+    assert_eq!(dave_env, "FX_TOKEN=<unset>");
+    assert!(own_pid != alice_pid && own_pid != bob_pid);
+    // A caller's requests keep going to its child.
+    assert_eq!(said(&secret(&w, &alice, 3)).1, alice_pid);
+
+    // Both children may run, and both are busy: Carol is told so, and no child starts.
+    let refused = secret(&w, &carol, 1);
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(
+        refused["content"][0]["text"],
+        "Error: The server of this tool is busy with as many callers as it may serve at once. Retry shortly."
+    );
+
+    // The waiting calls finish once their clients answer.
+    for ((mut stream, asked), (auth, sid)) in [(alice_stream, alice_asked), (bob_stream, bob_asked)]
+        .into_iter()
+        .zip([&alice, &bob])
+    {
+        let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"role": "assistant",
+            "content": {"type": "text", "text": "done"}, "model": "m"}});
+        let r = w.post(&[("Authorization", auth), ("Mcp-Session-Id", sid)], &answer);
+        assert_eq!(r.status, 202);
+        let last = loop {
+            let (_, data) = stream.next_event().expect("the call's answer");
+            if data.contains("\"result\"") {
+                break serde_json::from_str::<Value>(&data).unwrap();
+            }
+        };
+        assert_eq!(last["result"]["content"][0]["text"], "model said: done");
+    }
+
+    // Idle past caller_process_idle_ms, both children are stopped; the
+    // upstream's own child is not.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while alive(alice_pid) || alive(bob_pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "idle children were not stopped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(alive(own_pid));
+    // Now there is room: Carol gets a child with her own secret.
+    let (carol_env, carol_pid) = said(&secret(&w, &carol, 2));
+    assert_eq!(carol_env, "FX_TOKEN=carol-secret");
+    assert!(![alice_pid, bob_pid, own_pid].contains(&carol_pid));
+    // Alice comes back: a new child, with her secret again.
+    let (env, pid) = said(&secret(&w, &alice, 4));
+    assert_eq!(env, "FX_TOKEN=alice-secret");
+    assert_ne!(pid, alice_pid);
 }

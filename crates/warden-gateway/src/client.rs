@@ -107,6 +107,9 @@ impl McpClient {
             tools: Default::default(),
             labels: Default::default(),
             credential: Vec::new(),
+            credential_env: None,
+            max_caller_processes: None,
+            caller_process_idle_ms: None,
         };
         let upstream = Arc::new(Upstream::new(0, config, program, DEFAULT_MAX_MESSAGE_BYTES));
         let inbound: Arc<dyn Inbound> = Arc::new(HostInbound);

@@ -26,6 +26,10 @@ pub fn listing_failed(upstreams: &[String]) -> String {
 /// A relayed request (not a tool call) got no answer from its upstream.
 pub const UPSTREAM_NO_ANSWER: &str =
     "Internal error: the server behind the gateway did not answer.";
+/// G8: a caller's own child of a child-process upstream cannot be started, since
+/// as many as may run are all busy with other callers' requests.
+pub const CALLER_PROCESSES_BUSY: &str =
+    "Error: The server of this tool is busy with as many callers as it may serve at once. Retry shortly.";
 /// An upstream answered with neither a result nor an error.
 pub const UPSTREAM_EMPTY_ANSWER: &str =
     "Internal error: the server behind the gateway sent an empty answer.";

@@ -482,14 +482,65 @@ fn oauth(o: &OAuthConfig) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// One upstream's `[[upstream.credential]]` entries.
+/// One upstream's `[[upstream.credential]]` entries, and for a child-process
+/// upstream the settings of its callers' own children.
 fn credentials(i: usize, up: &UpstreamConfig, oauth: &OAuthConfig) -> Result<(), Invalid> {
+    let at = |k: &str| format!("upstream[{i}].{k}");
+    let stdio = up.url.is_none();
+    match (&up.credential_env, stdio) {
+        (Some(_), false) => {
+            return Err(invalid(
+                at("credential_env"),
+                "is for child-process upstreams (command); an HTTP upstream is shown a caller's credential as its bearer token",
+            ))
+        }
+        (Some(var), true) if up.credential.is_empty() => {
+            return Err(invalid(
+                at("credential_env"),
+                format!("names where a caller's credential goes ('{var}'), but no [[upstream.credential]] entry gives one"),
+            ))
+        }
+        (Some(var), true) if var.is_empty() || var.contains(['=', '\0']) => {
+            return Err(invalid(
+                at("credential_env"),
+                "must be an environment variable name (not empty, no '=')",
+            ))
+        }
+        (None, true) if !up.credential.is_empty() => {
+            return Err(invalid(
+                at("credential_env"),
+                "is required with [[upstream.credential]] on a child-process upstream: the variable each caller's own child gets its credential in",
+            ))
+        }
+        _ => {}
+    }
+    let children = stdio && !up.credential.is_empty();
+    for (key, set) in [
+        ("max_caller_processes", up.max_caller_processes.is_some()),
+        (
+            "caller_process_idle_ms",
+            up.caller_process_idle_ms.is_some(),
+        ),
+    ] {
+        if set && !children {
+            return Err(invalid(
+                at(key),
+                "is for a child-process upstream with [[upstream.credential]] entries (each such caller gets a child of its own)",
+            ));
+        }
+    }
+    if up.max_caller_processes == Some(0) {
+        return Err(invalid(at("max_caller_processes"), "must be at least 1"));
+    }
+    if up.caller_process_idle_ms == Some(0) {
+        return Err(invalid(at("caller_process_idle_ms"), "must be more than 0"));
+    }
     for (j, c) in up.credential.iter().enumerate() {
         let at = |k: &str| format!("upstream[{i}].credential[{j}].{k}");
-        if up.url.is_none() {
+        if stdio && c.exchange.is_some() {
             return Err(invalid(
-                at("callers"),
-                "per-caller credentials are for HTTP upstreams (url); a child process has one environment for all callers",
+                at("exchange"),
+                "is for HTTP upstreams (url): a child process keeps the environment it started with, and an exchanged token expires; use token_env or token_file",
             ));
         }
         if c.callers.is_empty() {

@@ -391,6 +391,16 @@ pub struct UpstreamConfig {
     /// `bearer_token_env`.
     #[serde(default)]
     pub credential: Vec<CredentialConfig>,
+    /// For a child-process upstream with `[[upstream.credential]]` entries: the
+    /// environment variable a caller's own child gets that caller's credential in
+    /// (each such caller gets a child of its own).
+    pub credential_env: Option<String>,
+    /// Callers' own children running at once (built-in: 16); at the bound the
+    /// idle one used longest ago is stopped, and when all are busy a new caller's
+    /// request is refused.
+    pub max_caller_processes: Option<usize>,
+    /// A caller's own child idle this long is stopped (built-in: 300000, five minutes).
+    pub caller_process_idle_ms: Option<u64>,
 }
 
 /// One per-caller upstream credential: who it is for and where it comes from

@@ -687,9 +687,35 @@ close_schema = true
             e(&format!("{up}exchange = {{ audience = \"https://u.example\" }}\n")),
             "w.toml: upstream[0].credential[0].exchange: token exchange happens at [oauth] issuer as [oauth] client_id: set both (and client_secret_env)"
         );
+        // A child-process upstream gives each caller with a credential a child of its own.
+        let child = "[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\n";
+        let entry = "[[upstream.credential]]\ncallers = [\"alice\"]\ntoken_env = \"A\"\n";
         assert_eq!(
-            e("[[upstream]]\nname = \"u\"\ncommand = [\"x\"]\n[[upstream.credential]]\ncallers = [\"alice\"]\ntoken_env = \"A\"\n"),
-            "w.toml: upstream[0].credential[0].callers: per-caller credentials are for HTTP upstreams (url); a child process has one environment for all callers"
+            e(&format!("{child}{entry}")),
+            "w.toml: upstream[0].credential_env: is required with [[upstream.credential]] on a child-process upstream: the variable each caller's own child gets its credential in"
+        );
+        assert!(Config::parse(&format!("{child}credential_env = \"T\"\nmax_caller_processes = 2\ncaller_process_idle_ms = 500\n{entry}"), "w.toml").is_ok());
+        assert_eq!(
+            e(&format!("{child}credential_env = \"T\"\n")),
+            "w.toml: upstream[0].credential_env: names where a caller's credential goes ('T'), but no [[upstream.credential]] entry gives one"
+        );
+        assert_eq!(
+            e(&format!("{up}token_env = \"A\"\n").replace("url = ", "credential_env = \"T\"\nurl = ")),
+            "w.toml: upstream[0].credential_env: is for child-process upstreams (command); an HTTP upstream is shown a caller's credential as its bearer token"
+        );
+        assert_eq!(
+            e(&format!("{child}max_caller_processes = 4\n")),
+            "w.toml: upstream[0].max_caller_processes: is for a child-process upstream with [[upstream.credential]] entries (each such caller gets a child of its own)"
+        );
+        assert_eq!(
+            e(&format!(
+                "{child}credential_env = \"T\"\nmax_caller_processes = 0\n{entry}"
+            )),
+            "w.toml: upstream[0].max_caller_processes: must be at least 1"
+        );
+        assert_eq!(
+            e(&format!("[oauth]\nissuer = \"https://id.example\"\nclient_id = \"gw\"\nclient_secret_env = \"S\"\n{child}credential_env = \"T\"\n[[upstream.credential]]\ncallers = [\"*\"]\nexchange = {{ audience = \"x\" }}\n")),
+            "w.toml: upstream[0].credential[0].exchange: is for HTTP upstreams (url): a child process keeps the environment it started with, and an exchanged token expires; use token_env or token_file"
         );
         assert!(Config::parse(&format!("{up}token_env = \"A\"\n"), "w.toml").is_ok());
     }

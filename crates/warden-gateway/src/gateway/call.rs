@@ -829,6 +829,15 @@ impl Calls {
                 .settle(record, End::Cancelled(e.to_string()))
                 .await;
         }
+        if let CallError::Crowded(_) = e {
+            // The caller may retry; nothing went wrong that it could not be told.
+            tracing::warn!(%upstream, tool = %logged(&record.tool), "call refused: {e}");
+            let end = End::Refused {
+                decision: Decision::Allowed,
+                text: texts::CALLER_PROCESSES_BUSY.to_owned(),
+            };
+            return self.settle.settle(record, end).await;
+        }
         let ms = record.started.elapsed().as_millis() as u64;
         tracing::error!(%upstream, method = "tools/call", tool = %logged(&record.tool), ms, "request failed: {e}");
         let end = End::Failed {

@@ -8,6 +8,7 @@ use crate::config::ErrorData;
 use crate::jsonrpc;
 use crate::logged::logged;
 use crate::texts;
+use crate::upstream::per_caller::Lease;
 use crate::upstream::{CallError, Conn, PendingReply, Upstream};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -24,12 +25,17 @@ pub struct Pending {
     pub method: String,
     /// The client request it answers.
     pub call: Option<CallKey>,
+    /// The hold on the caller's own child it runs on, if it does (G8): that
+    /// child is not stopped as idle while the request is under way.
+    pub lease: Option<Lease>,
 }
 
 /// Queues `method` on `up` for the client request `call`, remembering the way back
 /// for cancellation (and the log level a 2026-07-28 call opted in to). An
 /// upstream that speaks 2026-07-28 gets the envelope with the capabilities the
-/// client declared (`capabilities`), never more.
+/// client declared (`capabilities`), never more. `credential` is the caller's
+/// own for this upstream (G8): an HTTP upstream is shown it, and a child-process
+/// upstream runs the request in the caller's own child, started with it.
 pub async fn start(
     up: &Upstream,
     session: &ClientSession,
@@ -39,7 +45,15 @@ pub async fn start(
     (log_level, capabilities): (Option<u8>, Option<&Value>),
     credential: Option<Arc<str>>,
 ) -> Result<Pending, CallError> {
-    let conn = up.conn().ok_or(CallError::Gone)?;
+    let (conn, lease, credential) = match (credential, &up.children) {
+        (Some(token), Some(children)) => {
+            let caller = session.caller();
+            let name = caller.as_deref().map_or("", |c| c.name.as_str());
+            let (conn, lease) = children.conn_for(name, token).await?;
+            (conn, Some(lease), None)
+        }
+        (credential, _) => (up.conn().ok_or(CallError::Gone)?, None, credential),
+    };
     // The log level the client wants for this request (its own envelope's, or an
     // older client's `logging/setLevel`), for a 2026-07-28 upstream's envelope.
     let level = match log_level {
@@ -62,6 +76,7 @@ pub async fn start(
         upstream: up.name.clone(),
         method: method.to_owned(),
         call,
+        lease,
     })
 }
 

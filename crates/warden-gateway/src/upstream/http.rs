@@ -279,14 +279,16 @@ impl Http {
         // A caller's own credential for this request, when one is configured.
         let credential = pending_id.and_then(|n| conn.take_credential(n));
         match self
-            .exchange(&conn, line, pending_id, &trace, credential)
+            .exchange(&conn, line, pending_id, &trace, credential.clone())
             .await
         {
             Ok(last) => {
                 // A stream that ended early with an event id: come back for the rest.
                 if let (Some(n), Some(last)) = (pending_id, last) {
                     if conn.is_pending(n) && lock(&self.session).is_some() {
-                        self.resume(&conn, n, last).await;
+                        // The rest of the answer is the caller's as much as its
+                        // start: it is asked for with the same credential.
+                        self.resume(&conn, n, last, credential.as_deref()).await;
                     }
                 }
                 // The answer is over and held no response to this request (garbage, or
@@ -578,14 +580,21 @@ impl Http {
 
     /// SEP-1699: a server may end a request's stream before its answer and expect
     /// the client to come back with a GET and the last event id it saw. Tries a few
-    /// times while the request still waits.
-    async fn resume(self: &Arc<Self>, conn: &Arc<Conn>, id: u64, mut last: String) {
+    /// times while the request still waits, presenting the credential the request
+    /// was sent with (a caller's own, or the gateway's when `None`).
+    async fn resume(
+        self: &Arc<Self>,
+        conn: &Arc<Conn>,
+        id: u64,
+        mut last: String,
+        credential: Option<&str>,
+    ) {
         for _ in 0..RESUME_ATTEMPTS {
             if !conn.is_pending(id) {
                 return;
             }
             tokio::time::sleep(RESUME_PAUSE).await;
-            let Some(response) = self.open_stream(Some(&last)).await else {
+            let Some(response) = self.open_stream(Some(&last), credential).await else {
                 continue;
             };
             if !response.status().is_success() {
@@ -631,7 +640,7 @@ impl Http {
             let Some(conn) = self.conn.upgrade().filter(|c| !c.is_closed()) else {
                 return;
             };
-            if let Some(response) = self.open_stream(None).await {
+            if let Some(response) = self.open_stream(None, None).await {
                 match response.status() {
                     StatusCode::METHOD_NOT_ALLOWED => return,
                     StatusCode::NOT_FOUND => {
@@ -663,8 +672,13 @@ impl Http {
     }
 
     /// A GET for the server's own stream, on a connection of its own (the stream
-    /// holds it for as long as it lasts).
-    async fn open_stream(&self, last_event_id: Option<&str>) -> Option<Response<Incoming>> {
+    /// holds it for as long as it lasts), with `credential` as its bearer token
+    /// instead of the gateway's own when one is given.
+    async fn open_stream(
+        &self,
+        last_event_id: Option<&str>,
+        credential: Option<&str>,
+    ) -> Option<Response<Incoming>> {
         let stream = self.connect().await.ok()?;
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
@@ -673,7 +687,7 @@ impl Http {
         tokio::spawn(async move {
             let _ = connection.await;
         });
-        let mut req = self.request("GET", Empty::new(), "text/event-stream");
+        let mut req = self.request_as("GET", Empty::new(), "text/event-stream", credential);
         if let Some(last) = last_event_id {
             if let Ok(v) = last.parse() {
                 req.headers_mut().insert("last-event-id", v);

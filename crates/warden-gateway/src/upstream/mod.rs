@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 mod child;
 pub mod credential;
 mod http;
+pub mod per_caller;
 
 /// Protocol versions this gateway speaks, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -63,6 +64,9 @@ pub enum CallError {
     /// The upstream's input rounds could not be made (what went wrong).
     #[error("{0}")]
     Input(&'static str),
+    /// Every per-caller child of the upstream is busy, and there may be no more.
+    #[error("all {0} per-caller processes of the upstream are busy")]
+    Crowded(usize),
 }
 
 enum Reply {
@@ -578,6 +582,8 @@ pub struct Upstream {
     generation: AtomicU64,
     /// The credential presented for each caller (`[[upstream.credential]]`).
     pub credentials: credential::Credentials,
+    /// A child-process upstream with per-caller credentials: each such caller's own child.
+    pub children: Option<Arc<per_caller::CallerChildren>>,
     /// The server ended when asked `server/discover`: it gets the handshake only.
     no_discover: AtomicBool,
     /// It speaks 2026-07-28 (as its `info` says, kept where a call reads it cheaply).
@@ -600,6 +606,12 @@ impl Upstream {
             index,
             name: config.name.clone(),
             credentials: credential::Credentials::from_config(&config),
+            children: per_caller::CallerChildren::for_upstream(
+                index,
+                &config,
+                &program,
+                max_message,
+            ),
             config,
             program,
             max_message,
@@ -653,6 +665,10 @@ impl Upstream {
         inbound: Weak<dyn Inbound>,
         init: &Value,
     ) -> Result<Vec<Value>, String> {
+        if let Some(children) = &self.children {
+            // Callers' own children start the way this one does.
+            children.remember(inbound.clone(), init);
+        }
         let conn = self.spawn(inbound)?;
         let result = async {
             let stateless = match self.config.protocol {
@@ -974,8 +990,16 @@ impl Upstream {
         }
     }
 
-    /// Ends the current child, if any.
+    /// Ends the current child, if any, and every caller's own.
     pub async fn shutdown(&self) {
+        self.stop().await;
+        if let Some(children) = &self.children {
+            children.shutdown().await;
+        }
+    }
+
+    /// Ends the current child (or HTTP session), if any.
+    async fn stop(&self) {
         let conn = self.conn.write().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(conn) = conn {
             conn.shutdown().await;
