@@ -423,19 +423,7 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn a_child_process_upstream_runs_one_child_per_caller_with_its_own_credential() {
-    let w = HttpWarden::start(
-        "per-caller-children",
-        PER_CALLER,
-        &[
-            ("PC_ALICE_KEY", "alice-key"),
-            ("PC_BOB_KEY", "bob-key"),
-            ("PC_CAROL_KEY", "carol-key"),
-            ("PC_DAVE_KEY", "dave-key"),
-            ("PC_ALICE_SECRET", "alice-secret"),
-            ("PC_BOB_SECRET", "bob-secret"),
-            ("PC_CAROL_SECRET", "carol-secret"),
-        ],
-    );
+    let w = HttpWarden::start("per-caller-children", PER_CALLER, &PER_CALLER_ENV);
     let [alice, bob, carol, dave] =
         ["alice", "bob", "carol", "dave"].map(|who| caller_session(&w, who));
 
@@ -500,4 +488,56 @@ fn a_child_process_upstream_runs_one_child_per_caller_with_its_own_credential() 
     let (env, pid) = said(&secret(&w, &alice, 4));
     assert_eq!(env, "FX_TOKEN=alice-secret");
     assert_ne!(pid, alice_pid);
+}
+
+/// The environment of the per-caller tests: each caller's API key and secret.
+const PER_CALLER_ENV: [(&str, &str); 7] = [
+    ("PC_ALICE_KEY", "alice-key"),
+    ("PC_BOB_KEY", "bob-key"),
+    ("PC_CAROL_KEY", "carol-key"),
+    ("PC_DAVE_KEY", "dave-key"),
+    ("PC_ALICE_SECRET", "alice-secret"),
+    ("PC_BOB_SECRET", "bob-secret"),
+    ("PC_CAROL_SECRET", "carol-secret"),
+];
+
+#[test]
+fn at_the_bound_the_idle_child_used_longest_ago_makes_room() {
+    // One child at most, never stopped for idleness: only room-making stops one.
+    let toml = PER_CALLER
+        .replace("max_caller_processes = 2", "max_caller_processes = 1")
+        .replace(
+            "caller_process_idle_ms = 1000",
+            "caller_process_idle_ms = 600000",
+        );
+    let w = HttpWarden::start("per-caller-room", &toml, &PER_CALLER_ENV);
+    let [alice, bob] = ["alice", "bob"].map(|who| caller_session(&w, who));
+    let (env, alice_pid) = said(&secret(&w, &alice, 1));
+    assert_eq!(env, "FX_TOKEN=alice-secret");
+    // Alice's child is idle: Bob's takes its place.
+    let (env, bob_pid) = said(&secret(&w, &bob, 1));
+    assert_eq!(env, "FX_TOKEN=bob-secret");
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while alive(alice_pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "alice's idle child was not stopped to make room"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(alive(bob_pid));
+    // Bob's child is busy: Alice is refused, and Bob's child keeps running.
+    let (mut stream, asked) = hold(&w, &bob, 2);
+    let refused = secret(&w, &alice, 2);
+    assert_eq!(
+        refused["content"][0]["text"],
+        "Error: The server of this tool is busy with as many callers as it may serve at once. Retry shortly."
+    );
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"role": "assistant",
+        "content": {"type": "text", "text": "done"}, "model": "m"}});
+    let (auth, sid) = &bob;
+    let r = w.post(&[("Authorization", auth), ("Mcp-Session-Id", sid)], &answer);
+    assert_eq!(r.status, 202);
+    while stream.next_event().is_some() {}
+    assert_eq!(said(&secret(&w, &bob, 3)).1, bob_pid);
 }

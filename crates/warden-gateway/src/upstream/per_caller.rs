@@ -154,11 +154,6 @@ impl CallerChildren {
         }
     }
 
-    /// How many children run (or start) now.
-    pub fn running(&self) -> usize {
-        lock(&self.slots).len()
-    }
-
     /// The connection of `caller`'s child, started with `token` in the
     /// credential variable if it does not run yet, and a lease on it.
     pub async fn conn_for(
@@ -267,10 +262,16 @@ impl CallerChildren {
         }
     }
 
-    /// Ends a child that is no longer in the pool.
+    /// Ends a child that is no longer in the pool, once the requests still on
+    /// it (a caller whose credential changed mid-call) are over.
     fn retire(&self, slot: Arc<Slot>, why: &'static str) {
         tracing::info!(upstream = %self.name, caller = %logged(&slot.caller), "stopping the caller's own process: {why}");
-        tokio::spawn(async move { slot.up.stop().await });
+        tokio::spawn(async move {
+            while slot.busy.load(Ordering::SeqCst) > 0 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            slot.up.stop().await
+        });
     }
 
     /// A child's process ended or did not start: its caller gets a new one next time.
