@@ -26,7 +26,10 @@ fn rug_config(mode: &str) -> String {
 
 /// [`rug_config`] with more top-level TOML after the upstream.
 fn rug_config_with(mode: &str, rest: &str) -> String {
-    fixture_config(&format!("env = {{ FIXTURE_RUG_PULL = \"1\" }}\n{mode}"), rest)
+    fixture_config(
+        &format!("env = {{ FIXTURE_RUG_PULL = \"1\" }}\n{mode}"),
+        rest,
+    )
 }
 
 /// An audit trail in the gateway's own folder.
@@ -86,7 +89,11 @@ fn drift_records(w: &Warden) -> Vec<(String, String, serde_json::Value)> {
         .map(|r| {
             assert_eq!((&r["caller"], &r["upstream"]), (&json!(null), &json!("fx")));
             let tool = r["tool"].as_str().unwrap().to_owned();
-            (tool, r["outcome"].as_str().unwrap().to_owned(), r["drift"].clone())
+            (
+                tool,
+                r["outcome"].as_str().unwrap().to_owned(),
+                r["drift"].clone(),
+            )
         })
         .collect()
 }
@@ -378,7 +385,9 @@ fn asked(w: &mut Warden, tool: &str, answer: &str) -> (String, serde_json::Value
 
 #[test]
 fn ask_lists_drifted_tools_and_runs_a_call_only_once_a_human_approves_it() {
-    let mut w = pulled("pins-ask", "pins = \"ask\"", STORED);
+    let port = free_port();
+    let admin = format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n{STORED}");
+    let mut w = pulled("pins-ask", "pins = \"ask\"", &admin);
     assert_eq!(
         w.tool_names(),
         names(&[
@@ -451,6 +460,41 @@ fn ask_lists_drifted_tools_and_runs_a_call_only_once_a_human_approves_it() {
     .map(|(t, o)| (t.to_string(), o.to_string()))
     .collect();
     assert_eq!(outcomes, expected);
+    // The console lists them among the calls, saying what changed, newest first.
+    let admin = format!("127.0.0.1:{port}");
+    let api = common::http::request_path(&admin, "GET", "/api/calls?outcome=ask", &[], "");
+    let listed: Vec<(String, String)> = api.json()["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["tool"].as_str().unwrap().to_owned(),
+                c["why"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let differs = |what: &str| format!("the tool differs from the pins lock: {what} (P2)");
+    let again = "the tool matches the pins lock again (P2)".to_owned();
+    let expected: Vec<(String, String)> = vec![
+        ("fx.stamp".into(), again.clone()),
+        ("fx.old_name".into(), again.clone()),
+        ("fx.lookup".into(), again.clone()),
+        ("fx.extra".into(), again),
+        ("fx.extra".into(), differs("added")),
+        ("fx.stamp".into(), differs("changed: inputSchema")),
+        ("fx.new_name".into(), differs("renamed from fx.old_name")),
+        ("fx.lookup".into(), differs("changed: description")),
+    ];
+    assert_eq!(listed, expected);
+    // A record's page shows the diff, escaped.
+    let id = api.json()["calls"][7]["id"].clone();
+    let page = common::http::request_path(&admin, "GET", &format!("/calls/{id}"), &[], "");
+    assert!(
+        page.body.contains("<pre id=\"drift\">fx.lookup: changed\n  description\n    - &quot;Look a word up.&quot;\n"),
+        "{}",
+        page.body
+    );
     w.close();
 }
 

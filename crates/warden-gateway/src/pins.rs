@@ -400,9 +400,9 @@ mod tests {
             ]
         );
         std::fs::write(lock_path(&path), "{}").unwrap();
-        assert!(rule_problems(&config)
-            .unwrap_err()
-            .ends_with("the pins lock has no \"upstreams\" object; write it again with `mcp-warden pins lock`"));
+        assert!(rule_problems(&config).unwrap_err().ends_with(
+            "the pins lock has no \"upstreams\" object; write it again with `mcp-warden pins lock`"
+        ));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -238,7 +238,9 @@ impl Upstreams {
             .collect();
         if lock.is_none() {
             // Without a lock nothing is pinned, so nothing differs from one.
-            super::session::lock(&self.drifts).iter_mut().for_each(BTreeMap::clear);
+            super::session::lock(&self.drifts)
+                .iter_mut()
+                .for_each(BTreeMap::clear);
         }
         let policy = Asking {
             policy: &self.policy,
@@ -310,7 +312,12 @@ impl Upstreams {
                 pins::Drift::Changed(n, fields) => {
                     let fields: Vec<&str> = fields.iter().map(|(f, _, _)| f.as_str()).collect();
                     let ask = (n, texts::pin_changed(&seen(n), &fields));
-                    (n, seen(n), drift_of("changed", &fields, None, &text), Some(ask))
+                    (
+                        n,
+                        seen(n),
+                        drift_of("changed", &fields, None, &text),
+                        Some(ask),
+                    )
                 }
             };
             if let (PinMode::Ask, Some((name, question))) = (mode, ask) {
