@@ -79,8 +79,8 @@ fn error_line(w: &mut Warden, name: &str) -> String {
 
 /// The tool-drift records of the gateway's audit trail, oldest first, as
 /// `mcp-warden audit --json` prints them: (tool, outcome, drift).
-fn drift_records(w: &Warden) -> Vec<(String, String, serde_json::Value)> {
-    let config = w.dir.join("warden.toml");
+fn drift_records(dir: &std::path::Path) -> Vec<(String, String, serde_json::Value)> {
+    let config = dir.join("warden.toml");
     let (code, out, err) = cli(&["audit", "--config", config.to_str().unwrap(), "--json"]);
     assert_eq!(code, 0, "{err}");
     out.lines()
@@ -136,7 +136,7 @@ fn hidden_drifted_tools_look_absent_and_come_back_when_restored() {
             json!({"change": "added", "diff": "fx.extra: added\n"}),
         ),
     ];
-    assert_eq!(drift_records(&w), pulled_records);
+    assert_eq!(drift_records(&w.dir), pulled_records);
     // A tool that changes back is served again.
     assert_eq!(w.call_text("fx.rug_back", json!({})), "rug_back");
     w.wait_for("list_changed again", |m| {
@@ -162,7 +162,7 @@ fn hidden_drifted_tools_look_absent_and_come_back_when_restored() {
             json!({"change": "restored"}),
         ));
     }
-    assert_eq!(drift_records(&w), all);
+    assert_eq!(drift_records(&w.dir), all);
     // `mcp-warden audit` shows each in a line of its own, saying what changed.
     let config = w.dir.join("warden.toml");
     let (_, table, _) = cli(&["audit", "--config", config.to_str().unwrap()]);
@@ -442,7 +442,7 @@ fn ask_lists_drifted_tools_and_runs_a_call_only_once_a_human_approves_it() {
         m["method"] == "notifications/tools/list_changed"
     });
     assert_eq!(w.call_text("fx.lookup", json!({"word": "x"})), "lookup");
-    let outcomes: Vec<(String, String)> = drift_records(&w)
+    let outcomes: Vec<(String, String)> = drift_records(&w.dir)
         .into_iter()
         .map(|(tool, outcome, d)| (tool, format!("{outcome} {}", d["change"].as_str().unwrap())))
         .collect();
@@ -504,7 +504,7 @@ fn over_http_a_drifted_tool_in_ask_mode_is_put_to_the_human() {
     let anon = "[gateway]\nanonymous_caller = \"dev\"\n";
     let w = HttpWarden::start(
         "pins-http-ask",
-        &format!("{anon}{}", rug_config("pins = \"ask\"")),
+        &format!("{anon}{}", rug_config_with("pins = \"ask\"", STORED)),
         &[],
     );
     let config = w.dir.join("warden.toml");
@@ -557,4 +557,17 @@ fn over_http_a_drifted_tool_in_ask_mode_is_put_to_the_human() {
         let last = stream.finish().messages().pop().expect("the answer");
         assert_eq!(last["result"]["content"][0]["text"], text);
     }
+    let recorded: Vec<String> = drift_records(&w.dir)
+        .into_iter()
+        .map(|(tool, outcome, d)| format!("{tool} {outcome} {}", d["change"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            "fx.lookup ask changed",
+            "fx.new_name ask renamed",
+            "fx.stamp ask changed",
+            "fx.extra ask added"
+        ]
+    );
 }
