@@ -277,6 +277,15 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             for w in &warnings {
                 println!("warning: {w}");
             }
+            // With a pins lock, the tools' schemas as reviewed are known (G6).
+            let problems = pins::rule_problems(&config).map_err(|e| anyhow!(e))?;
+            if !problems.is_empty() {
+                let lock = pins::lock_path(&config.path);
+                for p in &problems {
+                    eprintln!("error: {path}: {p} (schema from {})", lock.display());
+                }
+                return Ok(ExitCode::FAILURE);
+            }
             println!(
                 "{path}: ok ({} upstream(s), {} warning(s))",
                 config.upstream.len(),
@@ -290,7 +299,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let config = load(&config)?;
-            let (gateway, session) = start(config, caller).await?;
+            let (gateway, session) = start(config, caller, Audit::CallsOnly).await?;
             let listed = gateway.list_tools(session.caller().as_deref()).await;
             gateway.shutdown().await;
             let result = listed.map_err(|e| anyhow!(e))?;
@@ -346,15 +355,20 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     "TIME", "CALLER", "TOOL", "DECISION", "OUTCOME", "MS"
                 );
                 for r in &records {
+                    // A drift record (P2) says what changed; a replayed call says so.
+                    let note = match (&r.drift, r.replayed) {
+                        (Some(d), _) => format!("  ({})", d.summary()),
+                        (None, true) => "  (replayed)".to_owned(),
+                        (None, false) => String::new(),
+                    };
                     println!(
-                        "{:<24}  {:<10}  {:<28}  {:<17}  {:<14}  {:>9.1}{}",
+                        "{:<24}  {:<10}  {:<28}  {:<17}  {:<14}  {:>9.1}{note}",
                         r.time,
                         r.caller.as_deref().unwrap_or("-"),
                         r.tool,
                         r.decision,
                         r.outcome,
                         r.duration_ms,
-                        if r.replayed { "  (replayed)" } else { "" }
                     );
                 }
                 println!("({} record(s))", records.len());
@@ -364,7 +378,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Pins { action } => {
             let config = load(action.config())?;
             let path = pins::lock_path(&config.path);
-            let (gateway, _session) = start(config, None).await?;
+            let (gateway, _session) = start(config, None, Audit::CallsOnly).await?;
             let listings = gateway.upstream_listings();
             gateway.shutdown().await;
             let mut lock = pins::Lock::read(&path)
@@ -425,7 +439,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             if let Some(m) = meta {
                 params["_meta"] = serde_json::from_str(&m).context("--meta is not valid JSON")?;
             }
-            let (gateway, session) = start(config, caller).await?;
+            let (gateway, session) = start(config, caller, Audit::All).await?;
             let body = gateway.call_tool(&session, None, params).await;
             gateway.shutdown().await;
             match body {
@@ -451,10 +465,19 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// What a command's gateway leaves in the audit trail: `tools` and `pins` only
+/// look at the upstreams, so the tool drift they see is not recorded (P2).
+#[derive(PartialEq)]
+enum Audit {
+    All,
+    CallsOnly,
+}
+
 /// A gateway with its upstreams started, and a session acting for `caller`.
 async fn start(
     config: Config,
     caller: Option<String>,
+    audit: Audit,
 ) -> anyhow::Result<(Arc<Gateway>, Arc<ClientSession>)> {
     let name = caller.unwrap_or_else(|| config.gateway.stdio_caller.clone());
     let caller = Caller {
@@ -462,6 +485,9 @@ async fn start(
         name,
     };
     let gateway = Gateway::new(config).await.map_err(|e| anyhow!(e))?;
+    if audit == Audit::CallsOnly {
+        gateway.keep_drift_out_of_audit();
+    }
     // Messages the upstream sends the client (progress, logs) are shown on stderr.
     let (tx, mut rx) = mpsc::channel::<Outgoing>(64);
     tokio::spawn(async move {

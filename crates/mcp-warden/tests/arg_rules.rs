@@ -186,3 +186,44 @@ fn check_names_a_bad_condition_and_how_to_fix_it() {
         assert_eq!(err, format!("error: {}: {why}\n", path.display()));
     }
 }
+
+#[test]
+fn check_errs_on_conditions_the_locked_schemas_can_never_meet() {
+    let dir = scratch("arg-rules-check-lock");
+    let rules = r#"
+[[rule]]
+callers = ["*"]
+tools = ["notes.create_note"]
+effect = "allow"
+when = [{ arg = "titel", max_len = 10 }, { arg = "title", min = 1 }]
+"#;
+    let path = write_config(&dir, &format!("{rules}{DEMO}"));
+    let p = path.to_str().unwrap();
+    // Without a lock, check cannot know the tools' schemas.
+    let (code, out, _) = cli(&["check", "--config", p]);
+    assert_eq!(
+        (code, out),
+        (0, format!("{p}: ok (1 upstream(s), 0 warning(s))\n"))
+    );
+    assert_eq!(cli(&["pins", "lock", "--config", p]).0, 0);
+    let lock = dir.join("warden.pins.json");
+    let (code, out, err) = cli(&["check", "--config", p]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        format!(
+            "error: {p}: rule[0]: the condition on 'titel' can never hold for tool 'notes.create_note': the tool has no argument 'titel'; did you mean 'title'? (schema from {l})\n\
+             error: {p}: rule[0]: the condition on 'title' can never hold for tool 'notes.create_note': it is declared string, and the test needs number or integer (schema from {l})\n",
+            l = lock.display()
+        )
+    );
+    // A lock edited by hand is an error too.
+    let text = std::fs::read_to_string(&lock).unwrap();
+    std::fs::write(&lock, text.replacen("Create a", "Create one", 1)).unwrap();
+    let (code, _, err) = cli(&["check", "--config", p]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        format!("error: {}: tool 'create_note' of 'notes' in the pins lock does not match its digest (edited by hand?); write it again with `mcp-warden pins lock`\n", lock.display())
+    );
+}

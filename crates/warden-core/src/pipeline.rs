@@ -169,6 +169,14 @@ impl Pipeline {
                 Ruled::Answer(answer, refusal) => return answered(answer, refusal, report),
             }
         }
+        // A tool its policy always puts to a human: no rule allows it past that.
+        if let Some(always) = &tool.policy.always_ask {
+            needs_approval = true;
+            approval_because = Some(match approval_because {
+                Some(rule) => format!("{always}\n{rule}"),
+                None => always.clone(),
+            });
+        }
         Verdict {
             outcome: Outcome::Forward(Forward {
                 tool: tool.clone(),
@@ -217,6 +225,26 @@ mod tests {
 
     fn check(c: &Catalogue, params: Value) -> Verdict {
         Pipeline::new().check(c, &session(), Some(&Caller::new("me")), params)
+    }
+
+    #[test]
+    fn a_tool_its_policy_always_asks_about_needs_approval_with_that_text() {
+        let call = json!({"name":"notes.create_note","arguments":{"title":"t","text":"x"}});
+        let allowed = check(&notes(ToolPolicy::default()), call.clone());
+        let Outcome::Forward(f) = allowed.outcome else {
+            panic!("refused")
+        };
+        assert!(!f.needs_approval);
+        assert_eq!(f.approval_because, None);
+        let asking = ToolPolicy {
+            always_ask: Some("It changed.".into()),
+            ..Default::default()
+        };
+        let Outcome::Forward(f) = check(&notes(asking), call).outcome else {
+            panic!("refused")
+        };
+        assert!(f.needs_approval);
+        assert_eq!(f.approval_because.as_deref(), Some("It changed."));
     }
 
     #[test]

@@ -67,6 +67,10 @@ pub struct ToolPolicy {
     pub pins: Map<String, Value>,
     /// A6: treat the schema as `additionalProperties: false`.
     pub close_schema: bool,
+    /// Every call needs a human's approval (H5), whatever the rules say, and the
+    /// question opens with this text (a gateway's pinned tool definitions, P2: the
+    /// tool changed since it was reviewed). Not part of the configuration layers.
+    pub always_ask: Option<String>,
 }
 
 impl Default for ToolPolicy {
@@ -78,6 +82,7 @@ impl Default for ToolPolicy {
             aliases: Vec::new(),
             pins: Map::new(),
             close_schema: false,
+            always_ask: None,
         }
     }
 }

@@ -9,6 +9,7 @@
 //! config (config management, a volume) and pick up a new one on their next
 //! listing; it needs no store.
 
+use crate::config::Config;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -199,6 +200,27 @@ impl Lock {
     }
 }
 
+/// The rules' argument conditions that can never hold for a tool as the lock
+/// beside `config` holds it (G6): a path its input schema does not have, or a
+/// test its declared type can never pass, each with a did-you-mean hint where
+/// one is near. This is what `mcp-warden check` can know of the tools without
+/// starting the upstreams; with no lock it knows nothing and says nothing.
+pub fn rule_problems(config: &Config) -> Result<Vec<String>, String> {
+    let Some(lock) = Lock::read(&lock_path(&config.path))? else {
+        return Ok(Vec::new());
+    };
+    let policy = config.policy();
+    let mut builder = warden_core::Catalogue::builder(&policy);
+    for up in &config.upstream {
+        if let Some(tools) = lock.upstreams.get(&up.name) {
+            let tools: Vec<Value> = tools.values().cloned().collect();
+            builder.add_upstream(&up.name, up.prefix, &tools);
+        }
+    }
+    let (catalogue, _) = builder.build();
+    Ok(config.rules().problems(&catalogue))
+}
+
 /// What happened to one tool between the lock and a listing.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Drift {
@@ -355,6 +377,33 @@ mod tests {
         assert!(lock.upstreams["fx"].contains_key("gone"));
         assert!(lock.approve(&listings, &[]).is_empty());
         assert_eq!(lock, Lock::of(&listings));
+    }
+
+    #[test]
+    fn check_compares_rule_conditions_with_the_locked_schemas() {
+        let dir = std::env::temp_dir().join(format!("warden-pins-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("warden.toml");
+        let text = "[[upstream]]\nname = \"fx\"\ncommand = [\"x\"]\n\n\
+            [[rule]]\ncallers = [\"*\"]\ntools = [\"fx.lookup\"]\neffect = \"allow\"\n\
+            when = [{ arg = \"wrod\", equals = \"a\" }, { arg = \"word\", min = 1 }]\n";
+        std::fs::write(&path, text).unwrap();
+        let config = Config::load(&path).unwrap();
+        assert_eq!(rule_problems(&config).unwrap(), Vec::<String>::new());
+        let lock = Lock::of(&[("fx".into(), before())]);
+        std::fs::write(lock_path(&path), lock.to_text()).unwrap();
+        assert_eq!(
+            rule_problems(&config).unwrap(),
+            [
+                "rule[0]: the condition on 'wrod' can never hold for tool 'fx.lookup': the tool has no argument 'wrod'; did you mean 'word'?",
+                "rule[0]: the condition on 'word' can never hold for tool 'fx.lookup': it is declared string, and the test needs number or integer",
+            ]
+        );
+        std::fs::write(lock_path(&path), "{}").unwrap();
+        assert!(rule_problems(&config).unwrap_err().ends_with(
+            "the pins lock has no \"upstreams\" object; write it again with `mcp-warden pins lock`"
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

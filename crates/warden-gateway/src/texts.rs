@@ -9,6 +9,35 @@
 
 use warden_core::answer::shown;
 
+// P2 `ask`: what opens the approval question for a tool that differs from the
+// pins lock (the question itself is H5's).
+
+/// The tool's reviewed `fields` changed since the lock was written.
+pub fn pin_changed(tool: &str, fields: &[&str]) -> String {
+    format!(
+        "Tool '{}' changed since it was reviewed ({}); its new definition is not approved.",
+        shown(tool),
+        fields.join(", ")
+    )
+}
+
+/// The lock has no tool of this name.
+pub fn pin_added(tool: &str) -> String {
+    format!(
+        "Tool '{}' was added since the tools were reviewed; it is not approved.",
+        shown(tool)
+    )
+}
+
+/// The tool is one the lock holds as `from`, under a new name.
+pub fn pin_renamed(tool: &str, from: &str) -> String {
+    format!(
+        "Tool '{}' is '{}' renamed since it was reviewed; the new name is not approved.",
+        shown(tool),
+        shown(from)
+    )
+}
+
 // JSON-RPC errors outside the pipeline.
 
 /// An upstream the listing needs is down or never listed (never a shorter list).
@@ -313,6 +342,22 @@ pub fn http_caller_rate(retry_s: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pin_texts() {
+        assert_eq!(
+            pin_changed("fx.stamp", &["description", "inputSchema"]),
+            "Tool 'fx.stamp' changed since it was reviewed (description, inputSchema); its new definition is not approved."
+        );
+        assert_eq!(
+            pin_added("fx.extra"),
+            "Tool 'fx.extra' was added since the tools were reviewed; it is not approved."
+        );
+        assert_eq!(
+            pin_renamed("fx.new_name", "fx.old_name"),
+            "Tool 'fx.new_name' is 'fx.old_name' renamed since it was reviewed; the new name is not approved."
+        );
+    }
 
     #[test]
     fn quota_and_flow_texts() {

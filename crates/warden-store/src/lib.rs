@@ -119,6 +119,39 @@ pub struct AuditRecord {
     /// (`[[upstream.credential]]`), never the secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<String>,
+    /// Set on a record of a tool definition that drifted from the pins lock (P2),
+    /// which is no call: its decision is `tool_drift` and its outcome the
+    /// upstream's pins mode (`hidden`, `ask` or `report`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<ToolDrift>,
+}
+
+/// How one tool differs from the pins lock, or that it matches it again (P2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDrift {
+    /// `changed`, `added`, `removed`, `renamed`, or `restored` (the tool matches
+    /// the lock again: changed back, or approved into it).
+    pub change: String,
+    /// For `changed`: the reviewed fields that differ.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
+    /// For `renamed`: the name the lock holds the tool under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renamed_from: Option<String>,
+    /// The drift as `mcp-warden pins diff` prints it (empty for `restored`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub diff: String,
+}
+
+impl ToolDrift {
+    /// The change in a few words, for a table: `changed: description, inputSchema`.
+    pub fn summary(&self) -> String {
+        match (&self.renamed_from, self.fields.is_empty()) {
+            (Some(from), _) => format!("{} from {from}", self.change),
+            (None, false) => format!("{}: {}", self.change, self.fields.join(", ")),
+            (None, true) => self.change.clone(),
+        }
+    }
 }
 
 /// Calls in one minute with one decision and outcome.
@@ -621,6 +654,31 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_drift_record_says_what_changed_and_older_records_read_without_one() {
+        let drift = |change: &str, fields: &[&str], from: Option<&str>| ToolDrift {
+            change: change.into(),
+            fields: fields.iter().map(|f| f.to_string()).collect(),
+            renamed_from: from.map(str::to_owned),
+            diff: String::new(),
+        };
+        assert_eq!(
+            drift("changed", &["description", "inputSchema"], None).summary(),
+            "changed: description, inputSchema"
+        );
+        assert_eq!(
+            drift("renamed", &[], Some("fx.old_name")).summary(),
+            "renamed from fx.old_name"
+        );
+        assert_eq!(drift("restored", &[], None).summary(), "restored");
+        let text = serde_json::to_string(&drift("added", &[], None)).unwrap();
+        assert_eq!(text, r#"{"change":"added"}"#);
+        let old = r#"{"time":"t","session":"s","caller":null,"tool":"x","upstream":null,"arguments":{},"reason":null,"unknown_keys":[],"unknown_mode":null,"decision":"allowed","outcome":"ok","duration_ms":1.0,"idempotency_key":null,"replayed":false}"#;
+        let read: AuditRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(read.drift, None);
+        assert!(!serde_json::to_string(&read).unwrap().contains("drift"));
+    }
+
     #[tokio::test]
     async fn audit_records_are_queried_by_filter() {
         let s = Store::in_memory().unwrap();
@@ -643,6 +701,7 @@ mod tests {
             credential: None,
             labels: Vec::new(),
             touched: Vec::new(),
+            drift: None,
         };
         s.record(&rec("alice", "notes.create_note", "ok"))
             .await

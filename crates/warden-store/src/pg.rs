@@ -745,6 +745,7 @@ mod tests {
             credential: None,
             labels: Vec::new(),
             touched: Vec::new(),
+            drift: None,
         };
         s.record(&rec).await.unwrap();
         let got = s

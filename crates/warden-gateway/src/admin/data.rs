@@ -250,6 +250,12 @@ fn why(r: &AuditRecord) -> Option<String> {
     if let Some(e) = &r.error {
         return Some(e.clone());
     }
+    if let Some(d) = &r.drift {
+        return Some(match d.change.as_str() {
+            "restored" => "the tool matches the pins lock again (P2)".to_owned(),
+            _ => format!("the tool differs from the pins lock: {} (P2)", d.summary()),
+        });
+    }
     let text = match r.decision.as_str() {
         "unknown_tool" => "hidden from the caller, or no such tool (G2)",
         "invalid_arguments" => "the arguments were refused (A3, A5, A7)",

@@ -226,6 +226,10 @@ const OUTCOMES: &[&str] = &[
     "cancelled",
     "input_required",
     "abandoned",
+    // Tool drift records (P2): the upstream's pins mode.
+    "hidden",
+    "ask",
+    "report",
 ];
 
 pub fn calls(data: &Value, query: &str) -> String {
@@ -315,7 +319,14 @@ pub fn call(data: &Value) -> String {
     b.push_str(&esc(
         &serde_json::to_string_pretty(&data["arguments"]).unwrap_or_default()
     ));
-    b.push_str("</pre><p><a href=\"/calls\">All calls</a></p>");
+    b.push_str("</pre>");
+    if let Some(diff) = data["drift"]["diff"].as_str().filter(|d| !d.is_empty()) {
+        // The upstream's words: escaped like everything else.
+        b.push_str("<h2>How the tool differs from the pins lock</h2><pre id=\"drift\">");
+        b.push_str(&esc(diff));
+        b.push_str("</pre>");
+    }
+    b.push_str("<p><a href=\"/calls\">All calls</a></p>");
     page(&format!("Call {id}"), &format!("/api/calls/{id}"), &b)
 }
 
@@ -347,5 +358,13 @@ mod tests {
         );
         assert!(page.contains("&lt;b&gt;"));
         assert_eq!(url_encode("a b/é"), "a%20b%2F%C3%A9");
+        let drift = call(
+            &json!({"id": 2, "tool": "fx.lookup", "decision": "tool_drift", "outcome": "hidden", "arguments": null,
+                    "drift": {"change": "changed", "diff": "fx.lookup: changed\n  description\n    + \"<script>\"\n"}}),
+        );
+        assert!(
+            drift.contains("<pre id=\"drift\">fx.lookup: changed\n  description\n    + &quot;&lt;script&gt;&quot;\n</pre>"),
+            "{drift}"
+        );
     }
 }

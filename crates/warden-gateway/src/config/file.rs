@@ -376,7 +376,8 @@ pub struct UpstreamConfig {
     #[serde(default, deserialize_with = "parsed")]
     pub protocol: UpstreamProtocol,
     /// With a pins lock beside the config (P2): `hidden` (the default) serves a new or
-    /// changed tool as if it were absent; `report` serves it and only logs the drift.
+    /// changed tool as if it were absent; `ask` lists it and puts each call to a
+    /// human; `report` serves it and only logs the drift.
     #[serde(default, deserialize_with = "parsed_opt")]
     pub pins: Option<PinMode>,
     /// Per tool settings, keyed by the upstream's own tool name.
@@ -438,8 +439,20 @@ pub enum PinMode {
     /// Served exactly like an absent tool (G2).
     #[default]
     Hidden,
+    /// Listed; each call runs only once a human approved it (H5), told what changed.
+    Ask,
     /// Served; the drift is only logged, counted and recorded.
     Report,
+}
+
+impl PinMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PinMode::Hidden => "hidden",
+            PinMode::Ask => "ask",
+            PinMode::Report => "report",
+        }
+    }
 }
 
 impl FromStr for PinMode {
@@ -447,9 +460,10 @@ impl FromStr for PinMode {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "hidden" => Ok(PinMode::Hidden),
+            "ask" => Ok(PinMode::Ask),
             "report" => Ok(PinMode::Report),
             other => Err(format!(
-                "'{other}' is not a pins mode; use one of: hidden, report"
+                "'{other}' is not a pins mode; use one of: hidden, ask, report"
             )),
         }
     }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use warden_core::{CallReport, Caller};
-use warden_store::{AuditRecord, Store};
+use warden_store::{AuditRecord, Store, ToolDrift};
 
 /// Retries for a record the store refused, before it is logged as lost.
 const RECORD_RETRIES: u32 = 5;
@@ -100,6 +100,34 @@ impl AuditTrail {
             credential: None,
             labels: Vec::new(),
             touched: Vec::new(),
+            drift: None,
+        }
+    }
+
+    /// The record of a tool definition that drifted from the pins lock, or that
+    /// matches it again (P2). It is no call: no session, caller or arguments; the
+    /// decision is `tool_drift` and the outcome the upstream's pins mode.
+    pub fn drift(&self, upstream: &str, tool: &str, mode: &str, drift: ToolDrift) -> AuditRecord {
+        AuditRecord {
+            time: String::new(),
+            session: String::new(),
+            caller: None,
+            tool: tool.to_owned(),
+            upstream: Some(upstream.to_owned()),
+            arguments: Value::Null,
+            reason: None,
+            unknown_keys: Vec::new(),
+            unknown_mode: None,
+            decision: "tool_drift".into(),
+            outcome: mode.to_owned(),
+            duration_ms: 0.0,
+            idempotency_key: None,
+            replayed: false,
+            error: None,
+            credential: None,
+            labels: Vec::new(),
+            touched: Vec::new(),
+            drift: Some(drift),
         }
     }
 

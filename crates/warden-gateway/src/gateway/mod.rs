@@ -118,6 +118,13 @@ impl Gateway {
             .collect()
     }
 
+    /// Keeps tool-definition drift (P2) out of the audit trail, for a gateway that
+    /// only inspects the upstreams (`mcp-warden tools`, `mcp-warden pins`); it is
+    /// still logged. Call before connecting.
+    pub fn keep_drift_out_of_audit(&self) {
+        self.upstreams.record_drifts_in(None);
+    }
+
     /// A gateway for a checked config. Opens the configured store (creating and
     /// migrating it); the error says what could not be opened.
     pub async fn new(config: Config) -> Result<Arc<Gateway>, String> {
@@ -178,6 +185,7 @@ impl Gateway {
             after,
             sessions.clone(),
         ));
+        upstreams.record_drifts_in(Some(settle.clone()));
         let calls = Calls::new(
             Pipeline::new().with_grant(rules.clone(), rules.clone()),
             GrantSource::new(rules, config.access.webhook.clone()),

@@ -7,7 +7,7 @@
 
 use super::relay;
 use super::session::lock;
-use super::settle::Body;
+use super::settle::{Body, Settle};
 use crate::config::{Config, ErrorData, PinMode};
 use crate::jsonrpc;
 use crate::logged::logged;
@@ -15,12 +15,15 @@ use crate::pins::{self, Lock};
 use crate::texts;
 use crate::upstream::{Inbound, Upstream, SUPPORTED_VERSIONS};
 use serde_json::{json, Map, Value};
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
-use warden_core::{Catalogue, LayeredPolicy, Rules};
+use warden_core::catalogue::seen_name;
+use warden_core::{Catalogue, LayeredPolicy, PolicySource, Rules, ToolPolicy};
+use warden_store::ToolDrift;
 
 /// One upstream's state, for the operator console.
 #[derive(Debug, Clone)]
@@ -47,9 +50,13 @@ pub struct Upstreams {
     /// new one is picked up; the last good one stays when a read fails.
     lock_path: PathBuf,
     lock: Mutex<Option<Lock>>,
-    /// Drifts already logged (each once), and how many.
-    drift_seen: Mutex<HashSet<String>>,
+    /// Per upstream, how its tools differ from the lock now: the tool's name in the
+    /// lock (its new name for an added one) → the drift as `pins diff` prints it.
+    /// A drift is logged, counted and recorded when it appears or changes.
+    drifts: Mutex<Vec<BTreeMap<String, String>>>,
     pub tool_drift: Arc<AtomicU64>,
+    /// Where drift records go: the audit trail, unless the gateway only inspects.
+    drift_audit: Mutex<Option<Arc<Settle>>>,
     /// Per upstream, its last successful tool listing (`None` until one succeeded).
     listings: RwLock<Vec<Option<Vec<Value>>>>,
     /// Per upstream, why its last start or listing failed (cleared by a success).
@@ -99,8 +106,9 @@ impl Upstreams {
             rules: config.rules(),
             lock_path: pins::lock_path(&config.path),
             lock: Mutex::new(None),
-            drift_seen: Mutex::new(HashSet::new()),
+            drifts: Mutex::new(vec![BTreeMap::new(); n]),
             tool_drift: Arc::new(AtomicU64::new(0)),
+            drift_audit: Mutex::new(None),
             list,
             error_data: config.gateway.upstream_error_data,
             policy: config.policy(),
@@ -114,6 +122,11 @@ impl Upstreams {
             shutting_down: AtomicBool::new(false),
             restarting: (0..n).map(|_| AtomicBool::new(false)).collect(),
         }
+    }
+
+    /// Sends drift records (P2) to this audit trail (`None`: nowhere).
+    pub fn record_drifts_in(&self, settle: Option<Arc<Settle>>) {
+        *lock(&self.drift_audit) = settle.filter(|s| s.audit.on());
     }
 
     /// Names where upstream messages go; set once, before anything connects.
@@ -160,7 +173,7 @@ impl Upstreams {
                 for (index, result) in join_all(tasks).await {
                     self.record_listing(index, result);
                 }
-                self.rebuild_catalogue();
+                self.rebuild_catalogue().await;
             })
             .await;
     }
@@ -187,23 +200,56 @@ impl Upstreams {
         }
     }
 
-    fn rebuild_catalogue(&self) {
+    /// Builds the catalogue from the cached listings under the pins lock, then
+    /// records the drifts it found in the audit trail.
+    async fn rebuild_catalogue(&self) {
+        let drifted = self.build_catalogue();
+        let settle = lock(&self.drift_audit).clone();
+        if let Some(settle) = settle {
+            for (up, tool, mode, drift) in drifted {
+                let record = settle.audit.drift(&up, &tool, mode.as_str(), drift);
+                settle.audit.record(record).await;
+            }
+        }
+    }
+
+    /// Builds and installs the catalogue; returns the drifts that appeared, changed
+    /// or ended in it: (upstream, tool, mode, what).
+    fn build_catalogue(&self) -> Vec<(String, String, PinMode, ToolDrift)> {
         let listings = self
             .listings
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let lock = self.current_lock();
-        let mut builder = Catalogue::builder(&self.policy);
-        for (up, tools) in self.list.iter().zip(&listings) {
+        let mut asks = HashMap::new();
+        let mut drifted = Vec::new();
+        let served: Vec<Option<Cow<'_, [Value]>>> = self
+            .list
+            .iter()
+            .zip(&listings)
+            .map(|(up, tools)| {
+                let tools = tools.as_deref()?;
+                Some(match &lock {
+                    None => Cow::Borrowed(tools),
+                    Some(lock) => Cow::Owned(self.pinned(lock, up, tools, &mut asks, &mut drifted)),
+                })
+            })
+            .collect();
+        if lock.is_none() {
+            // Without a lock nothing is pinned, so nothing differs from one.
+            super::session::lock(&self.drifts)
+                .iter_mut()
+                .for_each(BTreeMap::clear);
+        }
+        let policy = Asking {
+            policy: &self.policy,
+            asks: &asks,
+        };
+        let mut builder = Catalogue::builder(&policy);
+        for (up, tools) in self.list.iter().zip(&served) {
             if let Some(tools) = tools {
-                match &lock {
-                    None => builder.add_upstream(&up.name, up.config.prefix, tools),
-                    Some(lock) => {
-                        let served = self.pinned(lock, up, tools);
-                        builder.add_upstream(&up.name, up.config.prefix, &served)
-                    }
-                };
+                builder.add_upstream(&up.name, up.config.prefix, tools);
             }
         }
         let (catalogue, problems) = builder.build();
@@ -216,6 +262,7 @@ impl Upstreams {
             tracing::warn!("config: {}", logged(&p));
         }
         *self.catalogue.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalogue);
+        drifted
     }
 
     /// The pins lock as the file says now; the last good one when it cannot be read.
@@ -228,28 +275,77 @@ impl Upstreams {
         last.clone()
     }
 
-    /// The tools of `up` to serve under the lock (P2): those it holds, or all of them
-    /// in `report` mode. Each drift is logged and counted once.
-    fn pinned(&self, lock: &Lock, up: &Upstream, tools: &[Value]) -> Vec<Value> {
+    /// The tools of `up` to serve under the lock (P2): those it holds, and in `ask`
+    /// and `report` mode the others too (`ask` puts each call to a human: `asks`
+    /// gets what to tell them). A drift that appeared or changed since the last
+    /// listing is logged and counted, and goes to `drifted` with each that ended.
+    fn pinned(
+        &self,
+        lock: &Lock,
+        up: &Upstream,
+        tools: &[Value],
+        asks: &mut HashMap<(String, String), String>,
+        drifted: &mut Vec<(String, String, PinMode, ToolDrift)>,
+    ) -> Vec<Value> {
         let none = Default::default();
         let locked = lock.upstreams.get(&up.name).unwrap_or(&none);
         let mode = up.config.pins.unwrap_or_default();
+        let seen = |n: &str| seen_name(&up.name, n, up.config.prefix);
+        // In `pins diff` order: (the lock's name for the tool, text, tool, drift).
+        let mut now = Vec::new();
         for d in pins::diff(locked, tools) {
             let text = pins::render(&up.name, &d);
-            let first = self
-                .drift_seen
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(text.clone());
-            if first {
-                self.tool_drift.fetch_add(1, Ordering::Relaxed);
-                // Names, descriptions and schemas come from the upstream: escaped.
-                tracing::warn!(upstream = %up.name, mode = ?mode, "tool definition differs from the pins lock: {}", logged(text.trim_end()));
+            // Keyed by the lock's name for the tool; asked about under its name now.
+            let (key, tool, drift, ask) = match &d {
+                pins::Drift::Added(n) => {
+                    let ask = (n, texts::pin_added(&seen(n)));
+                    (n, seen(n), drift_of("added", &[], None, &text), Some(ask))
+                }
+                pins::Drift::Removed(n) => {
+                    (n, seen(n), drift_of("removed", &[], None, &text), None)
+                }
+                pins::Drift::Renamed { from, to } => {
+                    let ask = (to, texts::pin_renamed(&seen(to), &seen(from)));
+                    let drift = drift_of("renamed", &[], Some(seen(from)), &text);
+                    (from, seen(to), drift, Some(ask))
+                }
+                pins::Drift::Changed(n, fields) => {
+                    let fields: Vec<&str> = fields.iter().map(|(f, _, _)| f.as_str()).collect();
+                    let ask = (n, texts::pin_changed(&seen(n), &fields));
+                    (
+                        n,
+                        seen(n),
+                        drift_of("changed", &fields, None, &text),
+                        Some(ask),
+                    )
+                }
+            };
+            if let (PinMode::Ask, Some((name, question))) = (mode, ask) {
+                asks.insert((up.name.clone(), name.clone()), question);
             }
+            now.push((key.clone(), text, tool, drift));
         }
+        let mut drifts = super::session::lock(&self.drifts);
+        let before = std::mem::take(&mut drifts[up.index]);
+        for (key, text, tool, drift) in &now {
+            if before.get(key) == Some(text) {
+                continue;
+            }
+            self.tool_drift.fetch_add(1, Ordering::Relaxed);
+            // Names, descriptions and schemas come from the upstream: escaped.
+            tracing::warn!(upstream = %up.name, mode = ?mode, "tool definition differs from the pins lock: {}", logged(text.trim_end()));
+            drifted.push((up.name.clone(), tool.clone(), mode, drift.clone()));
+        }
+        for key in before.keys().filter(|k| !now.iter().any(|n| n.0 == **k)) {
+            tracing::info!(upstream = %up.name, tool = %logged(key), "tool definition matches the pins lock again");
+            let restored = drift_of("restored", &[], None, "");
+            drifted.push((up.name.clone(), seen(key), mode, restored));
+        }
+        drifts[up.index] = now.into_iter().map(|(k, text, _, _)| (k, text)).collect();
+        drop(drifts);
         tools
             .iter()
-            .filter(|t| mode == PinMode::Report || lock.holds(&up.name, t))
+            .filter(|t| mode != PinMode::Hidden || lock.holds(&up.name, t))
             .cloned()
             .collect()
     }
@@ -305,7 +401,7 @@ impl Upstreams {
         let result = self.list[index].list_tools().await;
         let ok = self.record_listing(index, result);
         if ok {
-            self.rebuild_catalogue();
+            self.rebuild_catalogue().await;
         }
         ok
     }
@@ -355,7 +451,7 @@ impl Upstreams {
             match up.connect(self.inbound(), &init).await {
                 Ok(tools) => {
                     self.record_listing(index, Ok(tools));
-                    self.rebuild_catalogue();
+                    self.rebuild_catalogue().await;
                     return true;
                 }
                 Err(e) => {
@@ -502,6 +598,36 @@ impl Upstreams {
                 .map(|u| async move { u.shutdown().await }),
         )
         .await;
+    }
+}
+
+/// The configured argument policy, with `always_ask` set on the tools that differ
+/// from the pins lock of an upstream in `ask` mode (keyed by upstream and its own
+/// tool name).
+struct Asking<'a> {
+    policy: &'a LayeredPolicy,
+    asks: &'a HashMap<(String, String), String>,
+}
+
+impl PolicySource for Asking<'_> {
+    fn policy_for(&self, upstream: &str, tool: &str) -> ToolPolicy {
+        let mut policy = self.policy.resolve(upstream, tool);
+        if !self.asks.is_empty() {
+            policy.always_ask = self
+                .asks
+                .get(&(upstream.to_owned(), tool.to_owned()))
+                .cloned();
+        }
+        policy
+    }
+}
+
+fn drift_of(change: &str, fields: &[&str], renamed_from: Option<String>, diff: &str) -> ToolDrift {
+    ToolDrift {
+        change: change.to_owned(),
+        fields: fields.iter().map(|f| (*f).to_owned()).collect(),
+        renamed_from,
+        diff: diff.to_owned(),
     }
 }
 
