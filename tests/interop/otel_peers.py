@@ -58,7 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
 class OtlpReceiver:
     """Collects every span exported to http://127.0.0.1:<port>/v1/traces."""
 
-    def __init__(self):
+    def __init__(self, path="/v1/traces"):
         self.spans = []  # (resource attributes, span)
         self.content_types = set()
         lock = threading.Lock()
@@ -67,7 +67,7 @@ class OtlpReceiver:
         class H(_Handler):
             def do_POST(self):
                 data = self.body()
-                if self.path != "/v1/traces":
+                if self.path != path:
                     return self.send(404)
                 me.content_types.add(self.headers.get("Content-Type"))
                 request = ExportTraceServiceRequest.FromString(data)
@@ -117,10 +117,16 @@ TOOLS = [
 
 
 class Upstream:
-    """A Streamable HTTP MCP server (JSON answers) that records each tools/call."""
+    """A Streamable HTTP MCP server (JSON answers) with tools, a resource and a
+    prompt; records each tools/call (`calls`) and every other request it is
+    sent after initialize (`requests`: method, headers, params). `tools` may be
+    changed between runs (the pins tests do)."""
 
-    def __init__(self):
+    def __init__(self, name="trace-upstream"):
         self.calls = []  # (headers dict, params)
+        self.requests = []  # (method, headers dict, params)
+        self.tools = [dict(t) for t in TOOLS]
+        self.after_events = []
         me = self
 
         class H(_Handler):
@@ -136,15 +142,30 @@ class Upstream:
                     return self.send(200, b'{"decisions": {}}')
                 if self.path == "/hook":
                     return self.send(200, b'{"decision": "pass"}')
+                if self.path == "/after":
+                    me.after_events.append(msg)
+                    return self.send(200, b"{}")
                 if not isinstance(msg, dict) or "id" not in msg:
                     return self.send(202)
                 method, params = msg.get("method"), msg.get("params") or {}
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                if method != "initialize":
+                    me.requests.append((method, headers, params))
                 if method == "initialize":
                     result = {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
-                              "capabilities": {"tools": {}},
-                              "serverInfo": {"name": "trace-upstream", "version": "1"}}
+                              "capabilities": {"tools": {}, "resources": {}, "prompts": {}},
+                              "serverInfo": {"name": name, "version": "1"}}
                 elif method == "tools/list":
-                    result = {"tools": TOOLS}
+                    result = {"tools": me.tools}
+                elif method == "resources/list":
+                    uri = f"note://{name}/1"
+                    result = {"resources": [{"uri": uri, "name": f"{name} note"}]}
+                elif method == "resources/read":
+                    result = {"contents": [{"uri": params.get("uri"), "text": "a note"}]}
+                elif method == "prompts/list":
+                    result = {"prompts": [{"name": "greet"}]}
+                elif method == "prompts/get":
+                    result = {"messages": [{"role": "user", "content": {"type": "text", "text": "hello"}}]}
                 elif method == "tools/call":
                     me.calls.append(({k.lower(): v for k, v in self.headers.items()}, params))
                     text = json.dumps(params.get("arguments") or {})
@@ -218,6 +239,9 @@ class Gateway:
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "trace-test", "version": "1"}}}, key)
         self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, key)
+
+    def request(self, key, id, method, params, headers=None):
+        return self.post({"jsonrpc": "2.0", "id": id, "method": method, "params": params}, key, headers)
 
     def call(self, key, id, name, arguments, meta=None, headers=None):
         params = {"name": name, "arguments": arguments}

@@ -3,10 +3,14 @@ OpenTelemetry project's own classes decode, continues the client's trace (from
 `_meta.traceparent` or the HTTP header) and hands the upstream a child context in
 `_meta` and, the upstream being an HTTP one, in the `traceparent` header."""
 
+import json
+import os
+import subprocess
 import time
 
 import pytest
 
+from conftest import WARDEN
 from otel_peers import Gateway, OtlpReceiver, Upstream, attrs
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -220,3 +224,176 @@ def test_traces_are_off_by_default_and_meta_passes_unchanged(peers, config, tmp_
         assert receiver.spans == []
     finally:
         gw.close()
+
+
+def test_every_relayed_request_is_a_span_and_the_upstream_continues_it(peers, config, tmp_path, monkeypatch):
+    """resources/read and prompts/get go to the upstream that serves them under a
+    round-trip span; lists merged over two upstreams get one per upstream."""
+    clean_env(monkeypatch)
+    receiver, up = peers
+    other = Upstream("second")
+    traces = f'[traces]\nendpoint = "{receiver.endpoint}"\n'
+    text = config_text(up, tmp_path, traces) + f"""
+    [[upstream]]
+    name = "second"
+    url = "{other.base}/mcp"
+    """
+    gw = start(config(text))
+    try:
+        alice = KEYS["ALICE_KEY"]
+        gw.open_session(alice)
+        for i, (method, params, name) in enumerate([
+            ("resources/read", {"uri": "note://trace-upstream/1"}, "resources/read note://trace-upstream/1"),
+            ("prompts/get", {"name": "greet"}, "prompts/get greet"),
+        ]):
+            trace = f"{i + 5}" * 32
+            tp = f"00-{trace}-{CLIENT_SPAN}-01"
+            # One through _meta (with other _meta kept), one through the header.
+            if i == 0:
+                r = gw.request(alice, 10 + i, method, {**params, "_meta": {"traceparent": tp, "k": "v"}})
+            else:
+                r = gw.request(alice, 10 + i, method, params, headers={"traceparent": tp})
+            assert "result" in r, r
+            request = receiver.wait_for(lambda s: s.trace_id == bytes.fromhex(trace) and s.kind == s.SPAN_KIND_SERVER)[0]
+            assert request.name == name
+            assert request.parent_span_id == bytes.fromhex(CLIENT_SPAN)
+            assert attrs(request)["mcp.method.name"] == method
+            assert attrs(request)["warden.caller"] == "alice"
+            round_trip = receiver.wait_for(lambda s: s.parent_span_id == request.span_id)[0]
+            assert (round_trip.name, round_trip.kind) == (method, round_trip.SPAN_KIND_CLIENT)
+            assert attrs(round_trip) == {"mcp.method.name": method, "warden.upstream": "up"}
+            got_method, headers, sent = [r for r in up.requests if r[0] == method][-1]
+            child = f"00-{trace}-{round_trip.span_id.hex()}-01"
+            assert sent["_meta"]["traceparent"] == child
+            assert headers["traceparent"] == child
+            if i == 0:
+                assert sent["_meta"] == {"traceparent": child, "k": "v"}
+
+        # resources/list over both upstreams: one round trip to each, under the request.
+        trace = "7" * 32
+        r = gw.request(alice, 20, "resources/list", {"_meta": {"traceparent": f"00-{trace}-{CLIENT_SPAN}-01"}})
+        assert [x["uri"] for x in r["result"]["resources"]] == ["note://trace-upstream/1", "note://second/1"]
+        request = receiver.wait_for(lambda s: s.trace_id == bytes.fromhex(trace) and s.kind == s.SPAN_KIND_SERVER)[0]
+        assert request.name == "resources/list"
+        trips = receiver.wait_for(lambda s: s.parent_span_id == request.span_id and len([
+            x for _, x in receiver.spans if x.parent_span_id == request.span_id]) == 2)
+        by_upstream = {attrs(s)["warden.upstream"]: s for s in trips}
+        assert set(by_upstream) == {"up", "second"}
+        for peer, name in [(up, "up"), (other, "second")]:
+            _, headers, sent = [r for r in peer.requests if r[0] == "resources/list"][-1]
+            child = f"00-{trace}-{by_upstream[name].span_id.hex()}-01"
+            assert sent["_meta"]["traceparent"] == child
+            assert headers["traceparent"] == child
+    finally:
+        gw.close()
+        other.close()
+
+
+def test_after_hooks_are_child_spans_of_the_call(peers, config, tmp_path, monkeypatch):
+    clean_env(monkeypatch)
+    receiver, up = peers
+    traces = f'[traces]\nendpoint = "{receiver.endpoint}"\n'
+    text = config_text(up, tmp_path, traces) + f"""
+    [[hook]]
+    phase = "after"
+    url = "{up.base}/after"
+    timeout_ms = 5000
+    """
+    gw = start(config(text))
+    try:
+        gw.open_session(KEYS["ALICE_KEY"])
+        trace = "8" * 32
+        gw.call(KEYS["ALICE_KEY"], 1, "up.echo", {"text": "x"}, {"traceparent": f"00-{trace}-{CLIENT_SPAN}-01"})
+        call = receiver.wait_for(lambda s: s.trace_id == bytes.fromhex(trace) and s.name == "execute_tool up.echo")[0]
+        after = receiver.wait_for(lambda s: s.parent_span_id == call.span_id and s.name == "warden.after_hook")[0]
+        assert after.kind == after.SPAN_KIND_INTERNAL
+        assert attrs(after) == {"warden.hook.index": 0}
+        assert after.status.code != after.status.STATUS_CODE_ERROR
+        before = receiver.wait_for(lambda s: s.parent_span_id == call.span_id and s.name == "warden.hook")[0]
+        assert attrs(before)["warden.hook.index"] == 0
+    finally:
+        gw.close()
+
+
+def test_spans_are_exported_when_the_gateway_stops(peers, config, tmp_path, monkeypatch):
+    """With a batch delay of ten minutes, nothing would leave before the gateway
+    ends: what arrives was sent by the flush at shutdown, on SIGTERM (HTTP
+    front) and at the end of input (stdio front)."""
+    clean_env(monkeypatch)
+    receiver, up = peers
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "600000"}
+    path = config(config_text(up, tmp_path))
+    gw = start(path, env)
+    try:
+        gw.open_session(KEYS["ALICE_KEY"])
+        gw.call(KEYS["ALICE_KEY"], 1, "up.echo", {"text": "x"}, {"traceparent": f"00-{'9' * 32}-{CLIENT_SPAN}-01"})
+        assert receiver.spans == []
+    finally:
+        gw.close()  # SIGTERM
+    assert gw.proc.returncode == 0
+    names = {s.name for _, s in receiver.spans if s.trace_id == bytes.fromhex("9" * 32)}
+    assert {"tools/call up.echo", "execute_tool up.echo", "tools/call"} <= names
+
+    receiver.spans.clear()
+    proc = subprocess.Popen([WARDEN, "run", "--config", path, "--stdio"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **KEYS, **env}, text=True)
+    tp = f"00-{'a' * 32}-{CLIENT_SPAN}-01"
+    for msg in [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "up.echo", "arguments": {"text": "y"}, "_meta": {"traceparent": tp}}},
+    ]:
+        proc.stdin.write(json.dumps(msg) + "\n")
+    proc.stdin.flush()
+    answer = None
+    while answer is None:
+        msg = json.loads(proc.stdout.readline())
+        answer = msg if msg.get("id") == 1 else None
+    assert answer["result"]["content"][0]["text"] == '{"text": "y"}'
+    assert receiver.spans == []
+    proc.stdin.close()  # end of input
+    assert proc.wait(30) == 0
+    names = {s.name for _, s in receiver.spans if s.trace_id == bytes.fromhex("a" * 32)}
+    assert {"tools/call up.echo", "execute_tool up.echo", "tools/call"} <= names
+
+
+def test_the_traces_endpoint_variable_is_used_as_it_is_and_samplers_choose(config, tmp_path, monkeypatch):
+    clean_env(monkeypatch)
+    receiver, up = OtlpReceiver(path="/collector/traces"), Upstream()
+    try:
+        path = config(config_text(up, tmp_path))
+        env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.endpoint}/collector/traces",
+               # The base URL would get /v1/traces, which this receiver refuses.
+               "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+               "OTEL_TRACES_SAMPLER": "parentbased_always_off"}
+        gw = start(path, env)
+        try:
+            alice = KEYS["ALICE_KEY"]
+            gw.open_session(alice)
+            gw.call(alice, 1, "up.echo", {"text": "no parent: not recorded"})
+            gw.call(alice, 2, "up.echo", {"text": "sampled parent"}, {"traceparent": f"00-{'b' * 32}-{CLIENT_SPAN}-01"})
+            gw.call(alice, 3, "up.echo", {"text": "unsampled parent"}, {"traceparent": f"00-{'c' * 32}-{CLIENT_SPAN}-00"})
+        finally:
+            gw.close()  # exports what was recorded
+        traces = {s.trace_id.hex() for _, s in receiver.spans}
+        assert traces == {"b" * 32}
+        # Not recorded, so the upstream got the client's context as it was sent.
+        assert [p.get("_meta") for _, p in up.calls] == [
+            None, {"traceparent": f"00-{'b' * 32}-{[s for _, s in receiver.spans if s.name == 'tools/call' and s.kind == s.SPAN_KIND_CLIENT][0].span_id.hex()}-01"},
+            {"traceparent": f"00-{'c' * 32}-{CLIENT_SPAN}-00"}]
+
+        receiver.spans.clear()
+        env["OTEL_TRACES_SAMPLER"] = "always_off"
+        gw = start(path, env)
+        try:
+            gw.open_session(KEYS["ALICE_KEY"])
+            gw.call(KEYS["ALICE_KEY"], 1, "up.echo", {"text": "x"}, {"traceparent": f"00-{'d' * 32}-{CLIENT_SPAN}-01"})
+        finally:
+            gw.close()
+        assert receiver.spans == []
+    finally:
+        receiver.close()
+        up.close()

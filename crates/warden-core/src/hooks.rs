@@ -152,9 +152,25 @@ pub async fn run_after(
     ctx: &CallContext,
     end: &CallEnd,
 ) -> Vec<HookError> {
+    run_after_observed(hooks, ctx, end, |_| (), |(), _| ()).await
+}
+
+/// [`run_after`], telling `start` when each hook begins (its index in `hooks`)
+/// and `done` how it ended, with what `start` returned (as
+/// [`run_before_observed`] does for the before hooks).
+pub async fn run_after_observed<T>(
+    hooks: &[Arc<dyn AfterHook>],
+    ctx: &CallContext,
+    end: &CallEnd,
+    mut start: impl FnMut(usize) -> T,
+    mut done: impl FnMut(T, &Result<(), HookError>),
+) -> Vec<HookError> {
     let mut failures = Vec::new();
-    for hook in hooks {
-        if let Err(e) = hook.after(ctx, end).await {
+    for (i, hook) in hooks.iter().enumerate() {
+        let watch = start(i);
+        let ran = hook.after(ctx, end).await;
+        done(watch, &ran);
+        if let Err(e) = ran {
             failures.push(e);
         }
     }
@@ -307,6 +323,26 @@ mod tests {
         assert_eq!(
             (a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)),
             (1, 1)
+        );
+        // Observed: each hook's start and end, in order, with its own token.
+        let seen = std::sync::Mutex::new(Vec::new());
+        let failures = block_on(run_after_observed(
+            &hooks,
+            &ctx(),
+            &end,
+            |i| {
+                seen.lock().unwrap().push(format!("start {i}"));
+                i
+            },
+            |i, ran| {
+                let how = if ran.is_ok() { "ok" } else { "failed" };
+                seen.lock().unwrap().push(format!("end {i} {how}"));
+            },
+        ));
+        assert_eq!(failures.len(), 1);
+        assert_eq!(
+            seen.into_inner().unwrap(),
+            ["start 0", "end 0 failed", "start 1", "end 1 ok"]
         );
     }
 }

@@ -492,8 +492,13 @@ impl Gateway {
                 self.connect(None).await;
                 if let Some((field, ups)) = self.upstreams.merging(method) {
                     let (upstreams, method) = (self.upstreams.clone(), method.to_owned());
+                    let trace = span.map(Span::parent);
                     return Begun::Then(Box::pin(async move {
-                        Some(upstreams.merged_list(&method, field, ups).await)
+                        Some(
+                            upstreams
+                                .merged_list(&method, field, ups, trace.as_ref())
+                                .await,
+                        )
                     }));
                 }
                 let Some(up) = self.upstreams.serving(method, params.as_ref()) else {
@@ -528,6 +533,12 @@ impl Gateway {
                     Some(e) => Some(e.capabilities.clone()),
                     None => session.capabilities(),
                 };
+                // The upstream round trip's span; the upstream continues the trace
+                // under it (`_meta`, and the header for an HTTP upstream).
+                let mut round_trip = span.map(|s| round_trip_span(&s.parent(), method, &up.name));
+                if let Some(s) = &round_trip {
+                    otel::set_traceparent(&mut params, &s.context());
+                }
                 let kept = (stateless && envelope.is_none()).then(|| params.clone());
                 let begun =
                     relay::begin_forward(&up, session, call, method, params, capabilities.as_ref());
@@ -553,10 +564,24 @@ impl Gateway {
                                 };
                                 result = rounds.finish(result).await;
                             }
-                            relay::forwarded(&pending, result, started, me.upstreams.error_data)
+                            let body = relay::forwarded(
+                                &pending,
+                                result,
+                                started,
+                                me.upstreams.error_data,
+                            );
+                            if let (Some(s), Some(Err(_))) = (&mut round_trip, &body) {
+                                s.fail("answered with a JSON-RPC error");
+                            }
+                            body
                         }))
                     }
-                    Err(body) => Begun::Done(body),
+                    Err(body) => {
+                        if let Some(s) = &mut round_trip {
+                            s.fail("not sent to the upstream");
+                        }
+                        Begun::Done(body)
+                    }
                 }
             }
         }
@@ -717,9 +742,11 @@ impl Gateway {
         self.calls.settle.audit.flushed(within).await
     }
 
-    /// Stops every upstream; no restarts after this.
+    /// Stops every upstream (no restarts after this), then exports the spans
+    /// recorded so far.
     pub async fn shutdown(&self) {
-        self.upstreams.shutdown().await
+        self.upstreams.shutdown().await;
+        self.tracer.flush(otel::FLUSH_TIMEOUT).await;
     }
 }
 
@@ -744,6 +771,15 @@ fn forward_binding(
         }
     }
     rev2026::Binding::new(caller, &format!("{method} {about}"), &bound)
+}
+
+/// The span of a request's round trip to the upstream that serves it, under the
+/// request's span.
+pub(crate) fn round_trip_span(request: &otel::Parent, method: &str, upstream: &str) -> Span {
+    let mut s = request.child(otel::bounded(method), otel::Kind::Client);
+    s.set("mcp.method.name", otel::bounded(method));
+    s.set("warden.upstream", upstream.to_owned());
+    s
 }
 
 /// Ends a request's span, marked failed when it is answered with a JSON-RPC error.

@@ -15,7 +15,7 @@ use super::quota::{Slot, RETRY_META_KEY};
 use super::session::Sessions;
 use crate::logged::logged;
 use crate::metrics::Metrics;
-use crate::otel::Span;
+use crate::otel::{Kind, Span};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -347,8 +347,25 @@ impl Settle {
             failure,
             duration_ms: call.started.elapsed().as_secs_f64() * 1e3,
         };
+        // Each hook's span sits under the call's, though it may end after it.
+        let parent = call
+            .span
+            .as_ref()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).parent());
         tokio::spawn(async move {
-            for e in hooks::run_after(&hooks, &ctx, &end).await {
+            let start = |i: usize| {
+                parent.as_ref().map(|p| {
+                    let mut s = p.child("warden.after_hook", Kind::Internal);
+                    s.set("warden.hook.index", i as i64);
+                    s
+                })
+            };
+            let done = |span: Option<Span>, ran: &Result<(), _>| {
+                if let (Some(mut s), Err(_)) = (span, ran) {
+                    s.fail("the hook failed");
+                }
+            };
+            for e in hooks::run_after_observed(&hooks, &ctx, &end, start, done).await {
                 tracing::warn!(tool = %logged(&ctx.tool), "an after hook failed (ignored): {}", logged(&e));
             }
         });

@@ -11,6 +11,7 @@ use super::settle::{Body, Settle};
 use crate::config::{Config, ErrorData, PinMode};
 use crate::jsonrpc;
 use crate::logged::logged;
+use crate::otel::Parent;
 use crate::pins::{self, Lock};
 use crate::texts;
 use crate::upstream::{Inbound, Upstream, SUPPORTED_VERSIONS};
@@ -509,7 +510,15 @@ impl Upstreams {
     /// `resources/list`, `resources/templates/list` or `prompts/list` over several
     /// upstreams: every page of each, concatenated in config order, remembering which
     /// upstream offers which URI or prompt. One failing upstream fails the listing.
-    pub async fn merged_list(&self, method: &str, field: &str, ups: Vec<Arc<Upstream>>) -> Body {
+    /// With `trace` (the request's span), each page asked for is a round-trip span
+    /// under it, which the upstream continues.
+    pub async fn merged_list(
+        &self,
+        method: &str,
+        field: &str,
+        ups: Vec<Arc<Upstream>>,
+        trace: Option<&Parent>,
+    ) -> Body {
         let mut items = Vec::new();
         let mut hint = super::rev2026::CacheHint::default();
         for up in ups {
@@ -517,10 +526,14 @@ impl Upstreams {
             let conn = up.conn().ok_or_else(failed)?;
             let mut cursor: Option<Value> = None;
             loop {
-                let params = match cursor.take() {
+                let mut params = match cursor.take() {
                     Some(c) => json!({"cursor": c}),
                     None => json!({}),
                 };
+                let mut round_trip = trace.map(|s| super::round_trip_span(s, method, &up.name));
+                if let Some(s) = &round_trip {
+                    crate::otel::set_traceparent(&mut params, &s.context());
+                }
                 let response = conn
                     .request(
                         method,
@@ -530,9 +543,17 @@ impl Upstreams {
                     .await
                     .map_err(|e| {
                         tracing::error!(upstream = %up.name, %method, "listing failed: {e}");
+                        if let Some(s) = &mut round_trip {
+                            s.fail("the upstream did not answer");
+                        }
                         failed()
                     })?;
-                let result = relay::upstream_body(response, self.error_data, &up.name, method).0?;
+                let result = relay::upstream_body(response, self.error_data, &up.name, method).0;
+                if let (Some(s), Err(_)) = (&mut round_trip, &result) {
+                    s.fail("answered with a JSON-RPC error");
+                }
+                drop(round_trip);
+                let result = result?;
                 hint.absorb(&result);
                 let page = result
                     .get(field)

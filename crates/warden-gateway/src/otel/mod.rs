@@ -9,7 +9,17 @@
 //!
 //! Sampling is parent-based: a request whose client sent a `traceparent` follows
 //! its sampled flag; a new trace is recorded with `traces.sampling_ratio`
-//! (compared against the trace id, so every hop decides alike).
+//! (compared against the trace id, so every hop decides alike). Without a ratio
+//! in the config, `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` choose, as
+//! the OpenTelemetry conventions name the samplers: `always_on`, `always_off`,
+//! `traceidratio` and their `parentbased_` forms (the default is
+//! `parentbased_always_on`); the ones without `parentbased_` ignore the
+//! client's sampled flag.
+//!
+//! Spans wait at most `OTEL_BSP_SCHEDULE_DELAY` milliseconds (500 unless set)
+//! for others to fill a batch. [`Tracer::flush`] sends whatever is queued at
+//! once: the gateway calls it when it shuts down, so what it recorded is
+//! exported before the process ends.
 //!
 //! Off, a [`Tracer`] is a `None`: every place that would record a span does
 //! nothing past one branch. On, spans end into a bounded queue that a background
@@ -19,7 +29,7 @@
 pub mod otlp;
 pub mod span;
 
-pub use span::{Attr, Kind, Span, SpanContext};
+pub use span::{Attr, Kind, Parent, Span, SpanContext};
 
 use crate::config::TracesConfig;
 use crate::net::target::HttpTarget;
@@ -27,12 +37,15 @@ use serde_json::{Map, Value};
 use span::Sink;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
 
 /// Finished spans waiting for export at most; more are dropped.
 pub const QUEUE: usize = 4096;
 /// How long one export request may take.
 const EXPORT_TIMEOUT_MS: u64 = 10_000;
+/// How long a shutting-down gateway waits for its last spans to be exported.
+pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where spans go and how many are recorded, resolved from the config and the
 /// environment.
@@ -41,7 +54,12 @@ pub struct Settings {
     /// The full URL spans are POSTed to.
     pub url: String,
     pub service_name: String,
+    /// The share of new traces recorded (0.0 to 1.0).
     pub ratio: f64,
+    /// A client's sampled flag decides for its trace (else only `ratio` does).
+    pub parent_based: bool,
+    /// How long a span may wait for others to fill its batch.
+    pub delay: Duration,
 }
 
 impl Settings {
@@ -52,6 +70,10 @@ impl Settings {
     ) -> Option<Settings> {
         let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
         if set("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+            return None;
+        }
+        // `OTEL_TRACES_EXPORTER=none`: no trace exporter, whatever else is set.
+        if set("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none") {
             return None;
         }
         let url = match &config.endpoint {
@@ -66,11 +88,54 @@ impl Settings {
             .clone()
             .or_else(|| set("OTEL_SERVICE_NAME"))
             .unwrap_or_else(|| "mcp-warden".to_owned());
+        let (ratio, parent_based) = match config.sampling_ratio {
+            Some(r) => (r, true),
+            None => sampler(set("OTEL_TRACES_SAMPLER"), set("OTEL_TRACES_SAMPLER_ARG")),
+        };
+        let delay = match set("OTEL_BSP_SCHEDULE_DELAY").map(|v| v.trim().parse::<u64>()) {
+            None => otlp::BATCH_DELAY,
+            Some(Ok(ms)) => Duration::from_millis(ms),
+            Some(Err(_)) => {
+                tracing::warn!(
+                    "OTEL_BSP_SCHEDULE_DELAY is not a number of milliseconds; {} ms it is",
+                    otlp::BATCH_DELAY.as_millis()
+                );
+                otlp::BATCH_DELAY
+            }
+        };
         Some(Settings {
             url,
             service_name,
-            ratio: config.sampling_ratio.unwrap_or(1.0),
+            ratio,
+            parent_based,
+            delay,
         })
+    }
+}
+
+/// `OTEL_TRACES_SAMPLER` and its argument → (ratio, parent-based). A sampler
+/// the gateway does not know, or a ratio that is not one, is warned about and
+/// the convention's default taken (`parentbased_always_on`, ratio 1.0).
+fn sampler(name: Option<String>, arg: Option<String>) -> (f64, bool) {
+    let ratio = || match arg.as_deref().map(|a| a.trim().parse::<f64>()) {
+        None => 1.0,
+        Some(Ok(r)) if (0.0..=1.0).contains(&r) => r,
+        Some(_) => {
+            tracing::warn!("OTEL_TRACES_SAMPLER_ARG is not a ratio between 0.0 and 1.0; 1.0 it is");
+            1.0
+        }
+    };
+    match name.as_deref().map(str::trim) {
+        None | Some("parentbased_always_on") => (1.0, true),
+        Some("always_on") => (1.0, false),
+        Some("always_off") => (0.0, false),
+        Some("parentbased_always_off") => (0.0, true),
+        Some("traceidratio") => (ratio(), false),
+        Some("parentbased_traceidratio") => (ratio(), true),
+        Some(other) => {
+            tracing::warn!(sampler = %crate::logged::logged(other), "OTEL_TRACES_SAMPLER names a sampler the gateway does not have (always_on, always_off, traceidratio, or one of those with parentbased_); parentbased_always_on it is");
+            (1.0, true)
+        }
     }
 }
 
@@ -119,6 +184,19 @@ struct On {
     sink: Arc<Sink>,
     /// New traces whose id (its last 8 bytes) is below this are recorded.
     bound: u64,
+    /// A client's sampled flag decides for its trace.
+    parent_based: bool,
+    /// Where flush requests go to the exporter.
+    flushes: mpsc::Sender<oneshot::Sender<()>>,
+}
+
+impl On {
+    /// Whether the ratio records a trace with this id (its last 8 bytes against
+    /// the bound, so every hop with the same ratio decides alike).
+    fn recorded(&self, trace_id: &[u8; 16]) -> bool {
+        let low = u64::from_be_bytes(trace_id[8..].try_into().expect("8 bytes"));
+        self.bound == u64::MAX || low < self.bound
+    }
 }
 
 impl Tracer {
@@ -133,10 +211,13 @@ impl Tracer {
         let target = HttpTarget::parse(&settings.url, EXPORT_TIMEOUT_MS)
             .map_err(|e| format!("traces: the OTLP endpoint {e}"))?;
         let (tx, rx) = mpsc::channel(QUEUE);
+        let (flushes, flush_rx) = mpsc::channel(4);
         tokio::spawn(otlp::export(
             rx,
+            flush_rx,
             target,
             settings.service_name.clone(),
+            settings.delay,
             dropped.clone(),
         ));
         let bound = if settings.ratio >= 1.0 {
@@ -148,12 +229,29 @@ impl Tracer {
             on: Some(Arc::new(On {
                 sink: Arc::new(Sink::new(tx, dropped)),
                 bound,
+                parent_based: settings.parent_based,
+                flushes,
             })),
         })
     }
 
     pub fn is_on(&self) -> bool {
         self.on.is_some()
+    }
+
+    /// Exports every span that has ended by now, waiting at most `within` for
+    /// the collector (spans still open are not waited for). Off: returns at once.
+    pub async fn flush(&self, within: Duration) {
+        let Some(on) = &self.on else { return };
+        let (done, answered) = oneshot::channel();
+        if on.flushes.send(done).await.is_err() {
+            return;
+        }
+        if tokio::time::timeout(within, answered).await.is_err() {
+            tracing::warn!(
+                "spans were still being exported after {within:?}; the rest are dropped"
+            );
+        }
     }
 
     /// The span of one request: under `parent` (the client's context) when there
@@ -166,12 +264,14 @@ impl Tracer {
     ) -> Option<Span> {
         let on = self.on.as_ref()?;
         let (trace_id, parent_id) = match parent {
-            Some(p) if !p.sampled => return None,
+            Some(p) if on.parent_based && !p.sampled => return None,
+            Some(p) if on.parent_based => (p.trace_id, Some(p.span_id)),
+            // Not parent-based: the ratio decides on the client's trace id.
+            Some(p) if !on.recorded(&p.trace_id) => return None,
             Some(p) => (p.trace_id, Some(p.span_id)),
             None => {
                 let id = on.sink.trace_id();
-                let low = u64::from_be_bytes(id[8..].try_into().expect("8 bytes"));
-                if on.bound != u64::MAX && low >= on.bound {
+                if !on.recorded(&id) {
                     return None;
                 }
                 (id, None)
@@ -239,6 +339,15 @@ mod tests {
             (s.url.as_str(), s.service_name.as_str(), s.ratio),
             ("http://cfg:4318/v1/traces", "from-config", 0.25)
         );
+        let full = resolve(
+            &none,
+            &[(
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://t:1/v1/traces/",
+            )],
+        )
+        .unwrap();
+        assert_eq!(full.url, "http://t:1/v1/traces/", "used as it is");
         assert_eq!(resolve(&config, &[("OTEL_SDK_DISABLED", "TRUE")]), None);
         assert_eq!(
             resolve(&none, &[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")]),
@@ -265,14 +374,18 @@ mod tests {
 
     #[tokio::test]
     async fn sampling_follows_the_client_then_the_ratio() {
-        let settings = |ratio| Settings {
+        let settings = |ratio, parent_based| Settings {
             url: "http://127.0.0.1:9/v1/traces".into(),
             service_name: "t".into(),
             ratio,
+            parent_based,
+            delay: otlp::BATCH_DELAY,
         };
         let dropped = Arc::new(AtomicU64::new(0));
-        let never = Tracer::start(&settings(0.0), dropped.clone()).unwrap();
-        let always = Tracer::start(&settings(1.0), dropped).unwrap();
+        let never = Tracer::start(&settings(0.0, true), dropped.clone()).unwrap();
+        let always = Tracer::start(&settings(1.0, true), dropped.clone()).unwrap();
+        let off = Tracer::start(&settings(0.0, false), dropped.clone()).unwrap();
+        let on = Tracer::start(&settings(1.0, false), dropped).unwrap();
         let sampled = SpanContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
         let unsampled =
             SpanContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
@@ -284,5 +397,91 @@ mod tests {
         assert!(Tracer::off()
             .root(String::new, Kind::Server, sampled)
             .is_none());
+        // Not parent-based: the sampler decides whatever the client's flag says.
+        assert!(off.root(String::new, Kind::Server, sampled).is_none());
+        let span = on.root(String::new, Kind::Server, unsampled).unwrap();
+        assert_eq!(span.context().trace_id, unsampled.unwrap().trace_id);
+        assert!(on.root(String::new, Kind::Server, None).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_flush_sends_what_is_queued_without_waiting_for_the_batch_delay() {
+        let settings = Settings {
+            // Nothing listens there: the export is tried and fails at once.
+            url: "http://127.0.0.1:9/v1/traces".into(),
+            service_name: "t".into(),
+            ratio: 1.0,
+            parent_based: true,
+            delay: Duration::from_secs(3600),
+        };
+        let dropped = Arc::new(AtomicU64::new(0));
+        let tracer = Tracer::start(&settings, dropped.clone()).unwrap();
+        for _ in 0..3 {
+            drop(tracer.root(String::new, Kind::Server, None));
+        }
+        tracer.flush(Duration::from_secs(60)).await;
+        // Exported (and, with no collector, counted as dropped) before the hour is up.
+        assert_eq!(dropped.load(std::sync::atomic::Ordering::Relaxed), 3);
+        tracer.flush(Duration::from_secs(60)).await;
+        assert_eq!(dropped.load(std::sync::atomic::Ordering::Relaxed), 3);
+        Tracer::off().flush(Duration::from_secs(60)).await;
+    }
+
+    #[test]
+    fn the_otel_samplers_and_the_batch_delay_are_read_from_the_environment() {
+        let none = TracesConfig::default();
+        let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318");
+        let sampled = |vars: &[(&str, &str)]| {
+            let mut vars = vars.to_vec();
+            vars.push(endpoint);
+            let s = resolve(&none, &vars).unwrap();
+            (s.ratio, s.parent_based)
+        };
+        assert_eq!(
+            sampled(&[]),
+            (1.0, true),
+            "parentbased_always_on by default"
+        );
+        for (name, arg, want) in [
+            ("always_on", "", (1.0, false)),
+            ("always_off", "", (0.0, false)),
+            ("traceidratio", "0.25", (0.25, false)),
+            ("traceidratio", "", (1.0, false)),
+            ("parentbased_always_on", "", (1.0, true)),
+            ("parentbased_always_off", "", (0.0, true)),
+            ("parentbased_traceidratio", "0.5", (0.5, true)),
+            ("parentbased_traceidratio", "2", (1.0, true)),
+            ("parentbased_traceidratio", "half", (1.0, true)),
+            ("jaeger_remote", "", (1.0, true)),
+        ] {
+            let got = sampled(&[
+                ("OTEL_TRACES_SAMPLER", name),
+                ("OTEL_TRACES_SAMPLER_ARG", arg),
+            ]);
+            assert_eq!(got, want, "{name} {arg}");
+        }
+        // The config's ratio wins over the variables.
+        let config = TracesConfig {
+            sampling_ratio: Some(0.1),
+            ..TracesConfig::default()
+        };
+        let s = resolve(&config, &[endpoint, ("OTEL_TRACES_SAMPLER", "always_off")]).unwrap();
+        assert_eq!((s.ratio, s.parent_based), (0.1, true));
+        let delay = |v: &str| {
+            resolve(&none, &[endpoint, ("OTEL_BSP_SCHEDULE_DELAY", v)])
+                .unwrap()
+                .delay
+        };
+        assert_eq!(delay("60000"), Duration::from_secs(60));
+        assert_eq!(delay("soon"), otlp::BATCH_DELAY);
+        assert_eq!(
+            resolve(&none, &[endpoint]).unwrap().delay,
+            otlp::BATCH_DELAY
+        );
+        assert_eq!(
+            resolve(&none, &[endpoint, ("OTEL_TRACES_EXPORTER", "none")]),
+            None
+        );
+        assert!(resolve(&none, &[endpoint, ("OTEL_TRACES_EXPORTER", "otlp")]).is_some());
     }
 }

@@ -11,11 +11,12 @@ use crate::net::target::HttpTarget;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// Spans sent in one request at most.
 pub const MAX_BATCH: usize = 512;
-/// How long a span may wait for others to fill its batch.
+/// How long a span may wait for others to fill its batch, unless
+/// `OTEL_BSP_SCHEDULE_DELAY` says otherwise.
 pub const BATCH_DELAY: Duration = Duration::from_millis(500);
 
 /// Protobuf wire types.
@@ -134,45 +135,86 @@ pub fn encode(service_name: &str, spans: &[SpanData]) -> Vec<u8> {
     out
 }
 
-/// Sends batches until every sender is gone. A batch the collector does not take
-/// is dropped (counted, logged once per run of failures): spans never pile up.
+/// Sends batches until every sender is gone. A batch waits at most `delay` for
+/// others to fill it; a flush request (`flushes`) sends whatever is queued at
+/// once and is answered when that is done. A batch the collector does not take is
+/// dropped (counted, logged once per run of failures): spans never pile up.
 pub async fn export(
     mut rx: mpsc::Receiver<SpanData>,
+    mut flushes: mpsc::Receiver<oneshot::Sender<()>>,
     target: HttpTarget,
     service_name: String,
+    delay: Duration,
     dropped: Arc<AtomicU64>,
 ) {
     let mut failing = false;
     loop {
-        let Some(first) = rx.recv().await else { return };
-        let mut batch = vec![first];
-        let deadline = tokio::time::Instant::now() + BATCH_DELAY;
+        let mut batch = Vec::new();
+        let mut flush = None;
         let mut open = true;
-        while batch.len() < MAX_BATCH {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(s)) => batch.push(s),
-                Ok(None) => {
-                    open = false;
-                    break;
+        tokio::select! {
+            s = rx.recv() => match s {
+                Some(s) => batch.push(s),
+                None => return,
+            },
+            Some(f) = flushes.recv() => flush = Some(f),
+        }
+        if flush.is_none() {
+            let deadline = tokio::time::sleep(delay);
+            tokio::pin!(deadline);
+            while batch.len() < MAX_BATCH {
+                tokio::select! {
+                    s = rx.recv() => match s {
+                        Some(s) => batch.push(s),
+                        None => {
+                            open = false;
+                            break;
+                        }
+                    },
+                    Some(f) = flushes.recv() => {
+                        flush = Some(f);
+                        break;
+                    }
+                    _ = &mut deadline => break,
                 }
-                Err(_) => break,
             }
         }
-        let body = encode(&service_name, &batch);
-        match target.send("application/x-protobuf", body).await {
-            Ok(()) => {
-                if failing {
-                    tracing::info!(url = %target.url(), "the trace collector takes spans again");
+        loop {
+            if flush.is_some() {
+                // Everything queued by now goes, in batches of at most MAX_BATCH.
+                while batch.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(s) => batch.push(s),
+                        Err(_) => break,
+                    }
                 }
-                failing = false;
             }
-            Err(e) => {
-                dropped.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                if !failing {
-                    tracing::warn!(url = %target.url(), "spans could not be exported and are dropped: {e}");
+            if batch.is_empty() {
+                break;
+            }
+            let body = encode(&service_name, &batch);
+            match target.send("application/x-protobuf", body).await {
+                Ok(()) => {
+                    if failing {
+                        tracing::info!(url = %target.url(), "the trace collector takes spans again");
+                    }
+                    failing = false;
                 }
-                failing = true;
+                Err(e) => {
+                    dropped.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    if !failing {
+                        tracing::warn!(url = %target.url(), "spans could not be exported and are dropped: {e}");
+                    }
+                    failing = true;
+                }
             }
+            batch.clear();
+            if flush.is_none() {
+                break;
+            }
+        }
+        if let Some(f) = flush {
+            let _ = f.send(());
         }
         if !open {
             return;

@@ -239,6 +239,15 @@ impl Span {
         )
     }
 
+    /// What starts spans under this one after it may have ended (work that goes
+    /// on past the answer, such as after hooks, or runs in a task of its own).
+    pub fn parent(&self) -> Parent {
+        Parent {
+            sink: self.sink.clone(),
+            ctx: self.context(),
+        }
+    }
+
     /// This span's context, as its children and the next hop see it.
     pub fn context(&self) -> SpanContext {
         let d = self.data.as_ref().expect("a span's data until it ends");
@@ -273,6 +282,26 @@ impl Span {
             d.start_unix_nanos = unix_nanos();
             self.started = Instant::now();
         }
+    }
+}
+
+/// A span's place in its trace, to start children under it from anywhere.
+#[derive(Clone)]
+pub struct Parent {
+    sink: Arc<Sink>,
+    ctx: SpanContext,
+}
+
+impl Parent {
+    /// A span under the one this was taken from.
+    pub fn child(&self, name: impl Into<String>, kind: Kind) -> Span {
+        Span::start(
+            self.sink.clone(),
+            name.into(),
+            kind,
+            self.ctx.trace_id,
+            Some(self.ctx.span_id),
+        )
     }
 }
 
@@ -329,18 +358,22 @@ mod tests {
         let child = root.child("child", Kind::Internal);
         let (root_id, child_id) = (root.context().span_id, child.context().span_id);
         assert_ne!(root_id, child_id);
+        let parent = root.parent();
         drop(child);
         drop(root);
+        let late = parent.child("late", Kind::Internal);
+        assert_eq!(late.context().trace_id, trace);
         let child = rx.recv().await.unwrap();
         assert_eq!(
             (child.parent, child.trace_id, child.name.as_str()),
             (Some(root_id), trace, "child")
         );
         assert!(child.end_unix_nanos >= child.start_unix_nanos);
+        drop(late);
         assert_eq!(
             dropped.load(Ordering::Relaxed),
-            1,
-            "the root found the queue full"
+            2,
+            "the root and the late child found the queue full"
         );
     }
 }
