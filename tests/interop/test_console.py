@@ -18,14 +18,15 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, WARDEN
 from otel_peers import Gateway, Upstream
 
 KEYS = {"ALICE_KEY": "alice-admin-key", "BOB_KEY": "bob-plain-key"}
 OUT = pathlib.Path(os.environ.get("WARDEN_TEST_OUTPUT", ROOT / "target" / "test-output")) / "console"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-PAGES = ["/", "/catalogue", "/catalogue?caller=bob", "/calls", "/calls/1",
-         "/api/overview", "/api/catalogue?caller=bob", "/api/calls", "/api/calls/1", "/nope"]
+PAGES = ["/", "/catalogue", "/catalogue?caller=bob", "/calls", "/calls/1", "/pins", "/quotas",
+         "/calls?before=2", "/api/overview", "/api/catalogue?caller=bob", "/api/calls", "/api/calls/1",
+         "/api/pins", "/api/quotas", "/nope"]
 
 
 def config_text(up, tmp_path, admin):
@@ -261,5 +262,107 @@ def test_ten_thousand_audit_records(upstream, config, tmp_path):
         calls = json.loads(gw.get("/api/calls?caller=c7&outcome=refused")[2])["calls"]
         assert calls and all(c["caller"] == "c7" and c["outcome"] == "refused" for c in calls)
         assert len(json.loads(gw.get("/api/calls?limit=1000")[2])["calls"]) == 1000
+
+        # Paging: c7 has 200 calls; pages of 50 follow each other without a gap
+        # or an overlap, and the last full page points at an empty one.
+        seen, before, pages = [], None, 0
+        while True:
+            query = "/api/calls?caller=c7&limit=50" + (f"&before={before}" if before else "")
+            start = time.perf_counter()
+            page = json.loads(gw.get(query)[2])
+            took = (time.perf_counter() - start) * 1000
+            if pages == 3:
+                print(f"10,000 records: GET {query} (4th page) took {took:.1f} ms")
+            ids = [c["id"] for c in page["calls"]]
+            assert ids == sorted(ids, reverse=True)
+            assert not seen or not ids or ids[0] < seen[-1]
+            seen += ids
+            if page["next_before"] is None:
+                break
+            assert page["next_before"] == ids[-1]
+            before, pages = page["next_before"], pages + 1
+        assert len(seen) == 200 == len(set(seen)) and pages == 4
+
+        dom, _ = chromium(gw.admin + "/calls?caller=c7&limit=50", "calls-paged")
+        older = re.search(r'<a href="([^"]+)" rel="next">Older calls</a>', dom)
+        assert older, section(dom, "main")
+        href = older.group(1).replace("&amp;", "&")
+        assert href == f"/calls?caller=c7&limit=50&before={seen[49]}"
+        dom, _ = chromium(gw.admin + href)
+        rows = section(dom, "calls")
+        assert f'href="/calls/{seen[50]}"' in rows and f'href="/calls/{seen[49]}"' not in rows
+        assert '<a href="/calls?caller=c7&amp;limit=50">Newest calls</a>' in section(dom, "paging")
+    finally:
+        gw.close()
+
+
+QUOTAS_AND_PINS = """
+    [[quota]]
+    callers = ["*"]
+    tools = ["up.*"]
+    rate = "10/hour"
+    burst = 10
+
+    [[quota]]
+    callers = ["bob"]
+    tools = ["up.echo"]
+    concurrency = 2
+"""
+
+
+def test_the_pins_and_quotas_pages_show_their_state(upstream, config, tmp_path):
+    text = config_text(upstream, tmp_path, "").replace(
+        'unknown_arguments = "warn"', 'unknown_arguments = "warn"\n    pins = "report"') + QUOTAS_AND_PINS
+    path = config(text)
+    gw = Gateway(path, env=KEYS, admin=True)
+    try:
+        dom, _ = chromium(gw.admin + "/pins", "pins-no-lock")
+        assert "No pins lock (warden.pins.json beside the config)" in section(dom, "lock")
+        assert "no lock" in section(dom, "pins")
+        dom, _ = chromium(gw.admin + "/quotas")
+        assert section(dom, "quotas").count("no caller has used it") == 2
+    finally:
+        gw.close()
+
+    # Lock the tools as listed now; then the upstream changes one and adds one.
+    locked = subprocess.run([WARDEN, "pins", "lock", "--config", path], capture_output=True, text=True,
+                            env={**os.environ, **KEYS}, timeout=60)
+    assert locked.returncode == 0, locked.stderr
+    upstream.tools[0]["description"] = "Echo, now louder."
+    upstream.tools.append({"name": "fresh", "description": "New.", "inputSchema": {"type": "object"}})
+
+    gw = Gateway(path, env=KEYS, admin=True)
+    try:
+        bob = KEYS["BOB_KEY"]
+        gw.open_session(bob)
+        for i in range(2):
+            assert "result" in gw.call(bob, i + 1, "up.echo", {"text": "x"})
+        pins = json.loads(gw.get("/api/pins")[2])
+        assert pins == {"lock": "warden.pins.json", "present": True, "upstreams": [{
+            "upstream": "up", "mode": "report", "locked_tools": 3, "listed": True,
+            "drift": [{"tool": "up.echo", "change": "changed: description"},
+                      {"tool": "up.fresh", "change": "added"}]}]}
+        quotas = json.loads(gw.get("/api/quotas")[2])
+        assert quotas["rates_shared"] is False
+        assert [(q["quota"], q["callers"], q["tools"], q["rate"], q["burst"], q["concurrency"])
+                for q in quotas["quotas"]] == [
+            (1, ["*"], ["up.*"], "10 calls per hour", 10, None),
+            (2, ["bob"], ["up.echo"], None, None, 2)]
+        # Two calls of bob's took 2 of the burst; none is in flight any more.
+        assert quotas["quotas"][0]["use"] == [{"caller": "bob", "in_flight": None, "available": 8, "burst": 10}]
+        assert quotas["quotas"][1]["use"] == []
+
+        dom, _ = chromium(gw.admin + "/pins", "pins")
+        assert "The pins lock warden.pins.json holds" in section(dom, "lock")
+        rows = section(dom, "pins")
+        assert "report" in rows and "up.echo: changed: description" in rows and "up.fresh: added" in rows
+        dom, _ = chromium(gw.admin + "/quotas", "quotas")
+        rows = section(dom, "quotas")
+        assert "bob: 8 of 10 calls available now" in rows
+        assert "10 calls per hour (burst 10)" in rows
+        # Keyboard: every page starts with a skip link to the content, and the
+        # navigation reaches the new pages.
+        assert '<a class="skip" href="#main">Skip to content</a>' in dom
+        assert '<a href="/pins">Pins</a><a href="/quotas">Quotas</a>' in dom
     finally:
         gw.close()

@@ -298,9 +298,19 @@ impl Store {
     /// The newest records that pass `filter` (at most `filter.limit`, newest
     /// first), each with its id in the trail: what the operator console lists.
     pub async fn recent(&self, filter: AuditFilter) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
+        self.recent_before(filter, None).await
+    }
+
+    /// [`Store::recent`] from the record before id `before` on (the next page of
+    /// a list whose last record had that id); `None`: from the newest.
+    pub async fn recent_before(
+        &self,
+        filter: AuditFilter,
+        before: Option<i64>,
+    ) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
         match self {
-            Store::Sqlite(s) => s.recent(filter).await,
-            Store::Postgres(p) => p.recent(filter).await,
+            Store::Sqlite(s) => s.recent(filter, before).await,
+            Store::Postgres(p) => p.recent(filter, before).await,
         }
     }
 
@@ -750,6 +760,21 @@ mod tests {
             .unwrap();
         assert_eq!(recent.len(), 1);
         assert_eq!(recent[0].1, rec("alice", "notes.list_notes", "ok"));
+        // The next page starts below the last id shown, with the same filters.
+        let alice = AuditFilter {
+            caller: Some("alice".into()),
+            limit: 1,
+            ..Default::default()
+        };
+        let next = s
+            .recent_before(alice.clone(), Some(recent[0].0))
+            .await
+            .unwrap();
+        assert_eq!(next.len(), 1);
+        assert_eq!(next[0].1, rec("alice", "notes.create_note", "ok"));
+        assert!(next[0].0 < recent[0].0);
+        let past_the_end = s.recent_before(alice, Some(next[0].0)).await.unwrap();
+        assert!(past_the_end.is_empty());
         let again = s.audit_record(recent[0].0).await.unwrap();
         assert_eq!(again, Some(recent[0].1.clone()));
         assert_eq!(s.audit_record(recent[0].0 + 100).await.unwrap(), None);

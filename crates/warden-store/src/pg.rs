@@ -424,7 +424,11 @@ impl Postgres {
         Ok(())
     }
 
-    pub async fn recent(&self, filter: AuditFilter) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
+    pub async fn recent(
+        &self,
+        filter: AuditFilter,
+        before: Option<i64>,
+    ) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
         let limit = if filter.limit == 0 {
             i64::MAX
         } else {
@@ -436,6 +440,7 @@ impl Postgres {
                 "SELECT id, record FROM warden_audit
                  WHERE ($1::TEXT IS NULL OR caller = $1) AND ($2::TEXT IS NULL OR tool = $2)
                    AND ($3::TEXT IS NULL OR outcome = $3) AND ($4::BIGINT IS NULL OR time_ms >= $4)
+                   AND ($6::BIGINT IS NULL OR id < $6)
                  ORDER BY id DESC LIMIT $5",
                 &[
                     &filter.caller,
@@ -443,6 +448,7 @@ impl Postgres {
                     &filter.outcome,
                     &filter.since_ms,
                     &limit,
+                    &before,
                 ],
             )
             .await

@@ -296,12 +296,17 @@ impl Sqlite {
     }
 
     /// Audit records matching `filter`, oldest first.
-    pub async fn recent(&self, filter: AuditFilter) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
+    pub async fn recent(
+        &self,
+        filter: AuditFilter,
+        before: Option<i64>,
+    ) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
         self.with(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT id, record FROM audit
                  WHERE (?1 IS NULL OR caller = ?1) AND (?2 IS NULL OR tool = ?2)
                    AND (?3 IS NULL OR outcome = ?3) AND (?4 IS NULL OR time_ms >= ?4)
+                   AND (?6 IS NULL OR id < ?6)
                  ORDER BY id DESC LIMIT ?5",
             )?;
             let limit = if filter.limit == 0 {
@@ -315,7 +320,8 @@ impl Sqlite {
                     filter.tool,
                     filter.outcome,
                     filter.since_ms,
-                    limit
+                    limit,
+                    before
                 ],
                 |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
             )?;

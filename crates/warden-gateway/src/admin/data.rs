@@ -174,6 +174,8 @@ pub struct CallQuery {
     /// `2h`, `15m` or an RFC 3339 time.
     pub since: Option<String>,
     pub limit: usize,
+    /// The page that starts below this record id (the last one of the page before).
+    pub before: Option<i64>,
 }
 
 impl CallQuery {
@@ -193,13 +195,42 @@ impl CallQuery {
                 .and_then(|l| l.parse().ok())
                 .unwrap_or(DEFAULT_LIMIT)
                 .clamp(1, MAX_LIMIT),
+            before: get("before").and_then(|b| b.parse().ok()),
         }
+    }
+
+    /// This query's string with the page starting below `before` (`None`: the
+    /// newest page); the filters stay as they are.
+    pub fn page(&self, before: Option<i64>) -> String {
+        let mut pairs: Vec<(&str, String)> = Vec::new();
+        for (k, v) in [
+            ("caller", &self.caller),
+            ("tool", &self.tool),
+            ("outcome", &self.outcome),
+            ("since", &self.since),
+        ] {
+            if let Some(v) = v {
+                pairs.push((k, v.clone()));
+            }
+        }
+        if self.limit != DEFAULT_LIMIT {
+            pairs.push(("limit", self.limit.to_string()));
+        }
+        if let Some(b) = before {
+            pairs.push(("before", b.to_string()));
+        }
+        pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={}", super::html::url_encode(v)))
+            .collect::<Vec<_>>()
+            .join("&")
     }
 }
 
-/// Recent calls from the audit trail, newest first.
+/// Recent calls from the audit trail, newest first, a page of at most
+/// `q.limit`; `next_before` names the next (older) page when there may be one.
 pub async fn calls(gw: &Gateway, q: &CallQuery) -> Value {
-    let filters = json!({"caller": q.caller, "tool": q.tool, "outcome": q.outcome, "since": q.since, "limit": q.limit});
+    let filters = json!({"caller": q.caller, "tool": q.tool, "outcome": q.outcome, "since": q.since, "limit": q.limit, "before": q.before});
     let Some(store) = gw.audit_store() else {
         return json!({"filters": filters, "error": "no audit store is configured ([store] url)"});
     };
@@ -217,10 +248,14 @@ pub async fn calls(gw: &Gateway, q: &CallQuery) -> Value {
         since_ms,
         limit: q.limit,
     };
-    match store.recent(filter).await {
+    match store.recent_before(filter, q.before).await {
         Ok(records) => {
+            // A full page: there may be older calls, from below its last id.
+            let next = (records.len() == q.limit)
+                .then(|| records.last().map(|(id, _)| *id))
+                .flatten();
             let calls: Vec<Value> = records.into_iter().map(|(id, r)| summary(id, r)).collect();
-            json!({"filters": filters, "calls": calls})
+            json!({"filters": filters, "calls": calls, "next_before": next})
         }
         Err(e) => {
             json!({"filters": filters, "error": format!("the audit store cannot be read: {e}")})
@@ -279,6 +314,118 @@ pub async fn call(gw: &Gateway, id: i64) -> Option<Value> {
     }
     detail.insert("why".into(), json!(why));
     Some(Value::Object(detail))
+}
+
+/// The pins lock (P2): whether there is one beside the config, and per upstream
+/// its mode, how many tools the lock holds and how its last listing drifted from
+/// them (what `mcp-warden pins diff` prints).
+pub fn pins(gw: &Gateway) -> Value {
+    let path = crate::pins::lock_path(&gw.config.path);
+    // The file's name only: where the config lives is not the console's to show.
+    let file = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let lock = match crate::pins::Lock::read(&path) {
+        Ok(lock) => lock,
+        Err(e) => {
+            tracing::warn!(
+                "the console cannot read the pins lock: {}",
+                crate::logged::logged(&e)
+            );
+            return json!({"lock": file, "present": true, "error": "the pins lock cannot be read (the log says why); the gateway keeps the last good one"});
+        }
+    };
+    let listings = gw.upstream_listings();
+    let upstreams: Vec<Value> = gw
+        .config
+        .upstream
+        .iter()
+        .map(|u| {
+            // The mode as the config writes it (`hidden` when unset).
+            let mode = format!("{:?}", u.pins.unwrap_or_default()).to_lowercase();
+            let locked = lock.as_ref().and_then(|l| l.upstreams.get(&u.name));
+            let listing = listings.iter().find(|(name, _)| *name == u.name);
+            let drift: Vec<Value> = match (&lock, locked, listing) {
+                (Some(_), locked, Some((_, tools))) => {
+                    let none = Default::default();
+                    crate::pins::diff(locked.unwrap_or(&none), tools)
+                        .iter()
+                        .map(|d| drift(&u.name, d))
+                        .collect()
+                }
+                _ => Vec::new(),
+            };
+            json!({
+                "upstream": u.name,
+                "mode": mode,
+                "locked_tools": locked.map_or(0, |t| t.len()),
+                "listed": listing.is_some(),
+                "drift": drift,
+            })
+        })
+        .collect();
+    json!({"lock": file, "present": lock.is_some(), "upstreams": upstreams})
+}
+
+/// One drift as the console lists it: the tool and what changed.
+fn drift(up: &str, d: &crate::pins::Drift) -> Value {
+    use crate::pins::Drift;
+    let (tool, change) = match d {
+        Drift::Added(n) => (n, "added".to_owned()),
+        Drift::Removed(n) => (n, "removed".to_owned()),
+        Drift::Renamed { from, to } => (from, format!("renamed to {up}.{to}")),
+        Drift::Changed(n, fields) => {
+            let names: Vec<&str> = fields.iter().map(|(k, _, _)| k.as_str()).collect();
+            (n, format!("changed: {}", names.join(", ")))
+        }
+    };
+    json!({"tool": format!("{up}.{tool}"), "change": change})
+}
+
+/// The quotas (Q1-Q4) as configured, and each caller's use of each as this
+/// process counts it: calls in flight, and calls its rate would take now.
+pub fn quotas(gw: &Gateway) -> Value {
+    let (usage, shared) = gw.quota_usage();
+    let quotas: Vec<Value> = gw
+        .config
+        .limits
+        .quotas
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let rule = q.selects();
+            let callers: Vec<String> = rule.callers.iter().map(selector).collect();
+            let used: Vec<Value> = usage
+                .iter()
+                .filter(|u| u.quota == i)
+                .map(|u| {
+                    json!({
+                        "caller": u.caller,
+                        "in_flight": u.in_flight,
+                        "available": u.available,
+                        "burst": u.burst,
+                    })
+                })
+                .collect();
+            json!({
+                "quota": i + 1,
+                "callers": callers,
+                "tools": rule.tool_patterns,
+                "rate": q.rate.map(|r| r.to_string()),
+                "burst": q.rate.map(|r| r.burst),
+                "concurrency": q.concurrency,
+                "strict": q.strict,
+                "use": used,
+            })
+        })
+        .collect();
+    json!({"quotas": quotas, "rates_shared": shared})
+}
+
+fn selector(s: &warden_core::CallerSelector) -> String {
+    match s {
+        warden_core::CallerSelector::Anyone => "*".to_owned(),
+        warden_core::CallerSelector::Named(n) => n.clone(),
+        warden_core::CallerSelector::Group(g) => format!("group:{g}"),
+    }
 }
 
 fn now_ms() -> i64 {

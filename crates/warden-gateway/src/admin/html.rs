@@ -58,7 +58,8 @@ main{padding:1em}table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border
 th{background:#eef2f7}a:focus,input:focus,select:focus,button:focus{outline:3px solid #e76f51;outline-offset:2px}\
 .skip{position:absolute;left:-999px}.skip:focus{left:1em;top:.5em;background:#fff;color:#000;padding:.3em}\
 .refused,.failed{color:#9b1d20;font-weight:600}.ok{color:#1e6b34}pre{background:#f5f5f5;padding:.6em;overflow:auto}\
-form{margin:.5em 0 1em}label{margin-right:.3em}input,select,button{margin-right:1em;font:inherit}";
+form{margin:.5em 0 1em}label{margin-right:.3em}input,select,button{margin-right:1em;font:inherit}\
+td ul{margin:0;padding-left:1.2em}";
 
 /// A whole page: `title`, the JSON twin at `api`, and the body.
 pub fn page(title: &str, api: &str, body: &str) -> String {
@@ -67,7 +68,8 @@ pub fn page(title: &str, api: &str, body: &str) -> String {
          <meta name=\"viewport\" content=\"width=device-width\"><style>{STYLE}</style></head><body>\
          <a class=\"skip\" href=\"#main\">Skip to content</a>\
          <header><nav aria-label=\"Console\"><strong>mcp-warden</strong> · \
-         <a href=\"/\">Overview</a><a href=\"/catalogue\">Catalogue</a><a href=\"/calls\">Calls</a></nav></header>\
+         <a href=\"/\">Overview</a><a href=\"/catalogue\">Catalogue</a><a href=\"/calls\">Calls</a>\
+         <a href=\"/pins\">Pins</a><a href=\"/quotas\">Quotas</a></nav></header>\
          <main id=\"main\" tabindex=\"-1\"><h1>{t}</h1>{body}\
          <p><a href=\"{api}\">This page as JSON</a></p></main></body></html>\n",
         t = esc(title),
@@ -232,7 +234,9 @@ const OUTCOMES: &[&str] = &[
     "report",
 ];
 
-pub fn calls(data: &Value, query: &str) -> String {
+/// The calls page. `older`: the query string of the next (older) page, when
+/// there is one; `newest`: the first page's, when this is a later one.
+pub fn calls(data: &Value, query: &str, older: Option<&str>, newest: Option<&str>) -> String {
     let f = &data["filters"];
     let field = |name: &str, label: &str, hint: &str| {
         format!(
@@ -251,14 +255,28 @@ pub fn calls(data: &Value, query: &str) -> String {
     }
     b.push_str("</select>");
     b.push_str(&field("since", "Since", "2h or 2026-11-30T04:00:00Z"));
+    if f["limit"]
+        .as_u64()
+        .is_some_and(|l| l != super::data::DEFAULT_LIMIT as u64)
+    {
+        let _ = write!(
+            b,
+            "<input type=\"hidden\" name=\"limit\" value=\"{}\">",
+            text(&f["limit"])
+        );
+    }
     b.push_str("<button type=\"submit\">Filter</button></form>");
     b.push_str(&error_note(data));
     if let Some(calls) = data["calls"].as_array() {
         let _ = write!(
             b,
-            "<p>{} calls, newest first (at most {}).</p>",
+            "<p>{} calls, newest first (at most {} a page){}.</p>",
             calls.len(),
-            text(&f["limit"])
+            text(&f["limit"]),
+            match f["before"].as_i64() {
+                Some(id) => format!(", older than call {id}"),
+                None => String::new(),
+            }
         );
         b.push_str("<table id=\"calls\"><thead><tr><th scope=\"col\">Time (UTC)</th><th scope=\"col\">Caller</th><th scope=\"col\">Tool</th><th scope=\"col\">Decision</th><th scope=\"col\">Outcome</th><th scope=\"col\">Why</th><th scope=\"col\">ms</th><th scope=\"col\">Undeclared keys</th></tr></thead><tbody>");
         for c in calls {
@@ -283,6 +301,7 @@ pub fn calls(data: &Value, query: &str) -> String {
             );
         }
         b.push_str("</tbody></table>");
+        paging(&mut b, older, newest);
     }
     let api = if query.is_empty() {
         "/api/calls".to_owned()
@@ -290,6 +309,137 @@ pub fn calls(data: &Value, query: &str) -> String {
         format!("/api/calls?{query}")
     };
     page("Calls", &api, &b)
+}
+
+/// Links to the newest page and to the next, older one, as there are.
+fn paging(b: &mut String, older: Option<&str>, newest: Option<&str>) {
+    if older.is_none() && newest.is_none() {
+        return;
+    }
+    b.push_str("<nav aria-label=\"Pages\" id=\"paging\"><p>");
+    let link = |q: &str| {
+        if q.is_empty() {
+            "/calls".to_owned()
+        } else {
+            format!("/calls?{q}")
+        }
+    };
+    if let Some(q) = newest {
+        let _ = write!(b, "<a href=\"{}\">Newest calls</a> ", esc(&link(q)));
+    }
+    if let Some(q) = older {
+        let _ = write!(
+            b,
+            "<a href=\"{}\" rel=\"next\">Older calls</a>",
+            esc(&link(q))
+        );
+    }
+    b.push_str("</p></nav>");
+}
+
+/// The pins page: the lock, and per upstream its mode and drift.
+pub fn pins(data: &Value) -> String {
+    let mut b = String::new();
+    b.push_str(&error_note(data));
+    if data.get("error").is_none() {
+        if data["present"] == true {
+            let _ = write!(
+                b,
+                "<p id=\"lock\">The pins lock {} holds the reviewed tool definitions; a tool that differs from it is handled as each upstream's mode says.</p>",
+                text(&data["lock"])
+            );
+        } else {
+            let _ = write!(
+                b,
+                "<p id=\"lock\">No pins lock ({} beside the config): every listed tool is served as listed. <code>mcp-warden pins lock</code> writes one.</p>",
+                text(&data["lock"])
+            );
+        }
+    }
+    b.push_str("<table id=\"pins\"><thead><tr><th scope=\"col\">Upstream</th><th scope=\"col\">Mode</th><th scope=\"col\">Locked tools</th><th scope=\"col\">Drift from the lock</th></tr></thead><tbody>");
+    for u in data["upstreams"].as_array().into_iter().flatten() {
+        let drift: Vec<String> = u["drift"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| format!("<li>{}: {}</li>", text(&d["tool"]), text(&d["change"])))
+            .collect();
+        let drift = match (
+            drift.is_empty(),
+            data["present"] == true,
+            u["listed"] == true,
+        ) {
+            (false, _, _) => format!("<ul class=\"failed\">{}</ul>", drift.concat()),
+            (true, false, _) => "no lock".to_owned(),
+            (true, true, false) => "not listed yet".to_owned(),
+            (true, true, true) => {
+                "<span class=\"ok\">none: every tool is as locked</span>".to_owned()
+            }
+        };
+        let _ = write!(
+            b,
+            "<tr><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{drift}</td></tr>",
+            text(&u["upstream"]),
+            text(&u["mode"]),
+            text(&u["locked_tools"]),
+        );
+    }
+    b.push_str("</tbody></table>");
+    page("Pins", "/api/pins", &b)
+}
+
+/// The quotas page: each quota as configured and each caller's use of it.
+pub fn quotas(data: &Value) -> String {
+    let mut b = String::new();
+    let list = data["quotas"].as_array().cloned().unwrap_or_default();
+    if list.is_empty() {
+        b.push_str("<p>No quotas are configured ([[quota]]).</p>");
+        return page("Quotas", "/api/quotas", &b);
+    }
+    b.push_str("<p>Use as this gateway process counts it: calls in flight against a concurrency, and calls a rate would take at once now (of its burst). A caller not listed under a quota has its whole quota.");
+    if data["rates_shared"] == true {
+        b.push_str(" Rates are counted in the shared store with the other replicas, so only concurrency is shown here.");
+    }
+    b.push_str("</p><table id=\"quotas\"><thead><tr><th scope=\"col\">Quota</th><th scope=\"col\">Callers</th><th scope=\"col\">Tools</th><th scope=\"col\">Rate</th><th scope=\"col\">Concurrency</th><th scope=\"col\">Use now, per caller</th></tr></thead><tbody>");
+    for q in &list {
+        let rate = match q["rate"].as_str() {
+            Some(r) => format!("{} (burst {})", esc(r), text(&q["burst"])),
+            None => "none".to_owned(),
+        };
+        let used: Vec<String> = q["use"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|u| {
+                let mut parts = Vec::new();
+                if let Some(n) = u["in_flight"].as_u64() {
+                    parts.push(format!("{n} in flight"));
+                }
+                if let (Some(a), Some(burst)) = (u["available"].as_u64(), u["burst"].as_u64()) {
+                    parts.push(format!("{a} of {burst} calls available now"));
+                }
+                format!("<li>{}: {}</li>", text(&u["caller"]), parts.join(", "))
+            })
+            .collect();
+        let used = if used.is_empty() {
+            "no caller has used it".to_owned()
+        } else {
+            format!("<ul>{}</ul>", used.concat())
+        };
+        let _ = write!(
+            b,
+            "<tr><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{rate}</td><td>{}</td><td>{used}</td></tr>",
+            text(&q["quota"]),
+            text(&q["callers"]),
+            text(&q["tools"]),
+            match q["concurrency"].as_u64() {
+                Some(n) => n.to_string(),
+                None => "none".to_owned(),
+            },
+        );
+    }
+    b.push_str("</tbody></table>");
+    page("Quotas", "/api/quotas", &b)
 }
 
 pub fn call(data: &Value) -> String {
@@ -349,6 +499,8 @@ mod tests {
         let page = calls(
             &json!({"filters": {"caller": "\"><x", "limit": 100}, "calls": [{"id": 1, "time": "t", "caller": "<b>", "tool": "t<", "decision": "d", "outcome": "refused", "why": "<i>", "duration_ms": 1.0, "undeclared_keys": ["<k>"]}]}),
             "caller=%22",
+            Some("caller=%22&before=1"),
+            None,
         );
         assert!(
             !page.contains("<b>")

@@ -1,7 +1,8 @@
 //! The admin listener (`[admin] listen`, formerly `[metrics] listen`): Prometheus
 //! `/metrics`, the health probes `/healthz` and `/readyz` (as on the HTTP front),
 //! the operator console (HTML pages at `/`, `/catalogue`, `/calls`,
-//! `/calls/<id>`) and the admin API (the same data as JSON under `/api/`).
+//! `/calls/<id>`, `/pins`, `/quotas`) and the admin API (the same data as JSON
+//! under `/api/`).
 //!
 //! Closed by default: with no `[admin] callers`, only loopback clients get the
 //! console and the API (403 otherwise). With admin callers configured, every
@@ -286,11 +287,31 @@ async fn answer(
             }
         }
         "/calls" => {
-            let d = data::calls(gw, &data::CallQuery::from_pairs(&pairs)).await;
+            let q = data::CallQuery::from_pairs(&pairs);
+            let d = data::calls(gw, &q).await;
             if api {
                 json_reply(StatusCode::OK, &d)
             } else {
-                reply(StatusCode::OK, HTML, html::calls(&d, &query))
+                let older = d["next_before"].as_i64().map(|id| q.page(Some(id)));
+                let newest = q.before.map(|_| q.page(None));
+                let page = html::calls(&d, &query, older.as_deref(), newest.as_deref());
+                reply(StatusCode::OK, HTML, page)
+            }
+        }
+        "/pins" => {
+            let d = data::pins(gw);
+            if api {
+                json_reply(StatusCode::OK, &d)
+            } else {
+                reply(StatusCode::OK, HTML, html::pins(&d))
+            }
+        }
+        "/quotas" => {
+            let d = data::quotas(gw);
+            if api {
+                json_reply(StatusCode::OK, &d)
+            } else {
+                reply(StatusCode::OK, HTML, html::quotas(&d))
             }
         }
         p => {

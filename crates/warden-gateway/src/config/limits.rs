@@ -109,6 +109,11 @@ impl Quota {
         self.selects.applies(caller, tool)
     }
 
+    /// Whose calls to which tools it counts (for reports).
+    pub fn selects(&self) -> &Rule {
+        &self.selects
+    }
+
     pub(super) fn build(q: &QuotaConfig) -> Result<Quota, String> {
         let selects = Rule::new(&q.callers, &q.tools, Effect::Allow)?;
         let rate = match &q.rate {

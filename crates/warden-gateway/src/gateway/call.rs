@@ -138,6 +138,11 @@ impl Calls {
         self.approval_timeout
     }
 
+    /// The quotas and their counts (the operator console reads them).
+    pub fn quotas(&self) -> &Quotas {
+        &self.quotas
+    }
+
     /// The key 2026-07-28 states are sealed with.
     pub fn state_key(&self) -> &rev2026::StateKey {
         self.parked.key()

@@ -228,6 +228,13 @@ impl Gateway {
         self.upstreams.status()
     }
 
+    /// The quotas' counts per caller as this process holds them, and whether
+    /// rates are counted in the shared store instead (the operator console).
+    pub fn quota_usage(&self) -> (Vec<quota::QuotaUse>, bool) {
+        let q = self.calls.quotas();
+        (q.usage(), q.shared())
+    }
+
     /// The audit trail's store, when one is configured.
     pub fn audit_store(&self) -> Option<&warden_store::Store> {
         self.calls.settle.audit.store()

@@ -14,7 +14,7 @@
 use crate::config::limits::{Quota, Rate};
 use crate::logged::logged;
 use crate::texts;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use warden_core::Caller;
@@ -213,6 +213,87 @@ impl Quotas {
     }
 }
 
+/// What one caller holds of one quota now, as this process counts it (the
+/// operator console's view).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuotaUse {
+    /// The quota's place in the config (`[[quota]]` number, from 0).
+    pub quota: usize,
+    pub caller: String,
+    /// Calls in flight against its concurrency (when it has one).
+    pub in_flight: Option<u32>,
+    /// Calls its rate would take at once now, of `burst` (when it has a rate
+    /// and this process counts it: not with a shared store).
+    pub available: Option<u32>,
+    pub burst: Option<u32>,
+}
+
+impl Quotas {
+    /// Every caller's use of every quota this process has counted, by quota then
+    /// caller; a caller whose bucket is full again and who has no call in flight
+    /// is left out.
+    pub fn usage(&self) -> Vec<QuotaUse> {
+        let now = self.base.elapsed().as_secs_f64() * 1e3;
+        let mut out: BTreeMap<(usize, String), QuotaUse> = BTreeMap::new();
+        for ((i, caller), n) in lock(&self.inflight).iter() {
+            if *n > 0 && *i < self.list.len() {
+                let u = out
+                    .entry((*i, caller.clone()))
+                    .or_insert_with(|| self.empty_use(*i, caller));
+                u.in_flight = Some(*n);
+            }
+        }
+        if self.shared.is_none() {
+            for ((i, caller), tat) in lock(&self.local).iter() {
+                let Some(rate) = self.list.get(*i).and_then(|q| q.rate) else {
+                    continue;
+                };
+                let available = available_now(&rate, *tat, now);
+                if available < rate.burst {
+                    let u = out
+                        .entry((*i, caller.clone()))
+                        .or_insert_with(|| self.empty_use(*i, caller));
+                    u.available = Some(available);
+                }
+            }
+        }
+        let mut out: Vec<QuotaUse> = out.into_values().collect();
+        for u in &mut out {
+            if let (Some(rate), None) = (self.list[u.quota].rate, &self.shared) {
+                u.burst = Some(rate.burst);
+                u.available.get_or_insert(rate.burst);
+            }
+        }
+        out
+    }
+
+    fn empty_use(&self, i: usize, caller: &str) -> QuotaUse {
+        QuotaUse {
+            quota: i,
+            caller: caller.to_owned(),
+            in_flight: self.list[i].concurrency.map(|_| 0),
+            available: None,
+            burst: None,
+        }
+    }
+
+    /// Whether rates are counted in the shared store (so not known here).
+    pub fn shared(&self) -> bool {
+        self.shared.is_some()
+    }
+}
+
+/// Calls a bucket whose next theoretical arrival is `tat` takes at once at
+/// `now` (GCRA: one more each interval the arrival lies within the tolerance).
+fn available_now(rate: &Rate, tat: f64, now: f64) -> u32 {
+    let room = (now + rate.tolerance_ms() - tat) / rate.interval_ms();
+    if room < 0.0 {
+        0
+    } else {
+        ((room.floor() as u64) + 1).min(u64::from(rate.burst)) as u32
+    }
+}
+
 fn refused(text: String, wait_ms: f64) -> Admission {
     Admission::Refused {
         text,
@@ -281,6 +362,56 @@ mod tests {
             Admission::Refused { text, retry_ms } => Some((text.as_str(), *retry_ms)),
             Admission::Admitted(_) => None,
         }
+    }
+
+    #[tokio::test]
+    async fn usage_shows_each_callers_bucket_and_calls_in_flight() {
+        let q = quotas(
+            "[[quota]]\ncallers = [\"*\"]\ntools = [\"s.*\"]\nrate = \"30/minute\"\nburst = 3\n\
+             [[quota]]\ncallers = [\"*\"]\ntools = [\"s.*\"]\nconcurrency = 2\n",
+        );
+        assert_eq!(q.usage(), [], "nothing counted yet");
+        let alice = Caller::new("alice");
+        let held = q.admit(Some(&alice), "s.query").await;
+        let _second = q.admit(Some(&alice), "s.query").await;
+        let bob = Caller::new("bob");
+        let Admission::Admitted(_) = q.admit(Some(&bob), "s.query").await else {
+            panic!("bob is within his quota");
+        };
+        let usage = q.usage();
+        let of = |quota: usize, caller: &str| {
+            usage
+                .iter()
+                .find(|u| u.quota == quota && u.caller == caller)
+                .cloned()
+        };
+        // Rates: 3 at once, one every 2 s; these calls took 2 of alice's, 1 of bob's.
+        let a = of(0, "alice").unwrap();
+        assert_eq!(
+            (a.available, a.burst, a.in_flight),
+            (Some(1), Some(3), None)
+        );
+        let b = of(0, "bob").unwrap();
+        assert_eq!((b.available, b.burst), (Some(2), Some(3)));
+        // Concurrency: alice still holds two slots; bob's ended with his record.
+        assert_eq!(of(1, "alice").unwrap().in_flight, Some(2));
+        assert_eq!(of(1, "bob"), None);
+        drop(held);
+        assert_eq!(
+            q.usage().iter().find(|u| u.quota == 1).unwrap().in_flight,
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn a_bucket_refills_one_call_per_interval() {
+        let rate = Rate::parse("30/minute", Some(3)).unwrap();
+        // Interval 2 s, tolerance 4 s.
+        assert_eq!(available_now(&rate, 0.0, 10_000.0), 3, "full again");
+        assert_eq!(available_now(&rate, 16_000.0, 10_000.0), 0);
+        assert_eq!(available_now(&rate, 14_000.0, 10_000.0), 1);
+        assert_eq!(available_now(&rate, 13_000.0, 10_000.0), 1);
+        assert_eq!(available_now(&rate, 12_000.0, 10_000.0), 2);
     }
 
     #[tokio::test]
