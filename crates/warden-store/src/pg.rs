@@ -770,8 +770,12 @@ mod tests {
             .await
             .unwrap()
             .is_empty());
-        let recent = s.recent(AuditFilter::default()).await.unwrap();
+        let recent = s.recent(AuditFilter::default(), None).await.unwrap();
         assert_eq!(recent.len(), 1);
+        // The page below the only record is empty; below the next id, it is there.
+        let below = |id| s.recent(AuditFilter::default(), Some(id));
+        assert!(below(recent[0].0).await.unwrap().is_empty());
+        assert_eq!(below(recent[0].0 + 1).await.unwrap(), recent);
         assert_eq!(
             s.audit_record(recent[0].0).await.unwrap(),
             Some(rec.clone())
