@@ -8,6 +8,7 @@
 
 use crate::gateway::Gateway;
 use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use warden_core::{Caller, Effect};
 use warden_store::{AuditFilter, AuditRecord, MinuteCount};
@@ -221,7 +222,7 @@ impl CallQuery {
         }
         pairs
             .iter()
-            .map(|(k, v)| format!("{k}={}", super::html::url_encode(v)))
+            .map(|(k, v)| format!("{k}={}", url_encode(v)))
             .collect::<Vec<_>>()
             .join("&")
     }
@@ -428,8 +429,54 @@ fn selector(s: &warden_core::CallerSelector) -> String {
     }
 }
 
+/// A query-string value, percent-encoded.
+pub fn url_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => {
+                let _ = write!(out, "%{b:02X}");
+            }
+        }
+    }
+    out
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(q: &[(&str, &str)]) -> Vec<(String, String)> {
+        q.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_page_link_keeps_the_filters_and_moves_the_start() {
+        let q = CallQuery::from_pairs(&pairs(&[
+            ("caller", "a b"),
+            ("outcome", "refused"),
+            ("limit", "50"),
+            ("before", "900"),
+            ("tool", " "),
+        ]));
+        assert_eq!(q.before, Some(900));
+        assert_eq!(
+            q.page(Some(850)),
+            "caller=a%20b&outcome=refused&limit=50&before=850"
+        );
+        assert_eq!(q.page(None), "caller=a%20b&outcome=refused&limit=50");
+        let plain = CallQuery::from_pairs(&pairs(&[("limit", "100"), ("before", "x")]));
+        assert_eq!((plain.before, plain.page(None)), (None, String::new()));
+    }
 }

@@ -3,6 +3,7 @@
 //! JavaScript and work from the keyboard (a skip link, labelled fields, visible
 //! focus). Every value is HTML-escaped.
 
+use super::data::{url_encode, DEFAULT_LIMIT};
 use serde_json::Value;
 use std::fmt::Write as _;
 
@@ -17,22 +18,6 @@ pub fn esc(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A query-string value, percent-encoded.
-pub fn url_encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            _ => {
-                let _ = write!(out, "%{b:02X}");
-            }
         }
     }
     out
@@ -257,7 +242,7 @@ pub fn calls(data: &Value, query: &str, older: Option<&str>, newest: Option<&str
     b.push_str(&field("since", "Since", "2h or 2026-11-30T04:00:00Z"));
     if f["limit"]
         .as_u64()
-        .is_some_and(|l| l != super::data::DEFAULT_LIMIT as u64)
+        .is_some_and(|l| l != DEFAULT_LIMIT as u64)
     {
         let _ = write!(
             b,
