@@ -1,0 +1,320 @@
+"""A fleet, not a process (issue 15): three mcp-warden replicas sharing one
+PostgreSQL database behind HAProxy (round robin, no stickiness, health checks on
+/readyz), under 2025-11-25 sessions of the official Python SDK and 2026-07-28
+stateless requests, while replicas are killed, drained and reloaded.
+
+Nothing here is timed: the figures test prints throughput and latency for the
+issue's note (target/test-output/fleet.txt) and asserts only that every call was
+answered."""
+
+import collections
+import signal
+import subprocess
+import time
+
+import anyio
+import httpx2
+import pytest
+
+from fleet import ROOT, WARDEN, Fleet, listing, sigkill
+from load import Call, Load, latencies, percentile, run, sdk_session, stateless_call
+
+pytestmark = pytest.mark.anyio
+
+SESSIONS = 6
+STATELESS = 6
+PER_CLIENT = 200  # calls per client; every fourth is keyed and sent twice
+# The harmless change one replica reloads mid-run: a rule hiding a tool nobody calls.
+HARMLESS = """
+[[rule]]
+callers = ["*"]
+tools = ["fx.crash"]
+effect = "deny"
+"""
+
+
+def show(calls: list[Call], events: dict[str, float], limit: int = 12) -> str:
+    """A few calls, with their times relative to the test's events, for a message."""
+    first = min(events.values(), default=0.0)
+    marks = ", ".join(f"{k} at {v - first:.2f}s" for k, v in sorted(events.items(), key=lambda e: e[1]))
+    lines = [f"events: {marks}"]
+    for c in calls[:limit]:
+        lines.append(f"  {c.client} {c.tag} {c.tool}{' keyed' if c.keyed else ''}{' repeat' if c.repeat else ''}"
+                     f" {c.start - first:.2f}s..{c.end - first:.2f}s {c.outcome}: {c.detail}")
+    if len(calls) > limit:
+        lines.append(f"  … and {len(calls) - limit} more")
+    return "\n".join(lines)
+
+
+def answered(calls: list[Call]) -> collections.Counter:
+    """Per tag, the calls the fleet answered (with the upstream's answer, its stored
+    copy, or the ledger's refusal of a key still running)."""
+    return collections.Counter(c.tag for c in calls if c.outcome in ("ok", "running"))
+
+
+async def wait_until(check, what: str, timeout: float = 30):
+    """Polls `check()` (run in a thread) until it is true; fails naming `what`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await anyio.to_thread.run_sync(check):
+            return
+        await anyio.sleep(0.2)
+    raise AssertionError(f"{what} (waited {timeout:.0f} s)")
+
+
+def opener_of(fleet: Fleet, session_ids: set[str]) -> str:
+    """The replica that answered the session's initialize (HAProxy's log names it)."""
+    (sid,) = session_ids
+    for entry in fleet.balancer.requests():
+        got = entry["returned"]
+        if got and entry["method"] == "POST" and (sid.startswith(got) or got.startswith(sid)):
+            return entry["server"].split("/")[-1]
+    raise AssertionError(f"HAProxy's log has no initialize answered with session {sid[:40]}…")
+
+
+async def test_calls_survive_a_killed_replica_and_a_reload(fleet):
+    load = Load(fleet.balancer.url, per_client=PER_CLIENT)
+    planned = (SESSIONS + STATELESS) * PER_CLIENT * 5 // 4
+    roles = {}
+
+    async def during(load: Load):
+        # The replica that opened the first session dies: the session must go on.
+        victim = fleet.replica(opener_of(fleet, load.sessions["s1"]))
+        reloader = next(r for r in fleet.replicas if r is not victim)
+        roles.update(victim=victim, reloader=reloader, reloader_pid=reloader.proc.pid)
+        await load.reach(planned // 5)
+        load.mark("kill")
+        sigkill(victim)
+        await anyio.sleep(1.0)  # the fleet serves on without it
+        roles["victim_runs_before_restart"] = len(victim.executions())
+        await anyio.to_thread.run_sync(victim.start)
+        load.mark("restart")
+        await anyio.to_thread.run_sync(fleet.balancer.wait_status, [victim.name], "UP")
+        load.mark("back in rotation")
+        await load.reach(planned * 11 // 20)
+        fleet.write_config(HARMLESS)
+        load.mark("reload")
+        reloader.signal(signal.SIGHUP)
+
+    await run(load, SESSIONS, STATELESS, during)
+    calls, events = load.calls, load.events
+    victim, reloader = roles["victim"], roles["reloader"]
+    t_kill = events["kill"]
+    print(f"\n{len(calls)} calls: {collections.Counter(c.outcome for c in calls)}; "
+          f"{sum(c.in_flight_at(t_kill) for c in calls)} in flight at the kill of {victim.name}")
+
+    # Every call was answered or failed with an error; none hung, no session was lost.
+    hung = [c for c in calls if c.outcome == "hung"]
+    assert not hung, "calls without an answer:\n" + show(hung, events)
+    assert not load.lost, f"sessions the SDK lost: {load.lost}"
+
+    # Only calls in flight on the killed replica may fail (or, for a key, find
+    # their first attempt still holding it).
+    def excused(c: Call) -> bool:
+        if c.in_flight_at(t_kill):
+            return True
+        first = next(f for f in calls if f.tag == c.tag and not f.repeat)
+        return c.repeat and c.outcome == "running" and first.in_flight_at(t_kill)
+
+    unexpected = [c for c in calls if c.outcome != "ok" and not excused(c)]
+    assert not unexpected, "calls that failed away from the kill:\n" + show(unexpected, events)
+    failed_at_kill = [c for c in calls if c.outcome != "ok" and c.in_flight_at(t_kill)]
+    print(f"{len(failed_at_kill)} calls in flight at the kill failed (bound: one per client, "
+          f"{SESSIONS + STATELESS})")
+    assert len(failed_at_kill) <= SESSIONS + STATELESS
+
+    # Sessions kept their id and went on; the one the dead replica opened too,
+    # while it was down and after it came back. No session stuck to a replica.
+    runs = fleet.executions()
+    for name, ids in load.sessions.items():
+        assert len(ids) == 1, f"session {name} used several session ids: {ids}"
+        served_by = {r for c in calls if c.client == name for r in runs.get(c.tag, ())}
+        assert len(served_by) >= 2, f"session {name} was served by {served_by} only: sticky?"
+    s1 = [c for c in calls if c.client == "s1" and c.outcome == "ok"]
+    assert any(t_kill < c.start and c.end < events["restart"] for c in s1), \
+        f"session s1 (opened by {victim.name}) got no answer while {victim.name} was down:\n" + show(s1[-5:], events)
+    assert any(c.start > events["back in rotation"] for c in s1), "session s1 got no answer after the restart"
+    assert len(victim.executions()) > roles["victim_runs_before_restart"], \
+        f"{victim.name} served nothing after it was started again"
+
+    # Keyed calls ran exactly once at the upstream (at most once when their only
+    # attempt died with the replica); answered calls ran once (twice at most when
+    # the balancer retried one the dead replica had run without answering).
+    by_tag = collections.defaultdict(list)
+    for c in calls:
+        by_tag[c.tag].append(c)
+    wrong = []
+    for tag, attempts in by_tag.items():
+        n = sum(runs.get(tag, {}).values())
+        at_kill = any(c.in_flight_at(t_kill) for c in attempts)
+        ok = any(c.outcome == "ok" for c in attempts)
+        if attempts[0].keyed:
+            if n > 1 or (ok and n != 1):
+                wrong.append(f"{tag} (keyed): ran {n} times, answers {[c.outcome for c in attempts]}")
+        elif ok and n != 1 and not (at_kill and n == 2):
+            wrong.append(f"{tag}: ran {n} times, answers {[c.outcome for c in attempts]}")
+    assert not wrong, f"{len(wrong)} calls ran the wrong number of times: {wrong[:10]}"
+
+    # The audit trail in PostgreSQL has one record per answered call (and at most
+    # one more for a call the dead replica recorded but could not answer).
+    audited = collections.Counter(tag for tag, _, _ in fleet.db.audit())
+    said = answered(calls)
+    mismatched = []
+    for tag, attempts in by_tag.items():
+        spare = sum(c.in_flight_at(t_kill) for c in attempts)
+        if not said[tag] <= audited[tag] <= said[tag] + spare:
+            mismatched.append(f"{tag}: {said[tag]} answered, {audited[tag]} audit records")
+    stray = set(audited) - set(by_tag)
+    print(f"{sum(said.values())} answered calls, {sum(audited.values())} audit records")
+    assert not mismatched and not stray, f"audit records ≠ answered calls: {mismatched[:10]}, not ours: {stray}"
+
+    # The reloaded replica is the same process, and runs the new configuration.
+    assert reloader.alive() and reloader.proc.pid == roles["reloader_pid"], \
+        f"{reloader.name} did not survive SIGHUP:\n{reloader.log_text()[-2000:]}"
+    await wait_until(lambda: "fx.crash" not in listing(reloader.url),
+                     f"{reloader.name} still lists fx.crash after reloading a file that hides it")
+
+
+async def test_sigterm_drains_a_replica_under_load_without_losing_an_answer(fleet):
+    load = Load(fleet.balancer.url, slow_every=3, slow_ms=300)
+    draining = fleet.replicas[1]
+    status = {}
+
+    async def during(load: Load):
+        await load.reach(300)
+        # Calls certainly in flight on the draining replica: sent to it directly,
+        # and running at its upstream when SIGTERM comes.
+        direct = [Call("d", f"d-{k}", "fx.slow", False, False, time.monotonic()) for k in range(3)]
+        load.calls.extend(direct)
+        async with anyio.create_task_group() as tg:
+            async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0)) as http:
+                for k, c in enumerate(direct):
+                    tg.start_soon(stateless_call, http, draining.url, c, {"ms": 1500, "text": c.tag}, k)
+                await wait_until(lambda: {c.tag for c in direct} <= set(draining.executions()),
+                                 "the direct calls never reached the draining replica's upstream")
+                load.mark("sigterm")
+                draining.signal(signal.SIGTERM)
+                status["exit"] = await anyio.to_thread.run_sync(draining.wait_exit, 60)
+                load.mark("exited")
+        n = load.finished()
+        await load.reach(n + 200)
+        load.stop.set()
+
+    await run(load, 4, 4, during)
+    calls, events = load.calls, load.events
+    print(f"\n{len(calls)} calls: {collections.Counter(c.outcome for c in calls)}; "
+          f"{sum(c.in_flight_at(events['sigterm']) for c in calls)} in flight at SIGTERM")
+
+    assert status["exit"] == 0, \
+        f"{draining.name} after SIGTERM: exit status {status['exit']} (None: still running after 60 s)"
+    assert not load.lost, f"sessions the SDK lost: {load.lost}"
+    lost = [c for c in calls if c.outcome != "ok"]
+    assert not lost, "calls the drain lost:\n" + show(lost, events)
+    runs = fleet.executions()
+    twice = {tag: dict(r) for tag, r in runs.items() if sum(r.values()) != 1}
+    assert not twice, f"calls that ran more than once: {list(twice.items())[:10]}"
+    missing = {c.tag for c in calls} - set(runs)
+    assert not missing, f"answered calls the upstream never ran: {sorted(missing)[:10]}"
+    audited = collections.Counter(tag for tag, _, _ in fleet.db.audit())
+    assert audited == answered(calls), "audit records ≠ answered calls: " + str(
+        {t: (audited[t], answered(calls)[t]) for t in set(audited) | set(answered(calls))
+         if audited[t] != answered(calls)[t]})
+
+
+INVALID = """
+[[rule]]
+callers = ["*"]
+tools = ["fx.garbage"]
+effect = "hide"
+"""
+REMOVES_A_TOOL = INVALID.replace('"hide"', '"deny"')
+
+
+async def test_reload_under_the_fleet(fleet):
+    before = {r.name: listing(r.url) for r in fleet.replicas}
+    assert all("fx.garbage" in tools for tools in before.values()), before
+    pids = {r.name: r.proc.pid for r in fleet.replicas}
+    load = Load(fleet.balancer.url, slow_every=5, slow_ms=200)
+    seen = {}
+
+    async def during(load: Load):
+        async with sdk_session(fleet.balancer.url) as watcher:
+            assert "fx.garbage" in [t.name for t in (await watcher.list_tools()).tools]
+            await load.reach(200)
+
+            # An invalid file: every replica says why, keeps what it has, fails no call.
+            fleet.write_config(INVALID)
+            checked = subprocess.run([str(WARDEN), "check", "--config", str(fleet.config)],
+                                     capture_output=True, text=True)
+            assert checked.returncode != 0, checked.stdout
+            # "… rule[0].effect: 'hide' is not an effect; use one of: …": the reason.
+            reason = checked.stderr.split("effect: ", 1)[1].split(";")[0]
+            assert reason == "'hide' is not an effect", checked.stderr
+            load.mark("invalid reload")
+            for r in fleet.replicas:
+                r.signal(signal.SIGHUP)
+            for r in fleet.replicas:
+                await wait_until(lambda r=r: reason in r.log_text(),
+                                 f"{r.name} did not log why the invalid file was refused ({reason!r})")
+            await load.reach(load.finished() + 200)
+            seen["after invalid"] = {r.name: listing(r.url) for r in fleet.replicas}
+            seen["watcher after invalid"] = [t.name for t in (await watcher.list_tools()).tools]
+
+            # A valid file that removes a tool: gone from the next listings.
+            fleet.write_config(REMOVES_A_TOOL)
+            load.mark("valid reload")
+            for r in fleet.replicas:
+                r.signal(signal.SIGHUP)
+            for r in fleet.replicas:
+                await wait_until(lambda r=r: "fx.garbage" not in listing(r.url),
+                                 f"{r.name} still lists fx.garbage after reloading a file that removes it")
+            seen["watcher after valid"] = [t.name for t in (await watcher.list_tools()).tools]
+            seen["through haproxy"] = [await anyio.to_thread.run_sync(listing, fleet.balancer.url)
+                                       for _ in fleet.replicas]
+            await load.reach(load.finished() + 200)
+        load.stop.set()
+
+    await run(load, 3, 3, during)
+    calls, events = load.calls, load.events
+    print(f"\n{len(calls)} calls: {collections.Counter(c.outcome for c in calls)}")
+
+    for r in fleet.replicas:
+        assert r.alive() and r.proc.pid == pids[r.name], f"{r.name} did not survive SIGHUP:\n{r.log_text()[-2000:]}"
+    assert seen["after invalid"] == before, "an invalid file changed a listing"
+    assert seen["watcher after invalid"] == before["r1"]
+    assert not load.lost, f"sessions the SDK lost: {load.lost}"
+    failed = [c for c in calls if c.outcome != "ok"]
+    assert not failed, "calls that failed across the reloads:\n" + show(failed, events)
+    expected = [t for t in before["r1"] if t != "fx.garbage"]
+    assert seen["watcher after valid"] == expected
+    assert seen["through haproxy"] == [expected] * len(fleet.replicas)
+
+
+async def test_figures_one_replica_and_three_behind_haproxy(fleet):
+    """Calls/s and latency with one load generator, through one replica directly and
+    through HAProxy in front of three, in the same run (for the issue's note)."""
+    rows = []
+    for clients in ("stateless", "sessions"):
+        for target, url in (("one replica, direct", fleet.replicas[0].url),
+                            ("three behind HAProxy", fleet.balancer.url)):
+            load = Load(url, per_client=150)
+            if clients == "stateless":
+                await run(load, 0, 8)
+            else:
+                await run(load, 8, 0)
+            wall = time.monotonic() - load.events["sessions opened"]
+            assert all(c.outcome == "ok" for c in load.calls), show([c for c in load.calls if c.outcome != "ok"],
+                                                                   load.events)
+            lat = latencies(load)
+            rows.append((clients, target, len(load.calls), len(load.calls) / wall,
+                         percentile(lat, 50) * 1000, percentile(lat, 99) * 1000))
+    lines = [f"{'clients':<10} {'target':<22} {'calls':>6} {'calls/s':>8} {'p50 ms':>7} {'p99 ms':>7}"]
+    for clients, target, n, rate, p50, p99 in rows:
+        lines.append(f"{clients:<10} {target:<22} {n:>6} {rate:>8.0f} {p50:>7.1f} {p99:>7.1f}")
+    lines.append(f"binary: {WARDEN}; 8 concurrent clients of one Python process, "
+                 "every fourth call keyed and repeated (PostgreSQL ledger)")
+    text = "\n".join(lines) + "\n"
+    out = ROOT / "target" / "test-output"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fleet.txt").write_text(text)
+    print("\n" + text)
