@@ -192,17 +192,20 @@ defaults
     timeout client 60s
     timeout server 60s
     timeout http-request 10s
-    # A request that never reached a replica (refused connection), or that one
-    # closed without a byte of answer, goes to the next replica.
+    # A replica's connection is closed after each answer: no request is sent over
+    # an idle connection that a draining replica is closing at that moment.
+    option http-server-close
+    # A request no replica took (connection refused) goes to the next one. Nothing
+    # a replica may have started is sent again: the default of retry-on, kept.
     retries 3
     option redispatch 1
-    retry-on conn-failure empty-response
+    retry-on conn-failure
 
 frontend mcp
     bind 127.0.0.1:{port}
     capture request header Mcp-Session-Id len 1024
     capture response header Mcp-Session-Id len 1024
-    log-format "%s %ST %HM %Tt {{%hrl}} {{%hsl}}"
+    log-format "%s %ST %HM %Tt %tsc %rc {{%hrl}} {{%hsl}}"
     default_backend replicas
 
 backend replicas
@@ -268,10 +271,10 @@ class Balancer:
         """HAProxy's log: one entry per request (replica, status, method, session ids)."""
         out = []
         for line in self.log.read_text(errors="replace").splitlines():
-            parts = line.split(" ", 4)
-            if len(parts) < 5 or not parts[1].lstrip("-").isdigit():
+            parts = line.split(" ", 6)
+            if len(parts) < 7 or not parts[1].lstrip("-").isdigit():
                 continue
-            server, status, method, total, rest = parts
+            server, status, method, _total, _state, _retries, rest = parts
             captured = rest.split("} {")
             sent = captured[0].strip("{} ")
             returned = captured[1].strip("{} ") if len(captured) > 1 else ""

@@ -43,8 +43,9 @@ class Call:
     detail: str = ""
     session: str | None = None
 
-    def in_flight_at(self, t: float) -> bool:
-        return self.start <= t <= self.end
+    def in_flight_at(self, t: float, until: float | None = None) -> bool:
+        """Whether the call was under way at `t` (or at some time up to `until`)."""
+        return self.start <= (t if until is None else until) and self.end >= t
 
 
 @dataclass
@@ -101,6 +102,13 @@ def judge(call: Call, args: dict, is_error: bool, texts: list[str]):
         call.outcome, call.detail = "failed", f"unexpected answer (isError={is_error}): {texts!r}"[:300]
 
 
+def leaves(e: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups."""
+    if isinstance(e, BaseExceptionGroup):
+        return [leaf for sub in e.exceptions for leaf in leaves(sub)]
+    return [e]
+
+
 # --- 2025-11-25 sessions through the SDK -----------------------------------------
 
 
@@ -113,8 +121,13 @@ async def sdk_session(url: str, seen_ids: set[str] | None = None, **kwargs):
         if sid is not None and seen_ids is not None:
             seen_ids.add(sid)
 
+    # One connection per request. HAProxy closes a kept-alive client connection
+    # without an answer when the replica behind its request dies (so that a
+    # browser would retry), and the SDK's transport does not survive a POST that
+    # breaks that way: the whole session ends (mcp 2.3.0). On a fresh connection
+    # HAProxy answers 502 instead, which the SDK reports as that call's error.
     client = httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {API_KEY}"},
+        headers={"Authorization": f"Bearer {API_KEY}", "Connection": "close"},
         timeout=httpx2.Timeout(30.0, read=300.0),
         event_hooks={"request": [note]},
     )
@@ -152,7 +165,8 @@ async def session_client(load: Load, name: str, opened: anyio.Event, go: anyio.E
                     call.session = next(iter(ids), None) if len(ids) == 1 else f"{len(ids)} ids"
     except Exception as e:  # the SDK's transport gave up: the session is lost
         opened.set()
-        load.lost[name] = f"{type(e).__name__}: {e}"[:500]
+        load.mark(f"{name} lost")
+        load.lost[name] = "; ".join(f"{type(x).__name__}: {x}" for x in leaves(e))[:500]
         # A call it was making when it broke has no answer.
         for call in load.calls:
             if call.client == name and not call.end:
