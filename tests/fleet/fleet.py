@@ -183,7 +183,7 @@ class Replica:
 HAPROXY_CFG = """\
 global
     maxconn 4096
-    log stdout format raw local0
+    log stdout len 8192 format raw local0
 
 defaults
     mode http
@@ -260,7 +260,7 @@ class Balancer:
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):
                 rows = self.servers()
-                if all(rows.get(n, {}).get("status", "").startswith(status) for n in names):
+                if all(rows.get(n, {}).get("status") == status for n in names):
                     return
             time.sleep(0.1)
         seen = {n: (rows.get(n, {}).get("status"), rows.get(n, {}).get("check_status"),

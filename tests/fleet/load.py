@@ -23,6 +23,13 @@ from mcp.shared.exceptions import MCPError
 from fleet import API_KEY, META_KEY, TAG, envelope, stateless_headers
 
 ALREADY_RUNNING = "This call is already running. Retry once it finished."
+# What the SDK's transport says itself when it has no answer from the server.
+SDK_OWN_ERRORS = (
+    "SSE stream ended and reconnection attempts were exhausted",
+    "SSE stream ended without a response",
+    "Server returned an error response",
+    "Session terminated",
+)
 REQUEST_TIMEOUT = -32001
 # A call that has no answer after this long is counted as hanging, not as failed.
 CALL_TIMEOUT = 20.0
@@ -41,6 +48,7 @@ class Call:
     # refusal of a key whose call is still running), "failed" (an error), "hung".
     outcome: str = ""
     detail: str = ""
+    code: int | None = None  # a JSON-RPC error's code
     session: str | None = None
 
     def in_flight_at(self, t: float, until: float | None = None) -> bool:
@@ -62,7 +70,9 @@ class Load:
     events: dict[str, float] = field(default_factory=dict)
     stop: anyio.Event = field(default_factory=anyio.Event)
     lost: dict[str, str] = field(default_factory=dict)
+    # Per session client: the session ids its requests carried; its open session.
     sessions: dict[str, set[str]] = field(default_factory=dict)
+    open: dict[str, ClientSession] = field(default_factory=dict)
 
     def wants(self, i: int) -> bool:
         if self.per_client is not None:
@@ -90,6 +100,8 @@ class Load:
 def expected_text(tool: str, args: dict) -> str:
     if tool == "fx.slow":
         return f"slept {args['ms']} ms"
+    if tool == "fx.progress":
+        return f"{args['steps']} steps done"
     return json.dumps(args, separators=(",", ":"))
 
 
@@ -138,31 +150,43 @@ async def sdk_session(url: str, seen_ids: set[str] | None = None, **kwargs):
                 yield s
 
 
-async def session_client(load: Load, name: str, opened: anyio.Event, go: anyio.Event):
-    ids: set[str] = set()
-    load.sessions[name] = ids
+async def session_call(load: Load, name: str, s: ClientSession, tool: str, args: dict, keyed: bool = False,
+                       repeat: bool = False, progress=None) -> Call:
+    """One `tools/call` on a session, recorded in `load.calls`."""
+    tag = args[TAG]
+    call = Call(name, tag, tool, keyed, repeat, time.monotonic())
+    load.calls.append(call)
     try:
-        async with sdk_session(load.url, ids) as s:
+        result = await s.call_tool(
+            tool, args, read_timeout_seconds=CALL_TIMEOUT, progress_callback=progress,
+            meta={META_KEY: tag} if keyed else None,
+        )
+        texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
+        judge(call, args, result.is_error, texts)
+    except MCPError as e:
+        call.outcome = "hung" if e.code == REQUEST_TIMEOUT else "failed"
+        call.code, call.detail = e.code, f"JSON-RPC error {e.code}: {e.message}"[:300]
+    call.end = time.monotonic()
+    ids = load.sessions[name]
+    call.session = next(iter(ids)) if len(ids) == 1 else f"{len(ids)} ids"
+    return call
+
+
+async def session_client(load: Load, name: str, opened: anyio.Event, go: anyio.Event):
+    load.sessions[name] = set()
+    try:
+        async with sdk_session(load.url, load.sessions[name]) as s:
+            load.open[name] = s
             opened.set()
             await go.wait()
             i = 0
             while load.wants(i := i + 1):
                 tag, tool, args, keyed = load.plan(name, i)
                 for repeat in (False, True) if keyed else (False,):
-                    call = Call(name, tag, tool, keyed, repeat, time.monotonic())
-                    load.calls.append(call)
-                    try:
-                        result = await s.call_tool(
-                            tool, args, read_timeout_seconds=CALL_TIMEOUT,
-                            meta={META_KEY: tag} if keyed else None,
-                        )
-                        texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
-                        judge(call, args, result.is_error, texts)
-                    except MCPError as e:
-                        call.outcome = "hung" if e.code == REQUEST_TIMEOUT else "failed"
-                        call.detail = f"JSON-RPC error {e.code}: {e.message}"[:300]
-                    call.end = time.monotonic()
-                    call.session = next(iter(ids), None) if len(ids) == 1 else f"{len(ids)} ids"
+                    await session_call(load, name, s, tool, args, keyed, repeat)
+            # Calls the test made on this session beside the loop end before it does.
+            while any(c.client == name and not c.end for c in load.calls):
+                await anyio.sleep(0.05)
     except Exception as e:  # the SDK's transport gave up: the session is lost
         opened.set()
         load.mark(f"{name} lost")
@@ -171,6 +195,8 @@ async def session_client(load: Load, name: str, opened: anyio.Event, go: anyio.E
         for call in load.calls:
             if call.client == name and not call.end:
                 call.end, call.outcome, call.detail = time.monotonic(), "failed", load.lost[name]
+    finally:
+        load.open.pop(name, None)
 
 
 # --- 2026-07-28 stateless requests: plain POSTs ------------------------------------
@@ -200,6 +226,7 @@ async def stateless_call(http: httpx2.AsyncClient, url: str, call: Call, args: d
         else:
             msg = _parse(response)
             if "error" in msg:
+                call.code = msg["error"].get("code")
                 call.outcome, call.detail = "failed", f"JSON-RPC error: {json.dumps(msg['error'])[:250]}"
             else:
                 result = msg["result"]
