@@ -9,6 +9,7 @@ carries the tag as its idempotency key and is sent a second time once answered
 (a repeat, which must get the stored answer and not run again).
 """
 
+import contextlib
 import json
 import time
 from contextlib import asynccontextmanager
@@ -176,6 +177,10 @@ async def session_client(load: Load, name: str, opened: anyio.Event, go: anyio.E
     load.sessions[name] = set()
     try:
         async with sdk_session(load.url, load.sessions[name]) as s:
+            # A client lists the tools first (the SDK would, to check the results
+            # against their output schemas); a failure here shows on the calls.
+            with contextlib.suppress(MCPError):
+                await s.list_tools()
             load.open[name] = s
             opened.set()
             await go.wait()

@@ -53,14 +53,34 @@ def show(calls: list[Call], events: dict[str, float], limit: int = 12) -> str:
     return "\n".join(lines)
 
 
-def assert_answered(calls: list[Call], events: dict[str, float], what: str, excused=lambda c: False):
-    """Every call got the upstream's answer (or is excused). Stateless requests are
-    judged first: they need no shared session, so their failures point at the
-    event itself."""
+class Checks:
+    """Every check of a test is made, and the failed ones are reported together: a
+    fleet can fail for several reasons at once, and each is worth reading."""
+
+    def __init__(self):
+        self.failed: list[str] = []
+
+    def __call__(self, ok: bool, message):
+        if not ok:
+            self.failed.append(message() if callable(message) else message)
+        return ok
+
+    def done(self):
+        assert not self.failed, f"{len(self.failed)} checks failed:\n\n" + "\n\n".join(
+            f"[{i + 1}] {m}" for i, m in enumerate(self.failed))
+
+
+def check_answered(check: Checks, calls: list[Call], events: dict[str, float], what: str, excused=lambda c: False):
+    """Every call got the upstream's answer (or is excused). Stateless requests and
+    session calls are judged apart: the first need no shared session."""
     for kind, mine in (("stateless requests", [c for c in calls if not c.client.startswith("s")]),
                        ("session calls", [c for c in calls if c.client.startswith("s")])):
         bad = [c for c in mine if c.outcome != "ok" and not excused(c)]
-        assert not bad, f"{kind} that failed {what}:\n" + show(bad, events)
+        check(not bad, lambda: f"{len(bad)} {kind} failed {what}:\n" + show(bad, events))
+
+
+def check_lost(check: Checks, load: Load):
+    check(not load.lost, lambda: f"sessions the SDK lost: {load.lost}\n" + show([], load.events))
 
 
 def answered(calls: list[Call]) -> collections.Counter:
@@ -69,14 +89,20 @@ def answered(calls: list[Call]) -> collections.Counter:
     return collections.Counter(c.tag for c in calls if c.outcome in ("ok", "running"))
 
 
-async def wait_until(check, what: str, timeout: float = 30):
-    """Polls `check()` (run in a thread) until it is true; fails naming `what`."""
+async def eventually(condition, timeout: float = 30) -> bool:
+    """Polls `condition()` (run in a thread) until it is true or `timeout` passed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if await anyio.to_thread.run_sync(check):
-            return
+        if await anyio.to_thread.run_sync(condition):
+            return True
         await anyio.sleep(0.2)
-    raise AssertionError(f"{what} (waited {timeout:.0f} s)")
+    return False
+
+
+async def wait_until(condition, what: str, timeout: float = 30):
+    """Polls `condition()` until it is true; fails naming `what`."""
+    if not await eventually(condition, timeout):
+        raise AssertionError(f"{what} (waited {timeout:.0f} s)")
 
 
 @asynccontextmanager
@@ -162,45 +188,46 @@ async def test_calls_survive_a_killed_replica_and_a_reload(fleet):
 
     print(f"\n{len(calls)} calls: {collections.Counter(c.outcome for c in calls)}; "
           f"{sum(at_kill(c) for c in calls)} in flight at the kill of {victim.name}")
+    check = Checks()
 
     # Every call was answered or failed with an error; none hung, no session was lost.
     hung = [c for c in calls if c.outcome == "hung"]
-    assert not hung, "calls without an answer:\n" + show(hung, events)
-    assert not load.lost, f"sessions the SDK lost: {load.lost}\n" + show([], events)
+    check(not hung, lambda: f"{len(hung)} calls without an answer:\n" + show(hung, events))
+    check_lost(check, load)
 
     # Only calls in flight on the killed replica may fail (or, for a key, find
-    # their first attempt still holding it).
+    # their first attempt still holding it); at most one per client.
     def excused(c: Call) -> bool:
         if at_kill(c):
             return True
         first = next(f for f in calls if f.tag == c.tag and not f.repeat)
         return c.repeat and c.outcome == "running" and at_kill(first)
 
-    assert_answered(calls, events, "away from the kill", excused)
-    failed_at_kill = [c for c in calls if c.outcome != "ok" and at_kill(c)]
-    print(f"{len(failed_at_kill)} calls in flight at the kill failed (bound: one per client, "
-          f"{SESSIONS + STATELESS})")
-    assert len(failed_at_kill) <= SESSIONS + STATELESS
+    check_answered(check, calls, events, "away from the kill", excused)
+    failed_at_kill = collections.Counter(c.client for c in calls
+                                         if c.outcome != "ok" and at_kill(c) and c.tag != roles["streamed"])
+    print(f"{sum(failed_at_kill.values())} calls in flight at the kill failed: {dict(failed_at_kill)}")
+    check(all(n == 1 for n in failed_at_kill.values()), f"clients that lost several calls at the kill: {failed_at_kill}")
 
-    # The streamed call cut off with its replica: resumed elsewhere, it got an error
-    # from the gateway (the client's own "no answer" would mean it was left hanging).
+    # The streamed call cut off with its replica: resumed elsewhere, it got the
+    # gateway's error (the SDK's own "no answer" would mean it was left hanging).
     streamed = next(c for c in calls if c.tag == roles["streamed"])
-    assert streamed.outcome == "failed" and not any(m in streamed.detail for m in SDK_OWN_ERRORS), \
-        f"the call streaming from {victim.name} when it died: {streamed.outcome}: {streamed.detail}"
+    check(streamed.outcome == "failed" and not any(m in streamed.detail for m in SDK_OWN_ERRORS),
+          f"the call streaming from {victim.name} when it died, resumed elsewhere: {streamed.outcome}: {streamed.detail}")
 
     # Sessions kept their id and went on; the one the dead replica opened too,
     # while it was down and after it came back. No session stuck to a replica.
     runs = fleet.executions()
     for name, ids in load.sessions.items():
-        assert len(ids) == 1, f"session {name} used several session ids: {ids}"
+        check(len(ids) == 1, f"session {name} used several session ids: {ids}")
         served_by = {r for c in calls if c.client == name for r in runs.get(c.tag, ())}
-        assert len(served_by) >= 2, f"session {name} was served by {served_by} only: sticky?"
+        check(len(served_by) >= 2, f"session {name}'s calls ran behind {sorted(served_by)} only")
     s1 = [c for c in calls if c.client == "s1" and c.outcome == "ok"]
-    assert any(t_kill < c.start and c.end < events["restart"] for c in s1), \
-        f"session s1 (opened by {victim.name}) got no answer while {victim.name} was down:\n" + show(s1[-5:], events)
-    assert any(c.start > events["back in rotation"] for c in s1), "session s1 got no answer after the restart"
-    assert len(victim.executions()) > roles["victim_runs_before_restart"], \
-        f"{victim.name} served nothing after it was started again"
+    check(any(t_dead < c.start and c.end < events["restart"] for c in s1),
+          f"session s1 (opened by {victim.name}) got no answer while {victim.name} was down")
+    check(any(c.start > events["back in rotation"] for c in s1), "session s1 got no answer after the restart")
+    check(len(victim.executions()) > roles["victim_runs_before_restart"],
+          f"{victim.name} served nothing after it was started again")
 
     # Keyed calls ran exactly once at the upstream, and so did every other call
     # answered: HAProxy sends nothing again that a replica may have started. A
@@ -214,7 +241,7 @@ async def test_calls_survive_a_killed_replica_and_a_reload(fleet):
         if n > 1 or (n != 1 and any(c.outcome == "ok" for c in attempts)):
             wrong.append(f"{tag}{' (keyed)' if attempts[0].keyed else ''}: ran {n} times, "
                          f"answers {[c.outcome for c in attempts]}")
-    assert not wrong, f"{len(wrong)} calls ran the wrong number of times: {wrong[:10]}"
+    check(not wrong, lambda: f"{len(wrong)} calls ran the wrong number of times: {wrong[:10]}")
 
     # The audit trail in PostgreSQL has one record per answered call (and at most
     # one more for a call the dead replica recorded but could not answer).
@@ -227,13 +254,16 @@ async def test_calls_survive_a_killed_replica_and_a_reload(fleet):
             mismatched.append(f"{tag}: {said[tag]} answered, {audited[tag]} audit records")
     stray = set(audited) - set(by_tag)
     print(f"{sum(said.values())} answered calls, {sum(audited.values())} audit records")
-    assert not mismatched and not stray, f"audit records ≠ answered calls: {mismatched[:10]}, not ours: {stray}"
+    check(not mismatched and not stray,
+          lambda: f"audit records ≠ answered calls ({len(mismatched)} calls): {mismatched[:10]}, not ours: {stray}")
 
     # The reloaded replica is the same process, and runs the new configuration.
-    assert reloader.alive() and reloader.proc.pid == roles["reloader_pid"], \
-        f"{reloader.name} did not survive SIGHUP:\n{reloader.log_text()[-2000:]}"
-    await wait_until(lambda: "fx.crash" not in listing(reloader.url),
-                     f"{reloader.name} still lists fx.crash after reloading a file that hides it")
+    check(reloader.alive() and reloader.proc.pid == roles["reloader_pid"],
+          lambda: f"{reloader.name} did not survive SIGHUP:\n{reloader.log_text()[-1500:]}")
+    if reloader.alive():
+        check(await eventually(lambda: "fx.crash" not in listing(reloader.url)),
+              f"{reloader.name} still lists fx.crash 30 s after reloading a file that hides it")
+    check.done()
 
 
 async def test_sigterm_drains_a_replica_under_load_without_losing_an_answer(fleet):
@@ -258,19 +288,20 @@ async def test_sigterm_drains_a_replica_under_load_without_losing_an_answer(flee
     print(f"\n{len(calls)} calls: {collections.Counter(c.outcome for c in calls)}; "
           f"{sum(c.in_flight_at(events['sigterm']) for c in calls)} in flight at SIGTERM")
 
-    assert status["exit"] == 0, \
-        f"{draining.name} after SIGTERM: exit status {status['exit']} (None: still running after 60 s)"
-    assert not load.lost, f"sessions the SDK lost: {load.lost}\n" + show([], events)
-    assert_answered(calls, events, "around the drain")
+    check = Checks()
+    check(status["exit"] == 0,
+          f"{draining.name} after SIGTERM: exit status {status['exit']} (None: still running after 60 s)")
+    check_lost(check, load)
+    check_answered(check, calls, events, "around the drain")
     runs = fleet.executions()
-    twice = {tag: dict(r) for tag, r in runs.items() if sum(r.values()) != 1}
-    assert not twice, f"calls that ran more than once: {list(twice.items())[:10]}"
-    missing = {c.tag for c in calls} - set(runs)
-    assert not missing, f"answered calls the upstream never ran: {sorted(missing)[:10]}"
-    audited = collections.Counter(tag for tag, _, _ in fleet.db.audit())
-    assert audited == answered(calls), "audit records ≠ answered calls: " + str(
-        {t: (audited[t], answered(calls)[t]) for t in set(audited) | set(answered(calls))
-         if audited[t] != answered(calls)[t]})
+    twice = {tag: dict(r) for tag, r in runs.items() if sum(r.values()) > 1}
+    check(not twice, lambda: f"calls that ran more than once: {list(twice.items())[:10]}")
+    missing = sorted({c.tag for c in calls if c.outcome == "ok"} - set(runs))
+    check(not missing, lambda: f"answered calls the upstream never ran: {missing[:10]}")
+    audited, said = collections.Counter(tag for tag, _, _ in fleet.db.audit()), answered(calls)
+    check(audited == said, lambda: "audit records ≠ answered calls (tag: records, answers): " + str(
+        {t: (audited[t], said[t]) for t in set(audited) | set(said) if audited[t] != said[t]}))
+    check.done()
 
 
 INVALID = """
@@ -280,6 +311,8 @@ tools = ["fx.garbage"]
 effect = "hide"
 """
 REMOVES_A_TOOL = INVALID.replace('"hide"', '"deny"')
+# What `mcp-warden check` says of INVALID, after the file and the key.
+REASON = "'hide' is not an effect"
 
 
 async def test_reload_under_the_fleet(fleet):
@@ -303,14 +336,13 @@ async def test_reload_under_the_fleet(fleet):
             assert checked.returncode != 0, checked.stdout
             # "… rule[0].effect: 'hide' is not an effect; use one of: …": the reason.
             reason = checked.stderr.split("effect: ", 1)[1].split(";")[0]
-            assert reason == "'hide' is not an effect", checked.stderr
+            assert reason == REASON, checked.stderr
             async with in_flight_on(load, fleet.replicas, "bad"):
                 load.mark("invalid reload")
                 for r in fleet.replicas:
                     r.signal(signal.SIGHUP)
                 for r in fleet.replicas:
-                    await wait_until(lambda r=r: reason in r.log_text(),
-                                     f"{r.name} did not log why the invalid file was refused ({reason!r})")
+                    seen[f"{r.name} said why"] = await eventually(lambda r=r: reason in r.log_text())
             await load.reach(load.finished() + 200)
             seen["after invalid"] = {r.name: await anyio.to_thread.run_sync(listing, r.url) for r in fleet.replicas}
             seen["watcher after invalid"] = [t.name for t in (await watcher.list_tools()).tools]
@@ -322,8 +354,7 @@ async def test_reload_under_the_fleet(fleet):
                 for r in fleet.replicas:
                     r.signal(signal.SIGHUP)
                 for r in fleet.replicas:
-                    await wait_until(lambda r=r: "fx.garbage" not in listing(r.url),
-                                     f"{r.name} still lists fx.garbage after reloading a file that removes it")
+                    seen[f"{r.name} hid it"] = await eventually(lambda r=r: "fx.garbage" not in listing(r.url))
             seen["watcher after valid"] = [t.name for t in (await watcher.list_tools()).tools]
             seen["through haproxy"] = [await anyio.to_thread.run_sync(listing, fleet.balancer.url)
                                        for _ in fleet.replicas]
@@ -334,15 +365,22 @@ async def test_reload_under_the_fleet(fleet):
     calls, events = load.calls, load.events
     print(f"\n{len(calls)} calls: {collections.Counter(c.outcome for c in calls)}")
 
+    check = Checks()
     for r in fleet.replicas:
-        assert r.alive() and r.proc.pid == pids[r.name], f"{r.name} did not survive SIGHUP:\n{r.log_text()[-2000:]}"
-    assert seen["after invalid"] == before, "an invalid file changed a listing"
-    assert seen["watcher after invalid"] == before["r1"]
-    assert not load.lost, f"sessions the SDK lost: {load.lost}\n" + show([], events)
-    assert_answered(calls, events, "across the reloads")
+        check(r.alive() and r.proc.pid == pids[r.name], lambda r=r: f"{r.name} did not survive SIGHUP:\n"
+              f"{r.log_text()[-1500:]}")
+        check(seen[f"{r.name} said why"], f"{r.name} did not log why the invalid file was refused ({REASON!r})")
+        check(seen[f"{r.name} hid it"], f"{r.name} still lists fx.garbage 30 s after reloading a file that removes it")
+    check(seen["after invalid"] == before, lambda: f"an invalid file changed a listing: {seen['after invalid']}")
+    check(seen["watcher after invalid"] == before["r1"], "an invalid file changed an open session's listing")
+    check_lost(check, load)
+    check_answered(check, calls, events, "across the reloads")
     expected = [t for t in before["r1"] if t != "fx.garbage"]
-    assert seen["watcher after valid"] == expected
-    assert seen["through haproxy"] == [expected] * len(fleet.replicas)
+    check(seen["watcher after valid"] == expected,
+          f"an open session's next listing after the valid reload: {seen['watcher after valid']}")
+    check(seen["through haproxy"] == [expected] * len(fleet.replicas),
+          f"listings through HAProxy after the valid reload: {seen['through haproxy']}")
+    check.done()
 
 
 async def test_figures_one_replica_and_three_behind_haproxy(fleet):
