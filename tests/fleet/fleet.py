@@ -195,11 +195,13 @@ defaults
     # A replica's connection is closed after each answer: no request is sent over
     # an idle connection that a draining replica is closing at that moment.
     option http-server-close
-    # A request no replica took (connection refused) goes to the next one. Nothing
-    # a replica may have started is sent again: the default of retry-on, kept.
+    # A request no replica took goes to the next one: a refused connection, or a
+    # 503, which a replica answers only to what it did not run (a draining one to
+    # a request on a connection it had already accepted). Nothing a replica may
+    # have started is sent again.
     retries 3
     option redispatch 1
-    retry-on conn-failure
+    retry-on conn-failure 503
 
 frontend mcp
     bind 127.0.0.1:{port}
