@@ -147,15 +147,23 @@ fn tools(late: bool) -> Vec<Value> {
     t
 }
 
-fn count(name: &str, args: &Value) {
+fn count(name: &str) {
+    count_line(format!("{name}\n"));
+}
+
+/// One execution of a tool call: its name and, with `FIXTURE_COUNT_ARG`, its tag.
+fn count_call(name: &str, args: &Value) {
+    let tag = std::env::var("FIXTURE_COUNT_ARG")
+        .ok()
+        .and_then(|k| args.get(&k).and_then(Value::as_str).map(str::to_owned));
+    match tag {
+        Some(tag) => count_line(format!("{name} {tag}\n")),
+        None => count(name),
+    }
+}
+
+fn count_line(line: String) {
     if let Ok(path) = std::env::var("FIXTURE_COUNT_FILE") {
-        let tag = std::env::var("FIXTURE_COUNT_ARG")
-            .ok()
-            .and_then(|k| args.get(&k).and_then(Value::as_str).map(str::to_owned));
-        let line = match tag {
-            Some(tag) => format!("{name} {tag}\n"),
-            None => format!("{name}\n"),
-        };
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -314,7 +322,7 @@ fn main() {
                     .unwrap_or_default()
                     .to_owned();
                 let args = params.get("arguments").cloned().unwrap_or(json!({}));
-                count(&name, &args);
+                count_call(&name, &args);
                 match name.as_str() {
                     "echo" => {
                         let t = serde_json::to_string(&args).unwrap_or_default();
