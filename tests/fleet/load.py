@@ -24,13 +24,12 @@ from mcp.shared.exceptions import MCPError
 from fleet import API_KEY, META_KEY, TAG, envelope, stateless_headers
 
 ALREADY_RUNNING = "This call is already running. Retry once it finished."
-# What the SDK's transport says itself when it has no answer from the server.
-SDK_OWN_ERRORS = (
-    "SSE stream ended and reconnection attempts were exhausted",
-    "SSE stream ended without a response",
-    "Server returned an error response",
-    "Session terminated",
-)
+# The gateway's answer to a request whose stream is resumed at a replica other
+# than the one that was answering it (docs/fleet.md, "What cannot move").
+STREAM_LOST = ("The gateway replica that was answering this request stopped before its answer was sent, so "
+               "the answer is lost. The call may or may not have run: send it again (with the same idempotency "
+               "key it runs at most once).")
+INTERNAL_ERROR = -32603
 REQUEST_TIMEOUT = -32001
 # A call that has no answer after this long is counted as hanging, not as failed.
 CALL_TIMEOUT = 20.0
@@ -49,7 +48,8 @@ class Call:
     # refusal of a key whose call is still running), "failed" (an error), "hung".
     outcome: str = ""
     detail: str = ""
-    code: int | None = None  # a JSON-RPC error's code
+    code: int | None = None  # a JSON-RPC error's code and message
+    message: str = ""
     session: str | None = None
 
     def in_flight_at(self, t: float, until: float | None = None) -> bool:
@@ -166,7 +166,8 @@ async def session_call(load: Load, name: str, s: ClientSession, tool: str, args:
         judge(call, args, result.is_error, texts)
     except MCPError as e:
         call.outcome = "hung" if e.code == REQUEST_TIMEOUT else "failed"
-        call.code, call.detail = e.code, f"JSON-RPC error {e.code}: {e.message}"[:300]
+        call.code, call.message = e.code, e.message
+        call.detail = f"JSON-RPC error {e.code}: {e.message}"[:300]
     call.end = time.monotonic()
     ids = load.sessions[name]
     call.session = next(iter(ids)) if len(ids) == 1 else f"{len(ids)} ids"
@@ -231,7 +232,7 @@ async def stateless_call(http: httpx2.AsyncClient, url: str, call: Call, args: d
         else:
             msg = _parse(response)
             if "error" in msg:
-                call.code = msg["error"].get("code")
+                call.code, call.message = msg["error"].get("code"), msg["error"].get("message", "")
                 call.outcome, call.detail = "failed", f"JSON-RPC error: {json.dumps(msg['error'])[:250]}"
             else:
                 result = msg["result"]
