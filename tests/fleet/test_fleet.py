@@ -153,7 +153,7 @@ async def test_calls_survive_a_killed_replica_and_a_reload(fleet):
                 async def progressed(progress, total, message, streaming=streaming):
                     streaming.set()
 
-                args = {"steps": 1, "pause_ms": 6000, "text": tag}
+                args = {"steps": 1, "pause_ms": 4000, "text": tag}  # under timeout_ms
                 tg.start_soon(session_call, load, "s1", load.open["s1"], "fx.progress", args, False, False, progressed)
                 with anyio.fail_after(30):
                     # Streaming, or over already (refused, say): then another try.
