@@ -4,7 +4,9 @@ and one configuration file, and HAProxy in front of them.
 Every replica is the real binary (`run --http 127.0.0.1:PORT`) in front of the
 fixture upstream (`warden-fixture-upstream`), which appends one line per tool
 execution to its replica's count file: the tool and the call's tag (its `text`
-argument), so that executions can be counted per call and per replica.
+argument), so that executions can be counted per call and per replica. Its
+`gate {file}` tool answers once the file exists: a call held open until the test
+has seen what it waits for.
 """
 
 import collections
@@ -104,7 +106,7 @@ api_key_env = "FLEET_KEY"
 [[upstream]]
 name = "fx"
 command = ["{FIXTURE}"]
-timeout_ms = 5000
+timeout_ms = 20000
 unknown_arguments = "warn"
 {extra}"""
 
@@ -132,6 +134,7 @@ class Replica:
             FLEET_KEY=API_KEY,
             FIXTURE_COUNT_FILE=str(self.counts),
             FIXTURE_COUNT_ARG=TAG,
+            FIXTURE_GATE="1",
         )
         self.proc = subprocess.Popen(
             [str(WARDEN), "run", "--config", str(self.config), "--http", f"127.0.0.1:{self.port}"],
@@ -164,6 +167,11 @@ class Replica:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+
+    def accepting(self) -> bool:
+        """Whether its port takes connections (a draining replica closed it)."""
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.port)) == 0
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -103,6 +103,8 @@ def expected_text(tool: str, args: dict) -> str:
         return f"slept {args['ms']} ms"
     if tool == "fx.progress":
         return f"{args['steps']} steps done"
+    if tool == "fx.gate":
+        return "the gate opened"
     return json.dumps(args, separators=(",", ":"))
 
 

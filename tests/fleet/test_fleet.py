@@ -16,10 +16,11 @@ from contextlib import asynccontextmanager
 import anyio
 import httpx2
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from fleet import ROOT, WARDEN, Fleet, Replica, listing, sigkill
-from load import (INTERNAL_ERROR, STREAM_LOST, Call, Load, latencies, percentile, run, sdk_session, session_call,
-                  stateless_call)
+from load import (INTERNAL_ERROR, STREAM_LOST, Call, Load, latencies, leaves, percentile, run, sdk_session,
+                  session_call, stateless_call)
 
 pytestmark = pytest.mark.anyio
 
@@ -90,11 +91,15 @@ def answered(calls: list[Call]) -> collections.Counter:
 
 
 async def eventually(condition, timeout: float = 30) -> bool:
-    """Polls `condition()` (run in a thread) until it is true or `timeout` passed."""
+    """Polls `condition()` (run in a thread) until it is true or `timeout` passed;
+    a condition that cannot be asked now (a replica that does not answer) is false."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if await anyio.to_thread.run_sync(condition):
-            return True
+        try:
+            if await anyio.to_thread.run_sync(condition):
+                return True
+        except OSError:
+            pass
         await anyio.sleep(0.2)
     return False
 
@@ -106,21 +111,42 @@ async def wait_until(condition, what: str, timeout: float = 30):
 
 
 @asynccontextmanager
-async def in_flight_on(load: Load, replicas: list[Replica], label: str, ms: int = 1500):
-    """Slow calls sent straight to each replica (2026-07-28 requests, recorded in
-    `load.calls`), certainly running at its upstream while the body runs; their
-    answers are awaited on the way out."""
-    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0)) as http, anyio.create_task_group() as tg:
+async def in_flight_on(load: Load, replicas: list[Replica], label: str):
+    """Two calls sent straight to each replica (2026-07-28 requests, recorded in
+    `load.calls`), running at its upstream until the test opens their gate (the
+    function this yields; on the way out at the latest). No timing: they are
+    certainly in flight at whatever the body does before it opens the gate."""
+    gate = replicas[0].log.parent / f"gate-{label}"
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(60.0)) as http, anyio.create_task_group() as tg:
         sent = []
         for r in replicas:
             for k in range(2):
-                c = Call(f"d{label}", f"d{label}-{r.name}-{k}", "fx.slow", False, False, time.monotonic())
+                c = Call(f"d{label}", f"d{label}-{r.name}-{k}", "fx.gate", False, False, time.monotonic())
                 load.calls.append(c)
                 sent.append((r, c))
-                tg.start_soon(stateless_call, http, r.url, c, {"ms": ms, "text": c.tag}, k)
-        await wait_until(lambda: all(c.tag in r.executions() for r, c in sent),
-                         f"slow calls sent to {[r.name for r in replicas]} never started there")
-        yield
+                tg.start_soon(stateless_call, http, r.url, c, {"file": str(gate), "text": c.tag}, k)
+        try:
+            await wait_until(lambda: all(c.tag in r.executions() for r, c in sent),
+                             f"calls sent to {[r.name for r in replicas]} never started there")
+            yield gate.touch
+        finally:
+            gate.touch()
+
+
+def listed(url: str) -> list[str] | str:
+    """The tool names `url` lists, or why it could not be asked."""
+    try:
+        return listing(url)
+    except OSError as e:
+        return f"<no listing: {e}>"
+
+
+async def session_listing(s) -> list[str] | str:
+    """The tool names an open session lists, or the error it got."""
+    try:
+        return [t.name for t in (await s.list_tools()).tools]
+    except MCPError as e:
+        return f"<no listing: {e.message}>"
 
 
 def opener_of(fleet: Fleet, session_ids: set[str]) -> str:
@@ -153,7 +179,7 @@ async def test_calls_survive_a_killed_replica_and_a_reload(fleet):
                 async def progressed(progress, total, message, streaming=streaming):
                     streaming.set()
 
-                args = {"steps": 1, "pause_ms": 4000, "text": tag}  # under timeout_ms
+                args = {"steps": 1, "pause_ms": 4000, "text": tag}
                 tg.start_soon(session_call, load, "s1", load.open["s1"], "fx.progress", args, False, False, progressed)
                 with anyio.fail_after(30):
                     # Streaming, or over already (refused, say): then another try.
@@ -173,10 +199,12 @@ async def test_calls_survive_a_killed_replica_and_a_reload(fleet):
             await anyio.to_thread.run_sync(fleet.balancer.wait_status, [victim.name], "UP")
             load.mark("back in rotation")
         await load.reach(planned * 11 // 20)
-        async with in_flight_on(load, [reloader], "hup"):
+        async with in_flight_on(load, [reloader], "hup") as open_gate:
             fleet.write_config(HARMLESS)
             load.mark("reload")
             reloader.signal(signal.SIGHUP)
+            roles["reloaded"] = await eventually(lambda: "fx.crash" not in listing(reloader.url))
+            open_gate()
 
     await run(load, SESSIONS, STATELESS, during)
     calls, events = load.calls, load.events
@@ -262,9 +290,7 @@ async def test_calls_survive_a_killed_replica_and_a_reload(fleet):
     # The reloaded replica is the same process, and runs the new configuration.
     check(reloader.alive() and reloader.proc.pid == roles["reloader_pid"],
           lambda: f"{reloader.name} did not survive SIGHUP:\n{reloader.log_text()[-1500:]}")
-    if reloader.alive():
-        check(await eventually(lambda: "fx.crash" not in listing(reloader.url)),
-              f"{reloader.name} still lists fx.crash 30 s after reloading a file that hides it")
+    check(roles["reloaded"], f"{reloader.name} still listed fx.crash 30 s after reloading a file that hides it")
     check.done()
 
 
@@ -276,9 +302,12 @@ async def test_sigterm_drains_a_replica_under_load_without_losing_an_answer(flee
     async def during(load: Load):
         await load.reach(300)
         # Calls certainly in flight on the draining replica when SIGTERM comes.
-        async with in_flight_on(load, [draining], "term"):
+        async with in_flight_on(load, [draining], "term") as open_gate:
             load.mark("sigterm")
             draining.signal(signal.SIGTERM)
+            # The drain began (its listener is closed) with those calls held: now they end.
+            status["closed"] = await eventually(lambda: not draining.accepting())
+            open_gate()
             status["exit"] = await anyio.to_thread.run_sync(draining.wait_exit, 60)
             load.mark("exited")
         n = load.finished()
@@ -291,6 +320,7 @@ async def test_sigterm_drains_a_replica_under_load_without_losing_an_answer(flee
           f"{sum(c.in_flight_at(events['sigterm']) for c in calls)} in flight at SIGTERM")
 
     check = Checks()
+    check(status["closed"], f"{draining.name} still took connections 30 s after SIGTERM")
     check(status["exit"] == 0,
           f"{draining.name} after SIGTERM: exit status {status['exit']} (None: still running after 60 s)")
     check_lost(check, load)
@@ -327,61 +357,68 @@ async def test_reload_under_the_fleet(fleet):
     async def during(load: Load):
         # A 2025-11-25 session open across both reloads (on one replica: what is
         # checked here is the reload, not where sessions are served).
-        async with sdk_session(fleet.replicas[0].url) as watcher:
-            assert "fx.garbage" in [t.name for t in (await watcher.list_tools()).tools]
-            await load.reach(200)
+        try:
+            async with sdk_session(fleet.replicas[0].url) as watcher:
+                assert "fx.garbage" in [t.name for t in (await watcher.list_tools()).tools]
+                await load.reach(200)
 
-            # An invalid file: every replica says why, keeps what it has, fails no call.
-            fleet.write_config(INVALID)
-            checked = subprocess.run([str(WARDEN), "check", "--config", str(fleet.config)],
-                                     capture_output=True, text=True)
-            assert checked.returncode != 0, checked.stdout
-            # "… rule[0].effect: 'hide' is not an effect; use one of: …": the reason.
-            reason = checked.stderr.split("effect: ", 1)[1].split(";")[0]
-            assert reason == REASON, checked.stderr
-            async with in_flight_on(load, fleet.replicas, "bad"):
-                load.mark("invalid reload")
-                for r in fleet.replicas:
-                    r.signal(signal.SIGHUP)
-                for r in fleet.replicas:
-                    seen[f"{r.name} said why"] = await eventually(lambda r=r: reason in r.log_text())
-            await load.reach(load.finished() + 200)
-            seen["after invalid"] = {r.name: await anyio.to_thread.run_sync(listing, r.url) for r in fleet.replicas}
-            seen["watcher after invalid"] = [t.name for t in (await watcher.list_tools()).tools]
+                # An invalid file: every replica says why, keeps what it has, fails no call.
+                fleet.write_config(INVALID)
+                checked = subprocess.run([str(WARDEN), "check", "--config", str(fleet.config)],
+                                         capture_output=True, text=True)
+                assert checked.returncode != 0, checked.stdout
+                # "… rule[0].effect: 'hide' is not an effect; use one of: …": the reason.
+                reason = checked.stderr.split("effect: ", 1)[1].split(";")[0]
+                assert reason == REASON, checked.stderr
+                async with in_flight_on(load, fleet.replicas, "bad") as open_gate:
+                    load.mark("invalid reload")
+                    for r in fleet.replicas:
+                        r.signal(signal.SIGHUP)
+                    for r in fleet.replicas:
+                        seen[f"{r.name} said why"] = await eventually(lambda r=r: reason in r.log_text())
+                    open_gate()
+                await load.reach(load.finished() + 200)
+                seen["after invalid"] = {r.name: await anyio.to_thread.run_sync(listed, r.url) for r in fleet.replicas}
+                seen["watcher after invalid"] = await session_listing(watcher)
 
-            # A valid file that removes a tool: gone from the next listings.
-            fleet.write_config(REMOVES_A_TOOL)
-            async with in_flight_on(load, fleet.replicas, "good"):
-                load.mark("valid reload")
-                for r in fleet.replicas:
-                    r.signal(signal.SIGHUP)
-                for r in fleet.replicas:
-                    seen[f"{r.name} hid it"] = await eventually(lambda r=r: "fx.garbage" not in listing(r.url))
-            seen["watcher after valid"] = [t.name for t in (await watcher.list_tools()).tools]
-            seen["through haproxy"] = [await anyio.to_thread.run_sync(listing, fleet.balancer.url)
-                                       for _ in fleet.replicas]
-            await load.reach(load.finished() + 200)
-        load.stop.set()
+                # A valid file that removes a tool: gone from the next listings.
+                fleet.write_config(REMOVES_A_TOOL)
+                async with in_flight_on(load, fleet.replicas, "good") as open_gate:
+                    load.mark("valid reload")
+                    for r in fleet.replicas:
+                        r.signal(signal.SIGHUP)
+                    for r in fleet.replicas:
+                        seen[f"{r.name} hid it"] = await eventually(lambda r=r: "fx.garbage" not in listing(r.url))
+                    open_gate()
+                seen["watcher after valid"] = await session_listing(watcher)
+                seen["through haproxy"] = [await anyio.to_thread.run_sync(listed, fleet.balancer.url)
+                                           for _ in fleet.replicas]
+                await load.reach(load.finished() + 200)
+        except Exception as e:  # a replica died under the watcher: the checks below say which
+            seen["broken"] = "; ".join(f"{type(x).__name__}: {x}" for x in leaves(e))
+        finally:
+            load.stop.set()
 
     await run(load, 3, 3, during)
     calls, events = load.calls, load.events
     print(f"\n{len(calls)} calls: {collections.Counter(c.outcome for c in calls)}")
 
     check = Checks()
+    check("broken" not in seen, lambda: f"the test could not go on: {seen['broken']}")
     for r in fleet.replicas:
         check(r.alive() and r.proc.pid == pids[r.name], lambda r=r: f"{r.name} did not survive SIGHUP:\n"
               f"{r.log_text()[-1500:]}")
-        check(seen[f"{r.name} said why"], f"{r.name} did not log why the invalid file was refused ({REASON!r})")
-        check(seen[f"{r.name} hid it"], f"{r.name} still lists fx.garbage 30 s after reloading a file that removes it")
-    check(seen["after invalid"] == before, lambda: f"an invalid file changed a listing: {seen['after invalid']}")
-    check(seen["watcher after invalid"] == before["r1"], "an invalid file changed an open session's listing")
+        check(seen.get(f"{r.name} said why"), f"{r.name} did not log why the invalid file was refused ({REASON!r})")
+        check(seen.get(f"{r.name} hid it"), f"{r.name} still lists fx.garbage 30 s after reloading a file that removes it")
+    check(seen.get("after invalid") == before, lambda: f"an invalid file changed a listing: {seen.get('after invalid')}")
+    check(seen.get("watcher after invalid") == before["r1"], "an invalid file changed an open session's listing")
     check_lost(check, load)
     check_answered(check, calls, events, "across the reloads")
     expected = [t for t in before["r1"] if t != "fx.garbage"]
-    check(seen["watcher after valid"] == expected,
-          f"an open session's next listing after the valid reload: {seen['watcher after valid']}")
-    check(seen["through haproxy"] == [expected] * len(fleet.replicas),
-          f"listings through HAProxy after the valid reload: {seen['through haproxy']}")
+    check(seen.get("watcher after valid") == expected,
+          f"an open session's next listing after the valid reload: {seen.get('watcher after valid')}")
+    check(seen.get("through haproxy") == [expected] * len(fleet.replicas),
+          f"listings through HAProxy after the valid reload: {seen.get('through haproxy')}")
     check.done()
 
 
