@@ -223,7 +223,7 @@ backend replicas
     option httpchk
     http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host 127.0.0.1
     http-check expect status 200
-    default-server inter 300ms fall 2 rise 2
+    default-server inter 300ms fall 3 rise 2
 {servers}
 
 listen stats
