@@ -14,7 +14,9 @@
 //!
 //! Environment: `FIXTURE_EXTRA_TOOLS=N` adds N generated tools; `FIXTURE_PAGE=K`
 //! pages tools/list K at a time; `FIXTURE_FAIL_LIST=1` refuses tools/list;
-//! `FIXTURE_COUNT_FILE=path` appends one line per tool execution;
+//! `FIXTURE_COUNT_FILE=path` appends one line per tool execution (the tool's name;
+//! with `FIXTURE_COUNT_ARG=key`, a space and that argument's text when the call has
+//! it, so that executions can be counted per call);
 //! `FIXTURE_RESOURCES=label` also offers one resource (`fx://label/r1`) and one
 //! prompt (`label_prompt`) that answer with the label; `FIXTURE_MALFORMED=1` also
 //! declares `malformed {result}`, which answers with its `result` argument as the
@@ -146,13 +148,29 @@ fn tools(late: bool) -> Vec<Value> {
 }
 
 fn count(name: &str) {
+    count_line(format!("{name}\n"));
+}
+
+/// One execution of a tool call: its name and, with `FIXTURE_COUNT_ARG`, its tag.
+fn count_call(name: &str, args: &Value) {
+    let tag = std::env::var("FIXTURE_COUNT_ARG")
+        .ok()
+        .and_then(|k| args.get(&k).and_then(Value::as_str).map(str::to_owned));
+    match tag {
+        Some(tag) => count_line(format!("{name} {tag}\n")),
+        None => count(name),
+    }
+}
+
+fn count_line(line: String) {
     if let Ok(path) = std::env::var("FIXTURE_COUNT_FILE") {
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
         {
-            let _ = writeln!(f, "{name}");
+            // One write per line: processes appending to one file do not interleave.
+            let _ = f.write_all(line.as_bytes());
         }
     }
 }
@@ -304,7 +322,7 @@ fn main() {
                     .unwrap_or_default()
                     .to_owned();
                 let args = params.get("arguments").cloned().unwrap_or(json!({}));
-                count(&name);
+                count_call(&name, &args);
                 match name.as_str() {
                     "echo" => {
                         let t = serde_json::to_string(&args).unwrap_or_default();
