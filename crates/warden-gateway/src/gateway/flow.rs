@@ -18,6 +18,13 @@
 //! client that drops or alters its context still meets what it touched here, and
 //! a replica that shares the sealing secret accepts the context another replica
 //! sealed.
+//!
+//! With a shared PostgreSQL store, a 2026-07-28 caller's trail is also kept
+//! there, keyed by the caller (which the client cannot shed): a client that
+//! drops its context and moves to another replica still meets what it touched.
+//! A labelled call reads it before it is decided and adds its labels once let
+//! through; when the store cannot answer, the call is refused (flows fail
+//! closed). Calls without labels neither read nor write it.
 
 use super::rev2026::{unix_now, StateKey};
 use crate::config::limits::{Flow, FlowEffect, Labels};
@@ -25,6 +32,7 @@ use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use warden_store::{Postgres, StoreError};
 
 /// The `_meta` key that carries a 2026-07-28 client's sealed flow context, in
 /// results from the gateway and in requests back to it.
@@ -56,15 +64,44 @@ pub struct Flows {
     /// A stateless trail not used for this long is forgotten (and its sealed
     /// context expires with it).
     idle: Duration,
+    /// Where replicas keep stateless trails together.
+    shared: Option<Postgres>,
 }
 
 impl Flows {
-    pub fn new(rules: Vec<Flow>, labels: Labels, idle: Duration) -> Flows {
+    pub fn new(
+        rules: Vec<Flow>,
+        labels: Labels,
+        idle: Duration,
+        shared: Option<Postgres>,
+    ) -> Flows {
         Flows {
             rules,
             labels,
             stateless: Mutex::new(HashMap::new()),
             idle,
+            shared,
+        }
+    }
+
+    /// A 2026-07-28 caller's trail in the shared store (empty without one).
+    pub async fn shared_trail(&self, caller: &str) -> Result<Trail, StoreError> {
+        match &self.shared {
+            Some(pg) => Ok(pg.flow_trail(&scope(caller)).await?.into_iter().collect()),
+            None => Ok(Trail::new()),
+        }
+    }
+
+    /// Adds a 2026-07-28 caller's call to its trail in the shared store; the
+    /// whole trail there (empty without one).
+    pub async fn touch_shared(&self, caller: &str, labels: &[String]) -> Result<Trail, StoreError> {
+        match &self.shared {
+            Some(pg) => Ok(pg
+                .touch_flow(&scope(caller), labels, self.idle)
+                .await?
+                .into_iter()
+                .collect()),
+            None => Ok(Trail::new()),
         }
     }
 
@@ -132,6 +169,11 @@ impl Flows {
     }
 }
 
+/// The shared store's key of a 2026-07-28 caller's trail.
+fn scope(caller: &str) -> String {
+    format!("caller:{caller}")
+}
+
 /// Seals a caller's trail until `until` (unix seconds).
 fn seal_context(key: &StateKey, caller: &str, trail: &Trail, until: u64) -> String {
     let payload = json!({"k": "flow", "c": caller, "l": trail, "e": until});
@@ -170,7 +212,12 @@ mod tests {
             "w.toml",
         )
         .unwrap();
-        Flows::new(c.limits.flows, c.limits.labels, Duration::from_secs(60))
+        Flows::new(
+            c.limits.flows,
+            c.limits.labels,
+            Duration::from_secs(60),
+            None,
+        )
     }
 
     fn trail(labels: &[&str]) -> Trail {
@@ -217,7 +264,7 @@ mod tests {
         let f = flows();
         let key = StateKey::random();
         let sealed = f.remember_stateless(&key, "alice", &trail(&["private_data"]));
-        let fresh = Flows::new(Vec::new(), Labels::default(), Duration::from_secs(60));
+        let fresh = Flows::new(Vec::new(), Labels::default(), Duration::from_secs(60), None);
         // Another replica with the same key reads the context.
         let v = Value::String(sealed.clone());
         assert_eq!(
