@@ -433,3 +433,42 @@ fn an_approved_retry_counts_once_across_replicas_and_a_replay_counts_again() {
     );
     assert_eq!(executions(&count), 2);
 }
+
+/// The same for an upstream's own input round: a 2026-07-28 upstream answers
+/// with an `InputRequiredResult`, the client answers and sends the call again;
+/// it counts once. A replay of the answered state is a new call, counted.
+#[test]
+fn a_call_retried_after_an_upstreams_input_round_counts_once() {
+    let conformance = env!("CARGO_BIN_EXE_warden-conformance-upstream");
+    let mut w = Warden::spawn(
+        "quota-input-round",
+        &format!(
+            "[[upstream]]\nname = \"cf\"\ncommand = [\"{conformance}\"]\nprotocol = \"2026-07-28\"\n\
+             [[quota]]\ncallers = [\"*\"]\ntools = [\"cf.*\"]\nrate = \"1/hour\"\n"
+        ),
+    );
+    let call = |retry: Option<&Value>| {
+        let mut p = json!({"name": "cf.test_input_required_result_tampered_state", "arguments": {},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+        if let Some(state) = retry {
+            p["requestState"] = state.clone();
+            p["inputResponses"] = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+        }
+        p
+    };
+    let r = w.request("tools/call", call(None));
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let state = r["result"]["requestState"].clone();
+    let r = w.request("tools/call", call(Some(&state)));
+    assert_eq!(
+        text(&r),
+        "integrity-ok: the request state is the one this server sealed.",
+        "{r}"
+    );
+    let r = w.request("tools/call", call(Some(&state)));
+    assert_eq!(
+        text(&r),
+        "Error: Rate limit for tool 'cf.test_input_required_result_tampered_state' reached (1 call per hour for caller 'local'). Retry in 3600 s."
+    );
+}

@@ -504,8 +504,9 @@ mod tests {
         };
         assert!(!counted, "no rate counted the call");
         slots.release().await;
-        assert!(text(&q.admit(Some(&alice), "s.q", LEASE, false).await).is_none());
-        // Released once: dropping it frees nothing more.
+        let second = q.admit(Some(&alice), "s.q", LEASE, false).await;
+        assert!(text(&second).is_none());
+        // Released once: dropping the first frees nothing more; the second holds.
         drop(slots);
         assert!(text(&q.admit(Some(&alice), "s.q", LEASE, false).await).is_some());
     }
