@@ -33,6 +33,9 @@ use warden_core::hooks::{self, BeforeHook, BeforeOutcome, CallContext};
 use warden_core::{answer, CallReport, Caller, Forward, Pipeline, Refusal, Verdict};
 use warden_store::{Claim, Finish};
 
+/// How long a quota credit redeems: as long as the state that carries it opens.
+const CREDIT_TTL: Duration = Duration::from_secs(rev2026::STATE_TTL_SECS);
+
 /// A future that ends with a response body (`None`: nothing is due).
 pub type Answering = Pin<Box<dyn Future<Output = Option<Body>> + Send>>;
 
@@ -552,7 +555,7 @@ impl Calls {
                 Admission::Refused { text, retry_ms } => {
                     if let (true, Some(id)) = (credited, credit) {
                         // Refused for its concurrency: the credit stands for the next retry.
-                        self.quotas.issue_credit(id).await;
+                        self.quotas.issue_credit(id, CREDIT_TTL).await;
                     }
                     tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), retry_ms, "a quota refused the call");
                     let end = End::Policy {
@@ -738,7 +741,7 @@ impl Calls {
             binding,
             (CREDIT_KEY, Value::String(id.clone())),
         );
-        self.quotas.issue_credit(&id).await;
+        self.quotas.issue_credit(&id, CREDIT_TTL).await;
     }
 
     /// A labelled 2026-07-28 call whose trail the shared store could not read or

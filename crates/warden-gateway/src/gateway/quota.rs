@@ -262,11 +262,10 @@ impl Quotas {
     }
 
     /// Records a credit for a counted call that paused: its retry, bringing
-    /// `id` back in its sealed state, is not counted again (once, within the
-    /// state's lifetime). A credit the store cannot record is logged, and the
-    /// retry is counted.
-    pub async fn issue_credit(&self, id: &str) {
-        let ttl = Duration::from_secs(super::rev2026::STATE_TTL_SECS);
+    /// `id` back in its sealed state, is not counted again (once, within `ttl`,
+    /// the state's lifetime). A credit the store cannot record is logged, and
+    /// the retry is counted.
+    pub async fn issue_credit(&self, id: &str, ttl: Duration) {
         match &self.shared {
             Some(pg) => {
                 if let Err(e) = pg.issue_credit(id, ttl).await {
@@ -521,7 +520,7 @@ mod tests {
             panic!("refused")
         };
         assert!(counted);
-        q.issue_credit("c1").await;
+        q.issue_credit("c1", LEASE).await;
         assert!(q.redeem_credit("c1").await);
         let a = q.admit(Some(&alice), "s.q", LEASE, true).await;
         assert!(matches!(a, Admission::Admitted { counted: true, .. }));
