@@ -728,8 +728,9 @@ impl Calls {
         }
     }
 
-    /// A counted 2026-07-28 call that pauses for approval: its state carries a
-    /// credit, so the approved retry is not counted again (Q3).
+    /// A counted 2026-07-28 call handed back to its client (for an approval, or
+    /// for an upstream's input request): its state carries a credit, so the
+    /// retry is not counted again (Q3).
     async fn credit(&self, result: &mut Value, binding: &Binding, counted: bool) {
         if !counted {
             return;
