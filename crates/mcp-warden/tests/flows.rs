@@ -446,3 +446,36 @@ fn a_lost_store_refuses_labelled_stateless_calls() {
         "slept 3 ms"
     );
 }
+
+/// An HTTP session any replica takes up (its id sealed with the shared secret)
+/// meets its trail at each: with PostgreSQL the trail is kept there under the
+/// session, so a private read at A and a web read at B stop a send at either.
+#[test]
+fn an_http_session_taken_up_by_another_replica_keeps_its_trail() {
+    const SECRET: (&str, &str) = ("WARDEN_FLOW_HTTP_SECRET", "sixteen or more characters");
+    let db = PgDb::create("flowhttp");
+    let config = format!(
+        "[gateway]\nanonymous_caller = \"dev\"\nstate_secret_env = \"{}\"\n[store]\nurl = \"{}\"\n{}",
+        SECRET.0,
+        db.url(),
+        labelled("deny", "")
+    );
+    let a = HttpWarden::start("flow-http-a", &config, &[SECRET]);
+    let b = HttpWarden::start("flow-http-b", &config, &[SECRET]);
+    let call = |w: &HttpWarden, sid: &str, id: i64, tool: &str| {
+        let r = w.post(
+            &[("Mcp-Session-Id", sid)],
+            &common::http::call(id, tool, json!({"n": id})),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        text(&r.json()).to_owned()
+    };
+    let sid = a.session(&[]);
+    assert_eq!(call(&a, &sid, 2, "drive.echo"), r#"{"n":2}"#);
+    assert_eq!(call(&b, &sid, 3, "web.echo"), r#"{"n":3}"#);
+    assert_eq!(call(&a, &sid, 4, "mail.echo"), DENIED);
+    assert_eq!(call(&b, &sid, 5, "mail.echo"), DENIED);
+    // Another session of the same caller has touched nothing, at either replica.
+    let other = b.session(&[]);
+    assert_eq!(call(&a, &other, 6, "mail.echo"), r#"{"n":6}"#);
+}

@@ -813,7 +813,7 @@ close_schema = true
             Config::parse(&unshared, "w.toml").unwrap().warnings(),
             [
                 never,
-                "flows: replicas sharing gateway.state_secret_env without a PostgreSQL store keep 2026-07-28 trails per process: a client that drops its flow context and moves to another replica starts afresh (F3)"
+            "flows: replicas sharing gateway.state_secret_env without a PostgreSQL store keep flow trails per process: an HTTP session another replica takes up, or a 2026-07-28 client that drops its flow context and moves, starts afresh (F3)"
             ]
         );
     }

@@ -494,23 +494,33 @@ impl Calls {
         let stateless = a.envelope.is_some();
         let mut flow_ask = None;
         let mut after: Option<Trail> = None;
+        // Where replicas share this session's trail (only a labelled call can be
+        // stopped or add to it, so only one reads or writes it).
+        let scope = a
+            .flow
+            .as_ref()
+            .filter(|(labels, _)| !labels.is_empty())
+            .and_then(|_| self.flows.shared_scope(stateless, caller, &session.label));
         if let Some((labels, sealed)) = &a.flow {
-            let trail = if stateless {
-                let key = self.state_key();
-                let mut trail = self.flows.stateless_trail(key, caller, sealed.as_ref());
-                // The shared store's trail, which no client can drop (only a
-                // labelled call can be stopped or add to it).
-                if !labels.is_empty() {
-                    match self.flows.shared_trail(caller).await {
-                        Ok(shared) => trail.extend(shared),
-                        Err(e) => return self.flow_unverifiable(&a.record, &ctx.tool, &e).await,
-                    }
-                }
-                *context = Some(self.flows.remember_stateless(key, caller, &trail));
-                trail
+            let mut trail = if stateless {
+                self.flows
+                    .stateless_trail(self.state_key(), caller, sealed.as_ref())
             } else {
                 session::lock(&session.flow).clone()
             };
+            // The shared store's trail, which no client can drop and every replica reads.
+            if let Some(scope) = &scope {
+                match self.flows.shared_trail(scope).await {
+                    Ok(shared) => trail.extend(shared),
+                    Err(e) => return self.flow_unverifiable(&a.record, &ctx.tool, &e).await,
+                }
+            }
+            if stateless {
+                *context = Some(
+                    self.flows
+                        .remember_stateless(self.state_key(), caller, &trail),
+                );
+            }
             if let Some(r) = a.record.audit.as_mut() {
                 r.labels = labels.clone();
                 r.touched = trail.iter().cloned().collect();
@@ -697,20 +707,20 @@ impl Calls {
         }
         // Let through: from now on the session has touched the call's labels (F4).
         if let (Some((labels, _)), Some(mut after)) = (&a.flow, after) {
-            if stateless {
-                if !labels.is_empty() {
-                    match self.flows.touch_shared(caller, labels).await {
-                        Ok(shared) => after.extend(shared),
-                        Err(e) => {
-                            // It does not run: its key, if it claimed one, may be used again.
-                            if let Some(held) = a.record.ledger.take() {
-                                let why = "the flow trail could not be recorded".to_owned();
-                                self.settle.ledger.settle(&held, Finish::Failed(why)).await;
-                            }
-                            return self.flow_unverifiable(&a.record, &ctx.tool, &e).await;
+            if let Some(scope) = &scope {
+                match self.flows.touch_shared(scope, labels).await {
+                    Ok(shared) => after.extend(shared),
+                    Err(e) => {
+                        // It does not run: its key, if it claimed one, may be used again.
+                        if let Some(held) = a.record.ledger.take() {
+                            let why = "the flow trail could not be recorded".to_owned();
+                            self.settle.ledger.settle(&held, Finish::Failed(why)).await;
                         }
+                        return self.flow_unverifiable(&a.record, &ctx.tool, &e).await;
                     }
                 }
+            }
+            if stateless {
                 *context = Some(
                     self.flows
                         .remember_stateless(self.state_key(), caller, &after),
@@ -745,15 +755,15 @@ impl Calls {
         self.quotas.issue_credit(&id, CREDIT_TTL).await;
     }
 
-    /// A labelled 2026-07-28 call whose trail the shared store could not read or
-    /// write: refused (flows fail closed), with when to retry.
+    /// A labelled call whose trail the shared store could not read or write:
+    /// refused (flows fail closed), with when to retry.
     async fn flow_unverifiable(
         &self,
         record: &CallRecord,
         tool: &str,
         e: &warden_store::StoreError,
     ) -> Option<Body> {
-        tracing::error!(tool = %logged(tool), "the store cannot keep a stateless flow trail; the call is refused: {}", logged(e));
+        tracing::error!(tool = %logged(tool), "the store cannot keep a session's flow trail; the call is refused: {}", logged(e));
         let end = End::Policy {
             decision: Decision::FlowDenied,
             text: texts::flow_unverifiable(tool, 1),

@@ -19,12 +19,15 @@
 //! a replica that shares the sealing secret accepts the context another replica
 //! sealed.
 //!
-//! With a shared PostgreSQL store, a 2026-07-28 caller's trail is also kept
-//! there, keyed by the caller (which the client cannot shed): a client that
-//! drops its context and moves to another replica still meets what it touched.
-//! A labelled call reads it before it is decided and adds its labels once let
+//! With a shared PostgreSQL store, the trails of sessions that can move between
+//! replicas are also kept there: a 2026-07-28 caller's under the caller's name
+//! (which the client cannot shed), so a client that drops its context and moves
+//! to another replica still meets what it touched; an HTTP session's under its
+//! session id, so the replica that takes the session up knows its trail. A
+//! labelled call reads it before it is decided and adds its labels once let
 //! through; when the store cannot answer, the call is refused (flows fail
-//! closed). Calls without labels neither read nor write it.
+//! closed). Calls without labels neither read nor write it. A stdio session
+//! never moves: its trail stays in the process.
 
 use super::rev2026::{unix_now, StateKey};
 use crate::config::limits::{Flow, FlowEffect, Labels};
@@ -84,20 +87,33 @@ impl Flows {
         }
     }
 
-    /// A 2026-07-28 caller's trail in the shared store (empty without one).
-    pub async fn shared_trail(&self, caller: &str) -> Result<Trail, StoreError> {
+    /// Where the shared store keeps a session's trail: a 2026-07-28 caller's
+    /// (`stateless`), or an HTTP session's (its audit label, `http:<sid>`);
+    /// `None` without a shared store or for a session that never moves.
+    pub fn shared_scope(&self, stateless: bool, caller: &str, session: &str) -> Option<String> {
+        self.shared.as_ref()?;
+        if stateless {
+            Some(format!("caller:{caller}"))
+        } else if session.starts_with("http:") && session != "http:stateless" {
+            Some(format!("session:{session}"))
+        } else {
+            None
+        }
+    }
+
+    /// A trail in the shared store (see [`Flows::shared_scope`]).
+    pub async fn shared_trail(&self, scope: &str) -> Result<Trail, StoreError> {
         match &self.shared {
-            Some(pg) => Ok(pg.flow_trail(&scope(caller)).await?.into_iter().collect()),
+            Some(pg) => Ok(pg.flow_trail(scope).await?.into_iter().collect()),
             None => Ok(Trail::new()),
         }
     }
 
-    /// Adds a 2026-07-28 caller's call to its trail in the shared store; the
-    /// whole trail there (empty without one).
-    pub async fn touch_shared(&self, caller: &str, labels: &[String]) -> Result<Trail, StoreError> {
+    /// Adds a call's labels to a trail in the shared store; the whole trail there.
+    pub async fn touch_shared(&self, scope: &str, labels: &[String]) -> Result<Trail, StoreError> {
         match &self.shared {
             Some(pg) => Ok(pg
-                .touch_flow(&scope(caller), labels, self.idle)
+                .touch_flow(scope, labels, self.idle)
                 .await?
                 .into_iter()
                 .collect()),
@@ -167,11 +183,6 @@ impl Flows {
         entry.1 = Instant::now();
         seal_context(key, caller, &entry.0, unix_now() + self.idle.as_secs())
     }
-}
-
-/// The shared store's key of a 2026-07-28 caller's trail.
-fn scope(caller: &str) -> String {
-    format!("caller:{caller}")
 }
 
 /// Seals a caller's trail until `until` (unix seconds).
