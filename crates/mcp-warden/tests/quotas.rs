@@ -302,7 +302,7 @@ fn a_lost_store_lets_ordinary_quotas_through_and_refuses_strict_ones() {
 /// Gap of the first build: concurrency was counted per process. Two gateways
 /// share PostgreSQL and one slot: while A's call runs, B is refused; once it
 /// ended, B runs. Then A is killed (-9) mid-call: its slot stays taken while its
-/// lease holds (upstream timeout 2 s: a 4 s lease) and frees itself after, with
+/// lease holds (upstream timeout 4 s: an 8 s lease) and frees itself after, with
 /// no gateway left to free it.
 #[test]
 fn concurrency_is_counted_across_gateways_and_a_killed_ones_slot_frees_itself() {
@@ -313,7 +313,7 @@ fn concurrency_is_counted_across_gateways_and_a_killed_ones_slot_frees_itself() 
     let config = counted(
         &count,
         &format!(
-            "timeout_ms = 2000\n[store]\nurl = \"{}\"\n\
+            "timeout_ms = 4000\n[store]\nurl = \"{}\"\n\
              [[quota]]\ncallers = [\"*\"]\ntools = [\"fx.slow\"]\nconcurrency = 1\n",
             db.url()
         ),
@@ -332,7 +332,7 @@ fn concurrency_is_counted_across_gateways_and_a_killed_ones_slot_frees_itself() 
     };
     let slow = a.send_request(
         "tools/call",
-        json!({"name": "fx.slow", "arguments": {"ms": 1500}}),
+        json!({"name": "fx.slow", "arguments": {"ms": 1000}}),
     );
     wait_for_execution(1);
     let r = b.call("fx.slow", json!({"ms": 1}));
@@ -340,7 +340,7 @@ fn concurrency_is_counted_across_gateways_and_a_killed_ones_slot_frees_itself() 
     assert_eq!(retry_ms(&r), 1000);
     assert_eq!(
         a.response(&json!(slow))["result"]["content"][0]["text"],
-        "slept 1500 ms"
+        "slept 1000 ms"
     );
     // The slot was freed before A answered.
     assert_eq!(b.call_text("fx.slow", json!({"ms": 1})), "slept 1 ms");
@@ -348,7 +348,7 @@ fn concurrency_is_counted_across_gateways_and_a_killed_ones_slot_frees_itself() 
     let sent = std::time::Instant::now();
     a.send_request(
         "tools/call",
-        json!({"name": "fx.slow", "arguments": {"ms": 1500}}),
+        json!({"name": "fx.slow", "arguments": {"ms": 1000}}),
     );
     wait_for_execution(3);
     let status = std::process::Command::new("kill")
@@ -375,7 +375,7 @@ fn concurrency_is_counted_across_gateways_and_a_killed_ones_slot_frees_itself() 
     };
     assert_eq!(answer, "slept 1 ms");
     assert!(
-        sent.elapsed() >= Duration::from_secs(4),
+        sent.elapsed() >= Duration::from_secs(8),
         "freed only once the lease (timeout + margin) ran out"
     );
 }
