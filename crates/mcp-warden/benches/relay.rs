@@ -451,8 +451,34 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
         for i in 0..100 {
             stored.time_keyed_call("fx.echo", 1_000_000 + i);
         }
+        // With PostgreSQL, quotas are counted in it (Q4): audited calls under a
+        // rate and a concurrency quota and a flow rule, in the same rounds.
+        let mut quota = url.starts_with("postgres").then(|| {
+            let quota_cfg = config(
+                &db_dir.join("quota"),
+                &format!("[store]\nurl = \"{url}\"\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nunknown_arguments = \"reject\"\nlabels = {{ \"*\" = [\"private_data\"] }}\n\
+                          [[quota]]\ncallers = [\"*\"]\ntools = [\"fx.*\"]\nrate = \"1000000/second\"\nconcurrency = 8\n\
+                          [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\n"),
+            );
+            let mut quota = Peer::spawn(
+                Command::new(WARDEN)
+                    .args(["run", "--config"])
+                    .arg(&quota_cfg)
+                    .env("RUST_LOG", "error"),
+            );
+            for _ in 0..100 {
+                quota.time_call("fx.echo");
+            }
+            quota
+        });
+        let mut counted = Vec::new();
         let (mut off, mut audit_only, mut keyed) = (Vec::new(), Vec::new(), Vec::new());
         for r in 0..rounds {
+            if let Some(q) = quota.as_mut() {
+                for _ in 0..m / rounds {
+                    counted.push(q.time_call("fx.echo"));
+                }
+            }
             for _ in 0..m / rounds {
                 off.push(gated.time_call("fx.echo"));
             }
@@ -476,6 +502,13 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
             "  audit + ledger claim/finish: median {km:8.1} µs   p99 {kp:8.1} µs   (+{:.1} µs)",
             km - om
         );
+        if !counted.is_empty() {
+            let (qm, qp) = stats(counted);
+            println!(
+                "  audit + quotas counted here: median {qm:8.1} µs   p99 {qp:8.1} µs   (+{:.1} µs)",
+                qm - om
+            );
+        }
     }
     psql(&format!("DROP DATABASE IF EXISTS {pg_db} WITH (FORCE)"));
     drop(gated);

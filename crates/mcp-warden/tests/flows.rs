@@ -345,3 +345,137 @@ fn a_bad_flow_or_label_is_named_with_how_to_fix_it() {
         assert!(err.contains(expected), "{err}");
     }
 }
+
+/// An unlabelled stateless call (`mail.slow`).
+fn unlabelled(n: i64, context: Option<&Value>) -> Value {
+    let mut p = modern("mail.slow", n, context);
+    p["arguments"] = json!({"ms": n});
+    p
+}
+
+/// Gap of the first build: a stateless client that dropped its context and
+/// moved to another replica started with a clean trail. With a shared
+/// PostgreSQL store the trail is kept there by caller: whatever the client
+/// drops, forges or replays, and whichever replica it reaches, the replicas
+/// agree, even one that cannot open the others' contexts (another key).
+#[test]
+fn replicas_sharing_postgres_agree_on_a_trail_the_client_drops_tampers_with_or_moves() {
+    std::env::set_var("WARDEN_FLOW_PG_SECRET", "a shared flow secret for postgres");
+    let db = PgDb::create("flowpg");
+    let dir = scratch("flow-pg");
+    let store = format!("[store]\nurl = \"{}\"\n", db.url());
+    let config = format!(
+        "[gateway]\nstate_secret_env = \"WARDEN_FLOW_PG_SECRET\"\n{store}{}",
+        labelled("deny", "")
+    );
+    let audited = format!(
+        "{config}[audit]\njsonl = \"{}\"\n",
+        dir.join("audit.jsonl").display()
+    );
+    let mut a = Warden::spawn("flow-pg-a", &audited);
+    let mut b = Warden::spawn("flow-pg-b", &config);
+    let mut c = Warden::spawn("flow-pg-c", &format!("{store}{}", labelled("deny", "")));
+    // A context sealed before anything was read.
+    let r = a.request("tools/call", unlabelled(1, None));
+    assert_eq!(text(&r), "slept 1 ms", "{r}");
+    let clean = context_of(&r);
+    // The private read on A, its context dropped; the web read on B.
+    let r = a.request("tools/call", modern("drive.echo", 1, None));
+    assert_eq!(r["result"]["structuredContent"], json!({"n": 1}), "{r}");
+    let r = b.request("tools/call", modern("web.echo", 2, None));
+    assert_eq!(r["result"]["structuredContent"], json!({"n": 2}), "{r}");
+    let c2 = context_of(&r);
+    // Without a context, on either replica, and on one with another key.
+    for w in [&mut a, &mut b, &mut c] {
+        assert_eq!(
+            text(&w.request("tools/call", modern("mail.echo", 3, None))),
+            DENIED
+        );
+    }
+    // With a forged context, or one sealed before anything was read.
+    let s = c2.as_str().unwrap();
+    let mid = s.len() / 2;
+    let flipped = if &s[mid..=mid] == "A" { "B" } else { "A" };
+    let forged = json!(format!("{}{flipped}{}", &s[..mid], &s[mid + 1..]));
+    for context in [&forged, &clean] {
+        assert_eq!(
+            text(&b.request("tools/call", modern("mail.echo", 4, Some(context)))),
+            DENIED
+        );
+    }
+    // Unlabelled calls still run.
+    assert_eq!(
+        text(&c.request("tools/call", unlabelled(2, None))),
+        "slept 2 ms"
+    );
+    drop((b, c));
+    a.close();
+    // What the caller had touched, in A's audit trail.
+    let audit = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    let denied: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["decision"] == "flow_denied")
+        .collect();
+    assert_eq!(denied.len(), 1, "{audit}");
+    assert_eq!(denied[0]["labels"], json!(["external_sink"]));
+    assert_eq!(
+        denied[0]["touched"],
+        json!(["private_data", "untrusted_content"])
+    );
+}
+
+/// With the shared store gone, a labelled stateless call is refused (flows
+/// fail closed) with when to retry; an unlabelled one still runs.
+#[test]
+fn a_lost_store_refuses_labelled_stateless_calls() {
+    let db = PgDb::create("flowlost");
+    let config = format!("[store]\nurl = \"{}\"\n{}", db.url(), labelled("deny", ""));
+    let mut w = Warden::spawn("flow-pg-lost", &config);
+    let r = w.request("tools/call", modern("drive.echo", 1, None));
+    assert_eq!(r["result"]["structuredContent"], json!({"n": 1}), "{r}");
+    db.lose();
+    let r = w.request("tools/call", modern("mail.echo", 2, None));
+    assert_eq!(
+        text(&r),
+        "Error: Tool 'mail.echo' cannot be called now: what this session has touched could not be checked. Retry in 1 s."
+    );
+    assert_eq!(r["result"]["_meta"]["warden/retryAfterMs"], 1000);
+    assert_eq!(
+        text(&w.request("tools/call", unlabelled(3, None))),
+        "slept 3 ms"
+    );
+}
+
+/// An HTTP session any replica takes up (its id sealed with the shared secret)
+/// meets its trail at each: with PostgreSQL the trail is kept there under the
+/// session, so a private read at A and a web read at B stop a send at either.
+#[test]
+fn an_http_session_taken_up_by_another_replica_keeps_its_trail() {
+    const SECRET: (&str, &str) = ("WARDEN_FLOW_HTTP_SECRET", "sixteen or more characters");
+    let db = PgDb::create("flowhttp");
+    let config = format!(
+        "[gateway]\nanonymous_caller = \"dev\"\nstate_secret_env = \"{}\"\n[store]\nurl = \"{}\"\n{}",
+        SECRET.0,
+        db.url(),
+        labelled("deny", "")
+    );
+    let a = HttpWarden::start("flow-http-a", &config, &[SECRET]);
+    let b = HttpWarden::start("flow-http-b", &config, &[SECRET]);
+    let call = |w: &HttpWarden, sid: &str, id: i64, tool: &str| {
+        let r = w.post(
+            &[("Mcp-Session-Id", sid)],
+            &common::http::call(id, tool, json!({"n": id})),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        text(&r.json()).to_owned()
+    };
+    let sid = a.session(&[]);
+    assert_eq!(call(&a, &sid, 2, "drive.echo"), r#"{"n":2}"#);
+    assert_eq!(call(&b, &sid, 3, "web.echo"), r#"{"n":3}"#);
+    assert_eq!(call(&a, &sid, 4, "mail.echo"), DENIED);
+    assert_eq!(call(&b, &sid, 5, "mail.echo"), DENIED);
+    // Another session of the same caller has touched nothing, at either replica.
+    let other = b.session(&[]);
+    assert_eq!(call(&a, &other, 6, "mail.echo"), r#"{"n":6}"#);
+}

@@ -205,27 +205,6 @@ fn a_bad_quota_is_named_with_how_to_fix_it() {
     }
 }
 
-fn psql(sql: &str) {
-    let out = std::process::Command::new("psql")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-c",
-            sql,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn two_gateways_sharing_postgres_stay_within_one_limit_together() {
     let db = PgDb::create("quota");
@@ -287,7 +266,8 @@ fn a_lost_store_lets_ordinary_quotas_through_and_refuses_strict_ones() {
         &format!(
             "[store]\nurl = \"{}\"\n\
              [[quota]]\ncallers = [\"*\"]\ntools = [\"fx.echo\"]\nrate = \"1/hour\"\n\
-             [[quota]]\ncallers = [\"*\"]\ntools = [\"fx.fail\"]\nrate = \"1/hour\"\nstrict = true\n",
+             [[quota]]\ncallers = [\"*\"]\ntools = [\"fx.fail\"]\nrate = \"1/hour\"\nstrict = true\n\
+             [[quota]]\ncallers = [\"*\"]\ntools = [\"fx.slow\"]\nconcurrency = 1\nstrict = true\n",
             db.url()
         ),
     );
@@ -296,7 +276,7 @@ fn a_lost_store_lets_ordinary_quotas_through_and_refuses_strict_ones() {
     assert!(w
         .call_text("fx.echo", json!({"n": 2}))
         .starts_with("Error: Rate limit"));
-    psql(&format!("DROP DATABASE {} WITH (FORCE)", db.0));
+    db.lose();
     // Fail open: the ordinary quota cannot be counted, the calls go through.
     for n in 3..5 {
         assert_eq!(
@@ -311,5 +291,184 @@ fn a_lost_store_lets_ordinary_quotas_through_and_refuses_strict_ones() {
         "Error: The rate limit for tool 'fx.fail' could not be checked. Retry in 1 s."
     );
     assert_eq!(retry_ms(&r), 1000);
+    let r = w.call("fx.slow", json!({"ms": 1}));
+    assert_eq!(
+        text(&r),
+        "Error: The concurrency limit for tool 'fx.slow' could not be checked. Retry in 1 s."
+    );
     assert_eq!(executions(&count), 3);
+}
+
+/// Gap of the first build: concurrency was counted per process. Two gateways
+/// share PostgreSQL and one slot: while A's call runs, B is refused; once it
+/// ended, B runs. Then A is killed (-9) mid-call: its slot stays taken while its
+/// lease holds (upstream timeout 4 s: an 8 s lease) and frees itself after, with
+/// no gateway left to free it.
+#[test]
+fn concurrency_is_counted_across_gateways_and_a_killed_ones_slot_frees_itself() {
+    const FULL: &str = "Error: Concurrency limit for tool 'fx.slow' reached (1 call at a time for caller 'local'). Retry in 1 s.";
+    let db = PgDb::create("quotaconc");
+    let dir = scratch("quota-pg-conc");
+    let count = dir.join("count.txt");
+    let config = counted(
+        &count,
+        &format!(
+            "timeout_ms = 4000\n[store]\nurl = \"{}\"\n\
+             [[quota]]\ncallers = [\"*\"]\ntools = [\"fx.slow\"]\nconcurrency = 1\n",
+            db.url()
+        ),
+    );
+    let mut a = Warden::start("quota-conc-a", &config);
+    let mut b = Warden::start("quota-conc-b", &config);
+    let wait_for_execution = |n: usize| {
+        let sent = std::time::Instant::now();
+        while executions(&count) < n {
+            assert!(
+                sent.elapsed() < PATIENCE,
+                "the call never reached the upstream"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let slow = a.send_request(
+        "tools/call",
+        json!({"name": "fx.slow", "arguments": {"ms": 1000}}),
+    );
+    wait_for_execution(1);
+    let r = b.call("fx.slow", json!({"ms": 1}));
+    assert_eq!(text(&r), FULL);
+    assert_eq!(retry_ms(&r), 1000);
+    assert_eq!(
+        a.response(&json!(slow))["result"]["content"][0]["text"],
+        "slept 1000 ms"
+    );
+    // The slot was freed before A answered.
+    assert_eq!(b.call_text("fx.slow", json!({"ms": 1})), "slept 1 ms");
+
+    let sent = std::time::Instant::now();
+    a.send_request(
+        "tools/call",
+        json!({"name": "fx.slow", "arguments": {"ms": 1000}}),
+    );
+    wait_for_execution(3);
+    let status = std::process::Command::new("kill")
+        .args(["-9", &a.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    a.wait_exit();
+    assert_eq!(
+        text(&b.call("fx.slow", json!({"ms": 1}))),
+        FULL,
+        "A's lease still holds"
+    );
+    let answer = loop {
+        let r = b.call("fx.slow", json!({"ms": 1}));
+        if text(&r) != FULL {
+            break text(&r).to_owned();
+        }
+        assert!(
+            sent.elapsed() < PATIENCE,
+            "a dead gateway's slot never freed"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(answer, "slept 1 ms");
+    assert!(
+        sent.elapsed() >= Duration::from_secs(8),
+        "freed only once the lease (timeout + margin) ran out"
+    );
+}
+
+/// Gap of the first build: a 2026-07-28 call put to a human was counted when
+/// asked and again when its approved retry came back. Two gateways share
+/// PostgreSQL and the sealing secret; each call is asked on one and approved on
+/// the other. With a rate of 2 per hour both calls run; a replay of an approved
+/// state is a new call, and is counted: the third is over the rate.
+#[test]
+fn an_approved_retry_counts_once_across_replicas_and_a_replay_counts_again() {
+    std::env::set_var(
+        "WARDEN_QUOTA_TEST_SECRET",
+        "a shared quota secret of length",
+    );
+    let db = PgDb::create("quotaretry");
+    let dir = scratch("quota-retry");
+    let count = dir.join("count.txt");
+    let config = counted(
+        &count,
+        &format!(
+            "[gateway]\nstate_secret_env = \"WARDEN_QUOTA_TEST_SECRET\"\n[store]\nurl = \"{}\"\n\
+             [[rule]]\ncallers = [\"*\"]\ntools = [\"fx.echo\"]\neffect = \"ask\"\n\
+             [[quota]]\ncallers = [\"*\"]\ntools = [\"fx.echo\"]\nrate = \"2/hour\"\n",
+            db.url()
+        ),
+    );
+    let mut a = Warden::spawn("quota-retry-a", &config);
+    let mut b = Warden::spawn("quota-retry-b", &config);
+    let call = |n: i64, retry: Option<&Value>| {
+        let mut p = json!({"name": "fx.echo", "arguments": {"n": n},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+        if let Some(state) = retry {
+            p["requestState"] = state.clone();
+            p["inputResponses"] =
+                json!({"warden/approval": {"action": "accept", "content": {"approve": true}}});
+        }
+        p
+    };
+    let mut states = Vec::new();
+    for n in 1..=2 {
+        let r = a.request("tools/call", call(n, None));
+        assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+        let state = r["result"]["requestState"].clone();
+        let r = b.request("tools/call", call(n, Some(&state)));
+        assert_eq!(r["result"]["structuredContent"], json!({"n": n}), "{r}");
+        states.push(state);
+    }
+    assert_eq!(executions(&count), 2);
+    let r = a.request("tools/call", call(2, Some(&states[1])));
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        "Error: Rate limit for tool 'fx.echo' reached (2 calls per hour for caller 'local'). Retry in 1800 s."
+    );
+    assert_eq!(executions(&count), 2);
+}
+
+/// The same for an upstream's own input round: a 2026-07-28 upstream answers
+/// with an `InputRequiredResult`, the client answers and sends the call again;
+/// it counts once. A replay of the answered state is a new call, counted.
+#[test]
+fn a_call_retried_after_an_upstreams_input_round_counts_once() {
+    let conformance = env!("CARGO_BIN_EXE_warden-conformance-upstream");
+    let mut w = Warden::spawn(
+        "quota-input-round",
+        &format!(
+            "[[upstream]]\nname = \"cf\"\ncommand = [\"{conformance}\"]\nprotocol = \"2026-07-28\"\n\
+             [[quota]]\ncallers = [\"*\"]\ntools = [\"cf.*\"]\nrate = \"1/hour\"\n"
+        ),
+    );
+    let call = |retry: Option<&Value>| {
+        let mut p = json!({"name": "cf.test_input_required_result_tampered_state", "arguments": {},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+        if let Some(state) = retry {
+            p["requestState"] = state.clone();
+            p["inputResponses"] = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+        }
+        p
+    };
+    let r = w.request("tools/call", call(None));
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let state = r["result"]["requestState"].clone();
+    let r = w.request("tools/call", call(Some(&state)));
+    assert_eq!(
+        text(&r),
+        "integrity-ok: the request state is the one this server sealed.",
+        "{r}"
+    );
+    let r = w.request("tools/call", call(Some(&state)));
+    assert_eq!(
+        text(&r),
+        "Error: Rate limit for tool 'cf.test_input_required_result_tampered_state' reached (1 call per hour for caller 'local'). Retry in 3600 s."
+    );
 }

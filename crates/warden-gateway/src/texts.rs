@@ -310,9 +310,9 @@ pub fn concurrency_limited(tool: &str, limit: u32, caller: &str, retry_s: u64) -
 }
 
 /// Q4: a strict quota could not be counted (the shared store did not answer).
-pub fn quota_unverifiable(tool: &str, retry_s: u64) -> String {
+pub fn quota_unverifiable(kind: &str, tool: &str, retry_s: u64) -> String {
     format!(
-        "Error: The rate limit for tool '{}' could not be checked. Retry in {retry_s} s.",
+        "Error: The {kind} for tool '{}' could not be checked. Retry in {retry_s} s.",
         shown(tool)
     )
 }
@@ -321,6 +321,15 @@ pub fn quota_unverifiable(tool: &str, retry_s: u64) -> String {
 pub fn flow_denied(tool: &str, reason: &str) -> String {
     format!(
         "Error: Tool '{}' cannot be called at this point of the session. {reason}",
+        shown(tool)
+    )
+}
+
+/// F3: a labelled call whose session trail lives in the shared store, which
+/// could not be read or written (flows fail closed).
+pub fn flow_unverifiable(tool: &str, retry_s: u64) -> String {
+    format!(
+        "Error: Tool '{}' cannot be called now: what this session has touched could not be checked. Retry in {retry_s} s.",
         shown(tool)
     )
 }
@@ -370,8 +379,16 @@ mod tests {
             "Error: Concurrency limit for tool 's.q' reached (2 calls at a time for caller 'bob'). Retry in 1 s."
         );
         assert_eq!(
-            quota_unverifiable("s.q", 1),
+            quota_unverifiable("rate limit", "s.q", 1),
             "Error: The rate limit for tool 's.q' could not be checked. Retry in 1 s."
+        );
+        assert_eq!(
+            quota_unverifiable("concurrency limit", "s.q", 1),
+            "Error: The concurrency limit for tool 's.q' could not be checked. Retry in 1 s."
+        );
+        assert_eq!(
+            flow_unverifiable("mail.send", 1),
+            "Error: Tool 'mail.send' cannot be called now: what this session has touched could not be checked. Retry in 1 s."
         );
         assert_eq!(
             flow_denied("mail.send", "Reason."),

@@ -33,7 +33,7 @@ mod pg;
 mod sqlite;
 mod time;
 
-pub use pg::Postgres;
+pub use pg::{Postgres, QuotaTake};
 pub use sqlite::Sqlite;
 
 use serde::{Deserialize, Serialize};

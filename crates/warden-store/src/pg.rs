@@ -53,7 +53,40 @@ const MIGRATIONS: &[&str] = &[
         sid TEXT PRIMARY KEY,
         until_ms BIGINT NOT NULL
     );",
+    // 5: calls in flight under a concurrency quota, each slot leased (server
+    // clock) and renewed by the gateway that holds it, so a killed replica's slots
+    // free themselves; quota credits, one per paused call that was counted, which
+    // its retry redeems once; and the flow trails of sessions that can move
+    // between replicas (2026-07-28 callers).
+    "CREATE TABLE warden_quota_slot (
+        id TEXT PRIMARY KEY,
+        bucket TEXT NOT NULL,
+        lease_until_ms BIGINT NOT NULL
+    );
+    CREATE INDEX warden_quota_slot_bucket ON warden_quota_slot (bucket);
+    CREATE TABLE warden_quota_credit (
+        id TEXT PRIMARY KEY,
+        until_ms BIGINT NOT NULL
+    );
+    CREATE TABLE warden_flow_trail (
+        scope TEXT PRIMARY KEY,
+        labels TEXT[] NOT NULL,
+        until_ms BIGINT NOT NULL
+    );",
 ];
+
+/// What [`Postgres::take_quota`] decided about one call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QuotaTake {
+    /// Every bucket took the call: the ids of the slots it now holds, one per
+    /// concurrency bucket, leased until released or no longer renewed.
+    Admitted(Vec<String>),
+    /// Concurrency bucket `i` has no free slot.
+    Full(usize),
+    /// Rate bucket `i` refuses (the one that makes the caller wait longest) for
+    /// this many more milliseconds.
+    Wait(usize, f64),
+}
 
 /// The server's time in ms since the epoch (clock_timestamp: the time now, not
 /// the transaction's start).
@@ -278,63 +311,221 @@ impl Postgres {
         Ok(claim)
     }
 
-    /// Takes one call from every bucket in `buckets`, or from none of them: the
-    /// generic cell rate algorithm over the server's clock, in one transaction
-    /// whose row locks make replicas take their turns. Each bucket is its key, the
-    /// ms between two calls at its steady rate, and how far ahead of that rate it
-    /// may run. `Ok(None)`: admitted; `Ok(Some((i, ms)))`: bucket `i` refuses
-    /// (the one that makes the caller wait longest) for `ms` more milliseconds.
+    /// Takes one call from every rate bucket in `rates` and one slot from every
+    /// concurrency bucket in `slots`, or nothing at all: the generic cell rate
+    /// algorithm over the server's clock, in one transaction whose row locks make
+    /// replicas take their turns. A rate bucket is its key, the ms between two
+    /// calls at its steady rate, and how far ahead of that rate it may run; a
+    /// concurrency bucket is its key and how many slots it has. A slot taken is
+    /// leased for `lease` (see [`Postgres::renew_slots`]); slots whose lease ran out
+    /// are free. A full concurrency bucket refuses before any rate is looked at.
     pub async fn take_quota(
         &self,
-        buckets: &[(String, f64, f64)],
-    ) -> Result<Option<(usize, f64)>, StoreError> {
+        rates: &[(String, f64, f64)],
+        slots: &[(String, u32)],
+        lease: Duration,
+    ) -> Result<QuotaTake, StoreError> {
+        let mut keys: Vec<&str> = rates
+            .iter()
+            .map(|r| r.0.as_str())
+            .chain(slots.iter().map(|s| s.0.as_str()))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let ids = slots
+            .iter()
+            .map(|_| new_owner().map(|id| id.to_string()))
+            .collect::<Result<Vec<String>, StoreError>>()?;
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(unavailable)?;
-        // Rows are locked in key order, so two replicas never wait on each other in a circle.
-        let mut order: Vec<usize> = (0..buckets.len()).collect();
-        order.sort_by(|a, b| buckets[*a].0.cmp(&buckets[*b].0));
-        let now_sql = "extract(epoch FROM clock_timestamp()) * 1000";
-        let mut seen = Vec::with_capacity(buckets.len());
-        for &i in &order {
-            let key = &buckets[i].0;
-            tx.execute(
-                "INSERT INTO warden_quota (key, tat_ms) VALUES ($1, 0) ON CONFLICT (key) DO NOTHING",
-                &[key],
+        // Rows are created and locked in key order, so two replicas never wait on
+        // each other in a circle.
+        tx.execute(
+            "INSERT INTO warden_quota (key, tat_ms) SELECT k, 0 FROM unnest($1::TEXT[]) AS k ORDER BY k
+             ON CONFLICT (key) DO NOTHING",
+            &[&keys],
+        )
+        .await
+        .map_err(unavailable)?;
+        let rows = tx
+            .query(
+                "SELECT key, tat_ms, (extract(epoch FROM clock_timestamp()) * 1000)::DOUBLE PRECISION
+                 FROM warden_quota WHERE key = ANY($1) ORDER BY key FOR UPDATE",
+                &[&keys],
             )
             .await
             .map_err(unavailable)?;
-            let row = tx
-                .query_one(
-                    &format!("SELECT tat_ms, ({now_sql})::DOUBLE PRECISION FROM warden_quota WHERE key = $1 FOR UPDATE"),
-                    &[key],
+        let tat_of = |key: &str| -> (f64, f64) {
+            rows.iter()
+                .find(|r| r.get::<_, &str>(0) == key)
+                .map(|r| (r.get(1), r.get(2)))
+                .unwrap_or((0.0, 0.0))
+        };
+        if !slots.is_empty() {
+            let buckets: Vec<&str> = slots.iter().map(|s| s.0.as_str()).collect();
+            tx.execute(
+                &format!("DELETE FROM warden_quota_slot WHERE bucket = ANY($1) AND lease_until_ms < {NOW_MS}"),
+                &[&buckets],
+            )
+            .await
+            .map_err(unavailable)?;
+            let held = tx
+                .query(
+                    "SELECT bucket, COUNT(*) FROM warden_quota_slot WHERE bucket = ANY($1) GROUP BY bucket",
+                    &[&buckets],
                 )
                 .await
                 .map_err(unavailable)?;
-            let (tat, now): (f64, f64) = (row.get(0), row.get(1));
-            seen.push((i, tat.max(now), now));
-        }
-        let refused = seen
-            .iter()
-            .filter_map(|&(i, tat, now)| {
-                let wait = tat - now - buckets[i].2;
-                (wait > 0.0).then_some((i, wait))
-            })
-            .fold(None, |worst: Option<(usize, f64)>, (i, w)| match worst {
-                Some((_, ww)) if ww >= w => worst,
-                _ => Some((i, w)),
-            });
-        if refused.is_none() {
-            for &(i, tat, _) in &seen {
-                tx.execute(
-                    "UPDATE warden_quota SET tat_ms = $2 WHERE key = $1",
-                    &[&buckets[i].0, &(tat + buckets[i].1)],
-                )
-                .await
-                .map_err(unavailable)?;
+            for (i, (bucket, limit)) in slots.iter().enumerate() {
+                let n = held
+                    .iter()
+                    .find(|r| r.get::<_, &str>(0) == bucket)
+                    .map_or(0, |r| r.get::<_, i64>(1));
+                if n >= i64::from(*limit) {
+                    tx.rollback().await.map_err(unavailable)?;
+                    return Ok(QuotaTake::Full(i));
+                }
             }
         }
+        let mut next = Vec::with_capacity(rates.len());
+        let mut worst: Option<(usize, f64)> = None;
+        for (i, (key, interval, tolerance)) in rates.iter().enumerate() {
+            let (tat, now) = tat_of(key);
+            let tat = tat.max(now);
+            let wait = tat - now - tolerance;
+            if wait > 0.0 && worst.is_none_or(|(_, w)| wait > w) {
+                worst = Some((i, wait));
+            }
+            next.push(tat + interval);
+        }
+        if let Some((i, wait)) = worst {
+            tx.rollback().await.map_err(unavailable)?;
+            return Ok(QuotaTake::Wait(i, wait));
+        }
+        if !rates.is_empty() {
+            let keys: Vec<&str> = rates.iter().map(|r| r.0.as_str()).collect();
+            tx.execute(
+                "UPDATE warden_quota SET tat_ms = t.tat FROM unnest($1::TEXT[], $2::DOUBLE PRECISION[]) AS t(key, tat)
+                 WHERE warden_quota.key = t.key",
+                &[&keys, &next],
+            )
+            .await
+            .map_err(unavailable)?;
+        }
+        if !slots.is_empty() {
+            let buckets: Vec<&str> = slots.iter().map(|s| s.0.as_str()).collect();
+            tx.execute(
+                &format!(
+                    "INSERT INTO warden_quota_slot (id, bucket, lease_until_ms)
+                     SELECT id, bucket, {NOW_MS} + $3 FROM unnest($1::TEXT[], $2::TEXT[]) AS t(id, bucket)"
+                ),
+                &[&ids, &buckets, &millis(lease)],
+            )
+            .await
+            .map_err(unavailable)?;
+        }
         tx.commit().await.map_err(unavailable)?;
-        Ok(refused)
+        Ok(QuotaTake::Admitted(ids))
+    }
+
+    /// Extends the leases of slots this gateway holds; how many it still held
+    /// (a slot whose lease ran out may have been freed and taken by another call).
+    pub async fn renew_slots(&self, ids: &[String], lease: Duration) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                &format!("UPDATE warden_quota_slot SET lease_until_ms = {NOW_MS} + $2 WHERE id = ANY($1)"),
+                &[&ids, &millis(lease)],
+            )
+            .await
+            .map_err(unavailable)
+    }
+
+    /// Frees slots: their calls ended.
+    pub async fn release_slots(&self, ids: &[String]) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute("DELETE FROM warden_quota_slot WHERE id = ANY($1)", &[&ids])
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    /// Records a credit: a call counted against its quotas paused, and its retry,
+    /// which brings `id` back sealed, is not counted again. Valid for `ttl`.
+    pub async fn issue_credit(&self, id: &str, ttl: Duration) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                &format!("DELETE FROM warden_quota_credit WHERE until_ms < {NOW_MS}"),
+                &[],
+            )
+            .await
+            .map_err(unavailable)?;
+        client
+            .execute(
+                &format!(
+                    "INSERT INTO warden_quota_credit (id, until_ms) VALUES ($1, {NOW_MS} + $2)
+                     ON CONFLICT (id) DO NOTHING"
+                ),
+                &[&id, &millis(ttl)],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    /// Redeems a credit: true once, for a credit issued and not yet expired.
+    pub async fn redeem_credit(&self, id: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                &format!("DELETE FROM warden_quota_credit WHERE id = $1 AND until_ms >= {NOW_MS}"),
+                &[&id],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(n == 1)
+    }
+
+    /// The labels a session (`scope`) has touched, unless its trail expired.
+    pub async fn flow_trail(&self, scope: &str) -> Result<Vec<String>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                &format!("SELECT labels FROM warden_flow_trail WHERE scope = $1 AND until_ms >= {NOW_MS}"),
+                &[&scope],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(row.map(|r| r.get(0)).unwrap_or_default())
+    }
+
+    /// Adds `labels` to a session's trail and keeps it for `idle` from now (an
+    /// expired trail starts afresh); returns the whole trail, sorted.
+    pub async fn touch_flow(
+        &self,
+        scope: &str,
+        labels: &[String],
+        idle: Duration,
+    ) -> Result<Vec<String>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                &format!(
+                    "INSERT INTO warden_flow_trail AS t (scope, labels, until_ms)
+                     VALUES ($1, ARRAY(SELECT DISTINCT l FROM unnest($2::TEXT[]) AS l ORDER BY l), {NOW_MS} + $3)
+                     ON CONFLICT (scope) DO UPDATE SET
+                       labels = CASE WHEN t.until_ms < {NOW_MS} THEN EXCLUDED.labels
+                         ELSE ARRAY(SELECT DISTINCT l FROM unnest(t.labels || EXCLUDED.labels) AS l ORDER BY l) END,
+                       until_ms = EXCLUDED.until_ms
+                     RETURNING labels"
+                ),
+                &[&scope, &labels, &millis(idle)],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(row.get(0))
     }
 
     /// See [`crate::Sqlite::renew`].
@@ -709,23 +900,127 @@ mod tests {
         // "wide": 1 call per hour, a burst of 2; "narrow": 1 per hour, no burst.
         let wide = ("wide".to_owned(), 3_600_000.0, 3_600_000.0);
         let narrow = ("narrow".to_owned(), 3_600_000.0, 0.0);
+        let take = |rates: Vec<(String, f64, f64)>| {
+            let s = s.clone();
+            async move { s.take_quota(&rates, &[], DAY).await.unwrap() }
+        };
         assert_eq!(
-            s.take_quota(&[wide.clone(), narrow.clone()]).await.unwrap(),
-            None
+            take(vec![wide.clone(), narrow.clone()]).await,
+            QuotaTake::Admitted(vec![])
         );
         // The narrow bucket is empty: it refuses, and the wide one keeps its call.
-        let (i, wait) = s
-            .take_quota(&[wide.clone(), narrow.clone()])
-            .await
-            .unwrap()
-            .unwrap();
+        let QuotaTake::Wait(i, wait) = take(vec![wide.clone(), narrow.clone()]).await else {
+            panic!("admitted over the limit")
+        };
         assert_eq!(i, 1);
         assert!(wait > 3_590_000.0 && wait <= 3_600_000.0, "{wait}");
-        assert_eq!(
-            s.take_quota(std::slice::from_ref(&wide)).await.unwrap(),
-            None
+        assert_eq!(take(vec![wide.clone()]).await, QuotaTake::Admitted(vec![]));
+        assert!(matches!(take(vec![wide]).await, QuotaTake::Wait(0, _)));
+        drop(s);
+        db.drop_db().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn slots_are_shared_leased_and_freed() {
+        let db = TestDb::create("slots").await;
+        let (a, b) = (
+            Postgres::connect(&db.url()).await.unwrap(),
+            Postgres::connect(&db.url()).await.unwrap(),
         );
-        assert!(s.take_quota(&[wide]).await.unwrap().is_some());
+        let two = [("c".to_owned(), 2)];
+        let rate = [("r".to_owned(), 1.0, 0.0)];
+        let QuotaTake::Admitted(first) = a.take_quota(&[], &two, DAY).await.unwrap() else {
+            panic!("no slot")
+        };
+        assert_eq!(first.len(), 1);
+        let short = Duration::from_millis(300);
+        let QuotaTake::Admitted(second) = b.take_quota(&[], &two, short).await.unwrap() else {
+            panic!("no second slot")
+        };
+        // Full across both connections: and a full bucket takes no rate either.
+        assert_eq!(
+            a.take_quota(&rate, &two, DAY).await.unwrap(),
+            QuotaTake::Full(0)
+        );
+        assert!(matches!(
+            a.take_quota(&rate, &[], DAY).await.unwrap(),
+            QuotaTake::Admitted(_)
+        ));
+        // A renewed lease holds; one no longer renewed frees its slot.
+        assert_eq!(b.renew_slots(&second, short).await.unwrap(), 1);
+        assert_eq!(
+            a.take_quota(&[], &two, DAY).await.unwrap(),
+            QuotaTake::Full(0)
+        );
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let QuotaTake::Admitted(third) = a.take_quota(&[], &two, DAY).await.unwrap() else {
+            panic!("an expired slot was not freed")
+        };
+        assert_eq!(b.renew_slots(&second, short).await.unwrap(), 0, "gone");
+        // Released slots are free at once.
+        a.release_slots(&first).await.unwrap();
+        a.release_slots(&third).await.unwrap();
+        let QuotaTake::Admitted(_) = b.take_quota(&[], &two, DAY).await.unwrap() else {
+            panic!("a released slot was not freed")
+        };
+        drop((a, b));
+        db.drop_db().await;
+    }
+
+    #[tokio::test]
+    async fn credits_redeem_once_and_trails_grow_until_they_expire() {
+        let db = TestDb::create("credit").await;
+        let (a, b) = (
+            Postgres::connect(&db.url()).await.unwrap(),
+            Postgres::connect(&db.url()).await.unwrap(),
+        );
+        a.issue_credit("q1", DAY).await.unwrap();
+        assert!(b.redeem_credit("q1").await.unwrap());
+        assert!(!a.redeem_credit("q1").await.unwrap(), "only once");
+        assert!(!a.redeem_credit("never").await.unwrap());
+        a.issue_credit("q2", Duration::from_millis(1))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!b.redeem_credit("q2").await.unwrap(), "expired");
+
+        assert!(a.flow_trail("caller:alice").await.unwrap().is_empty());
+        let labels = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            a.touch_flow(
+                "caller:alice",
+                &labels(&["private_data", "private_data"]),
+                DAY
+            )
+            .await
+            .unwrap(),
+            labels(&["private_data"])
+        );
+        assert_eq!(
+            b.touch_flow("caller:alice", &labels(&["untrusted_content"]), DAY)
+                .await
+                .unwrap(),
+            labels(&["private_data", "untrusted_content"])
+        );
+        assert_eq!(
+            a.flow_trail("caller:alice").await.unwrap(),
+            labels(&["private_data", "untrusted_content"])
+        );
+        assert!(b.flow_trail("caller:bob").await.unwrap().is_empty());
+        // An expired trail is forgotten, and starts afresh.
+        b.touch_flow("caller:bob", &labels(&["x"]), Duration::from_millis(1))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(a.flow_trail("caller:bob").await.unwrap().is_empty());
+        assert_eq!(
+            a.touch_flow("caller:bob", &labels(&["y"]), DAY)
+                .await
+                .unwrap(),
+            labels(&["y"])
+        );
+        drop((a, b));
+        db.drop_db().await;
     }
 
     #[tokio::test]

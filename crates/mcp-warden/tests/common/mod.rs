@@ -581,6 +581,20 @@ impl PgDb {
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:5432/{}", self.0)
     }
+
+    /// Drops the database under the gateways using it: the store is lost.
+    pub fn lose(&self) {
+        let out = std::process::Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-c"])
+            .arg(format!("DROP DATABASE {} WITH (FORCE)", self.0))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 impl Drop for PgDb {

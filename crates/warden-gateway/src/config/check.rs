@@ -760,12 +760,11 @@ pub(super) fn warnings(s: Settings<'_>) -> Vec<String> {
     let shared = s
         .store_url
         .is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"));
-    for (i, q) in s.limits.quotas.iter().enumerate() {
-        if shared && q.concurrency.is_some() {
-            out.push(format!(
-                "quota[{i}]: concurrency is counted by each gateway process, not across the replicas sharing the store (Q2)"
-            ));
-        }
+    if !shared && !s.limits.flows.is_empty() && s.gateway.state_secret_env.is_some() {
+        out.push(
+            "flows: replicas sharing gateway.state_secret_env without a PostgreSQL store keep flow trails per process: an HTTP session another replica takes up, or a 2026-07-28 client that drops its flow context and moves, starts afresh (F3)"
+                .into(),
+        );
     }
     if s.defaults.validate == Some(false) {
         out.push(

@@ -796,20 +796,24 @@ close_schema = true
     }
 
     #[test]
-    fn flows_that_cannot_apply_and_unshared_concurrency_are_warned_about() {
-        let c = Config::parse(
-            "[store]\nurl = \"postgres://w@127.0.0.1/db\"\n\
-             [[upstream]]\nname = \"a\"\ncommand = [\"x\"]\nlabels = { \"*\" = [\"private_data\"] }\n\
+    fn flows_that_cannot_apply_or_cannot_be_shared_are_warned_about() {
+        let flows = "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\nlabels = { \"*\" = [\"private_data\"] }\n\
              [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\n\
-             [[quota]]\ncallers = [\"*\"]\ntools = [\"*\"]\nconcurrency = 2\n",
-            "w.toml",
-        )
-        .unwrap();
+             [[quota]]\ncallers = [\"*\"]\ntools = [\"*\"]\nconcurrency = 2\n";
+        let never =
+            "flow[0] never applies: no upstream gives any tool the label 'external_sink' (F1)";
+        let shared = format!("[store]\nurl = \"postgres://w@127.0.0.1/db\"\n[gateway]\nstate_secret_env = \"S\"\n{flows}");
+        // Concurrency is counted in the shared store: nothing to say about it.
         assert_eq!(
-            c.warnings(),
+            Config::parse(&shared, "w.toml").unwrap().warnings(),
+            [never]
+        );
+        let unshared = format!("[gateway]\nstate_secret_env = \"S\"\n{flows}");
+        assert_eq!(
+            Config::parse(&unshared, "w.toml").unwrap().warnings(),
             [
-                "flow[0] never applies: no upstream gives any tool the label 'external_sink' (F1)",
-                "quota[0]: concurrency is counted by each gateway process, not across the replicas sharing the store (Q2)"
+                never,
+            "flows: replicas sharing gateway.state_secret_env without a PostgreSQL store keep flow trails per process: an HTTP session another replica takes up, or a 2026-07-28 client that drops its flow context and moves, starts afresh (F3)"
             ]
         );
     }

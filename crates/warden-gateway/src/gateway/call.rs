@@ -13,7 +13,7 @@ use super::flow::{FlowDecision, Flows, Trail, FLOW_META_KEY};
 use super::grant::GrantSource;
 use super::input::{self, Rounds};
 use super::ledger::{self, LedgerKey};
-use super::quota::{Admission, Quotas};
+use super::quota::{Admission, Quotas, CREDIT_KEY};
 use super::relay::{self, Pending};
 use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls, Sealed};
 use super::session::{self, CallKey, ClientSession, Sessions};
@@ -31,7 +31,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warden_core::hooks::{self, BeforeHook, BeforeOutcome, CallContext};
 use warden_core::{answer, CallReport, Caller, Forward, Pipeline, Refusal, Verdict};
-use warden_store::Claim;
+use warden_store::{Claim, Finish};
+
+/// How long a quota credit redeems: as long as the state that carries it opens.
+const CREDIT_TTL: Duration = Duration::from_secs(rev2026::STATE_TTL_SECS);
 
 /// A future that ends with a response body (`None`: nothing is due).
 pub type Answering = Pin<Box<dyn Future<Output = Option<Body>> + Send>>;
@@ -83,6 +86,9 @@ struct Accepted {
     binding: Option<Arc<Binding>>,
     /// A quota applies to the call (Q1).
     limited: bool,
+    /// A quota's rate counted the call (now, or before it paused): should it
+    /// pause again, its retry is not counted again.
+    counted: bool,
     /// Flow policy is on: the call's labels, and a 2026-07-28 client's sealed
     /// flow context from the request's `_meta` (F1-F4).
     flow: Option<(Vec<String>, Option<Value>)>,
@@ -104,6 +110,9 @@ pub struct Relayed {
     params: Option<Value>,
     capabilities: Option<Value>,
     approved: bool,
+    /// A quota counted the call: should a 2026-07-28 client be asked for input,
+    /// its retry is not counted again (Q3).
+    counted: bool,
 }
 
 impl Calls {
@@ -442,6 +451,7 @@ impl Calls {
             envelope,
             binding,
             limited,
+            counted: false,
             flow,
             sealed,
         })
@@ -489,15 +499,33 @@ impl Calls {
         let stateless = a.envelope.is_some();
         let mut flow_ask = None;
         let mut after: Option<Trail> = None;
+        // Where replicas share this session's trail (only a labelled call can be
+        // stopped or add to it, so only one reads or writes it).
+        let scope = a
+            .flow
+            .as_ref()
+            .filter(|(labels, _)| !labels.is_empty())
+            .and_then(|_| self.flows.shared_scope(stateless, caller, &session.label));
         if let Some((labels, sealed)) = &a.flow {
-            let trail = if stateless {
-                let key = self.state_key();
-                let trail = self.flows.stateless_trail(key, caller, sealed.as_ref());
-                *context = Some(self.flows.remember_stateless(key, caller, &trail));
-                trail
+            let mut trail = if stateless {
+                self.flows
+                    .stateless_trail(self.state_key(), caller, sealed.as_ref())
             } else {
                 session::lock(&session.flow).clone()
             };
+            // The shared store's trail, which no client can drop and every replica reads.
+            if let Some(scope) = &scope {
+                match self.flows.shared_trail(scope).await {
+                    Ok(shared) => trail.extend(shared),
+                    Err(e) => return self.flow_unverifiable(&a.record, &ctx.tool, &e).await,
+                }
+            }
+            if stateless {
+                *context = Some(
+                    self.flows
+                        .remember_stateless(self.state_key(), caller, &trail),
+                );
+            }
             if let Some(r) = a.record.audit.as_mut() {
                 r.labels = labels.clone();
                 r.touched = trail.iter().cloned().collect();
@@ -520,9 +548,30 @@ impl Calls {
             after = Some(t);
         }
         if a.limited {
-            match self.quotas.admit(ctx.caller.as_ref(), &ctx.tool).await {
-                Admission::Admitted(slots) => a.record.slots = slots,
+            // A retry of a call that was counted before it paused redeems its credit.
+            let credit = a
+                .sealed
+                .as_ref()
+                .and_then(|s| s.get(CREDIT_KEY))
+                .and_then(Value::as_str);
+            let credited = match credit {
+                Some(id) => self.quotas.redeem_credit(id).await,
+                None => false,
+            };
+            let lease = ledger::lease_for(a.up.timeout_ms());
+            let admitted = self
+                .quotas
+                .admit(ctx.caller.as_ref(), &ctx.tool, lease, credited);
+            match admitted.await {
+                Admission::Admitted { slots, counted } => {
+                    a.record.slots = slots;
+                    a.counted = counted;
+                }
                 Admission::Refused { text, retry_ms } => {
+                    if let (true, Some(id)) = (credited, credit) {
+                        // Refused for its concurrency: the credit stands for the next retry.
+                        self.quotas.issue_credit(id, CREDIT_TTL).await;
+                    }
                     tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), retry_ms, "a quota refused the call");
                     let end = End::Policy {
                         decision: Decision::RateLimited,
@@ -570,8 +619,13 @@ impl Calls {
                     };
                     return self.settle.settle(&a.record, refused(&text)).await;
                 }
-                Approval::InputRequired(result) => {
-                    // Not over: the client asks its user and retries the call.
+                Approval::InputRequired(mut result) => {
+                    // Not over: the client asks its user and retries the call;
+                    // its place frees now, and a counted call is not counted again.
+                    a.record.slots.release().await;
+                    if let Some(binding) = a.binding.as_deref() {
+                        self.credit(&mut result, binding, a.counted).await;
+                    }
                     self.settle
                         .paused(&a.record, Decision::ApprovalRequested)
                         .await;
@@ -657,7 +711,20 @@ impl Calls {
             }
         }
         // Let through: from now on the session has touched the call's labels (F4).
-        if let (Some((labels, _)), Some(after)) = (&a.flow, after) {
+        if let (Some((labels, _)), Some(mut after)) = (&a.flow, after) {
+            if let Some(scope) = &scope {
+                match self.flows.touch_shared(scope, labels).await {
+                    Ok(shared) => after.extend(shared),
+                    Err(e) => {
+                        // It does not run: its key, if it claimed one, may be used again.
+                        if let Some(held) = a.record.ledger.take() {
+                            let why = "the flow trail could not be recorded".to_owned();
+                            self.settle.ledger.settle(&held, Finish::Failed(why)).await;
+                        }
+                        return self.flow_unverifiable(&a.record, &ctx.tool, &e).await;
+                    }
+                }
+            }
             if stateless {
                 *context = Some(
                     self.flows
@@ -674,6 +741,40 @@ impl Calls {
             Ok(relayed) => self.answer(session, relayed).await,
             Err(body) => body,
         }
+    }
+
+    /// A counted 2026-07-28 call handed back to its client (for an approval, or
+    /// for an upstream's input request): its state carries a credit, so the
+    /// retry is not counted again (Q3).
+    async fn credit(&self, result: &mut Value, binding: &Binding, counted: bool) {
+        if !counted {
+            return;
+        }
+        let Some(id) = rev2026::park_id() else { return };
+        input::add_to_state(
+            result,
+            self.state_key(),
+            binding,
+            (CREDIT_KEY, Value::String(id.clone())),
+        );
+        self.quotas.issue_credit(&id, CREDIT_TTL).await;
+    }
+
+    /// A labelled call whose trail the shared store could not read or write:
+    /// refused (flows fail closed), with when to retry.
+    async fn flow_unverifiable(
+        &self,
+        record: &CallRecord,
+        tool: &str,
+        e: &warden_store::StoreError,
+    ) -> Option<Body> {
+        tracing::error!(tool = %logged(tool), "the store cannot keep a session's flow trail; the call is refused: {}", logged(e));
+        let end = End::Policy {
+            decision: Decision::FlowDenied,
+            text: texts::flow_unverifiable(tool, 1),
+            retry_ms: Some(1000),
+        };
+        self.settle.settle(record, end).await
     }
 
     /// Queues the call on its upstream.
@@ -742,6 +843,7 @@ impl Calls {
                 params,
                 capabilities,
                 approved: a.approval,
+                counted: a.counted,
             }),
             Err(e) => Err(self.failed(&a.record, &a.up.name, e).await),
         }
@@ -788,14 +890,20 @@ impl Calls {
                     approved: r.approved,
                     timeout: self.approval_timeout,
                 };
-                let result = rounds.finish(result).await;
+                let mut result = rounds.finish(result).await;
                 let asked = result
                     .as_ref()
                     .ok()
                     .and_then(|r| r.get("result"))
                     .is_some_and(input::is_input_required);
                 if asked {
-                    // Not over: the 2026-07-28 client answers and retries.
+                    // Not over: the 2026-07-28 client answers and retries. Its
+                    // place frees now, and its retry is not counted again.
+                    r.record.slots.release().await;
+                    let out = result.as_mut().ok().and_then(|r| r.get_mut("result"));
+                    if let (Some(binding), Some(out)) = (r.binding.as_deref(), out) {
+                        self.credit(out, binding, r.counted).await;
+                    }
                     self.settle
                         .paused(&r.record, Decision::InputRequested)
                         .await;

@@ -18,6 +18,16 @@
 //! client that drops or alters its context still meets what it touched here, and
 //! a replica that shares the sealing secret accepts the context another replica
 //! sealed.
+//!
+//! With a shared PostgreSQL store, the trails of sessions that can move between
+//! replicas are also kept there: a 2026-07-28 caller's under the caller's name
+//! (which the client cannot shed), so a client that drops its context and moves
+//! to another replica still meets what it touched; an HTTP session's under its
+//! session id, so the replica that takes the session up knows its trail. A
+//! labelled call reads it before it is decided and adds its labels once let
+//! through; when the store cannot answer, the call is refused (flows fail
+//! closed). Calls without labels neither read nor write it. A stdio session
+//! never moves: its trail stays in the process.
 
 use super::rev2026::{unix_now, StateKey};
 use crate::config::limits::{Flow, FlowEffect, Labels};
@@ -25,6 +35,7 @@ use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use warden_store::{Postgres, StoreError};
 
 /// The `_meta` key that carries a 2026-07-28 client's sealed flow context, in
 /// results from the gateway and in requests back to it.
@@ -56,15 +67,57 @@ pub struct Flows {
     /// A stateless trail not used for this long is forgotten (and its sealed
     /// context expires with it).
     idle: Duration,
+    /// Where replicas keep stateless trails together.
+    shared: Option<Postgres>,
 }
 
 impl Flows {
-    pub fn new(rules: Vec<Flow>, labels: Labels, idle: Duration) -> Flows {
+    pub fn new(
+        rules: Vec<Flow>,
+        labels: Labels,
+        idle: Duration,
+        shared: Option<Postgres>,
+    ) -> Flows {
         Flows {
             rules,
             labels,
             stateless: Mutex::new(HashMap::new()),
             idle,
+            shared,
+        }
+    }
+
+    /// Where the shared store keeps a session's trail: a 2026-07-28 caller's
+    /// (`stateless`), or an HTTP session's (its audit label, `http:<sid>`);
+    /// `None` without a shared store or for a session that never moves.
+    pub fn shared_scope(&self, stateless: bool, caller: &str, session: &str) -> Option<String> {
+        self.shared.as_ref()?;
+        if stateless {
+            Some(format!("caller:{caller}"))
+        } else if session.starts_with("http:") && session != "http:stateless" {
+            Some(format!("session:{session}"))
+        } else {
+            None
+        }
+    }
+
+    /// A trail in the shared store (see [`Flows::shared_scope`]).
+    pub async fn shared_trail(&self, scope: &str) -> Result<Trail, StoreError> {
+        match &self.shared {
+            Some(pg) => Ok(pg.flow_trail(scope).await?.into_iter().collect()),
+            None => Ok(Trail::new()),
+        }
+    }
+
+    /// Adds a call's labels to a trail in the shared store; the whole trail there.
+    pub async fn touch_shared(&self, scope: &str, labels: &[String]) -> Result<Trail, StoreError> {
+        match &self.shared {
+            Some(pg) => Ok(pg
+                .touch_flow(scope, labels, self.idle)
+                .await?
+                .into_iter()
+                .collect()),
+            None => Ok(Trail::new()),
         }
     }
 
@@ -170,7 +223,12 @@ mod tests {
             "w.toml",
         )
         .unwrap();
-        Flows::new(c.limits.flows, c.limits.labels, Duration::from_secs(60))
+        Flows::new(
+            c.limits.flows,
+            c.limits.labels,
+            Duration::from_secs(60),
+            None,
+        )
     }
 
     fn trail(labels: &[&str]) -> Trail {
@@ -217,7 +275,7 @@ mod tests {
         let f = flows();
         let key = StateKey::random();
         let sealed = f.remember_stateless(&key, "alice", &trail(&["private_data"]));
-        let fresh = Flows::new(Vec::new(), Labels::default(), Duration::from_secs(60));
+        let fresh = Flows::new(Vec::new(), Labels::default(), Duration::from_secs(60), None);
         // Another replica with the same key reads the context.
         let v = Value::String(sealed.clone());
         assert_eq!(

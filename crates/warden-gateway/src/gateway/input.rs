@@ -110,6 +110,21 @@ pub fn seal_for_client(
     obj.insert("requestState".into(), Value::String(state));
 }
 
+/// Adds `key: value` to the state an `InputRequiredResult` for a 2026-07-28
+/// client carries (sealed by this gateway for `binding`): sealed again with it.
+/// A result without such a state is left as it is.
+pub fn add_to_state(result: &mut Value, key: &StateKey, binding: &Binding, extra: (&str, Value)) {
+    let now = rev2026::unix_now();
+    let Some(token) = result.get("requestState").and_then(Value::as_str) else {
+        return;
+    };
+    let Some(mut sealed) = key.open_with(token, binding, now) else {
+        return;
+    };
+    sealed.insert(extra.0.to_owned(), extra.1);
+    result["requestState"] = Value::String(key.seal_with(binding, now, sealed));
+}
+
 /// What an older client answered to an upstream's input requests.
 pub struct Answers {
     pub responses: Map<String, Value>,
@@ -330,6 +345,14 @@ mod tests {
         );
         let sealed = open_state(&key, &e, &b).unwrap();
         assert!(approved(sealed.as_ref()));
+        // Something added later travels with what was sealed first.
+        let mut again = result.clone();
+        add_to_state(&mut again, &key, &b, ("q", json!("credit")));
+        let e2 = envelope(again["requestState"].as_str().map(str::to_owned), None);
+        let resealed = open_state(&key, &e2, &b).unwrap().unwrap();
+        assert_eq!(resealed["q"], "credit");
+        assert_eq!(resealed["u"], "upstream-secret");
+        assert!(approved(Some(&resealed)));
         let mut params = json!({"name": "ask", "arguments": {}});
         add_retry(&mut params, Some(&e), sealed.as_ref(), "fx");
         assert_eq!(

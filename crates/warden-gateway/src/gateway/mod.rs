@@ -152,13 +152,14 @@ impl Gateway {
         before.extend(web_before);
         after.extend(web_after);
         let state_key = state_key(&config.gateway, |v| std::env::var(v).ok())?;
-        let quotas = quota::Quotas::new(config.limits.quotas.clone(), shared);
+        let quotas = quota::Quotas::new(config.limits.quotas.clone(), shared.clone());
         let idle = crate::config::parse_duration(&config.gateway.session_idle)
             .unwrap_or(Duration::from_secs(1800));
         let flows = flow::Flows::new(
             config.limits.flows.clone(),
             config.limits.labels.clone(),
             idle,
+            shared,
         );
         let upstreams = Arc::new(Upstreams::new(&config));
         let mut metrics = Metrics::new(audit.backlog.clone(), audit.lost.clone());

@@ -4,24 +4,38 @@
 //! A rate is a token bucket kept as its next call's theoretical arrival time
 //! (GCRA): `burst` calls at once, then one every `per / count`. Every quota that
 //! applies to a call takes its call, or none does; when several refuse, the one
-//! that makes the caller wait longest answers (the tightest). Rates are counted in
-//! the shared PostgreSQL store when there is one, so replicas stay within a limit
-//! together, and in this process otherwise; concurrency (calls in flight) is
-//! counted in this process. A refused call never reaches approval, hooks or the
-//! ledger; it is settled with its own decision (`rate_limited`) so the audit
-//! trail and the metrics have it.
+//! that makes the caller wait longest answers (the tightest). With a shared
+//! PostgreSQL store, rates and concurrency (calls in flight) are counted in it,
+//! so replicas stay within a limit together: a call in flight holds a slot under
+//! a lease its gateway renews, so the slots of a replica that died free
+//! themselves when their leases run out. Without one they are counted in this
+//! process. A refused call never reaches approval, hooks or the ledger; it is
+//! settled with its own decision (`rate_limited`) so the audit trail and the
+//! metrics have it.
+//!
+//! A 2026-07-28 call that was counted and then paused (put to a human, or asked
+//! for input by its upstream) ends its request; the client sends it again. So
+//! that it counts once, the pause issues a credit, sealed into the state the
+//! client brings back, and the retry redeems it instead of counting again. A
+//! credit redeems once (in the shared store across replicas), so a replayed
+//! state is counted like any call.
 
 use crate::config::limits::{Quota, Rate};
 use crate::logged::logged;
 use crate::texts;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+use tokio::task::AbortHandle;
 use warden_core::Caller;
-use warden_store::Postgres;
+use warden_store::{Postgres, QuotaTake};
 
 /// The `_meta` key of a refusal's result that says when to retry, in milliseconds.
 pub const RETRY_META_KEY: &str = "warden/retryAfterMs";
+
+/// The key in a sealed 2026-07-28 state that carries a quota credit.
+pub const CREDIT_KEY: &str = "q";
 
 /// How long to wait before retrying a call refused for its concurrency, or for
 /// a store that could not count it: no one can tell when a slot frees.
@@ -30,10 +44,13 @@ const UNKNOWN_WAIT_MS: f64 = 1_000.0;
 /// A quota's decision about one call.
 pub enum Admission {
     /// The call may go on; it holds these concurrency slots until it ends.
-    Admitted(Vec<Slot>),
+    /// `counted`: a rate counted it (now, or before it paused: a credit).
+    Admitted { slots: Slots, counted: bool },
     /// The call is refused: the text for the model, and when to retry.
     Refused { text: String, retry_ms: u64 },
 }
+
+type Counts = Arc<Mutex<HashMap<(usize, String), u32>>>;
 
 /// The quotas of one gateway and their counts.
 pub struct Quotas {
@@ -41,24 +58,70 @@ pub struct Quotas {
     /// Quota index and caller → the bucket's next theoretical arrival (ms since `base`).
     local: Mutex<HashMap<(usize, String), f64>>,
     base: Instant,
-    inflight: Arc<Mutex<HashMap<(usize, String), u32>>>,
+    inflight: Counts,
+    /// Credits issued in this process (no shared store) → until when they redeem.
+    credits: Mutex<HashMap<String, Instant>>,
     shared: Option<Postgres>,
 }
 
-/// A call in flight against a concurrency quota; the slot frees when dropped
-/// (when the call's record is dropped, after the call settled).
-pub struct Slot {
-    counts: Arc<Mutex<HashMap<(usize, String), u32>>>,
-    key: (usize, String),
+/// The concurrency slots a call holds until it ends: freed by [`Slots::release`]
+/// when the call settles, or when dropped should it never settle.
+#[derive(Default)]
+pub struct Slots {
+    local: Vec<(Counts, (usize, String))>,
+    shared: Option<Shared>,
+    released: AtomicBool,
 }
 
-impl Drop for Slot {
+/// Slots in the shared store, and the task renewing their lease.
+struct Shared {
+    pg: Postgres,
+    ids: Vec<String>,
+    renewal: AbortHandle,
+}
+
+impl Slots {
+    fn free_local(&self) {
+        for (counts, key) in &self.local {
+            let mut counts = lock(counts);
+            if let Some(n) = counts.get_mut(key) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    counts.remove(key);
+                }
+            }
+        }
+    }
+
+    /// Frees the slots now (once; later calls do nothing), so the call's answer
+    /// leaves only after its place is free again.
+    pub async fn release(&self) {
+        if self.released.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.free_local();
+        if let Some(s) = &self.shared {
+            s.renewal.abort();
+            if let Err(e) = s.pg.release_slots(&s.ids).await {
+                tracing::warn!("concurrency slots could not be freed in the store; they free when their lease runs out: {e}");
+            }
+        }
+    }
+}
+
+impl Drop for Slots {
     fn drop(&mut self) {
-        let mut counts = lock(&self.counts);
-        if let Some(n) = counts.get_mut(&self.key) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                counts.remove(&self.key);
+        if self.released.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.free_local();
+        if let Some(s) = self.shared.take() {
+            s.renewal.abort();
+            // Without a runtime the lease runs out instead.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = s.pg.release_slots(&s.ids).await;
+                });
             }
         }
     }
@@ -80,6 +143,7 @@ impl Quotas {
             local: Mutex::new(HashMap::new()),
             base: Instant::now(),
             inflight: Arc::new(Mutex::new(HashMap::new())),
+            credits: Mutex::new(HashMap::new()),
             shared,
         }
     }
@@ -90,97 +154,164 @@ impl Quotas {
     }
 
     /// Counts one call of `caller` to `tool` (the name the caller sees) against
-    /// every quota that applies to it.
-    pub async fn admit(&self, caller: Option<&Caller>, tool: &str) -> Admission {
+    /// every quota that applies to it. A slot it takes in the shared store is
+    /// leased for `lease` and renewed until the call ends. `credited`: the call
+    /// was counted before it paused; its rates are not counted again.
+    pub async fn admit(
+        &self,
+        caller: Option<&Caller>,
+        tool: &str,
+        lease: Duration,
+        credited: bool,
+    ) -> Admission {
         let Some(caller) = caller else {
-            return Admission::Admitted(Vec::new());
+            return Admission::Admitted {
+                slots: Slots::default(),
+                counted: credited,
+            };
         };
         let applying: Vec<usize> = (0..self.list.len())
             .filter(|&i| self.list[i].applies(caller, tool))
             .collect();
-        // Concurrency first, all slots or none; a rate refusal then drops them.
-        let slots = match self.take_slots(&applying, &caller.name) {
-            Ok(slots) => slots,
-            Err(i) => {
-                let n = self.list[i].concurrency.unwrap_or_default();
-                return refused(
-                    texts::concurrency_limited(tool, n, &caller.name, seconds(UNKNOWN_WAIT_MS)),
-                    UNKNOWN_WAIT_MS,
-                );
-            }
-        };
         let rated: Vec<(usize, Rate)> = applying
             .iter()
+            .filter(|_| !credited)
             .filter_map(|&i| Some((i, self.list[i].rate?)))
             .collect();
-        if rated.is_empty() {
-            return Admission::Admitted(slots);
-        }
-        let outcome = match &self.shared {
-            Some(pg) => {
-                let buckets: Vec<(String, f64, f64)> = rated
-                    .iter()
-                    .map(|(i, r)| {
-                        (
-                            bucket_key(*i, r, &caller.name),
-                            r.interval_ms(),
-                            r.tolerance_ms(),
-                        )
-                    })
-                    .collect();
-                match pg.take_quota(&buckets).await {
-                    Ok(r) => r,
-                    Err(e) => {
-                        if rated.iter().any(|(i, _)| self.list[*i].strict) {
-                            tracing::error!(tool = %logged(tool), "the store cannot count a strict quota; the call is refused: {}", logged(&e));
-                            return refused(
-                                texts::quota_unverifiable(tool, seconds(UNKNOWN_WAIT_MS)),
-                                UNKNOWN_WAIT_MS,
-                            );
-                        }
-                        tracing::warn!(tool = %logged(tool), "the store cannot count a quota; the call goes through uncounted: {}", logged(&e));
-                        None
-                    }
-                }
-            }
-            None => self.take_local(&rated, &caller.name),
+        let limited: Vec<(usize, u32)> = applying
+            .iter()
+            .filter_map(|&i| Some((i, self.list[i].concurrency?)))
+            .collect();
+        let counted = credited || !rated.is_empty();
+        let concurrency_refusal = |i: usize| {
+            let n = self.list[i].concurrency.unwrap_or_default();
+            refused(
+                texts::concurrency_limited(tool, n, &caller.name, seconds(UNKNOWN_WAIT_MS)),
+                UNKNOWN_WAIT_MS,
+            )
         };
-        match outcome {
-            None => Admission::Admitted(slots),
-            Some((k, wait_ms)) => {
-                let rate = rated[k].1;
-                refused(
-                    texts::rate_limited(tool, &rate.to_string(), &caller.name, seconds(wait_ms)),
-                    wait_ms,
+        let rate_refusal = |rate: &Rate, wait_ms: f64| {
+            refused(
+                texts::rate_limited(tool, &rate.to_string(), &caller.name, seconds(wait_ms)),
+                wait_ms,
+            )
+        };
+        let Some(pg) = &self.shared else {
+            // Concurrency first, all slots or none; a rate refusal then drops them.
+            let slots = match self.take_slots(&limited, &caller.name) {
+                Ok(slots) => slots,
+                Err(i) => return concurrency_refusal(i),
+            };
+            return match self.take_local(&rated, &caller.name) {
+                None => Admission::Admitted { slots, counted },
+                Some((k, wait_ms)) => rate_refusal(&rated[k].1, wait_ms),
+            };
+        };
+        if rated.is_empty() && limited.is_empty() {
+            return Admission::Admitted {
+                slots: Slots::default(),
+                counted,
+            };
+        }
+        let rates: Vec<(String, f64, f64)> = rated
+            .iter()
+            .map(|(i, r)| {
+                (
+                    bucket_key(*i, r, &caller.name),
+                    r.interval_ms(),
+                    r.tolerance_ms(),
                 )
+            })
+            .collect();
+        let buckets: Vec<(String, u32)> = limited
+            .iter()
+            .map(|&(i, n)| (format!("{i}:c{n}:{}", caller.name), n))
+            .collect();
+        match pg.take_quota(&rates, &buckets, lease).await {
+            Ok(QuotaTake::Admitted(ids)) => Admission::Admitted {
+                slots: held(pg, ids, lease),
+                counted,
+            },
+            Ok(QuotaTake::Full(k)) => concurrency_refusal(limited[k].0),
+            Ok(QuotaTake::Wait(k, wait_ms)) => rate_refusal(&rated[k].1, wait_ms),
+            Err(e) => {
+                let strict = rated
+                    .iter()
+                    .map(|(i, _)| *i)
+                    .chain(limited.iter().map(|(i, _)| *i))
+                    .any(|i| self.list[i].strict);
+                if strict {
+                    tracing::error!(tool = %logged(tool), "the store cannot count a strict quota; the call is refused: {}", logged(&e));
+                    let kind = if rated.is_empty() {
+                        "concurrency limit"
+                    } else {
+                        "rate limit"
+                    };
+                    return refused(
+                        texts::quota_unverifiable(kind, tool, seconds(UNKNOWN_WAIT_MS)),
+                        UNKNOWN_WAIT_MS,
+                    );
+                }
+                tracing::warn!(tool = %logged(tool), "the store cannot count a quota; the call goes through uncounted: {}", logged(&e));
+                Admission::Admitted {
+                    slots: Slots::default(),
+                    counted: credited,
+                }
             }
         }
     }
 
-    /// One slot of every concurrency quota in `applying`, or the first that is full.
-    fn take_slots(&self, applying: &[usize], caller: &str) -> Result<Vec<Slot>, usize> {
-        let mut counts = lock(&self.inflight);
-        for &i in applying {
-            if let Some(limit) = self.list[i].concurrency {
-                let held = counts
-                    .get(&(i, caller.to_owned()))
-                    .copied()
-                    .unwrap_or_default();
-                if held >= limit {
-                    return Err(i);
+    /// Records a credit for a counted call that paused: its retry, bringing
+    /// `id` back in its sealed state, is not counted again (once, within `ttl`,
+    /// the state's lifetime). A credit the store cannot record is logged, and
+    /// the retry is counted.
+    pub async fn issue_credit(&self, id: &str, ttl: Duration) {
+        match &self.shared {
+            Some(pg) => {
+                if let Err(e) = pg.issue_credit(id, ttl).await {
+                    tracing::warn!("a paused call's quota credit could not be recorded; its retry will be counted again: {e}");
                 }
             }
-        }
-        let mut slots = Vec::new();
-        for &i in applying {
-            if self.list[i].concurrency.is_some() {
-                let key = (i, caller.to_owned());
-                *counts.entry(key.clone()).or_default() += 1;
-                slots.push(Slot {
-                    counts: self.inflight.clone(),
-                    key,
-                });
+            None => {
+                let now = Instant::now();
+                let mut credits = lock(&self.credits);
+                credits.retain(|_, until| *until > now);
+                credits.insert(id.to_owned(), now + ttl);
             }
+        }
+    }
+
+    /// Redeems a credit a retried call brought back: true once per credit. A
+    /// store that cannot answer redeems nothing: the call is counted.
+    pub async fn redeem_credit(&self, id: &str) -> bool {
+        match &self.shared {
+            Some(pg) => pg.redeem_credit(id).await.unwrap_or_else(|e| {
+                tracing::warn!("a quota credit could not be redeemed; the call is counted: {e}");
+                false
+            }),
+            None => lock(&self.credits)
+                .remove(id)
+                .is_some_and(|until| until > Instant::now()),
+        }
+    }
+
+    /// One slot of every concurrency quota in `limited`, or the first that is full.
+    fn take_slots(&self, limited: &[(usize, u32)], caller: &str) -> Result<Slots, usize> {
+        let mut counts = lock(&self.inflight);
+        for &(i, limit) in limited {
+            let held = counts
+                .get(&(i, caller.to_owned()))
+                .copied()
+                .unwrap_or_default();
+            if held >= limit {
+                return Err(i);
+            }
+        }
+        let mut slots = Slots::default();
+        for &(i, _) in limited {
+            let key = (i, caller.to_owned());
+            *counts.entry(key.clone()).or_default() += 1;
+            slots.local.push((self.inflight.clone(), key));
         }
         Ok(slots)
     }
@@ -301,6 +432,34 @@ fn refused(text: String, wait_ms: f64) -> Admission {
     }
 }
 
+/// Slots taken in the shared store, their lease renewed every third of it
+/// until they are released.
+fn held(pg: &Postgres, ids: Vec<String>, lease: Duration) -> Slots {
+    if ids.is_empty() {
+        return Slots::default();
+    }
+    let (store, renewed) = (pg.clone(), ids.clone());
+    let renewal = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(lease / 3).await;
+            if let Err(e) = store.renew_slots(&renewed, lease).await {
+                // The next renewal may get through before the lease runs out.
+                tracing::warn!("the lease of concurrency slots could not be renewed: {e}");
+            }
+        }
+    })
+    .abort_handle();
+    Slots {
+        local: Vec::new(),
+        shared: Some(Shared {
+            pg: pg.clone(),
+            ids,
+            renewal,
+        }),
+        released: AtomicBool::new(false),
+    }
+}
+
 /// A bucket's key in the shared store: the quota's place and rate (so replicas
 /// with another config do not mix counts) and the caller.
 fn bucket_key(i: usize, rate: &Rate, caller: &str) -> String {
@@ -352,6 +511,8 @@ mod tests {
     use super::*;
     use crate::config::Config;
 
+    const LEASE: Duration = Duration::from_secs(60);
+
     fn quotas(toml: &str) -> Quotas {
         let c = Config::parse(toml, "w.toml").unwrap();
         Quotas::new(c.limits.quotas, None)
@@ -360,7 +521,7 @@ mod tests {
     fn text(a: &Admission) -> Option<(&str, u64)> {
         match a {
             Admission::Refused { text, retry_ms } => Some((text.as_str(), *retry_ms)),
-            Admission::Admitted(_) => None,
+            Admission::Admitted { .. } => None,
         }
     }
 
@@ -421,14 +582,18 @@ mod tests {
         );
         let alice = Caller::new("alice");
         for _ in 0..3 {
-            assert!(text(&q.admit(Some(&alice), "s.query").await).is_none());
+            assert!(text(&q.admit(Some(&alice), "s.query", LEASE, false).await).is_none());
         }
-        let a = q.admit(Some(&alice), "s.query").await;
+        let a = q.admit(Some(&alice), "s.query", LEASE, false).await;
         let (t, ms) = text(&a).unwrap();
         assert_eq!(t, "Error: Rate limit for tool 's.query' reached (30 calls per minute for caller 'alice'). Retry in 2 s.");
         assert!(ms > 1900 && ms <= 2000, "{ms}");
         // Another caller has a bucket of its own; another tool matches no quota.
-        assert!(text(&q.admit(Some(&Caller::new("bob")), "s.query").await).is_none());
+        assert!(text(
+            &q.admit(Some(&Caller::new("bob")), "s.query", LEASE, false)
+                .await
+        )
+        .is_none());
         assert!(!q.any_for(Some(&alice), "t.other"));
     }
 
@@ -439,8 +604,8 @@ mod tests {
              [[quota]]\ncallers = [\"alice\"]\ntools = [\"s.*\"]\nrate = \"10/second\"\nburst = 1\n",
         );
         let alice = Caller::new("alice");
-        assert!(text(&q.admit(Some(&alice), "s.query").await).is_none());
-        let a = q.admit(Some(&alice), "s.query").await;
+        assert!(text(&q.admit(Some(&alice), "s.query", LEASE, false).await).is_none());
+        let a = q.admit(Some(&alice), "s.query", LEASE, false).await;
         assert_eq!(text(&a).unwrap().0, "Error: Rate limit for tool 's.query' reached (100 calls per hour for caller 'alice'). Retry in 36 s.");
     }
 
@@ -448,14 +613,52 @@ mod tests {
     async fn concurrency_slots_free_when_the_call_ends() {
         let q = quotas("[[quota]]\ncallers = [\"*\"]\ntools = [\"*\"]\nconcurrency = 1\n");
         let alice = Caller::new("alice");
-        let first = q.admit(Some(&alice), "s.query").await;
-        let second = q.admit(Some(&alice), "s.query").await;
+        let first = q.admit(Some(&alice), "s.query", LEASE, false).await;
+        let second = q.admit(Some(&alice), "s.query", LEASE, false).await;
         assert_eq!(
             text(&second).unwrap(),
             ("Error: Concurrency limit for tool 's.query' reached (1 call at a time for caller 'alice'). Retry in 1 s.", 1000)
         );
         drop(first);
-        assert!(text(&q.admit(Some(&alice), "s.query").await).is_none());
+        assert!(text(&q.admit(Some(&alice), "s.query", LEASE, false).await).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_released_slot_is_free_before_the_record_goes() {
+        let q = quotas("[[quota]]\ncallers = [\"*\"]\ntools = [\"*\"]\nconcurrency = 1\n");
+        let alice = Caller::new("alice");
+        let Admission::Admitted { slots, counted } =
+            q.admit(Some(&alice), "s.q", LEASE, false).await
+        else {
+            panic!("refused")
+        };
+        assert!(!counted, "no rate counted the call");
+        slots.release().await;
+        let second = q.admit(Some(&alice), "s.q", LEASE, false).await;
+        assert!(text(&second).is_none());
+        // Released once: dropping the first frees nothing more; the second holds.
+        drop(slots);
+        assert!(text(&q.admit(Some(&alice), "s.q", LEASE, false).await).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_credit_spares_one_retry_its_count_once() {
+        let q =
+            quotas("[[quota]]\ncallers = [\"*\"]\ntools = [\"*\"]\nrate = \"1/hour\"\nburst = 1\n");
+        let alice = Caller::new("alice");
+        let Admission::Admitted { counted, .. } = q.admit(Some(&alice), "s.q", LEASE, false).await
+        else {
+            panic!("refused")
+        };
+        assert!(counted);
+        q.issue_credit("c1", LEASE).await;
+        assert!(q.redeem_credit("c1").await);
+        let a = q.admit(Some(&alice), "s.q", LEASE, true).await;
+        assert!(matches!(a, Admission::Admitted { counted: true, .. }));
+        // A replayed credit redeems nothing, and the call is counted: over the rate.
+        assert!(!q.redeem_credit("c1").await);
+        assert!(!q.redeem_credit("never-issued").await);
+        assert!(text(&q.admit(Some(&alice), "s.q", LEASE, false).await).is_some());
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 use super::audit::AuditTrail;
 use super::ledger::{Held, Ledger};
-use super::quota::{Slot, RETRY_META_KEY};
+use super::quota::{Slots, RETRY_META_KEY};
 use super::session::Sessions;
 use crate::logged::logged;
 use crate::metrics::Metrics;
@@ -122,8 +122,9 @@ pub struct CallRecord {
     /// The call's span (traces on and sampled): its end is recorded here, and it
     /// ends when the record goes.
     pub span: Option<Box<Mutex<Span>>>,
-    /// The concurrency quota slots it holds until it ends (Q2); freed when dropped.
-    pub slots: Vec<Slot>,
+    /// The concurrency quota slots it holds until it ends (Q2): freed when it
+    /// settles, or when dropped should it never settle.
+    pub slots: Slots,
 }
 
 impl CallRecord {
@@ -136,7 +137,7 @@ impl CallRecord {
             ledger: None,
             token: None,
             span: None,
-            slots: Vec::new(),
+            slots: Slots::default(),
         }
     }
 }
@@ -203,6 +204,8 @@ impl Settle {
     /// Ends a call: after hooks, ledger, audit, metrics, once; returns its answer
     /// (`None`: cancelled, nothing is due).
     pub async fn settle(&self, call: &CallRecord, end: End) -> Option<Body> {
+        // Its concurrency slots free before the answer leaves (Q2).
+        call.slots.release().await;
         if let Some(t) = &call.token {
             self.sessions.forget_token(t);
         }
