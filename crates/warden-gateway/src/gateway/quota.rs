@@ -533,10 +533,11 @@ mod tests {
         );
         assert_eq!(q.usage(), [], "nothing counted yet");
         let alice = Caller::new("alice");
-        let held = q.admit(Some(&alice), "s.query").await;
-        let _second = q.admit(Some(&alice), "s.query").await;
+        let lease = Duration::from_secs(60);
+        let held = q.admit(Some(&alice), "s.query", lease, false).await;
+        let _second = q.admit(Some(&alice), "s.query", lease, false).await;
         let bob = Caller::new("bob");
-        let Admission::Admitted(_) = q.admit(Some(&bob), "s.query").await else {
+        let Admission::Admitted { .. } = q.admit(Some(&bob), "s.query", lease, false).await else {
             panic!("bob is within his quota");
         };
         let usage = q.usage();
