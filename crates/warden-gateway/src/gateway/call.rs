@@ -9,11 +9,11 @@
 //! it returns. Every exit goes through [`Settle::settle`] exactly once.
 
 use super::approval::{self, Approval};
-use super::flow::{FlowDecision, Flows, Trail, FLOW_META_KEY};
-use super::grant::GrantSource;
+use super::flow::{FlowDecision, Trail, FLOW_META_KEY};
 use super::input::{self, Rounds};
 use super::ledger::{self, LedgerKey};
-use super::quota::{Admission, Quotas};
+use super::policy::Policy;
+use super::quota::Admission;
 use super::relay::{self, Pending};
 use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls, Sealed};
 use super::session::{self, CallKey, ClientSession, Sessions};
@@ -27,10 +27,10 @@ use serde_json::{Map, Value};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-use warden_core::hooks::{self, BeforeHook, BeforeOutcome, CallContext};
-use warden_core::{answer, CallReport, Caller, Forward, Pipeline, Refusal, Verdict};
+use warden_core::hooks::{self, BeforeOutcome, CallContext};
+use warden_core::{answer, CallReport, Caller, Catalogue, Forward, Refusal, Verdict};
 use warden_store::Claim;
 
 /// A future that ends with a response body (`None`: nothing is due).
@@ -46,17 +46,13 @@ pub enum Begun {
 
 /// Everything the tool-call path uses.
 pub struct Calls {
-    pub pipeline: Pipeline,
-    pub grant: GrantSource,
-    before_hooks: Vec<Arc<dyn BeforeHook>>,
-    approval_timeout: Duration,
+    /// The configuration's part: read once when a call begins, swapped whole by a reload.
+    policy: RwLock<Arc<Policy>>,
     pub settle: Arc<Settle>,
     upstreams: Arc<Upstreams>,
     sessions: Arc<Sessions>,
     /// 2026-07-28 calls waiting for their client's answer to an upstream's request.
     parked: Arc<ParkedCalls<Relayed>>,
-    quotas: Quotas,
-    flows: Flows,
 }
 
 /// What a call brings of the 2026-07-28 revision: its request id, envelope, what
@@ -70,6 +66,8 @@ type Revision2026 = (
 
 /// A call accepted by the pipeline, on its way upstream.
 struct Accepted {
+    /// The policy the call began under; it keeps it to its end.
+    policy: Arc<Policy>,
     up: Arc<Upstream>,
     /// The params as they go upstream.
     params: Value,
@@ -104,38 +102,54 @@ pub struct Relayed {
     params: Option<Value>,
     capabilities: Option<Value>,
     approved: bool,
+    /// How long an input round may wait, as the call's policy says.
+    approval_timeout: Duration,
 }
 
 impl Calls {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        pipeline: Pipeline,
-        grant: GrantSource,
-        before_hooks: Vec<Arc<dyn BeforeHook>>,
-        approval_timeout: Duration,
+        policy: Policy,
         settle: Arc<Settle>,
         upstreams: Arc<Upstreams>,
         sessions: Arc<Sessions>,
         parked: ParkedCalls<Relayed>,
-        (quotas, flows): (Quotas, Flows),
     ) -> Calls {
         Calls {
-            pipeline,
-            grant,
-            before_hooks,
-            approval_timeout,
+            policy: RwLock::new(Arc::new(policy)),
             settle,
             upstreams,
             sessions,
             parked: Arc::new(parked),
-            quotas,
-            flows,
         }
+    }
+
+    /// The policy now: what a call beginning now runs under.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The policy and the catalogue a call beginning now runs under, read together.
+    pub fn snapshot(&self) -> (Arc<Policy>, Arc<Catalogue>) {
+        let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
+        (policy.clone(), self.upstreams.catalogue())
+    }
+
+    /// Puts a reloaded configuration's policy in force for every call that begins
+    /// from now on, together with what `install` changes (the catalogue): no
+    /// call begins between the two. Calls under way keep what they began with.
+    pub fn swap<R>(&self, policy: Arc<Policy>, install: impl FnOnce() -> R) -> R {
+        let mut now = self.policy.write().unwrap_or_else(|e| e.into_inner());
+        let installed = install();
+        *now = policy;
+        installed
     }
 
     /// How long a client has to answer the gateway's (or an upstream's) question.
     pub fn approval_timeout(&self) -> Duration {
-        self.approval_timeout
+        self.policy().approval_timeout
     }
 
     /// The key 2026-07-28 states are sealed with.
@@ -154,6 +168,9 @@ impl Calls {
         trace: Option<&Span>,
     ) -> Begun {
         let started = Instant::now();
+        // Read once: the whole call runs under this policy and catalogue,
+        // whatever a reload does meanwhile.
+        let (policy, catalogue) = self.snapshot();
         let call = id.map(crate::jsonrpc::id_key);
         let mut sealed = None;
         if let Some(e) = &envelope {
@@ -197,7 +214,9 @@ impl Calls {
         if let Some(meta) = params.get("_meta") {
             check.insert("_meta".into(), meta.clone());
         }
-        let verdict = self.check(session, check, span.as_ref()).await;
+        let verdict = self
+            .check((&policy, &catalogue), session, check, span.as_ref())
+            .await;
         if let Some(s) = &mut span {
             if !verdict.report.unknown_keys.is_empty() {
                 let keys = verdict.report.unknown_keys.iter();
@@ -221,6 +240,7 @@ impl Calls {
                     .unwrap_or_default();
                 let mut record =
                     self.refused_record(session, tool, sent, &verdict.report, refusal, started);
+                record.after = policy.after_hooks.clone();
                 record.span = span.map(|s| Box::new(Mutex::new(s)));
                 let decision = match refusal {
                     Refusal::NoToolName | Refusal::InvalidArguments => Decision::InvalidArguments,
@@ -239,6 +259,7 @@ impl Calls {
             tracing::info!(tool = %logged(&forward.tool.name), mode = ?verdict.report.unknown_mode, keys = %logged(verdict.report.unknown_keys.join(", ")), "undeclared argument keys");
         }
         let accepted = self.prepare(
+            &policy,
             session,
             params,
             had_arguments,
@@ -251,6 +272,7 @@ impl Calls {
             Ok(a) => a,
             Err(tool) => {
                 let mut record = CallRecord::new(started, &tool);
+                record.after = policy.after_hooks.clone();
                 record.span = span.map(|s| Box::new(Mutex::new(s)));
                 let end = End::Failed {
                     decision: Decision::Allowed,
@@ -261,7 +283,7 @@ impl Calls {
         };
         accepted.record.span = span.map(|s| Box::new(Mutex::new(s)));
         let guarded = accepted.approval
-            || !self.before_hooks.is_empty()
+            || !policy.before_hooks.is_empty()
             || accepted.ledger.is_some()
             || accepted.limited
             || accepted.flow.is_some();
@@ -280,6 +302,7 @@ impl Calls {
     /// The grant, then the pipeline (G, N, R, A).
     async fn check(
         &self,
+        (policy, catalogue): (&Policy, &Catalogue),
         session: &ClientSession,
         check: Map<String, Value>,
         span: Option<&Span>,
@@ -287,22 +310,17 @@ impl Calls {
         let name = check.get("name").and_then(Value::as_str);
         let caller = session.caller();
         let caller = caller.as_deref();
-        match self.grant.for_call(caller, name, span).await {
-            Some(grant) => {
-                let catalogue = self.upstreams.catalogue();
-                self.pipeline.check_with(
-                    &*grant,
-                    &catalogue,
-                    &session.warn,
-                    caller,
-                    Value::Object(check),
-                )
-            }
-            None => {
-                let catalogue = self.upstreams.catalogue();
-                self.pipeline
-                    .check(&catalogue, &session.warn, caller, Value::Object(check))
-            }
+        match policy.grant.for_call(caller, name, span).await {
+            Some(grant) => policy.pipeline.check_with(
+                &*grant,
+                catalogue,
+                &session.warn,
+                caller,
+                Value::Object(check),
+            ),
+            None => policy
+                .pipeline
+                .check(catalogue, &session.warn, caller, Value::Object(check)),
         }
     }
 
@@ -347,6 +365,7 @@ impl Calls {
     #[allow(clippy::too_many_arguments)]
     fn prepare(
         &self,
+        policy: &Arc<Policy>,
         session: &Arc<ClientSession>,
         mut params: Value,
         had_arguments: bool,
@@ -362,7 +381,6 @@ impl Calls {
         ) else {
             return Err(tool.name.clone());
         };
-        let up = up.clone();
         let caller = session.caller();
         let caller = caller.as_deref();
         let ledger = self.settle.ledger.key_of(
@@ -370,6 +388,7 @@ impl Calls {
             &forward.meta,
         );
         let mut record = CallRecord::new(started, &tool.name);
+        record.after = policy.after_hooks.clone();
         record.audit = self.settle.audit.on().then(|| {
             self.settle.audit.template(
                 &session.label,
@@ -381,7 +400,7 @@ impl Calls {
                 ledger.as_ref().map(|(_, k)| k.clone()),
             )
         });
-        let limited = self.quotas.any_for(caller, &tool.name);
+        let limited = policy.quotas.any_for(caller, &tool.name);
         // The flow context is the gateway's: it never goes upstream.
         let context = obj
             .get_mut("_meta")
@@ -395,17 +414,17 @@ impl Calls {
         {
             obj.shift_remove("_meta");
         }
-        let flow = self.flows.on().then(|| {
-            let labels = self.flows.labels_of(&tool.upstream, &tool.upstream_name);
+        let flow = policy.flows.on().then(|| {
+            let labels = policy.flows.labels_of(&tool.upstream, &tool.upstream_name);
             (labels, context)
         });
         let guarded = forward.needs_approval
-            || !self.before_hooks.is_empty()
+            || !policy.before_hooks.is_empty()
             || ledger.is_some()
             || limited
             || flow.is_some();
         // Hooks see the call as it goes upstream; built only when someone will look.
-        record.ctx = (guarded || self.settle.has_after_hooks()).then(|| {
+        record.ctx = (guarded || !record.after.is_empty()).then(|| {
             Arc::new(CallContext {
                 caller: session.caller().map(|c| Caller::clone(&c)),
                 tool: tool.name.clone(),
@@ -427,6 +446,7 @@ impl Calls {
             input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
         }
         Ok(Accepted {
+            policy: policy.clone(),
             up,
             params,
             record,
@@ -467,6 +487,7 @@ impl Calls {
         mut a: Accepted,
         context: &mut Option<String>,
     ) -> Option<Body> {
+        let policy = a.policy.clone();
         let Some(ctx) = a.record.ctx.clone() else {
             let end = End::Failed {
                 decision: Decision::Allowed,
@@ -487,8 +508,8 @@ impl Calls {
         if let Some((labels, sealed)) = &a.flow {
             let trail = if stateless {
                 let key = self.state_key();
-                let trail = self.flows.stateless_trail(key, caller, sealed.as_ref());
-                *context = Some(self.flows.remember_stateless(key, caller, &trail));
+                let trail = policy.flows.stateless_trail(key, caller, sealed.as_ref());
+                *context = Some(policy.flows.remember_stateless(key, caller, &trail));
                 trail
             } else {
                 session::lock(&session.flow).clone()
@@ -497,7 +518,7 @@ impl Calls {
                 r.labels = labels.clone();
                 r.touched = trail.iter().cloned().collect();
             }
-            match self.flows.decide(&trail, labels) {
+            match policy.flows.decide(&trail, labels) {
                 FlowDecision::Pass => {}
                 FlowDecision::Ask(reason) => flow_ask = Some(reason),
                 FlowDecision::Deny(reason) => {
@@ -515,7 +536,7 @@ impl Calls {
             after = Some(t);
         }
         if a.limited {
-            match self.quotas.admit(ctx.caller.as_ref(), &ctx.tool).await {
+            match policy.quotas.admit(ctx.caller.as_ref(), &ctx.tool).await {
                 Admission::Admitted(slots) => a.record.slots = slots,
                 Admission::Refused { text, retry_ms } => {
                     tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), retry_ms, "a quota refused the call");
@@ -544,7 +565,7 @@ impl Calls {
                     a.sealed.as_ref(),
                 ),
                 self.state_key(),
-                self.approval_timeout,
+                policy.approval_timeout,
             )
             .await;
             if let Some(s) = &mut span {
@@ -575,7 +596,7 @@ impl Calls {
             }
         }
         let decided = hooks::run_before_observed(
-            &self.before_hooks,
+            &policy.before_hooks,
             &ctx,
             |i| {
                 child(&a.record, "warden.hook", Kind::Internal).map(|mut s| {
@@ -655,7 +676,8 @@ impl Calls {
         if let (Some((labels, _)), Some(after)) = (&a.flow, after) {
             if stateless {
                 *context = Some(
-                    self.flows
+                    policy
+                        .flows
                         .remember_stateless(self.state_key(), caller, &after),
                 );
             } else {
@@ -737,6 +759,7 @@ impl Calls {
                 params,
                 capabilities,
                 approved: a.approval,
+                approval_timeout: a.policy.approval_timeout,
             }),
             Err(e) => Err(self.failed(&a.record, &a.up.name, e).await),
         }
@@ -766,7 +789,7 @@ impl Calls {
         r.span = None;
         let stateless = r.pending.conn.is_stateless();
         let up = stateless
-            .then(|| self.upstreams.by_name(&r.pending.upstream).cloned())
+            .then(|| self.upstreams.by_name(&r.pending.upstream))
             .flatten();
         let result = match up {
             Some(up) => {
@@ -781,7 +804,7 @@ impl Calls {
                     binding: r.binding.as_deref(),
                     key: self.state_key(),
                     approved: r.approved,
-                    timeout: self.approval_timeout,
+                    timeout: r.approval_timeout,
                 };
                 let result = rounds.finish(result).await;
                 let asked = result
