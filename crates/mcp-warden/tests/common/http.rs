@@ -295,6 +295,15 @@ impl HttpWarden {
         }
     }
 
+    /// Sends the gateway process SIGHUP (reload the configuration).
+    pub fn hangup(&self) {
+        let status = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -HUP failed");
+    }
+
     /// POSTs a JSON-RPC message with the standard headers plus `extra`.
     pub fn post(&self, extra: &[(&str, &str)], msg: &Value) -> Reply {
         let mut headers = POST.to_vec();
