@@ -107,8 +107,11 @@ pub struct Gateway {
     hooks: InProcessHooks,
     /// The shared store quotas count rates in, when replicas share one.
     shared: Option<warden_store::Postgres>,
-    /// One reload at a time, and what the last ones did.
+    /// One reload at a time.
     reloads: reload::Reloads,
+    /// Where upstream credentials are exchanged (`[oauth]`), once the HTTP front
+    /// set it: upstreams a reload starts get it too.
+    exchanger: std::sync::OnceLock<Arc<dyn crate::upstream::credential::TokenExchange>>,
     pub metrics: Arc<Metrics>,
     upstreams: Arc<Upstreams>,
     sessions: Arc<Sessions>,
@@ -198,7 +201,8 @@ impl Gateway {
         );
         let gateway = Arc::new(Gateway {
             live: RwLock::new(Arc::new(config.clone())),
-            reloads: reload::Reloads::new(&config),
+            reloads: reload::Reloads::default(),
+            exchanger: std::sync::OnceLock::new(),
             config,
             hooks,
             shared,
@@ -222,6 +226,17 @@ impl Gateway {
     /// The configured upstreams now (their per-caller credentials among them).
     pub fn upstreams(&self) -> Arc<[Arc<crate::upstream::Upstream>]> {
         self.upstreams.list()
+    }
+
+    /// Token exchange for upstream credentials happens here (`[oauth]`): set once
+    /// by the HTTP front, for every upstream that exchanges, now or after a reload.
+    pub fn set_exchanger(&self, x: Arc<dyn crate::upstream::credential::TokenExchange>) {
+        let x = self.exchanger.get_or_init(|| x);
+        for up in self.upstreams().iter() {
+            if up.credentials.exchanges() {
+                up.credentials.set_exchanger(x.clone());
+            }
+        }
     }
 
     /// The configuration in force: the one the gateway started with, or the

@@ -63,16 +63,9 @@ pub struct Reloaded {
 }
 
 /// One reload at a time.
+#[derive(Default)]
 pub struct Reloads {
     running: tokio::sync::Mutex<()>,
-}
-
-impl Reloads {
-    pub fn new(_config: &Config) -> Reloads {
-        Reloads {
-            running: tokio::sync::Mutex::new(()),
-        }
-    }
 }
 
 /// The tables of `RESTART_ONLY` that `new` writes otherwise than `started` did.
@@ -176,6 +169,13 @@ impl Gateway {
         ));
         let keep = unchanged_upstreams(&old, &config);
         let prepared = self.upstreams.prepare(&config, &keep).await;
+        if let Some(x) = self.exchanger.get() {
+            for up in prepared.upstreams() {
+                if up.credentials.exchanges() {
+                    up.credentials.set_exchanger(x.clone());
+                }
+            }
+        }
         let catalogue_before = self.catalogue();
         // The policy and the catalogue change together: a call begins under
         // both old or both new (it reads them under the same lock).

@@ -75,6 +75,8 @@ pub struct Upstreams {
     /// Where the upstreams' own requests and notifications go.
     inbound: OnceLock<Weak<dyn Inbound>>,
     connected: tokio::sync::OnceCell<()>,
+    /// The first start of the upstreams has begun (it may not be over).
+    connecting: AtomicBool,
     shutting_down: AtomicBool,
     /// The upstreams (by index) a restart loop runs for. One at a time: a start
     /// that fails inside the loop ends its connection too, and that exit must not
@@ -97,6 +99,13 @@ pub struct Prepared {
     listed: Vec<(usize, Result<Vec<Value>, String>)>,
     settings: Arc<(LayeredPolicy, Rules)>,
     changes: UpstreamChanges,
+}
+
+impl Prepared {
+    /// The upstreams as they will be once installed.
+    pub fn upstreams(&self) -> &[Arc<Upstream>] {
+        &self.list
+    }
 }
 
 /// An upstream as its config says, its paths resolved against the config's folder.
@@ -160,6 +169,7 @@ impl Upstreams {
             init: RwLock::new(None),
             inbound: OnceLock::new(),
             connected: tokio::sync::OnceCell::new(),
+            connecting: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),
             restarting: Mutex::new(HashSet::new()),
         }
@@ -185,6 +195,11 @@ impl Upstreams {
     /// when the upstreams run, started and listed here, before any call can
     /// reach it. Nothing changes for calls until [`Upstreams::install`].
     pub async fn prepare(&self, config: &Config, keep: &HashSet<String>) -> Prepared {
+        // A first start under way started the list it saw: let it finish, so
+        // the new upstreams are started here rather than never.
+        if self.connecting.load(Ordering::SeqCst) {
+            self.connect(None).await;
+        }
         let old = self.list();
         let mut changes = UpstreamChanges::default();
         let mut fresh = Vec::new();
@@ -322,6 +337,7 @@ impl Upstreams {
     pub async fn connect(&self, client_init: Option<&Value>) {
         self.connected
             .get_or_init(|| async {
+                self.connecting.store(true, Ordering::SeqCst);
                 let init = upstream_init(client_init);
                 *self.init.write().unwrap_or_else(|e| e.into_inner()) = Some(init.clone());
                 let inbound = self.inbound();

@@ -94,11 +94,7 @@ impl Front {
         let auth = Auth::from_config(config, url)?;
         if let Some(rs) = auth.oauth() {
             // Token exchange for upstream credentials happens at this issuer.
-            for up in gateway.upstreams().iter() {
-                if up.credentials.exchanges() {
-                    up.credentials.set_exchanger(rs.clone());
-                }
-            }
+            gateway.set_exchanger(rs.clone());
         }
         let metadata_paths = auth
             .oauth()
