@@ -441,3 +441,40 @@ fn over_http_a_caller_added_by_a_reload_can_connect_and_a_session_sees_the_new_r
     let bob_sid = w.session(&bob);
     assert!(list(&bob, &bob_sid).contains(&"fx.echo".to_owned()));
 }
+
+#[test]
+fn a_removed_upstream_answers_its_calls_in_flight_before_it_stops() {
+    let port = free_port();
+    let one = format!(
+        "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n{}",
+        admin(port)
+    );
+    let mut w = Warden::start(
+        "reload-retire",
+        &format!("{one}[[upstream]]\nname = \"gx\"\ncommand = [\"{{fixture}}\"]\n"),
+    );
+    // Long enough to be in flight across the reload on a busy machine.
+    let slow = w.send_request(
+        "tools/call",
+        json!({"name": "gx.slow", "arguments": {"ms": 6000}}),
+    );
+    write_config(&w.dir, &one);
+    w.hangup();
+    wait_for_reloads(port, "ok", 1);
+    while let Some(line) = w.try_recv_line(Duration::from_millis(10)) {
+        w.backlog
+            .push(serde_json::from_str(&line).expect("JSON line"));
+    }
+    assert!(
+        !w.backlog.iter().any(|m| m["id"] == json!(slow)),
+        "the slow call ended before the reload: {:?}",
+        w.backlog
+    );
+    assert!(!w.tool_names().iter().any(|n| n.starts_with("gx.")));
+    let r = w.response(&json!(slow));
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        json!("slept 6000 ms"),
+        "{r}"
+    );
+}
