@@ -165,45 +165,36 @@ fn a_valid_file_that_removes_a_tool_hides_it_from_the_next_listing() {
 fn a_rule_change_applies_to_the_next_call_while_a_slow_call_finishes_under_the_old_rule() {
     let port = free_port();
     let toml = format!(
-        "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n{}",
+        "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\nenv = {{ FIXTURE_GATE = \"1\" }}\n{}",
         admin(port)
     );
     let mut w = Warden::start("reload-rule", &toml);
-    // Long enough to be in flight across the reload on a busy machine.
-    let slow = w.send_request(
-        "tools/call",
-        json!({"name": "fx.slow", "arguments": {"ms": 6000}}),
-    );
+    // The call waits upstream until the test opens its gate: in flight across the reload.
+    let gate = w.dir.join("open");
+    let gated = json!({"name": "fx.gate", "arguments": {"file": gate.display().to_string()}});
+    let held = w.send_request("tools/call", gated.clone());
     write_config(
         &w.dir,
-        &format!("{toml}[[rule]]\ncallers = [\"*\"]\ntools = [\"fx.slow\"]\neffect = \"deny\"\n"),
+        &format!("{toml}[[rule]]\ncallers = [\"*\"]\ntools = [\"fx.gate\"]\neffect = \"deny\"\n"),
     );
     w.hangup();
     wait_for_reloads(port, "ok", 1);
-    while let Some(line) = w.try_recv_line(Duration::from_millis(10)) {
-        w.backlog
-            .push(serde_json::from_str(&line).expect("JSON line"));
-    }
-    assert!(
-        !w.backlog.iter().any(|m| m["id"] == json!(slow)),
-        "the slow call ended before the reload: {:?}",
-        w.backlog
-    );
-    let id = w.send_request(
-        "tools/call",
-        json!({"name": "fx.slow", "arguments": {"ms": 1}}),
-    );
+    let id = w.send_request("tools/call", gated);
     let (line, _) = w.response_line(&json!(id));
     assert_eq!(
         line,
         format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32602,"message":"Unknown tool 'fx.slow'."}}}}"#
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32602,"message":"Unknown tool 'fx.gate'."}}}}"#
         )
     );
-    let r = w.response(&json!(slow));
-    assert!(
-        r.get("result").is_some() && r["result"]["isError"] != json!(true),
-        "the call begun under the old rule did not finish under it: {r}"
+    std::fs::write(&gate, "").unwrap();
+    let (line, _) = w.response_line(&json!(held));
+    assert_eq!(
+        line,
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{held},"result":{{"content":[{{"type":"text","text":"the gate opened"}}]}}}}"#
+        ),
+        "the call begun under the old rule finishes under it"
     );
 }
 
@@ -449,32 +440,25 @@ fn a_removed_upstream_answers_its_calls_in_flight_before_it_stops() {
         "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n{}",
         admin(port)
     );
-    let mut w = Warden::start(
-        "reload-retire",
-        &format!("{one}[[upstream]]\nname = \"gx\"\ncommand = [\"{{fixture}}\"]\n"),
+    let two = format!(
+        "{one}[[upstream]]\nname = \"gx\"\ncommand = [\"{{fixture}}\"]\nenv = {{ FIXTURE_GATE = \"1\" }}\n"
     );
-    // Long enough to be in flight across the reload on a busy machine.
-    let slow = w.send_request(
+    let mut w = Warden::start("reload-retire", &two);
+    // The call waits upstream until the test opens its gate: in flight across the reload.
+    let gate = w.dir.join("open");
+    let held = w.send_request(
         "tools/call",
-        json!({"name": "gx.slow", "arguments": {"ms": 6000}}),
+        json!({"name": "gx.gate", "arguments": {"file": gate.display().to_string()}}),
     );
     write_config(&w.dir, &one);
     w.hangup();
     wait_for_reloads(port, "ok", 1);
-    while let Some(line) = w.try_recv_line(Duration::from_millis(10)) {
-        w.backlog
-            .push(serde_json::from_str(&line).expect("JSON line"));
-    }
-    assert!(
-        !w.backlog.iter().any(|m| m["id"] == json!(slow)),
-        "the slow call ended before the reload: {:?}",
-        w.backlog
-    );
     assert!(!w.tool_names().iter().any(|n| n.starts_with("gx.")));
-    let r = w.response(&json!(slow));
+    std::fs::write(&gate, "").unwrap();
+    let r = w.response(&json!(held));
     assert_eq!(
         r["result"]["content"][0]["text"],
-        json!("slept 6000 ms"),
+        json!("the gate opened"),
         "{r}"
     );
 }
