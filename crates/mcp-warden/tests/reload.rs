@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::http::HttpWarden;
-use common::{free_port, metrics_text, write_config, Warden, FIXTURE, PATIENCE};
+use common::http::{hold, HttpWarden};
+use common::{alive, free_port, metrics_text, said, write_config, Warden, FIXTURE, PATIENCE};
 use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -461,4 +461,77 @@ fn a_removed_upstream_answers_its_calls_in_flight_before_it_stops() {
         json!("the gate opened"),
         "{r}"
     );
+}
+
+#[test]
+fn a_removed_upstream_ends_its_callers_own_processes_once_their_calls_are_over() {
+    let port = free_port();
+    let keep = format!(
+        "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n{}\
+         [[caller]]\nname = \"alice\"\napi_key_env = \"WARDEN_RELOAD_ALICE\"\n\
+         [[caller]]\nname = \"bob\"\napi_key_env = \"WARDEN_RELOAD_BOB\"\n",
+        admin(port)
+    );
+    // Alice has a credential for gx, so a child of her own; Bob uses gx's own.
+    let with_gx = format!(
+        "{keep}[[upstream]]\nname = \"gx\"\ncommand = [\"{{fixture}}\"]\n\
+         env = {{ FIXTURE_SECRET_VAR = \"GX_TOKEN\" }}\ncredential_env = \"GX_TOKEN\"\n\
+         [[upstream.credential]]\ncallers = [\"alice\"]\ntoken_env = \"WARDEN_RELOAD_ALICE_SECRET\"\n"
+    );
+    let w = HttpWarden::start(
+        "reload-per-caller",
+        &with_gx,
+        &[
+            ("WARDEN_RELOAD_ALICE", "alice-key"),
+            ("WARDEN_RELOAD_BOB", "bob-key"),
+            ("WARDEN_RELOAD_ALICE_SECRET", "alice-secret"),
+        ],
+    );
+    let session = |who: &str| {
+        let auth = format!("Bearer {who}-key");
+        let sid = w.session_with(&[("Authorization", &auth)], json!({"sampling": {}}));
+        (auth, sid)
+    };
+    let secret = |(auth, sid): &(String, String)| {
+        let r = w.post(
+            &[("Authorization", auth), ("Mcp-Session-Id", sid)],
+            &common::http::call(2, "gx.secret", json!({})),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        said(&r.messages().pop().expect("an answer")["result"])
+    };
+    let (alice, bob) = (session("alice"), session("bob"));
+    let (env, child) = secret(&alice);
+    assert_eq!(env, "GX_TOKEN=alice-secret");
+    let (env, own) = secret(&bob);
+    assert_eq!(env, "GX_TOKEN=<unset>");
+    assert_ne!(child, own);
+    // A call waits in Alice's child for her answer: in flight across the reload.
+    let (mut stream, asked) = hold(&w, &alice, "gx.sample", 3);
+    write_config(&w.dir, &keep);
+    w.hangup();
+    wait_for_reloads(port, "ok", 1);
+    let (auth, sid) = &alice;
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"role": "assistant",
+        "content": {"type": "text", "text": "done"}, "model": "m"}});
+    let r = w.post(&[("Authorization", auth), ("Mcp-Session-Id", sid)], &answer);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let last = loop {
+        let (_, data) = stream.next_event().expect("the call's answer");
+        if data.contains("\"result\"") {
+            break serde_json::from_str::<serde_json::Value>(&data).unwrap();
+        }
+    };
+    assert_eq!(last["result"]["content"][0]["text"], "model said: done");
+    // Its call over, the removed upstream stops: its own process and Alice's.
+    let deadline = Instant::now() + PATIENCE;
+    while alive(child) || alive(own) {
+        assert!(
+            Instant::now() < deadline,
+            "a removed upstream's processes still run (caller's: {}, own: {})",
+            alive(child),
+            alive(own)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -633,3 +633,16 @@ pub fn metrics_text(port: u16) -> String {
     s.read_to_string(&mut out).unwrap();
     out
 }
+
+/// The fixture's `secret` answer (`FX_TOKEN=… pid=…`), split into what the
+/// variable holds and the answering process's id.
+pub fn said(result: &Value) -> (String, u32) {
+    let text = result["content"][0]["text"].as_str().expect("a text");
+    let (env, pid) = text.split_once(" pid=").expect("env and pid");
+    (env.to_owned(), pid.parse().expect("a pid"))
+}
+
+/// Whether the process with this id still runs.
+pub fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
