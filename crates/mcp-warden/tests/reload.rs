@@ -6,7 +6,7 @@
 mod common;
 
 use common::http::{hold, HttpWarden};
-use common::{alive, free_port, metrics_text, said, write_config, Warden, FIXTURE, PATIENCE};
+use common::{alive, cli, free_port, metrics_text, said, write_config, Warden, FIXTURE, PATIENCE};
 use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -534,4 +534,41 @@ fn a_removed_upstream_ends_its_callers_own_processes_once_their_calls_are_over()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn a_drift_that_stays_across_an_upstream_restart_is_counted_once() {
+    let port = free_port();
+    let with_env = |env: &str| {
+        format!(
+            "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\npins = \"report\"\nenv = {{ {env} }}\n{}",
+            admin(port)
+        )
+    };
+    let mut w = Warden::start("reload-drift", &with_env(""));
+    let config = w.dir.join("warden.toml");
+    let (code, _, err) = cli(&["pins", "lock", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let drifts = || {
+        let text = metrics_text(port);
+        text.lines()
+            .find_map(|l| l.strip_prefix("warden_tool_drift_total "))
+            .unwrap_or_else(|| panic!("no drift count in {text}"))
+            .to_owned()
+    };
+    // A changed env restarts fx, and the restarted one lists a tool the lock lacks.
+    write_config(&w.dir, &with_env("FIXTURE_GATE = \"1\""));
+    w.hangup();
+    wait_for_reloads(port, "ok", 1);
+    assert!(w.tool_names().contains(&"fx.gate".to_owned()));
+    assert_eq!(drifts(), "1");
+    // Restarted again, with the same drift: not counted (nor recorded) again.
+    write_config(
+        &w.dir,
+        &with_env("FIXTURE_GATE = \"1\", FIXTURE_OTHER = \"1\""),
+    );
+    w.hangup();
+    wait_for_reloads(port, "ok", 2);
+    assert!(w.tool_names().contains(&"fx.gate".to_owned()));
+    assert_eq!(drifts(), "1");
 }
