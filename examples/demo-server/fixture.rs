@@ -39,6 +39,7 @@
 //! `FIXTURE_GATE=1` also declares `gate {file}`: it answers once `file` exists
 //! (a test opens the gate when it has seen what it needs to, with no timing), and
 //! when cancelled first it appends `gate cancelled` to `FIXTURE_COUNT_FILE`.
+//! `FIXTURE_START_FILE=path` appends one line per start of the process.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -176,6 +177,15 @@ fn count_line(line: String) {
 }
 
 fn main() {
+    if let Ok(path) = std::env::var("FIXTURE_START_FILE") {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "start");
+        }
+    }
     let out: Out = Arc::new(Mutex::new(std::io::stdout()));
     let waiting: Arc<Mutex<HashMap<String, Sender<Value>>>> = Arc::default();
     let cancelled: Arc<Mutex<HashMap<String, Arc<AtomicBool>>>> = Arc::default();

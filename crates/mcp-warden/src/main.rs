@@ -48,6 +48,10 @@ enum Command {
         /// Serve Streamable HTTP on ADDR, path /mcp (no ADDR: gateway.listen, 127.0.0.1:8931 by default).
         #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
         http: Option<String>,
+        /// Reload the configuration when the file (or the pins lock beside it) changes;
+        /// SIGHUP reloads it either way.
+        #[arg(long)]
+        watch: bool,
     },
     /// Validate the configuration and print warnings; exit 1 on error.
     Check {
@@ -152,6 +156,7 @@ fn main() -> ExitCode {
             config,
             stdio,
             http,
+            ..
         } => {
             !stdio
                 && (http.is_some()
@@ -193,30 +198,6 @@ fn init_logging(quiet: bool) {
         .init();
 }
 
-/// `check` asks the `[oauth]` issuer for its metadata and keys: one that cannot be
-/// reached now is a warning (the gateway starts and waits for it), one that can
-/// never work (an untrusted certificate, metadata naming another issuer) an error.
-async fn check_issuer(config: &Config) -> anyhow::Result<Vec<String>> {
-    use warden_gateway::front::auth::oauth::{Probe, ResourceServer};
-    let scheme = if config.gateway.tls_cert.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    let url = format!("{scheme}://{}/mcp", config.gateway.listen);
-    let Some(rs) = ResourceServer::from_config(config, &url).map_err(|e| anyhow!(e))? else {
-        return Ok(Vec::new());
-    };
-    match rs.probe().await {
-        Probe::Ready => Ok(Vec::new()),
-        Probe::Unreachable(m) => Ok(vec![format!(
-            "oauth.issuer '{}' cannot be reached now ({m}): its tokens are refused until it can",
-            rs.issuer()
-        )]),
-        Probe::Broken(m) => Err(anyhow!("oauth.issuer: {m}")),
-    }
-}
-
 fn load(arg: &ConfigArg) -> anyhow::Result<Config> {
     Ok(Config::load(&arg.config)?)
 }
@@ -227,12 +208,15 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             config,
             stdio,
             http,
+            watch,
         } => {
+            let path = config.config.clone();
             let config = load(&config)?;
             for w in config.warnings() {
                 tracing::warn!("config: {w}");
             }
             let gateway = Gateway::new(config).await.map_err(|e| anyhow!(e))?;
+            warden_gateway::live::spawn(gateway.clone(), path, watch);
             if let Some(listen) = gateway.config.admin_listen().map(str::to_owned) {
                 let addr = warden_gateway::admin::serve(&listen, gateway.clone())
                     .await
@@ -271,9 +255,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Check { config } => {
             let path = config.config.display().to_string();
-            let config = load(&config)?;
-            let mut warnings = config.warnings();
-            warnings.extend(check_issuer(&config).await?);
+            let checked = warden_gateway::live::check_file(&config.config);
+            let warden_gateway::live::Checked { config, warnings } =
+                checked.await.map_err(|e| anyhow!(e))?;
             for w in &warnings {
                 println!("warning: {w}");
             }

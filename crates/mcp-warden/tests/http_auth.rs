@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::http::{error_body, initialize, open, HttpWarden, Open, POST};
+use common::http::{error_body, hold, initialize, HttpWarden};
 use common::*;
 use serde_json::{json, Value};
 
@@ -393,34 +393,6 @@ fn secret(w: &HttpWarden, (auth, sid): &(String, String), id: i64) -> Value {
     r.messages().pop().expect("an answer")["result"].clone()
 }
 
-/// The fixture's `FX_TOKEN=… pid=…` answer, split.
-fn said(result: &Value) -> (String, u32) {
-    let text = result["content"][0]["text"].as_str().expect("a text");
-    let (env, pid) = text.split_once(" pid=").expect("env and pid");
-    (env.to_owned(), pid.parse().expect("a pid"))
-}
-
-/// Starts a `sample` call that waits, in the caller's child, until the client
-/// answers the sampling request it makes; returns the open stream and that request.
-fn hold(w: &HttpWarden, (auth, sid): &(String, String), id: i64) -> (Open, Value) {
-    let mut headers = POST.to_vec();
-    headers.push(("Authorization", auth));
-    headers.push(("Mcp-Session-Id", sid));
-    let body = common::http::call(id, "fx.sample", json!({"prompt": "wait"})).to_string();
-    let mut stream = open(&w.addr, "POST", &headers, &body);
-    let asked = loop {
-        let (_, data) = stream.next_event().expect("the sampling request");
-        if data.contains("sampling/createMessage") {
-            break serde_json::from_str::<Value>(&data).unwrap();
-        }
-    };
-    (stream, asked)
-}
-
-fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
 #[test]
 fn a_child_process_upstream_runs_one_child_per_caller_with_its_own_credential() {
     let w = HttpWarden::start("per-caller-children", PER_CALLER, &PER_CALLER_ENV);
@@ -428,8 +400,8 @@ fn a_child_process_upstream_runs_one_child_per_caller_with_its_own_credential() 
         ["alice", "bob", "carol", "dave"].map(|who| caller_session(&w, who));
 
     // Alice and Bob each keep their own child busy with a call that waits on them.
-    let (alice_stream, alice_asked) = hold(&w, &alice, 1);
-    let (bob_stream, bob_asked) = hold(&w, &bob, 1);
+    let (alice_stream, alice_asked) = hold(&w, &alice, "fx.sample", 1);
+    let (bob_stream, bob_asked) = hold(&w, &bob, "fx.sample", 1);
     // Each child was started with its own caller's secret, and only that.
     let (alice_env, alice_pid) = said(&secret(&w, &alice, 2));
     let (bob_env, bob_pid) = said(&secret(&w, &bob, 2));
@@ -527,7 +499,7 @@ fn at_the_bound_the_idle_child_used_longest_ago_makes_room() {
     }
     assert!(alive(bob_pid));
     // Bob's child is busy: Alice is refused, and Bob's child keeps running.
-    let (mut stream, asked) = hold(&w, &bob, 2);
+    let (mut stream, asked) = hold(&w, &bob, "fx.sample", 2);
     let refused = secret(&w, &alice, 2);
     assert_eq!(
         refused["content"][0]["text"],

@@ -9,6 +9,8 @@
 //!   and everything relayed between clients and upstreams;
 //! - [`upstream`]: the servers behind it, a child process or an HTTP server
 //!   behind one type;
+//! - [`live`]: the configuration file of a running gateway, read again on
+//!   SIGHUP or when it changes (`run --watch`);
 //! - [`texts`]: the gateway's protocol and HTTP texts (call and tool texts are
 //!   in [`warden_core::answer`]);
 //! - [`logged`]: how strings from callers and upstreams are written to the log.
@@ -28,6 +30,7 @@ pub mod config;
 pub mod front;
 pub mod gateway;
 pub mod jsonrpc;
+pub mod live;
 pub mod logged;
 pub mod metrics;
 pub mod net;

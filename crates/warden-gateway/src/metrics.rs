@@ -40,6 +40,22 @@ pub struct Metrics {
     http_connections_timed_out: Mutex<BTreeMap<&'static str, u64>>,
     /// Upstream restarts begun, by upstream and why it ended ("stopped", "stuck").
     upstream_restarts: Mutex<BTreeMap<(String, &'static str), u64>>,
+    /// Configuration reloads and the configuration in force.
+    pub config: ConfigMetrics,
+}
+
+/// Configuration reloads: how many took and how many were refused, and what is
+/// in force now.
+#[derive(Default)]
+pub struct ConfigMetrics {
+    pub reloads_ok: AtomicU64,
+    pub reloads_invalid: AtomicU64,
+    /// When the configuration in force was loaded (start or reload), Unix seconds.
+    pub loaded_at: AtomicU64,
+    /// The first 16 hex digits of the SHA-256 of the file in force.
+    pub hash: Mutex<String>,
+    /// The last file read has settings that take effect only at a restart.
+    pub restart_needed: AtomicU64,
 }
 
 impl Metrics {
@@ -272,7 +288,44 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
             );
         }
+        self.config.render(&mut out);
         out
+    }
+}
+
+impl ConfigMetrics {
+    fn render(&self, out: &mut String) {
+        let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "# HELP warden_config_reloads_total Configuration reloads: ok (in force) or invalid (refused; the configuration before stays).\n\
+             # TYPE warden_config_reloads_total counter\n\
+             warden_config_reloads_total{{result=\"ok\"}} {}\n\
+             warden_config_reloads_total{{result=\"invalid\"}} {}",
+            c(&self.reloads_ok),
+            c(&self.reloads_invalid)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP warden_config_last_reload_success_timestamp_seconds When the configuration in force was loaded, at start or by a reload (Unix time).\n\
+             # TYPE warden_config_last_reload_success_timestamp_seconds gauge\n\
+             warden_config_last_reload_success_timestamp_seconds {}",
+            c(&self.loaded_at)
+        );
+        let hash = self.hash.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let _ = writeln!(
+            out,
+            "# HELP warden_config_info The configuration in force, by the SHA-256 of its file (first 16 hex digits).\n\
+             # TYPE warden_config_info gauge\n\
+             warden_config_info{{sha256=\"{hash}\"}} 1"
+        );
+        let _ = writeln!(
+            out,
+            "# HELP warden_config_restart_needed 1 when the file last read changes settings that take effect only at a restart.\n\
+             # TYPE warden_config_restart_needed gauge\n\
+             warden_config_restart_needed {}",
+            c(&self.restart_needed)
+        );
     }
 }
 

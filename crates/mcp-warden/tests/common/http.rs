@@ -196,6 +196,25 @@ pub fn open_path(
     }
 }
 
+/// Starts a call of `tool` (the fixture's `sample`) that waits upstream until
+/// the client answers the sampling request it makes (the session must offer
+/// sampling): once this returns, the call is in the upstream. Returns the open
+/// stream and that request.
+pub fn hold(w: &HttpWarden, (auth, sid): &(String, String), tool: &str, id: i64) -> (Open, Value) {
+    let mut headers = POST.to_vec();
+    headers.push(("Authorization", auth));
+    headers.push(("Mcp-Session-Id", sid));
+    let body = call(id, tool, json!({"prompt": "wait"})).to_string();
+    let mut stream = open(&w.addr, "POST", &headers, &body);
+    let asked = loop {
+        let (_, data) = stream.next_event().expect("the sampling request");
+        if data.contains("sampling/createMessage") {
+            break serde_json::from_str::<Value>(&data).unwrap();
+        }
+    };
+    (stream, asked)
+}
+
 pub fn request(addr: &str, method: &str, headers: &[(&str, &str)], body: &str) -> Reply {
     open(addr, method, headers, body).finish()
 }
@@ -293,6 +312,15 @@ impl HttpWarden {
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+    }
+
+    /// Sends the gateway process SIGHUP (reload the configuration).
+    pub fn hangup(&self) {
+        let status = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -HUP failed");
     }
 
     /// POSTs a JSON-RPC message with the standard headers plus `extra`.

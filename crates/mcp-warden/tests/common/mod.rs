@@ -85,24 +85,32 @@ impl Warden {
 
     /// Starts `mcp-warden run` without a handshake.
     pub fn spawn(name: &str, toml: &str) -> Warden {
-        Warden::spawn_with(name, toml, None)
+        Warden::spawn_with(name, toml, None, &[])
     }
 
     /// [`Warden::start`], logging at `rust_log` into a buffer instead of the test's
     /// stderr; [`Warden::stderr_after_exit`] hands it over.
     pub fn start_capturing_stderr(name: &str, toml: &str, rust_log: &str) -> Warden {
-        let mut w = Warden::spawn_with(name, toml, Some(rust_log));
+        let mut w = Warden::spawn_with(name, toml, Some(rust_log), &[]);
+        w.handshake();
+        w
+    }
+
+    /// [`Warden::start_capturing_stderr`] with more arguments to `run` (`--watch`).
+    pub fn start_with_args(name: &str, toml: &str, rust_log: &str, args: &[&str]) -> Warden {
+        let mut w = Warden::spawn_with(name, toml, Some(rust_log), args);
         w.handshake();
         w
     }
 
     /// `log`: capture stderr, at this `RUST_LOG`; `None`: inherit it, at `warn`.
-    fn spawn_with(name: &str, toml: &str, log: Option<&str>) -> Warden {
+    fn spawn_with(name: &str, toml: &str, log: Option<&str>, args: &[&str]) -> Warden {
         let dir = scratch(name);
         let config = write_config(&dir, toml);
         let mut child = Command::new(WARDEN)
             .args(["run", "--config"])
             .arg(&config)
+            .args(args)
             .env("RUST_LOG", log.unwrap_or("warn"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -361,6 +369,15 @@ impl Warden {
 
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("a gateway process").id()
+    }
+
+    /// Sends the gateway process SIGHUP (reload the configuration).
+    pub fn hangup(&self) {
+        let status = Command::new("kill")
+            .args(["-HUP", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -HUP failed");
     }
 
     fn process(&mut self) -> &mut Child {
@@ -629,4 +646,17 @@ pub fn metrics_text(port: u16) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
+}
+
+/// The fixture's `secret` answer (`FX_TOKEN=… pid=…`), split into what the
+/// variable holds and the answering process's id.
+pub fn said(result: &Value) -> (String, u32) {
+    let text = result["content"][0]["text"].as_str().expect("a text");
+    let (env, pid) = text.split_once(" pid=").expect("env and pid");
+    (env.to_owned(), pid.parse().expect("a pid"))
+}
+
+/// Whether the process with this id still runs.
+pub fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }

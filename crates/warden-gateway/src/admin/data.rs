@@ -84,14 +84,17 @@ fn per_minute(counts: &[MinuteCount], now: i64) -> Value {
 
 /// The callers the config names (for the catalogue page's chooser).
 pub fn callers(gw: &Gateway) -> Vec<String> {
-    gw.config.caller.iter().map(|c| c.name.clone()).collect()
+    let config = gw.current_config();
+    config.caller.iter().map(|c| c.name.clone()).collect()
 }
 
 /// The catalogue one caller sees, and the rules that decided each tool.
 pub async fn catalogue(gw: &Gateway, name: &str) -> Value {
+    // The configuration in force, as a reload left it.
+    let config = gw.current_config();
     let caller = Caller {
         name: name.to_owned(),
-        groups: gw.config.groups_of(name),
+        groups: config.groups_of(name),
     };
     let listed = match gw.list_tools(Some(&caller)).await {
         Ok(result) => result,
@@ -117,7 +120,7 @@ pub async fn catalogue(gw: &Gateway, name: &str) -> Value {
         })
         .unwrap_or_default();
     // Which rule decides each tool of the whole catalogue for this caller.
-    let rules = gw.config.rules();
+    let rules = config.rules();
     let catalogue = gw.catalogue();
     let mut decided: Vec<Vec<String>> = vec![Vec::new(); rules.rules.len() + 1];
     for tool in catalogue.tools() {
@@ -128,8 +131,7 @@ pub async fn catalogue(gw: &Gateway, name: &str) -> Value {
             .unwrap_or(rules.rules.len());
         decided[i].push(tool.name.clone());
     }
-    let mut shown: Vec<Value> = gw
-        .config
+    let mut shown: Vec<Value> = config
         .rule
         .iter()
         .zip(&decided)
@@ -154,7 +156,7 @@ pub async fn catalogue(gw: &Gateway, name: &str) -> Value {
         "groups": caller.groups,
         "tools": tools,
         "rules": shown,
-        "grant_webhook": gw.config.access.webhook.is_some(),
+        "grant_webhook": config.access.webhook.is_some(),
     })
 }
 

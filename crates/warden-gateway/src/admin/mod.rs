@@ -69,7 +69,7 @@ impl Gate {
         let bearer = as_bearer(header).ok_or(Refusal::Unauthenticated)?;
         let identity = self
             .auth
-            .identify(Some(bearer.as_bytes()), &gw.config)
+            .identify(Some(bearer.as_bytes()), &gw.current_config())
             .await
             .map_err(|_| Refusal::Unauthenticated)?;
         if self.admins.iter().any(|s| s.matches(&identity.caller)) {

@@ -23,6 +23,7 @@ pub use file::{
 use check::{Checked, Invalid, Settings};
 use file::{ConfigFile, NAMED_TABLES, VALUE_ERROR};
 use serde_path_to_error::Segment;
+use sha2::Digest as _;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use warden_core::{LayeredPolicy, Rules};
@@ -53,6 +54,10 @@ pub struct Config {
     pub oauth: OAuthConfig,
     /// Where the file was read from; relative upstream commands resolve against its folder.
     pub path: PathBuf,
+    /// The file's tables as written, for telling what a reload changed.
+    source: toml::Table,
+    /// The SHA-256 of the text, in hex.
+    digest: String,
 }
 
 /// A configuration error: where, what, and how to fix it.
@@ -103,6 +108,7 @@ impl Config {
                 format!("not valid TOML: {}", e.message().trim()),
             )
         })?;
+        let source = table.clone();
         let raw: ConfigFile =
             serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
                 let (key, message) = deserialise_error(e);
@@ -155,7 +161,29 @@ impl Config {
             auth,
             oauth,
             path: PathBuf::new(),
+            source,
+            digest: hex(&sha2::Sha256::digest(text.as_bytes())),
         })
+    }
+
+    /// The SHA-256 of the file's text, in hex.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// A top-level table or array of tables as the file wrote it (`None`: absent).
+    pub fn written(&self, key: &str) -> Option<&toml::Value> {
+        self.source.get(key)
+    }
+
+    /// The `[[upstream]]` table named `name` as the file wrote it.
+    pub fn written_upstream(&self, name: &str) -> Option<&toml::Table> {
+        self.source
+            .get("upstream")?
+            .as_array()?
+            .iter()
+            .filter_map(toml::Value::as_table)
+            .find(|t| t.get("name").and_then(toml::Value::as_str) == Some(name))
     }
 
     /// Where the admin listener listens: `admin.listen`, or the older `metrics.listen`.
@@ -240,6 +268,10 @@ impl Config {
             .map(|c| c.groups.clone())
             .unwrap_or_default()
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A deserialisation error as a key and a message.

@@ -95,7 +95,7 @@ where
 {
     let name = gateway.config.gateway.stdio_caller.clone();
     let caller = Caller {
-        groups: gateway.config.groups_of(&name),
+        groups: gateway.current_config().groups_of(&name),
         name,
     };
     let (tx, rx) = mpsc::channel::<Outgoing>(1024);

@@ -9,10 +9,10 @@
 //! it returns. Every exit goes through [`Settle::settle`] exactly once.
 
 use super::approval::{self, Approval};
-use super::flow::{FlowDecision, Flows, Trail, FLOW_META_KEY};
-use super::grant::GrantSource;
+use super::flow::{FlowDecision, Trail, FLOW_META_KEY};
 use super::input::{self, Rounds};
 use super::ledger::{self, LedgerKey};
+use super::policy::Policy;
 use super::quota::{Admission, Quotas, CREDIT_KEY};
 use super::relay::{self, Pending};
 use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls, Sealed};
@@ -27,10 +27,10 @@ use serde_json::{Map, Value};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-use warden_core::hooks::{self, BeforeHook, BeforeOutcome, CallContext};
-use warden_core::{answer, CallReport, Caller, Forward, Pipeline, Refusal, Verdict};
+use warden_core::hooks::{self, BeforeOutcome, CallContext};
+use warden_core::{answer, CallReport, Caller, Catalogue, Forward, Refusal, Verdict};
 use warden_store::{Claim, Finish};
 
 /// How long a quota credit redeems: as long as the state that carries it opens.
@@ -49,17 +49,13 @@ pub enum Begun {
 
 /// Everything the tool-call path uses.
 pub struct Calls {
-    pub pipeline: Pipeline,
-    pub grant: GrantSource,
-    before_hooks: Vec<Arc<dyn BeforeHook>>,
-    approval_timeout: Duration,
+    /// The configuration's part: read once when a call begins, swapped whole by a reload.
+    policy: RwLock<Arc<Policy>>,
     pub settle: Arc<Settle>,
     upstreams: Arc<Upstreams>,
     sessions: Arc<Sessions>,
     /// 2026-07-28 calls waiting for their client's answer to an upstream's request.
     parked: Arc<ParkedCalls<Relayed>>,
-    quotas: Quotas,
-    flows: Flows,
 }
 
 /// What a call brings of the 2026-07-28 revision: its request id, envelope, what
@@ -73,6 +69,8 @@ type Revision2026 = (
 
 /// A call accepted by the pipeline, on its way upstream.
 struct Accepted {
+    /// The policy the call began under; it keeps it to its end.
+    policy: Arc<Policy>,
     up: Arc<Upstream>,
     /// The params as they go upstream.
     params: Value,
@@ -113,43 +111,59 @@ pub struct Relayed {
     /// A quota counted the call: should a 2026-07-28 client be asked for input,
     /// its retry is not counted again (Q3).
     counted: bool,
+    /// How long an input round may wait, as the call's policy says.
+    approval_timeout: Duration,
 }
 
 impl Calls {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        pipeline: Pipeline,
-        grant: GrantSource,
-        before_hooks: Vec<Arc<dyn BeforeHook>>,
-        approval_timeout: Duration,
+        policy: Policy,
         settle: Arc<Settle>,
         upstreams: Arc<Upstreams>,
         sessions: Arc<Sessions>,
         parked: ParkedCalls<Relayed>,
-        (quotas, flows): (Quotas, Flows),
     ) -> Calls {
         Calls {
-            pipeline,
-            grant,
-            before_hooks,
-            approval_timeout,
+            policy: RwLock::new(Arc::new(policy)),
             settle,
             upstreams,
             sessions,
             parked: Arc::new(parked),
-            quotas,
-            flows,
         }
+    }
+
+    /// The policy now: what a call beginning now runs under.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The policy and the catalogue a call beginning now runs under, read together.
+    pub fn snapshot(&self) -> (Arc<Policy>, Arc<Catalogue>) {
+        let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
+        (policy.clone(), self.upstreams.catalogue())
+    }
+
+    /// Puts a reloaded configuration's policy in force for every call that begins
+    /// from now on, together with what `install` changes (the catalogue): no
+    /// call begins between the two. Calls under way keep what they began with.
+    pub fn swap<R>(&self, policy: Arc<Policy>, install: impl FnOnce() -> R) -> R {
+        let mut now = self.policy.write().unwrap_or_else(|e| e.into_inner());
+        let installed = install();
+        *now = policy;
+        installed
     }
 
     /// How long a client has to answer the gateway's (or an upstream's) question.
     pub fn approval_timeout(&self) -> Duration {
-        self.approval_timeout
+        self.policy().approval_timeout
     }
 
     /// The quotas and their counts (the operator console reads them).
-    pub fn quotas(&self) -> &Quotas {
-        &self.quotas
+    pub fn quotas(&self) -> Arc<Quotas> {
+        self.policy().quotas.clone()
     }
 
     /// The key 2026-07-28 states are sealed with.
@@ -168,6 +182,9 @@ impl Calls {
         trace: Option<&Span>,
     ) -> Begun {
         let started = Instant::now();
+        // Read once: the whole call runs under this policy and catalogue,
+        // whatever a reload does meanwhile.
+        let (policy, catalogue) = self.snapshot();
         let call = id.map(crate::jsonrpc::id_key);
         let mut sealed = None;
         if let Some(e) = &envelope {
@@ -211,7 +228,9 @@ impl Calls {
         if let Some(meta) = params.get("_meta") {
             check.insert("_meta".into(), meta.clone());
         }
-        let verdict = self.check(session, check, span.as_ref()).await;
+        let verdict = self
+            .check((&policy, &catalogue), session, check, span.as_ref())
+            .await;
         if let Some(s) = &mut span {
             if !verdict.report.unknown_keys.is_empty() {
                 let keys = verdict.report.unknown_keys.iter();
@@ -235,6 +254,7 @@ impl Calls {
                     .unwrap_or_default();
                 let mut record =
                     self.refused_record(session, tool, sent, &verdict.report, refusal, started);
+                record.after = policy.after_hooks.clone();
                 record.span = span.map(|s| Box::new(Mutex::new(s)));
                 let decision = match refusal {
                     Refusal::NoToolName | Refusal::InvalidArguments => Decision::InvalidArguments,
@@ -253,6 +273,7 @@ impl Calls {
             tracing::info!(tool = %logged(&forward.tool.name), mode = ?verdict.report.unknown_mode, keys = %logged(verdict.report.unknown_keys.join(", ")), "undeclared argument keys");
         }
         let accepted = self.prepare(
+            &policy,
             session,
             params,
             had_arguments,
@@ -265,6 +286,7 @@ impl Calls {
             Ok(a) => a,
             Err(tool) => {
                 let mut record = CallRecord::new(started, &tool);
+                record.after = policy.after_hooks.clone();
                 record.span = span.map(|s| Box::new(Mutex::new(s)));
                 let end = End::Failed {
                     decision: Decision::Allowed,
@@ -275,7 +297,7 @@ impl Calls {
         };
         accepted.record.span = span.map(|s| Box::new(Mutex::new(s)));
         let guarded = accepted.approval
-            || !self.before_hooks.is_empty()
+            || !policy.before_hooks.is_empty()
             || accepted.ledger.is_some()
             || accepted.limited
             || accepted.flow.is_some();
@@ -294,6 +316,7 @@ impl Calls {
     /// The grant, then the pipeline (G, N, R, A).
     async fn check(
         &self,
+        (policy, catalogue): (&Policy, &Catalogue),
         session: &ClientSession,
         check: Map<String, Value>,
         span: Option<&Span>,
@@ -301,22 +324,17 @@ impl Calls {
         let name = check.get("name").and_then(Value::as_str);
         let caller = session.caller();
         let caller = caller.as_deref();
-        match self.grant.for_call(caller, name, span).await {
-            Some(grant) => {
-                let catalogue = self.upstreams.catalogue();
-                self.pipeline.check_with(
-                    &*grant,
-                    &catalogue,
-                    &session.warn,
-                    caller,
-                    Value::Object(check),
-                )
-            }
-            None => {
-                let catalogue = self.upstreams.catalogue();
-                self.pipeline
-                    .check(&catalogue, &session.warn, caller, Value::Object(check))
-            }
+        match policy.grant.for_call(caller, name, span).await {
+            Some(grant) => policy.pipeline.check_with(
+                &*grant,
+                catalogue,
+                &session.warn,
+                caller,
+                Value::Object(check),
+            ),
+            None => policy
+                .pipeline
+                .check(catalogue, &session.warn, caller, Value::Object(check)),
         }
     }
 
@@ -361,6 +379,7 @@ impl Calls {
     #[allow(clippy::too_many_arguments)]
     fn prepare(
         &self,
+        policy: &Arc<Policy>,
         session: &Arc<ClientSession>,
         mut params: Value,
         had_arguments: bool,
@@ -376,7 +395,6 @@ impl Calls {
         ) else {
             return Err(tool.name.clone());
         };
-        let up = up.clone();
         let caller = session.caller();
         let caller = caller.as_deref();
         let ledger = self.settle.ledger.key_of(
@@ -384,6 +402,7 @@ impl Calls {
             &forward.meta,
         );
         let mut record = CallRecord::new(started, &tool.name);
+        record.after = policy.after_hooks.clone();
         record.audit = self.settle.audit.on().then(|| {
             self.settle.audit.template(
                 &session.label,
@@ -395,7 +414,7 @@ impl Calls {
                 ledger.as_ref().map(|(_, k)| k.clone()),
             )
         });
-        let limited = self.quotas.any_for(caller, &tool.name);
+        let limited = policy.quotas.any_for(caller, &tool.name);
         // The flow context is the gateway's: it never goes upstream.
         let context = obj
             .get_mut("_meta")
@@ -409,17 +428,17 @@ impl Calls {
         {
             obj.shift_remove("_meta");
         }
-        let flow = self.flows.on().then(|| {
-            let labels = self.flows.labels_of(&tool.upstream, &tool.upstream_name);
+        let flow = policy.flows.on().then(|| {
+            let labels = policy.flows.labels_of(&tool.upstream, &tool.upstream_name);
             (labels, context)
         });
         let guarded = forward.needs_approval
-            || !self.before_hooks.is_empty()
+            || !policy.before_hooks.is_empty()
             || ledger.is_some()
             || limited
             || flow.is_some();
         // Hooks see the call as it goes upstream; built only when someone will look.
-        record.ctx = (guarded || self.settle.has_after_hooks()).then(|| {
+        record.ctx = (guarded || !record.after.is_empty()).then(|| {
             Arc::new(CallContext {
                 caller: session.caller().map(|c| Caller::clone(&c)),
                 tool: tool.name.clone(),
@@ -441,6 +460,7 @@ impl Calls {
             input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
         }
         Ok(Accepted {
+            policy: policy.clone(),
             up,
             params,
             record,
@@ -482,6 +502,7 @@ impl Calls {
         mut a: Accepted,
         context: &mut Option<String>,
     ) -> Option<Body> {
+        let policy = a.policy.clone();
         let Some(ctx) = a.record.ctx.clone() else {
             let end = End::Failed {
                 decision: Decision::Allowed,
@@ -505,24 +526,26 @@ impl Calls {
             .flow
             .as_ref()
             .filter(|(labels, _)| !labels.is_empty())
-            .and_then(|_| self.flows.shared_scope(stateless, caller, &session.label));
+            .and_then(|_| policy.flows.shared_scope(stateless, caller, &session.label));
         if let Some((labels, sealed)) = &a.flow {
             let mut trail = if stateless {
-                self.flows
+                policy
+                    .flows
                     .stateless_trail(self.state_key(), caller, sealed.as_ref())
             } else {
                 session::lock(&session.flow).clone()
             };
             // The shared store's trail, which no client can drop and every replica reads.
             if let Some(scope) = &scope {
-                match self.flows.shared_trail(scope).await {
+                match policy.flows.shared_trail(scope).await {
                     Ok(shared) => trail.extend(shared),
                     Err(e) => return self.flow_unverifiable(&a.record, &ctx.tool, &e).await,
                 }
             }
             if stateless {
                 *context = Some(
-                    self.flows
+                    policy
+                        .flows
                         .remember_stateless(self.state_key(), caller, &trail),
                 );
             }
@@ -530,7 +553,7 @@ impl Calls {
                 r.labels = labels.clone();
                 r.touched = trail.iter().cloned().collect();
             }
-            match self.flows.decide(&trail, labels) {
+            match policy.flows.decide(&trail, labels) {
                 FlowDecision::Pass => {}
                 FlowDecision::Ask(reason) => flow_ask = Some(reason),
                 FlowDecision::Deny(reason) => {
@@ -555,11 +578,11 @@ impl Calls {
                 .and_then(|s| s.get(CREDIT_KEY))
                 .and_then(Value::as_str);
             let credited = match credit {
-                Some(id) => self.quotas.redeem_credit(id).await,
+                Some(id) => policy.quotas.redeem_credit(id).await,
                 None => false,
             };
             let lease = ledger::lease_for(a.up.timeout_ms());
-            let admitted = self
+            let admitted = policy
                 .quotas
                 .admit(ctx.caller.as_ref(), &ctx.tool, lease, credited);
             match admitted.await {
@@ -570,7 +593,7 @@ impl Calls {
                 Admission::Refused { text, retry_ms } => {
                     if let (true, Some(id)) = (credited, credit) {
                         // Refused for its concurrency: the credit stands for the next retry.
-                        self.quotas.issue_credit(id, CREDIT_TTL).await;
+                        policy.quotas.issue_credit(id, CREDIT_TTL).await;
                     }
                     tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), retry_ms, "a quota refused the call");
                     let end = End::Policy {
@@ -598,7 +621,7 @@ impl Calls {
                     a.sealed.as_ref(),
                 ),
                 self.state_key(),
-                self.approval_timeout,
+                policy.approval_timeout,
             )
             .await;
             if let Some(s) = &mut span {
@@ -634,7 +657,7 @@ impl Calls {
             }
         }
         let decided = hooks::run_before_observed(
-            &self.before_hooks,
+            &policy.before_hooks,
             &ctx,
             |i| {
                 child(&a.record, "warden.hook", Kind::Internal).map(|mut s| {
@@ -713,7 +736,7 @@ impl Calls {
         // Let through: from now on the session has touched the call's labels (F4).
         if let (Some((labels, _)), Some(mut after)) = (&a.flow, after) {
             if let Some(scope) = &scope {
-                match self.flows.touch_shared(scope, labels).await {
+                match policy.flows.touch_shared(scope, labels).await {
                     Ok(shared) => after.extend(shared),
                     Err(e) => {
                         // It does not run: its key, if it claimed one, may be used again.
@@ -727,7 +750,8 @@ impl Calls {
             }
             if stateless {
                 *context = Some(
-                    self.flows
+                    policy
+                        .flows
                         .remember_stateless(self.state_key(), caller, &after),
                 );
             } else {
@@ -757,7 +781,7 @@ impl Calls {
             binding,
             (CREDIT_KEY, Value::String(id.clone())),
         );
-        self.quotas.issue_credit(&id, CREDIT_TTL).await;
+        self.policy().quotas.issue_credit(&id, CREDIT_TTL).await;
     }
 
     /// A labelled call whose trail the shared store could not read or write:
@@ -844,6 +868,7 @@ impl Calls {
                 capabilities,
                 approved: a.approval,
                 counted: a.counted,
+                approval_timeout: a.policy.approval_timeout,
             }),
             Err(e) => Err(self.failed(&a.record, &a.up.name, e).await),
         }
@@ -873,7 +898,7 @@ impl Calls {
         r.span = None;
         let stateless = r.pending.conn.is_stateless();
         let up = stateless
-            .then(|| self.upstreams.by_name(&r.pending.upstream).cloned())
+            .then(|| self.upstreams.by_name(&r.pending.upstream))
             .flatten();
         let result = match up {
             Some(up) => {
@@ -888,7 +913,7 @@ impl Calls {
                     binding: r.binding.as_deref(),
                     key: self.state_key(),
                     approved: r.approved,
-                    timeout: self.approval_timeout,
+                    timeout: r.approval_timeout,
                 };
                 let mut result = rounds.finish(result).await;
                 let asked = result

@@ -75,7 +75,7 @@ impl Gateway {
         if self.health.draining() {
             failed.push(texts::NOT_READY_DRAINING.to_owned());
         }
-        let total = self.upstreams.list.len();
+        let total = self.upstreams.list().len();
         let unlisted = if self.upstreams.started() {
             self.upstreams.unavailable().len()
         } else {

@@ -108,7 +108,7 @@ impl FromUpstreams {
             let text = if self.sessions.live().is_empty() {
                 texts::NO_CLIENT
             } else {
-                tracing::warn!(upstream = %self.upstreams.list[index].name, method = %logged(method), "an upstream request could not be tied to one client; refused");
+                tracing::warn!(upstream = %self.upstreams.name_of(index), method = %logged(method), "an upstream request could not be tied to one client; refused");
                 texts::UNTIED_REQUEST
             };
             return refuse_upstream(&conn, their_id, text).await;
@@ -134,7 +134,7 @@ impl FromUpstreams {
             if !session.client_can(capability) {
                 // The client never said it can answer this: the upstream hears so at
                 // once instead of waiting out its timeout.
-                tracing::info!(upstream = %self.upstreams.list[index].name, method = %logged(method), "an upstream request needs a capability the client did not declare; refused");
+                tracing::info!(upstream = %self.upstreams.name_of(index), method = %logged(method), "an upstream request needs a capability the client did not declare; refused");
                 return refuse_upstream(&conn, their_id, texts::CLIENT_LACKS_CAPABILITY).await;
             }
         }
@@ -171,7 +171,7 @@ impl FromUpstreams {
     /// and at 2026-07-28 only for a call that opted in, at or above its level.
     async fn log_message(&self, index: usize, conn: Arc<Conn>, msg: Value, related: Option<u64>) {
         let Some(s) = self.sessions.session_for(&conn, related) else {
-            tracing::debug!(upstream = %self.upstreams.list[index].name, "an upstream log message tied to no one client was not relayed");
+            tracing::debug!(upstream = %self.upstreams.name_of(index), "an upstream log message tied to no one client was not relayed");
             return;
         };
         let call = s.call_on(&conn, related);
@@ -212,9 +212,9 @@ impl Inbound for FromUpstreams {
         if !self.upstreams.needs_restart(upstream, generation) {
             return;
         }
-        let name = &self.upstreams.list[upstream].name;
+        let name = self.upstreams.name_of(upstream);
         tracing::warn!(upstream = %name, reason = exit.as_str(), "upstream ended; it will be restarted");
-        self.metrics.upstream_restarted(name, exit.as_str());
+        self.metrics.upstream_restarted(&name, exit.as_str());
         let Some(me) = self.me.upgrade() else { return };
         tokio::spawn(async move {
             let before = me.upstreams.catalogue();

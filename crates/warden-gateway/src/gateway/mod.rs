@@ -14,7 +14,9 @@
 //!   [`grant`], [`approval`], the [`ledger`] and the [`audit`] trail;
 //! - [`relay`]: requests passed upstream; [`inbound`]: what upstreams send back
 //!   on their own;
-//! - [`rev2026`]: the stateless 2026-07-28 revision.
+//! - [`rev2026`]: the stateless 2026-07-28 revision;
+//! - [`policy`]: what one configuration decides about calls, and [`reload`]:
+//!   taking a new configuration while calls run.
 
 mod approval;
 pub mod audit;
@@ -26,8 +28,10 @@ mod inbound;
 mod input;
 pub mod ledger;
 mod listen;
+pub mod policy;
 pub mod quota;
 mod relay;
+pub mod reload;
 pub mod rev2026;
 pub mod session;
 pub mod settle;
@@ -35,9 +39,10 @@ mod upstreams;
 pub mod webhooks;
 
 pub use health::{Health, Probe, HEALTHZ, READYZ};
+pub use reload::Reloaded;
 pub use session::{CallKey, ClientSession, Outgoing};
 pub use settle::{Body, Decision, Outcome};
-pub use upstreams::UpstreamStatus;
+pub use upstreams::{UpstreamChanges, UpstreamStatus};
 
 use crate::config::Config;
 use crate::jsonrpc::{self, Kind};
@@ -47,19 +52,18 @@ use crate::otel::{self, Span, SpanContext, Tracer};
 use crate::texts;
 use crate::upstream::Inbound;
 use call::{Begun, Calls};
-use grant::GrantSource;
+use policy::{InProcessHooks, Kept, Policy};
 use rev2026::{Envelope, ParkedCalls, StateKey};
 use serde_json::{json, Value};
 use session::Sessions;
 use settle::Settle;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, RwLock};
 pub use upstreams::negotiated_version;
 use upstreams::Upstreams;
 use warden_core::hooks::{AfterHook, BeforeHook};
-use warden_core::{Caller, Catalogue, Pipeline};
+use warden_core::{Caller, Catalogue};
 
 /// The key that seals request states and session ids: random per process, or
 /// derived from `gateway.state_secret_env` (and, while a secret is rotated out,
@@ -94,7 +98,20 @@ pub type Waiting = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The gateway: configuration, upstreams, the catalogue, and the sessions it serves.
 pub struct Gateway {
+    /// The configuration the gateway started with. Settings a reload cannot
+    /// change (the front, its address, the store …) are read from here.
     pub config: Config,
+    /// The configuration in force: the last one loaded, at start or by a reload.
+    live: RwLock<Arc<Config>>,
+    /// Hooks the library user put around every call; a reload keeps them.
+    hooks: InProcessHooks,
+    /// The shared store quotas count rates in, when replicas share one.
+    shared: Option<warden_store::Postgres>,
+    /// One reload at a time.
+    reloads: reload::Reloads,
+    /// Where upstream credentials are exchanged (`[oauth]`), once the HTTP front
+    /// set it: upstreams a reload starts get it too.
+    exchanger: std::sync::OnceLock<Arc<dyn crate::upstream::credential::TokenExchange>>,
     pub metrics: Arc<Metrics>,
     upstreams: Arc<Upstreams>,
     sessions: Arc<Sessions>,
@@ -137,8 +154,8 @@ impl Gateway {
     /// inside a Tokio runtime (after webhooks start a worker).
     pub async fn with_hooks(
         config: Config,
-        mut before: Vec<Arc<dyn BeforeHook>>,
-        mut after: Vec<Arc<dyn AfterHook>>,
+        before: Vec<Arc<dyn BeforeHook>>,
+        after: Vec<Arc<dyn AfterHook>>,
     ) -> Result<Arc<Gateway>, String> {
         let store = config.open_store().await?;
         // Quotas are counted in the store only when replicas can share it.
@@ -148,19 +165,9 @@ impl Gateway {
         };
         let audit = audit::AuditTrail::open(store.clone(), &config.audit, &config)?;
         let ledger = ledger::Ledger::new(store, &config.idempotency);
-        let (web_before, web_after) = webhooks::hooks(&config);
-        before.extend(web_before);
-        after.extend(web_after);
         let state_key = state_key(&config.gateway, |v| std::env::var(v).ok())?;
-        let quotas = quota::Quotas::new(config.limits.quotas.clone(), shared.clone());
-        let idle = crate::config::parse_duration(&config.gateway.session_idle)
-            .unwrap_or(Duration::from_secs(1800));
-        let flows = flow::Flows::new(
-            config.limits.flows.clone(),
-            config.limits.labels.clone(),
-            idle,
-            shared,
-        );
+        let hooks = InProcessHooks { before, after };
+        let policy = Policy::build(&config, &hooks, shared.clone(), Kept::default());
         let upstreams = Arc::new(Upstreams::new(&config));
         let mut metrics = Metrics::new(audit.backlog.clone(), audit.lost.clone());
         metrics.tool_drift = upstreams.tool_drift.clone();
@@ -178,28 +185,27 @@ impl Gateway {
             inbound::FromUpstreams::new(upstreams.clone(), sessions.clone(), metrics.clone());
         let weak: std::sync::Weak<inbound::FromUpstreams> = Arc::downgrade(&inbound);
         upstreams.set_inbound(weak);
-        let rules = Arc::new(config.rules());
         let settle = Arc::new(Settle::new(
             audit,
             ledger,
             metrics.clone(),
-            after,
             sessions.clone(),
         ));
         upstreams.record_drifts_in(Some(settle.clone()));
         let calls = Calls::new(
-            Pipeline::new().with_grant(rules.clone(), rules.clone()),
-            GrantSource::new(rules, config.access.webhook.clone()),
-            before,
-            Duration::from_millis(config.access.approval_timeout_ms),
+            policy,
             settle,
             upstreams.clone(),
             sessions.clone(),
             ParkedCalls::new(state_key),
-            (quotas, flows),
         );
-        Ok(Arc::new(Gateway {
+        let gateway = Arc::new(Gateway {
+            live: RwLock::new(Arc::new(config.clone())),
+            reloads: reload::Reloads::default(),
+            exchanger: std::sync::OnceLock::new(),
             config,
+            hooks,
+            shared,
             metrics,
             upstreams,
             sessions,
@@ -207,7 +213,9 @@ impl Gateway {
             tracer,
             health: Health::default(),
             _inbound: inbound,
-        }))
+        });
+        gateway.loaded();
+        Ok(gateway)
     }
 
     /// The key that seals request states and HTTP session ids.
@@ -215,9 +223,26 @@ impl Gateway {
         self.calls.state_key()
     }
 
-    /// The configured upstreams (their per-caller credentials among them).
-    pub fn upstreams(&self) -> &[Arc<crate::upstream::Upstream>] {
-        &self.upstreams.list
+    /// The configured upstreams now (their per-caller credentials among them).
+    pub fn upstreams(&self) -> Arc<[Arc<crate::upstream::Upstream>]> {
+        self.upstreams.list()
+    }
+
+    /// Token exchange for upstream credentials happens here (`[oauth]`): set once
+    /// by the HTTP front, for every upstream that exchanges, now or after a reload.
+    pub fn set_exchanger(&self, x: Arc<dyn crate::upstream::credential::TokenExchange>) {
+        let x = self.exchanger.get_or_init(|| x);
+        for up in self.upstreams().iter() {
+            if up.credentials.exchanges() {
+                up.credentials.set_exchanger(x.clone());
+            }
+        }
+    }
+
+    /// The configuration in force: the one the gateway started with, or the
+    /// last one a reload took.
+    pub fn current_config(&self) -> Arc<Config> {
+        self.live.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn catalogue(&self) -> Arc<Catalogue> {
@@ -241,10 +266,6 @@ impl Gateway {
         self.calls.settle.audit.store()
     }
 
-    pub fn pipeline(&self) -> &Pipeline {
-        &self.calls.pipeline
-    }
-
     pub fn add_session(&self, session: &Arc<ClientSession>) {
         self.sessions.add(session);
     }
@@ -262,11 +283,10 @@ impl Gateway {
         if !down.is_empty() {
             return Err(texts::listing_failed(&down));
         }
-        let catalogue = self.catalogue();
-        let listed = self
-            .calls
+        let (policy, catalogue) = self.calls.snapshot();
+        let listed = policy
             .grant
-            .list(&self.calls.pipeline, &catalogue, caller)
+            .list(&policy.pipeline, &catalogue, caller)
             .await;
         let tools: Vec<Value> = listed.into_iter().cloned().collect();
         Ok(jsonrpc::object([("tools", Value::Array(tools))]))
@@ -477,7 +497,7 @@ impl Gateway {
                         // The shortest lifetime an upstream gave its tools (stamped below).
                         let ttl = self
                             .upstreams
-                            .list
+                            .list()
                             .iter()
                             .filter_map(|u| u.tools_ttl())
                             .min();
@@ -653,6 +673,9 @@ impl Gateway {
                 .send_for(Some(key.clone()), filter.acknowledgement(&id))
                 .await;
             let caller = session.caller().map(|c| Caller::clone(&c));
+            // What the caller's view was last compared under: a reload changes
+            // the policy as well as (or instead of) the catalogue.
+            let mut seen = me.calls.policy();
             loop {
                 let change = tokio::select! {
                     _ = ended.notified() => break,
@@ -661,14 +684,18 @@ impl Gateway {
                 let method = match change {
                     Ok(session::ListChange::Tools(before)) if filter.tools => {
                         let after = me.catalogue();
-                        let grant = &me.calls.grant;
-                        let was = grant
-                            .list(&me.calls.pipeline, &before, caller.as_ref())
+                        let policy = me.calls.policy();
+                        let was = seen
+                            .grant
+                            .list(&seen.pipeline, &before, caller.as_ref())
                             .await;
-                        let now = grant
-                            .list(&me.calls.pipeline, &after, caller.as_ref())
+                        let now = policy
+                            .grant
+                            .list(&policy.pipeline, &after, caller.as_ref())
                             .await;
-                        if was == now {
+                        let same = was == now;
+                        seen = policy;
+                        if same {
                             continue;
                         }
                         "notifications/tools/list_changed"
@@ -735,7 +762,7 @@ impl Gateway {
                 }
             }
             _ => {
-                for up in &self.upstreams.list {
+                for up in self.upstreams.list().iter() {
                     if let Some(conn) = up.conn() {
                         conn.send(msg.clone()).await;
                     }

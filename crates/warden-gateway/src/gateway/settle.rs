@@ -125,6 +125,9 @@ pub struct CallRecord {
     /// The concurrency quota slots it holds until it ends (Q2): freed when it
     /// settles, or when dropped should it never settle.
     pub slots: Slots,
+    /// The after hooks of the configuration the call began under (H4): a
+    /// reload meanwhile does not change who hears of its end.
+    pub after: Arc<[Arc<dyn AfterHook>]>,
 }
 
 impl CallRecord {
@@ -138,6 +141,7 @@ impl CallRecord {
             token: None,
             span: None,
             slots: Slots::default(),
+            after: Arc::new([]),
         }
     }
 }
@@ -175,7 +179,6 @@ pub struct Settle {
     pub audit: AuditTrail,
     pub ledger: Ledger,
     pub metrics: Arc<Metrics>,
-    after_hooks: Arc<[Arc<dyn AfterHook>]>,
     sessions: Arc<Sessions>,
 }
 
@@ -184,21 +187,14 @@ impl Settle {
         audit: AuditTrail,
         ledger: Ledger,
         metrics: Arc<Metrics>,
-        after_hooks: Vec<Arc<dyn AfterHook>>,
         sessions: Arc<Sessions>,
     ) -> Settle {
         Settle {
             audit,
             ledger,
             metrics,
-            after_hooks: after_hooks.into(),
             sessions,
         }
-    }
-
-    /// Whether anyone looks at a call's context after it ran.
-    pub fn has_after_hooks(&self) -> bool {
-        !self.after_hooks.is_empty()
     }
 
     /// Ends a call: after hooks, ledger, audit, metrics, once; returns its answer
@@ -341,10 +337,10 @@ impl Settle {
     /// H4: runs the after hooks once, without delaying the answer.
     fn after(&self, call: &CallRecord, result: Option<Value>, failure: Option<String>) {
         let Some(ctx) = call.ctx.clone() else { return };
-        if self.after_hooks.is_empty() {
+        if call.after.is_empty() {
             return;
         }
-        let hooks = self.after_hooks.clone();
+        let hooks = call.after.clone();
         let end = CallEnd {
             result,
             failure,

@@ -8,7 +8,7 @@
 use super::relay;
 use super::session::lock;
 use super::settle::{Body, Settle};
-use crate::config::{Config, ErrorData, PinMode};
+use crate::config::{Config, ErrorData, PinMode, UpstreamConfig};
 use crate::jsonrpc;
 use crate::logged::logged;
 use crate::otel::Parent;
@@ -17,9 +17,9 @@ use crate::texts;
 use crate::upstream::{Inbound, Upstream, SUPPORTED_VERSIONS};
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 use warden_core::catalogue::seen_name;
@@ -41,27 +41,33 @@ pub struct UpstreamStatus {
 }
 
 pub struct Upstreams {
-    pub list: Vec<Arc<Upstream>>,
+    /// The configured upstreams in config order. A reload replaces the list
+    /// whole; an upstream's `index` is its identity for as long as it runs and
+    /// is never given to another one.
+    list: RwLock<Arc<[Arc<Upstream>]>>,
+    /// The index the next upstream a reload adds gets.
+    next_index: AtomicUsize,
     /// What clients see of an upstream's JSON-RPC error `data` (E3).
     pub error_data: ErrorData,
-    policy: LayeredPolicy,
-    /// The access rules, to warn about argument conditions a new catalogue can never meet (G6).
-    rules: Rules,
+    /// The argument policy and the access rules the catalogue is built with
+    /// (the rules only to warn about argument conditions it can never meet, G6).
+    settings: RwLock<Arc<(LayeredPolicy, Rules)>>,
     /// The pins lock beside the config (P2), read again on every catalogue build so a
     /// new one is picked up; the last good one stays when a read fails.
     lock_path: PathBuf,
     lock: Mutex<Option<Lock>>,
-    /// Per upstream, how its tools differ from the lock now: the tool's name in the
-    /// lock (its new name for an added one) → the drift as `pins diff` prints it.
-    /// A drift is logged, counted and recorded when it appears or changes.
-    drifts: Mutex<Vec<BTreeMap<String, String>>>,
+    /// By upstream index, how its tools differ from the lock now: the tool's name
+    /// in the lock (its new name for an added one) → the drift as `pins diff`
+    /// prints it. A drift is logged, counted and recorded when it appears or
+    /// changes. An upstream a reload replaces hands its entry to its successor.
+    drifts: Mutex<HashMap<usize, BTreeMap<String, String>>>,
     pub tool_drift: Arc<AtomicU64>,
     /// Where drift records go: the audit trail, unless the gateway only inspects.
     drift_audit: Mutex<Option<Arc<Settle>>>,
-    /// Per upstream, its last successful tool listing (`None` until one succeeded).
-    listings: RwLock<Vec<Option<Vec<Value>>>>,
-    /// Per upstream, why its last start or listing failed (cleared by a success).
-    listing_errors: Mutex<Vec<Option<String>>>,
+    /// By upstream index, its last successful tool listing (none until one succeeded).
+    listings: RwLock<HashMap<usize, Vec<Value>>>,
+    /// By upstream index, why its last start or listing failed (cleared by a success).
+    listing_errors: Mutex<HashMap<usize, String>>,
     catalogue: RwLock<Arc<Catalogue>>,
     /// A resource URI (`uri:…`) or prompt name (`prompt:…`) → the upstream that listed it.
     owners: Mutex<HashMap<String, usize>>,
@@ -70,11 +76,72 @@ pub struct Upstreams {
     /// Where the upstreams' own requests and notifications go.
     inbound: OnceLock<Weak<dyn Inbound>>,
     connected: tokio::sync::OnceCell<()>,
+    /// The first start of the upstreams has begun (it may not be over).
+    connecting: AtomicBool,
     shutting_down: AtomicBool,
-    /// Per upstream, whether a restart loop runs for it. One at a time: a start
+    /// The upstreams (by index) a restart loop runs for. One at a time: a start
     /// that fails inside the loop ends its connection too, and that exit must not
     /// start a second loop beside the one already retrying.
-    restarting: Vec<AtomicBool>,
+    restarting: Mutex<HashSet<usize>>,
+}
+
+/// What a reload did to the upstreams, by name.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct UpstreamChanges {
+    pub started: Vec<String>,
+    pub stopped: Vec<String>,
+    pub restarted: Vec<String>,
+}
+
+/// A reload's upstreams, built and started but not yet in force.
+pub struct Prepared {
+    list: Vec<Arc<Upstream>>,
+    /// The new upstreams' first listings, by index.
+    listed: Vec<(usize, Result<Vec<Value>, String>)>,
+    settings: Arc<(LayeredPolicy, Rules)>,
+    changes: UpstreamChanges,
+}
+
+impl Prepared {
+    /// The upstreams as they will be once installed.
+    pub fn upstreams(&self) -> &[Arc<Upstream>] {
+        &self.list
+    }
+}
+
+/// An upstream as its config says, its paths resolved against the config's folder.
+fn build_upstream(config: &Config, u: &UpstreamConfig, index: usize) -> Arc<Upstream> {
+    let mut up = u.clone();
+    up.tls_ca_file = up
+        .tls_ca_file
+        .map(|p| config.resolve_path(&p.to_string_lossy()));
+    for c in &mut up.credential {
+        c.token_file = c
+            .token_file
+            .take()
+            .map(|p| config.resolve_path(&p.to_string_lossy()));
+    }
+    Arc::new(Upstream::new(
+        index,
+        up,
+        config.program(u),
+        config.gateway.max_message_bytes,
+    ))
+}
+
+/// Stops an upstream a reload removed, and its callers' own children, once
+/// their calls in flight are over (or its call timeout passed: they then fail
+/// as when an upstream ends, E2).
+async fn retire(up: Arc<Upstream>) {
+    let busy = |up: &Upstream| {
+        up.conn().map_or(0, |c| c.in_flight()) + up.children.as_ref().map_or(0, |c| c.busy())
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(up.timeout_ms());
+    while busy(&up) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::info!(upstream = %up.name, "upstream stopped: the reloaded configuration no longer has it as it was");
+    up.shutdown().await;
 }
 
 impl Upstreams {
@@ -83,46 +150,153 @@ impl Upstreams {
             .upstream
             .iter()
             .enumerate()
-            .map(|(i, u)| {
-                let mut up = u.clone();
-                up.tls_ca_file = up
-                    .tls_ca_file
-                    .map(|p| config.resolve_path(&p.to_string_lossy()));
-                for c in &mut up.credential {
-                    c.token_file = c
-                        .token_file
-                        .take()
-                        .map(|p| config.resolve_path(&p.to_string_lossy()));
-                }
-                Arc::new(Upstream::new(
-                    i,
-                    up,
-                    config.program(u),
-                    config.gateway.max_message_bytes,
-                ))
-            })
+            .map(|(i, u)| build_upstream(config, u, i))
             .collect();
         let n = list.len();
         Upstreams {
-            rules: config.rules(),
+            settings: RwLock::new(Arc::new((config.policy(), config.rules()))),
             lock_path: pins::lock_path(&config.path),
             lock: Mutex::new(None),
-            drifts: Mutex::new(vec![BTreeMap::new(); n]),
+            drifts: Mutex::new(HashMap::new()),
             tool_drift: Arc::new(AtomicU64::new(0)),
             drift_audit: Mutex::new(None),
-            list,
+            list: RwLock::new(list.into()),
+            next_index: AtomicUsize::new(n),
             error_data: config.gateway.upstream_error_data,
-            policy: config.policy(),
-            listings: RwLock::new(vec![None; n]),
-            listing_errors: Mutex::new(vec![None; n]),
+            listings: RwLock::new(HashMap::new()),
+            listing_errors: Mutex::new(HashMap::new()),
             catalogue: RwLock::new(Arc::new(Catalogue::default())),
             owners: Mutex::new(HashMap::new()),
             init: RwLock::new(None),
             inbound: OnceLock::new(),
             connected: tokio::sync::OnceCell::new(),
+            connecting: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),
-            restarting: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            restarting: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// The configured upstreams now, in config order.
+    pub fn list(&self) -> Arc<[Arc<Upstream>]> {
+        self.list.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The upstream with this index, while it is configured.
+    pub fn get(&self, index: usize) -> Option<Arc<Upstream>> {
+        self.list().iter().find(|u| u.index == index).cloned()
+    }
+
+    /// The name of the upstream with this index (empty once it is gone).
+    pub fn name_of(&self, index: usize) -> String {
+        self.get(index).map(|u| u.name.clone()).unwrap_or_default()
+    }
+
+    /// The first half of taking a reloaded config: upstreams named in `keep` go
+    /// on running as they are; every other configured one is built anew and,
+    /// when the upstreams run, started and listed here, before any call can
+    /// reach it. Nothing changes for calls until [`Upstreams::install`].
+    pub async fn prepare(&self, config: &Config, keep: &HashSet<String>) -> Prepared {
+        // A first start under way started the list it saw: let it finish, so
+        // the new upstreams are started here rather than never.
+        if self.connecting.load(Ordering::SeqCst) {
+            self.connect(None).await;
+        }
+        let old = self.list();
+        let mut changes = UpstreamChanges::default();
+        let mut fresh = Vec::new();
+        let list: Vec<Arc<Upstream>> = config
+            .upstream
+            .iter()
+            .map(|u| match old.iter().find(|o| o.name == u.name) {
+                Some(o) if keep.contains(&u.name) => o.clone(),
+                was => {
+                    let index = self.next_index.fetch_add(1, Ordering::SeqCst);
+                    let up = build_upstream(config, u, index);
+                    match was {
+                        Some(_) => changes.restarted.push(u.name.clone()),
+                        None => changes.started.push(u.name.clone()),
+                    }
+                    fresh.push(up.clone());
+                    up
+                }
+            })
+            .collect();
+        changes.stopped = old
+            .iter()
+            .filter(|o| !list.iter().any(|u| u.name == o.name))
+            .map(|o| o.name.clone())
+            .collect();
+        let mut listed = Vec::new();
+        if self.started() {
+            let init = self.init.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let init = init.unwrap_or_else(|| upstream_init(None));
+            let inbound = self.inbound();
+            let tasks = fresh.into_iter().map(|up| {
+                let (inbound, init) = (inbound.clone(), init.clone());
+                async move { (up.index, up.connect(inbound, &init).await) }
+            });
+            listed = join_all(tasks).await;
+        }
+        Prepared {
+            list,
+            listed,
+            settings: Arc::new((config.policy(), config.rules())),
+            changes,
+        }
+    }
+
+    /// The second half: the new list, argument policy and rules, and the
+    /// catalogue built from them, in force at once. Upstreams no longer
+    /// configured as they were stop once their calls in flight are over.
+    /// Also returns the new upstreams that failed to start (to be restarted) and
+    /// the drifts the new catalogue found, for [`Upstreams::record_drifts`] once
+    /// the swap is over (this runs under the call policy's write lock).
+    pub fn install(&self, prepared: Prepared) -> (UpstreamChanges, Vec<usize>, Vec<Drifted>) {
+        let Prepared {
+            list,
+            listed,
+            settings,
+            changes,
+        } = prepared;
+        let old = std::mem::replace(
+            &mut *self.list.write().unwrap_or_else(|e| e.into_inner()),
+            list.into(),
+        );
+        *self.settings.write().unwrap_or_else(|e| e.into_inner()) = settings;
+        let now = self.list();
+        let retired: Vec<Arc<Upstream>> = old
+            .iter()
+            .filter(|o| !now.iter().any(|u| Arc::ptr_eq(u, o)))
+            .cloned()
+            .collect();
+        {
+            let mut listings = self.listings.write().unwrap_or_else(|e| e.into_inner());
+            let mut errors = lock(&self.listing_errors);
+            let mut drifts = lock(&self.drifts);
+            for o in &retired {
+                listings.remove(&o.index);
+                errors.remove(&o.index);
+                // A replacement compares with what its predecessor drifted by,
+                // so a drift that stays is not recorded a second time.
+                if let Some(d) = drifts.remove(&o.index) {
+                    if let Some(u) = now.iter().find(|u| u.name == o.name) {
+                        drifts.insert(u.index, d);
+                    }
+                }
+            }
+        }
+        lock(&self.owners).retain(|_, i| !retired.iter().any(|o| o.index == *i));
+        let mut failed = Vec::new();
+        for (index, result) in listed {
+            if !self.record_listing(index, result) {
+                failed.push(index);
+            }
+        }
+        let drifted = self.build_catalogue();
+        for o in retired {
+            tokio::spawn(retire(o));
+        }
+        (changes, failed, drifted)
     }
 
     /// Sends drift records (P2) to this audit trail (`None`: nowhere).
@@ -149,8 +323,8 @@ impl Upstreams {
             .clone()
     }
 
-    pub fn by_name(&self, name: &str) -> Option<&Arc<Upstream>> {
-        self.list.iter().find(|u| u.name == name)
+    pub fn by_name(&self, name: &str) -> Option<Arc<Upstream>> {
+        self.list().iter().find(|u| u.name == name).cloned()
     }
 
     /// Whether the upstreams were started (or are being started).
@@ -164,11 +338,13 @@ impl Upstreams {
     pub async fn connect(&self, client_init: Option<&Value>) {
         self.connected
             .get_or_init(|| async {
+                self.connecting.store(true, Ordering::SeqCst);
                 let init = upstream_init(client_init);
                 *self.init.write().unwrap_or_else(|e| e.into_inner()) = Some(init.clone());
                 let inbound = self.inbound();
-                let tasks = self.list.iter().map(|up| {
-                    let (up, inbound, init) = (up.clone(), inbound.clone(), init.clone());
+                let list = self.list();
+                let tasks = list.iter().cloned().map(|up| {
+                    let (inbound, init) = (inbound.clone(), init.clone());
                     async move { (up.index, up.connect(inbound, &init).await) }
                 });
                 for (index, result) in join_all(tasks).await {
@@ -180,22 +356,21 @@ impl Upstreams {
     }
 
     fn record_listing(&self, index: usize, result: Result<Vec<Value>, String>) -> bool {
-        let name = &self.list[index].name;
+        let name = self.name_of(index);
         match result {
             Ok(tools) => {
                 tracing::info!(upstream = %name, tools = tools.len(), "upstream ready");
-                self.listing_errors
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())[index] = None;
-                self.listings.write().unwrap_or_else(|e| e.into_inner())[index] = Some(tools);
+                lock(&self.listing_errors).remove(&index);
+                self.listings
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(index, tools);
                 true
             }
             Err(e) => {
                 // The cached listing stays: it is replaced only by a successful one.
                 tracing::error!(upstream = %name, "upstream could not be started or listed: {}", logged(&e));
-                self.listing_errors
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())[index] = Some(logged(&e).to_string());
+                lock(&self.listing_errors).insert(index, logged(&e).to_string());
                 false
             }
         }
@@ -205,6 +380,12 @@ impl Upstreams {
     /// records the drifts it found in the audit trail.
     async fn rebuild_catalogue(&self) {
         let drifted = self.build_catalogue();
+        self.record_drifts(drifted).await;
+    }
+
+    /// Records drifts [`Upstreams::install`] or a catalogue build found in the
+    /// audit trail (when drift records go there).
+    pub async fn record_drifts(&self, drifted: Vec<Drifted>) {
         let settle = lock(&self.drift_audit).clone();
         if let Some(settle) = settle {
             for (up, tool, mode, drift) in drifted {
@@ -215,40 +396,43 @@ impl Upstreams {
     }
 
     /// Builds and installs the catalogue; returns the drifts that appeared, changed
-    /// or ended in it: (upstream, tool, mode, what).
-    fn build_catalogue(&self) -> Vec<(String, String, PinMode, ToolDrift)> {
+    /// or ended in it.
+    fn build_catalogue(&self) -> Vec<Drifted> {
         let listings = self
             .listings
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let lock = self.current_lock();
+        let settings = self
+            .settings
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let (policy, rules) = &*settings;
+        let list = self.list();
         let mut asks = HashMap::new();
         let mut drifted = Vec::new();
-        let served: Vec<Option<Cow<'_, [Value]>>> = self
-            .list
+        let served: Vec<Option<Cow<'_, [Value]>>> = list
             .iter()
-            .zip(&listings)
-            .map(|(up, tools)| {
-                let tools = tools.as_deref()?;
+            .map(|up| {
+                let tools = listings.get(&up.index)?;
                 Some(match &lock {
-                    None => Cow::Borrowed(tools),
+                    None => Cow::Borrowed(tools.as_slice()),
                     Some(lock) => Cow::Owned(self.pinned(lock, up, tools, &mut asks, &mut drifted)),
                 })
             })
             .collect();
         if lock.is_none() {
             // Without a lock nothing is pinned, so nothing differs from one.
-            super::session::lock(&self.drifts)
-                .iter_mut()
-                .for_each(BTreeMap::clear);
+            super::session::lock(&self.drifts).clear();
         }
         let policy = Asking {
-            policy: &self.policy,
+            policy,
             asks: &asks,
         };
         let mut builder = Catalogue::builder(&policy);
-        for (up, tools) in self.list.iter().zip(&served) {
+        for (up, tools) in list.iter().zip(&served) {
             if let Some(tools) = tools {
                 builder.add_upstream(&up.name, up.config.prefix, tools);
             }
@@ -258,7 +442,7 @@ impl Upstreams {
             // Tool names and what is wrong with them come from the upstream's listing.
             tracing::warn!(upstream = %p.upstream, tool = %logged(&p.tool), dropped = p.dropped, "{}", logged(&p.problem));
         }
-        for p in self.rules.problems(&catalogue) {
+        for p in rules.problems(&catalogue) {
             // Names and paths come from the upstream's listing and the config.
             tracing::warn!("config: {}", logged(&p));
         }
@@ -286,7 +470,7 @@ impl Upstreams {
         up: &Upstream,
         tools: &[Value],
         asks: &mut HashMap<(String, String), String>,
-        drifted: &mut Vec<(String, String, PinMode, ToolDrift)>,
+        drifted: &mut Vec<Drifted>,
     ) -> Vec<Value> {
         let none = Default::default();
         let locked = lock.upstreams.get(&up.name).unwrap_or(&none);
@@ -327,7 +511,7 @@ impl Upstreams {
             now.push((key.clone(), text, tool, drift));
         }
         let mut drifts = super::session::lock(&self.drifts);
-        let before = std::mem::take(&mut drifts[up.index]);
+        let before = drifts.remove(&up.index).unwrap_or_default();
         for (key, text, tool, drift) in &now {
             if before.get(key) == Some(text) {
                 continue;
@@ -342,7 +526,10 @@ impl Upstreams {
             let restored = drift_of("restored", &[], None, "");
             drifted.push((up.name.clone(), seen(key), mode, restored));
         }
-        drifts[up.index] = now.into_iter().map(|(k, text, _, _)| (k, text)).collect();
+        drifts.insert(
+            up.index,
+            now.into_iter().map(|(k, text, _, _)| (k, text)).collect(),
+        );
         drop(drifts);
         tools
             .iter()
@@ -354,10 +541,9 @@ impl Upstreams {
     /// Each upstream's last successful listing, as the upstream sent it (for `pins`).
     pub fn listings(&self) -> Vec<(String, Option<Vec<Value>>)> {
         let listings = self.listings.read().unwrap_or_else(|e| e.into_inner());
-        self.list
+        self.list()
             .iter()
-            .zip(listings.iter())
-            .map(|(up, l)| (up.name.clone(), l.clone()))
+            .map(|up| (up.name.clone(), listings.get(&up.index).cloned()))
             .collect()
     }
 
@@ -368,10 +554,9 @@ impl Upstreams {
             .listing_errors
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        self.list
+        self.list()
             .iter()
-            .enumerate()
-            .map(|(i, up)| UpstreamStatus {
+            .map(|up| UpstreamStatus {
                 name: up.name.clone(),
                 transport: if up.config.url.is_some() {
                     "http"
@@ -379,8 +564,8 @@ impl Upstreams {
                     "stdio"
                 },
                 running: up.conn().is_some(),
-                listed_tools: listings[i].as_ref().map(Vec::len),
-                last_listing_error: errors[i].clone(),
+                listed_tools: listings.get(&up.index).map(Vec::len),
+                last_listing_error: errors.get(&up.index).cloned(),
             })
             .collect()
     }
@@ -388,18 +573,20 @@ impl Upstreams {
     /// Upstreams that have no listing to offer, or are not running now.
     pub fn unavailable(&self) -> Vec<String> {
         let listings = self.listings.read().unwrap_or_else(|e| e.into_inner());
-        self.list
+        self.list()
             .iter()
-            .zip(listings.iter())
-            .filter(|(up, l)| l.is_none() || up.conn().is_none())
-            .map(|(up, _)| up.name.clone())
+            .filter(|up| !listings.contains_key(&up.index) || up.conn().is_none())
+            .map(|up| up.name.clone())
             .collect()
     }
 
     /// Re-lists one upstream's tools after `list_changed`; the cached listing is
     /// replaced only when this succeeds.
     pub async fn refresh(&self, index: usize) -> bool {
-        let result = self.list[index].list_tools().await;
+        let Some(up) = self.get(index) else {
+            return false;
+        };
+        let result = up.list_tools().await;
         let ok = self.record_listing(index, result);
         if ok {
             self.rebuild_catalogue().await;
@@ -410,13 +597,15 @@ impl Upstreams {
     /// Whether an exit of generation `generation` of upstream `index` needs a restart:
     /// not while a restart loop runs for it, which retries by itself.
     pub fn needs_restart(&self, index: usize, generation: u64) -> bool {
-        if self.shutting_down.load(Ordering::SeqCst)
-            || self.restarting[index].load(Ordering::SeqCst)
-        {
+        if self.shutting_down.load(Ordering::SeqCst) || lock(&self.restarting).contains(&index) {
             return false;
         }
+        // An upstream a reload removed is not started again.
+        let Some(up) = self.get(index) else {
+            return false;
+        };
         // An older child's exit, when a newer one already runs, needs nothing.
-        let current = self.list[index].conn().map(|c| c.generation);
+        let current = up.conn().map(|c| c.generation);
         current.is_none_or(|g| g == generation)
     }
 
@@ -425,27 +614,30 @@ impl Upstreams {
     /// way (that one retries until it succeeds, and says so).
     pub async fn restart(&self, index: usize) -> bool {
         loop {
-            if self.restarting[index].swap(true, Ordering::SeqCst) {
+            if !lock(&self.restarting).insert(index) {
                 return false;
             }
             let restarted = self.restart_loop(index).await;
-            self.restarting[index].store(false, Ordering::SeqCst);
+            lock(&self.restarting).remove(&index);
             // The new connection may have ended before the flag was cleared, its
             // exit turned away as this loop's own: look again now it is cleared.
-            if !restarted || self.list[index].conn().is_some() {
+            if !restarted || self.get(index).is_none_or(|u| u.conn().is_some()) {
                 return restarted;
             }
         }
     }
 
     async fn restart_loop(&self, index: usize) -> bool {
-        let up = self.list[index].clone();
         let mut delay = Duration::from_millis(100);
         loop {
             tokio::time::sleep(delay).await;
             if self.shutting_down.load(Ordering::SeqCst) {
                 return false;
             }
+            // A reload may have removed or replaced it meanwhile.
+            let Some(up) = self.get(index) else {
+                return false;
+            };
             let init = self.init.read().unwrap_or_else(|e| e.into_inner()).clone();
             let init = init.unwrap_or_else(|| upstream_init(None));
             tracing::info!(upstream = %up.name, "restarting upstream");
@@ -469,7 +661,7 @@ impl Upstreams {
     pub fn serving(&self, method: &str, params: Option<&Value>) -> Option<Arc<Upstream>> {
         let Some(capability) = capability_of(method) else {
             // Not tied to a capability: only unambiguous with a single upstream.
-            return match self.list.as_slice() {
+            return match &*self.list() {
                 [only] if only.conn().is_some() => Some(only.clone()),
                 _ => None,
             };
@@ -477,10 +669,10 @@ impl Upstreams {
         if let Some(key) = params.and_then(owner_key) {
             let owner = lock(&self.owners).get(&key).copied();
             if let Some(up) = owner
-                .and_then(|i| self.list.get(i))
+                .and_then(|i| self.get(i))
                 .filter(|u| u.conn().is_some())
             {
-                return Some(up.clone());
+                return Some(up);
             }
         }
         self.capable(capability).into_iter().next()
@@ -496,7 +688,7 @@ impl Upstreams {
 
     /// Running upstreams that declared `capability`, in config order.
     fn capable(&self, capability: &str) -> Vec<Arc<Upstream>> {
-        self.list
+        self.list()
             .iter()
             .filter(|u| {
                 u.conn().is_some()
@@ -586,7 +778,7 @@ impl Upstreams {
     pub fn offered(&self) -> (Map<String, Value>, Option<String>) {
         let mut capabilities = Map::new();
         let mut instructions = Vec::new();
-        for up in &self.list {
+        for up in self.list().iter() {
             if let Some(mut info) = up.info() {
                 if up.is_stateless() {
                     // 2026-07-28 has no resources/subscribe to relay the offer to.
@@ -613,7 +805,7 @@ impl Upstreams {
     pub async fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
         join_all(
-            self.list
+            self.list()
                 .iter()
                 .cloned()
                 .map(|u| async move { u.shutdown().await }),
@@ -621,6 +813,9 @@ impl Upstreams {
         .await;
     }
 }
+
+/// A drift a catalogue build found: (upstream, tool, mode, what).
+pub type Drifted = (String, String, PinMode, ToolDrift);
 
 /// The configured argument policy, with `always_ask` set on the tools that differ
 /// from the pins lock of an upstream in `ask` mode (keyed by upstream and its own

@@ -456,6 +456,11 @@ impl Conn {
         self.closed.load(Ordering::SeqCst)
     }
 
+    /// Requests sent on this connection that still wait for their response.
+    pub fn in_flight(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     fn resolve(&self, id: &Value, msg: Value) {
         let waiter = id.as_u64().and_then(|id| self.take_waiter(id));
         match waiter {

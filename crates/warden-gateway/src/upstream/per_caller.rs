@@ -285,7 +285,15 @@ impl CallerChildren {
         }
     }
 
-    /// Stops every child (the gateway shuts down).
+    /// Requests on the children now.
+    pub fn busy(&self) -> usize {
+        lock(&self.slots)
+            .values()
+            .map(|s| s.busy.load(Ordering::SeqCst))
+            .sum()
+    }
+
+    /// Stops every child (the gateway shuts down, or a reload removed the upstream).
     pub async fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         let all: Vec<_> = lock(&self.slots)

@@ -19,7 +19,7 @@ use crate::config::Config;
 use jsonwebtoken::{jwk::JwkSet, Algorithm, DecodingKey, Validation};
 use oauth::ResourceServer;
 use serde_json::Value;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use warden_core::Caller;
 
 /// Who a request is from, and what its OAuth token (if it showed one) grants.
@@ -62,25 +62,24 @@ enum Local<'a> {
 /// at its start and another at its end.
 const LEEWAY_SECS: u64 = 30;
 
-/// The credentials the HTTP front accepts, loaded once at start-up.
+/// The credentials the HTTP front accepts, loaded at start-up; the callers'
+/// keys and groups are read again when a reload changes the configuration.
 pub struct Auth {
-    keys: Vec<(Vec<u8>, Caller)>,
+    callers: RwLock<Arc<Callers>>,
     jwt: Option<Jwt>,
     oauth: Option<Arc<ResourceServer>>,
+}
+
+/// The `[[caller]]` keys and the anonymous caller of one configuration.
+struct Callers {
+    /// The SHA-256 of the configuration file they were read from.
+    digest: String,
+    keys: Vec<(Vec<u8>, Caller)>,
     anonymous: Option<Caller>,
 }
 
-struct Jwt {
-    keys: Vec<(Option<String>, Algorithm, DecodingKey)>,
-    issuer: Option<String>,
-    audience: Option<String>,
-    claim: String,
-}
-
-impl Auth {
-    /// Reads keys from the environment and the JWKS file the config names;
-    /// `front_url` is the front's own URL (the `[oauth]` resource unless configured).
-    pub fn from_config(config: &Config, front_url: &str) -> Result<Auth, String> {
+impl Callers {
+    fn of(config: &Config) -> Callers {
         let caller = |name: &str| Caller {
             name: name.to_owned(),
             groups: config.groups_of(name),
@@ -95,6 +94,25 @@ impl Auth {
                 }
             }
         }
+        Callers {
+            digest: config.digest().to_owned(),
+            keys,
+            anonymous: config.gateway.anonymous_caller.as_deref().map(caller),
+        }
+    }
+}
+
+struct Jwt {
+    keys: Vec<(Option<String>, Algorithm, DecodingKey)>,
+    issuer: Option<String>,
+    audience: Option<String>,
+    claim: String,
+}
+
+impl Auth {
+    /// Reads keys from the environment and the JWKS file the config names;
+    /// `front_url` is the front's own URL (the `[oauth]` resource unless configured).
+    pub fn from_config(config: &Config, front_url: &str) -> Result<Auth, String> {
         let a = &config.auth;
         let mut jwt_keys = Vec::new();
         if let Some(var) = &a.jwt_secret_env {
@@ -118,11 +136,25 @@ impl Auth {
             claim: a.caller_claim.clone().unwrap_or_else(|| "sub".to_owned()),
         });
         Ok(Auth {
-            keys,
+            callers: RwLock::new(Arc::new(Callers::of(config))),
             jwt,
             oauth: ResourceServer::from_config(config, front_url)?,
-            anonymous: config.gateway.anonymous_caller.as_deref().map(caller),
         })
+    }
+
+    /// The callers of `config`: those read before, unless a reload changed it.
+    fn callers(&self, config: &Config) -> Arc<Callers> {
+        let now = self
+            .callers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if now.digest == config.digest() {
+            return now;
+        }
+        let fresh = Arc::new(Callers::of(config));
+        *self.callers.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        fresh
     }
 
     /// The `[oauth]` resource server, when one is configured.
@@ -177,8 +209,9 @@ impl Auth {
         authorization: Option<&'a [u8]>,
         config: &Config,
     ) -> Result<Local<'a>, Refused> {
+        let callers = self.callers(config);
         let Some(header) = authorization else {
-            return self
+            return callers
                 .anonymous
                 .clone()
                 .map(Local::Caller)
@@ -192,7 +225,7 @@ impl Auth {
         let credential = credential.trim().as_bytes();
         // Every key is compared in full, so timing does not tell which one came close.
         let mut found = None;
-        for (key, caller) in &self.keys {
+        for (key, caller) in &callers.keys {
             if constant_time_eq(key, credential) && found.is_none() {
                 found = Some(caller);
             }
@@ -224,9 +257,13 @@ impl Auth {
         }
     }
 
-    /// Whether requests without credentials are let in (auth off).
-    pub fn anonymous(&self) -> Option<&Caller> {
-        self.anonymous.as_ref()
+    /// Whether requests without credentials are let in (auth off), and as whom.
+    pub fn anonymous(&self) -> Option<Caller> {
+        self.callers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .anonymous
+            .clone()
     }
 }
 

@@ -94,11 +94,7 @@ impl Front {
         let auth = Auth::from_config(config, url)?;
         if let Some(rs) = auth.oauth() {
             // Token exchange for upstream credentials happens at this issuer.
-            for up in gateway.upstreams() {
-                if up.credentials.exchanges() {
-                    up.credentials.set_exchanger(rs.clone());
-                }
-            }
+            gateway.set_exchanger(rs.clone());
         }
         let metadata_paths = auth
             .oauth()
@@ -224,7 +220,7 @@ impl Front {
                 req.headers()
                     .get(header::AUTHORIZATION)
                     .map(HeaderValue::as_bytes),
-                &self.gateway.config,
+                &self.gateway.current_config(),
             )
             .await
         {

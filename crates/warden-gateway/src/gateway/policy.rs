@@ -1,0 +1,104 @@
+//! What one configuration decides about tool calls: the pipeline with its
+//! grant, the grant webhook, the before and after hooks, the approval timeout,
+//! quotas and flow rules.
+//!
+//! A call reads the policy once, when it begins, and keeps that one to its end;
+//! a reload swaps in a new one whole. So a call never runs half under the old
+//! configuration and half under the new, and one in flight finishes under the
+//! configuration it began with.
+
+use super::flow::Flows;
+use super::grant::GrantSource;
+use super::quota::Quotas;
+use super::webhooks;
+use crate::config::Config;
+use std::sync::Arc;
+use std::time::Duration;
+use warden_core::hooks::{AfterHook, BeforeHook};
+use warden_core::Pipeline;
+use warden_store::Postgres;
+
+/// After hooks as a call carries them to its end.
+pub type AfterHooks = Arc<[Arc<dyn AfterHook>]>;
+
+/// The per-configuration part of the call path.
+pub struct Policy {
+    pub pipeline: Pipeline,
+    pub grant: GrantSource,
+    pub before_hooks: Vec<Arc<dyn BeforeHook>>,
+    pub after_hooks: AfterHooks,
+    /// How long a client has to answer the gateway's (or an upstream's) question.
+    pub approval_timeout: Duration,
+    pub quotas: Arc<Quotas>,
+    pub flows: Arc<Flows>,
+}
+
+/// The hooks a library user put around every call: they outlive reloads.
+#[derive(Clone, Default)]
+pub struct InProcessHooks {
+    pub before: Vec<Arc<dyn BeforeHook>>,
+    pub after: Vec<Arc<dyn AfterHook>>,
+}
+
+/// What a new policy may take over from the one before it, because the
+/// configuration that made it did not change.
+#[derive(Default)]
+pub struct Kept<'p> {
+    /// The `[[hook]]` webhooks (their after-hook queues go on).
+    pub webhooks: Option<&'p Policy>,
+    /// The quotas, with their counts (`[[quota]]` unchanged).
+    pub quotas: Option<&'p Policy>,
+    /// The flow rules, with the 2026-07-28 trails they remember (`[[flow]]` and
+    /// the upstreams' labels unchanged).
+    pub flows: Option<&'p Policy>,
+}
+
+impl Policy {
+    /// The policy `config` says; `shared` counts quota rates across replicas.
+    /// Must be called inside a Tokio runtime (after webhooks start a worker).
+    pub fn build(
+        config: &Config,
+        hooks: &InProcessHooks,
+        shared: Option<Postgres>,
+        kept: Kept<'_>,
+    ) -> Policy {
+        let (before_hooks, after_hooks) = match kept.webhooks {
+            Some(p) => (p.before_hooks.clone(), p.after_hooks.clone()),
+            None => {
+                let (web_before, web_after) = webhooks::hooks(config);
+                let mut before = hooks.before.clone();
+                before.extend(web_before);
+                let mut after = hooks.after.clone();
+                after.extend(web_after);
+                (before, after.into())
+            }
+        };
+        let quotas = match kept.quotas {
+            Some(p) => p.quotas.clone(),
+            None => Arc::new(Quotas::new(config.limits.quotas.clone(), shared.clone())),
+        };
+        let flows = match kept.flows {
+            Some(p) => p.flows.clone(),
+            None => {
+                let idle = crate::config::parse_duration(&config.gateway.session_idle)
+                    .unwrap_or(Duration::from_secs(1800));
+                Arc::new(Flows::new(
+                    config.limits.flows.clone(),
+                    config.limits.labels.clone(),
+                    idle,
+                    shared,
+                ))
+            }
+        };
+        let rules = Arc::new(config.rules());
+        Policy {
+            pipeline: Pipeline::new().with_grant(rules.clone(), rules.clone()),
+            grant: GrantSource::new(rules, config.access.webhook.clone()),
+            before_hooks,
+            after_hooks,
+            approval_timeout: Duration::from_millis(config.access.approval_timeout_ms),
+            quotas,
+            flows,
+        }
+    }
+}

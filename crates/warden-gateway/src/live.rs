@@ -1,0 +1,132 @@
+//! A running gateway's configuration file: checked as `mcp-warden check` checks
+//! it, and read again on SIGHUP or, with `run --watch`, when it (or the pins
+//! lock beside it) changes on disk.
+//!
+//! A file that does not pass the check changes nothing: the configuration in
+//! force stays, the log says why in the words `check` would use, and
+//! `warden_config_reloads_total{result="invalid"}` counts it. One that passes
+//! goes to [`Gateway::reload`].
+
+use crate::config::Config;
+use crate::gateway::{Gateway, Reloaded};
+use crate::pins;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often `--watch` looks at the files.
+const POLL: Duration = Duration::from_secs(1);
+
+/// A file that passed the check, and its warnings.
+pub struct Checked {
+    pub config: Config,
+    pub warnings: Vec<String>,
+}
+
+/// Checks a config file: what `mcp-warden check` runs, and what a reload runs
+/// before anything changes. The error is the message `check` prints.
+pub async fn check_file(path: &Path) -> Result<Checked, String> {
+    let config = Config::load(path).map_err(|e| e.to_string())?;
+    let mut warnings = config.warnings();
+    warnings.extend(check_issuer(&config).await?);
+    Ok(Checked { config, warnings })
+}
+
+/// `check` asks the `[oauth]` issuer for its metadata and keys: one that cannot be
+/// reached now is a warning (the gateway starts and waits for it), one that can
+/// never work (an untrusted certificate, metadata naming another issuer) an error.
+async fn check_issuer(config: &Config) -> Result<Vec<String>, String> {
+    use crate::front::auth::oauth::{Probe, ResourceServer};
+    let scheme = if config.gateway.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let url = format!("{scheme}://{}/mcp", config.gateway.listen);
+    let Some(rs) = ResourceServer::from_config(config, &url)? else {
+        return Ok(Vec::new());
+    };
+    match rs.probe().await {
+        Probe::Ready => Ok(Vec::new()),
+        Probe::Unreachable(m) => Ok(vec![format!(
+            "oauth.issuer '{}' cannot be reached now ({m}): its tokens are refused until it can",
+            rs.issuer()
+        )]),
+        Probe::Broken(m) => Err(format!("oauth.issuer: {m}")),
+    }
+}
+
+/// Reads the file again and puts it in force if it passes the check; `None`
+/// when it did not (the configuration in force stays).
+pub async fn reload(gateway: &Gateway, path: &Path) -> Option<Reloaded> {
+    match check_file(path).await {
+        Ok(Checked { config, warnings }) => {
+            for w in warnings {
+                tracing::warn!("config: {w}");
+            }
+            Some(gateway.reload(config).await)
+        }
+        Err(why) => {
+            gateway.reload_refused(&why);
+            None
+        }
+    }
+}
+
+/// Reloads on SIGHUP and, with `watch`, when the config file or the pins lock
+/// beside it changes on disk (their contents are compared every second).
+/// Runs until the runtime ends.
+pub fn spawn(gateway: Arc<Gateway>, path: PathBuf, watch: bool) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<&'static str>(1);
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::hangup()) {
+            Ok(mut hup) => {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    while hup.recv().await.is_some() {
+                        // One pending reload is enough: it reads the file as it is then.
+                        let _ = tx.try_send("SIGHUP");
+                    }
+                });
+            }
+            Err(e) => tracing::error!("cannot listen for SIGHUP; reload with --watch: {e}"),
+        }
+    }
+    if watch {
+        let files = [path.clone(), pins::lock_path(&path)];
+        tokio::spawn(async move {
+            let mut seen = files.each_ref().map(|f| fingerprint(f));
+            loop {
+                tokio::time::sleep(POLL).await;
+                let now = files.each_ref().map(|f| fingerprint(f));
+                // A config file gone for a moment is an editor replacing it: the
+                // next look sees the new one.
+                if now[0].is_none() {
+                    continue;
+                }
+                if now != seen {
+                    seen = now;
+                    if tx.send("a file changed").await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        tracing::info!(config = %path.display(), "watching the config file and its pins lock for changes");
+    }
+    tokio::spawn(async move {
+        while let Some(why) = rx.recv().await {
+            tracing::info!(config = %path.display(), "reloading the configuration ({why})");
+            reload(&gateway, &path).await;
+        }
+    });
+}
+
+/// A file's contents as a hash (`None`: it cannot be read now).
+fn fingerprint(path: &Path) -> Option<[u8; 32]> {
+    let bytes = std::fs::read(path).ok()?;
+    Some(Sha256::digest(&bytes).into())
+}
