@@ -103,6 +103,9 @@ fn unavailable(e: tokio_postgres::Error) -> StoreError {
 pub struct Postgres {
     // One connection; transactions need it exclusively. Replaced when it drops.
     client: Arc<Mutex<Client>>,
+    /// A connection of its own for readiness probes: a probe must not queue
+    /// behind the calls' statements, or a busy replica looks unreachable.
+    probe: Arc<Mutex<Option<Client>>>,
     url: Arc<str>,
     owner: Arc<str>,
 }
@@ -114,6 +117,7 @@ impl Postgres {
         let client = Postgres::open(url).await?;
         Ok(Postgres {
             client: Arc::new(Mutex::new(client)),
+            probe: Arc::new(Mutex::new(None)),
             url: url.into(),
             owner: new_owner()?,
         })
@@ -596,8 +600,28 @@ impl Postgres {
 
     /// See [`crate::Store::ping`].
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let client = self.client().await?;
+        let mut probe = self.probe.lock().await;
+        // A kept connection that fails may only have been cut: one fresh try.
+        if let Some(client) = probe.as_ref().filter(|c| !c.is_closed()) {
+            if client.simple_query("SELECT 1").await.is_ok() {
+                return Ok(());
+            }
+        }
+        *probe = None;
+        let (client, connection) =
+            tokio_postgres::connect(&self.url, NoTls)
+                .await
+                .map_err(|e| {
+                    StoreError::Unavailable(format!(
+                        "cannot connect to PostgreSQL at {}: {e}",
+                        redact_url(&self.url)
+                    ))
+                })?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
         client.simple_query("SELECT 1").await.map_err(unavailable)?;
+        *probe = Some(client);
         Ok(())
     }
 
@@ -829,6 +853,7 @@ mod tests {
         let db = TestDb::create("ping").await;
         let store = crate::Store::Postgres(Postgres::connect(&db.url()).await.unwrap());
         store.ping().await.unwrap();
+        store.ping().await.unwrap(); // on the kept probe connection
         let name = db.name.clone();
         db.drop_db().await;
         // The connection was ended with the database; reconnecting finds none.
