@@ -796,18 +796,6 @@ close_schema = true
             e.to_string(),
             "w.toml: rule[0].effect: 'permit' is not an effect; use one of: allow, deny, ask"
         );
-        let e = Config::parse(
-            "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\npins = \"warn\"\n",
-            "w.toml",
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "w.toml: upstream[0].pins: 'warn' is not a pins mode; use one of: hidden, ask, report"
-        );
-        let ask = "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\npins = \"ask\"\n";
-        let config = Config::parse(ask, "w.toml").unwrap();
-        assert_eq!(config.upstream[0].pins, Some(PinMode::Ask));
         let e = Config::parse("[access]\ndefault = \"ask\"\n", "w.toml").unwrap_err();
         assert_eq!(e.key, "access.default");
         let c = Config::parse(
