@@ -33,7 +33,7 @@ mod pg;
 mod sqlite;
 mod time;
 
-pub use pg::{Postgres, QuotaTake};
+pub use pg::{Postgres, QuotaTake, DEFAULT_CONNECTIONS};
 pub use sqlite::Sqlite;
 
 use serde::{Deserialize, Serialize};
@@ -193,9 +193,12 @@ impl Store {
         Ok(Store::Sqlite(Sqlite::in_memory()?))
     }
 
-    /// Connects to PostgreSQL (`postgres://user@host/db`) and migrates its schema.
-    pub async fn connect_postgres(url: &str) -> Result<Store, StoreError> {
-        Ok(Store::Postgres(Postgres::connect(url).await?))
+    /// Connects to PostgreSQL (`postgres://user@host/db`), migrates its schema,
+    /// and opens up to `connections` connections as concurrent calls need them.
+    pub async fn connect_postgres(url: &str, connections: usize) -> Result<Store, StoreError> {
+        Ok(Store::Postgres(
+            Postgres::connect_pool(url, connections).await?,
+        ))
     }
 
     /// The id the claims of this store (and its clones) are held under.

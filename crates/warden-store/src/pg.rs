@@ -11,9 +11,10 @@ use crate::{
     millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, MinuteCount, StoreError,
 };
 use serde_json::Value;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Mutex;
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 use tokio_postgres::{Client, NoTls};
 
 /// Schema migrations, in order; the index + 1 is the version.
@@ -99,10 +100,13 @@ fn unavailable(e: tokio_postgres::Error) -> StoreError {
     StoreError::Unavailable(format!("PostgreSQL: {e}"))
 }
 
+/// How many connections a replica opens at most when `[store] connections` is
+/// not set.
+pub const DEFAULT_CONNECTIONS: usize = 8;
+
 #[derive(Clone)]
 pub struct Postgres {
-    // One connection; transactions need it exclusively. Replaced when it drops.
-    client: Arc<Mutex<Client>>,
+    pool: Arc<Pool>,
     /// A connection of its own for readiness probes: a probe must not queue
     /// behind the calls' statements, or a busy replica looks unreachable.
     probe: Arc<Mutex<Option<Client>>>,
@@ -110,17 +114,38 @@ pub struct Postgres {
     owner: Arc<str>,
 }
 
+/// The calls' connections. A transaction needs its connection to itself, so each
+/// sits behind its own lock; one is opened only when every open one is busy, and
+/// one that was lost (a server restart, a terminated backend) is opened again by
+/// the next statement that takes it, so an outage lasts as long as the server's.
+struct Pool {
+    slots: Vec<Mutex<Option<Client>>>,
+    /// Where a statement that finds every connection busy waits, in turn.
+    next: AtomicUsize,
+}
+
 impl Postgres {
     /// Connects and brings the schema up to date (under an advisory lock, so
-    /// replicas starting together migrate once).
-    pub async fn connect(url: &str) -> Result<Postgres, StoreError> {
-        let client = Postgres::open(url).await?;
+    /// replicas starting together migrate once). At most `connections` are
+    /// opened, the first one now.
+    pub async fn connect_pool(url: &str, connections: usize) -> Result<Postgres, StoreError> {
+        let first = Postgres::open(url).await?;
+        let mut slots: Vec<_> = (0..connections.max(1)).map(|_| Mutex::new(None)).collect();
+        *slots[0].get_mut() = Some(first);
         Ok(Postgres {
-            client: Arc::new(Mutex::new(client)),
+            pool: Arc::new(Pool {
+                slots,
+                next: AtomicUsize::new(0),
+            }),
             probe: Arc::new(Mutex::new(None)),
             url: url.into(),
             owner: new_owner()?,
         })
+    }
+
+    /// [`Postgres::connect_pool`] with [`DEFAULT_CONNECTIONS`].
+    pub async fn connect(url: &str) -> Result<Postgres, StoreError> {
+        Postgres::connect_pool(url, DEFAULT_CONNECTIONS).await
     }
 
     /// The id this store's claims are held under.
@@ -128,14 +153,43 @@ impl Postgres {
         &self.owner
     }
 
-    /// The connection, reconnecting first when the last one was lost (a server
-    /// restart, a terminated backend): an outage lasts as long as the server's.
-    async fn client(&self) -> Result<tokio::sync::MutexGuard<'_, Client>, StoreError> {
-        let mut client = self.client.lock().await;
-        if client.is_closed() {
-            *client = Postgres::open(&self.url).await?;
+    /// How many connections are open now (the readiness probe's own not counted).
+    pub async fn open_connections(&self) -> usize {
+        let mut open = 0;
+        for slot in &self.pool.slots {
+            open += usize::from(slot.lock().await.as_ref().is_some_and(|c| !c.is_closed()));
         }
-        Ok(client)
+        open
+    }
+
+    /// A connection to this statement alone: the first free open one, else a free
+    /// slot opened now, else the next busy one in turn once it is free.
+    async fn client(&self) -> Result<MappedMutexGuard<'_, Client>, StoreError> {
+        let slots = &self.pool.slots;
+        let mut free_empty = None;
+        let mut taken = None;
+        for slot in slots {
+            if let Ok(guard) = slot.try_lock() {
+                if guard.as_ref().is_some_and(|c| !c.is_closed()) {
+                    taken = Some(guard);
+                    break;
+                }
+                free_empty.get_or_insert(guard);
+            }
+        }
+        let mut guard = match (taken, free_empty) {
+            (Some(guard), _) | (None, Some(guard)) => guard,
+            (None, None) => {
+                let turn = self.pool.next.fetch_add(1, Ordering::Relaxed) % slots.len();
+                slots[turn].lock().await
+            }
+        };
+        if guard.as_ref().is_none_or(|c| c.is_closed()) {
+            *guard = None;
+            *guard = Some(Postgres::open(&self.url).await?);
+        }
+        MutexGuard::try_map(guard, Option::as_mut)
+            .map_err(|_| StoreError::Unavailable("PostgreSQL: no connection".into()))
     }
 
     async fn open(url: &str) -> Result<Client, StoreError> {
@@ -1145,6 +1199,41 @@ mod tests {
             Claim::Running,
             "state survived"
         );
+        drop(s);
+        db.drop_db().await;
+    }
+
+    #[tokio::test]
+    async fn a_busy_connection_makes_the_pool_open_another_up_to_its_size() {
+        let db = TestDb::create("pool").await;
+        let s = Postgres::connect_pool(&db.url(), 2).await.unwrap();
+        assert_eq!(s.open_connections().await, 1, "one connection at start");
+        // A transaction holds the open connection: a statement beside it does
+        // not wait for it, it gets a second connection.
+        let first = s.client().await.unwrap();
+        let beside = tokio::time::timeout(Duration::from_secs(10), s.session_ended("x"))
+            .await
+            .expect("a statement beside a busy connection waits for none");
+        assert!(!beside.unwrap());
+        let second = s.client().await.unwrap();
+        // Both are busy and the pool is full: the next statement waits its turn.
+        let third = tokio::spawn({
+            let s = s.clone();
+            async move { s.session_ended("y").await }
+        });
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), async {
+                while !third.is_finished() {
+                    tokio::task::yield_now().await;
+                }
+            })
+            .await
+            .is_err(),
+            "a third statement waits while two connections are busy"
+        );
+        drop((first, second));
+        assert!(!third.await.unwrap().unwrap());
+        assert_eq!(s.open_connections().await, 2, "never more than its size");
         drop(s);
         db.drop_db().await;
     }

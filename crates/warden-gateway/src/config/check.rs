@@ -138,6 +138,7 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     let default = file.access.default.map_or(Effect::Allow, |d| d.effect());
     rules(default, &file.rule)?;
     let store_url = store_url(&file.store, |var| std::env::var(var).ok())?;
+    store_connections(&file.store, store_url.as_deref())?;
     parse_duration(&file.idempotency.retention).map_err(|m| invalid("idempotency.retention", m))?;
     if file.idempotency.meta_key.is_empty() {
         return Err(invalid("idempotency.meta_key", "must not be empty"));
@@ -214,6 +215,26 @@ pub(super) fn store_url(
         },
         (None, None) => Ok(None),
     }
+}
+
+/// `store.connections`: 1 to 256, and only where there is a server to connect to.
+pub(super) fn store_connections(store: &StoreConfig, url: Option<&str>) -> Result<(), Invalid> {
+    let Some(n) = store.connections else {
+        return Ok(());
+    };
+    if !url.is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://")) {
+        return Err(invalid(
+            "store.connections",
+            "applies to a PostgreSQL store only (a SQLite file is one connection); remove it or set a postgres:// url",
+        ));
+    }
+    if !(1..=256).contains(&n) {
+        return Err(invalid(
+            "store.connections",
+            format!("{n} is out of range; use 1 to 256"),
+        ));
+    }
+    Ok(())
 }
 
 /// Quotas, flows, labels and the HTTP request budget (Q, F).

@@ -607,6 +607,9 @@ pub struct StoreConfig {
     /// The environment variable holding the URL instead (a password stays in a
     /// secret); once loaded, `url` holds its value.
     pub url_env: Option<String>,
+    /// PostgreSQL only: how many connections a replica opens at most (default 8).
+    /// One is opened at start; more as concurrent calls find the open ones busy.
+    pub connections: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

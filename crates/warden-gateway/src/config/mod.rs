@@ -255,7 +255,13 @@ impl Config {
         };
         let store = match self.store_path() {
             Some(path) => warden_store::Store::open(&path),
-            None => warden_store::Store::connect_postgres(url).await,
+            None => {
+                let connections = self
+                    .store
+                    .connections
+                    .unwrap_or(warden_store::DEFAULT_CONNECTIONS);
+                warden_store::Store::connect_postgres(url, connections).await
+            }
         };
         store.map(Some).map_err(|e| format!("store.url: {e}"))
     }
@@ -532,7 +538,7 @@ close_schema = true
         let e = Config::parse("[store]\nurl_ = 1\n", "w.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.toml: store.url_: unknown key in [store]. Did you mean 'url'? Known keys: url, url_env."
+            "w.toml: store.url_: unknown key in [store]. Did you mean 'url'? Known keys: url, url_env, connections."
         );
         let e = Config::parse("[idempotency]\nmeta = 1\n", "w.toml").unwrap_err();
         assert_eq!(
@@ -594,6 +600,7 @@ close_schema = true
         let store = |url: Option<&str>, url_env: Option<&str>| StoreConfig {
             url: url.map(str::to_owned),
             url_env: url_env.map(str::to_owned),
+            connections: None,
         };
         let url = check::store_url(&store(None, Some("PG")), env).unwrap();
         assert_eq!(url.as_deref(), Some("postgres://warden:s3cret@db/warden"));
@@ -624,6 +631,30 @@ close_schema = true
             e.to_string(),
             "w.toml: store.url_env: the environment variable 'WARDEN_TEST_SURELY_UNSET_VAR' is not set"
         );
+    }
+
+    #[test]
+    fn store_connections_are_for_postgres_and_bounded() {
+        let parse = |text: &str| Config::parse(text, "w.toml").map_err(|e| e.to_string());
+        let c = parse("[store]\nurl = \"postgres://w@db/w\"\nconnections = 3\n").unwrap();
+        assert_eq!(c.store.connections, Some(3));
+        assert_eq!(
+            parse("[store]\nurl = \"sqlite://w.db\"\nconnections = 3\n").unwrap_err(),
+            "w.toml: store.connections: applies to a PostgreSQL store only (a SQLite file is one connection); remove it or set a postgres:// url"
+        );
+        assert_eq!(
+            parse("[store]\nconnections = 3\n").unwrap_err(),
+            "w.toml: store.connections: applies to a PostgreSQL store only (a SQLite file is one connection); remove it or set a postgres:// url"
+        );
+        for n in [0, 257] {
+            assert_eq!(
+                parse(&format!(
+                    "[store]\nurl = \"postgres://w@db/w\"\nconnections = {n}\n"
+                ))
+                .unwrap_err(),
+                format!("w.toml: store.connections: {n} is out of range; use 1 to 256")
+            );
+        }
     }
 
     #[test]
