@@ -113,6 +113,46 @@ fn an_invalid_file_under_load_changes_nothing_and_fails_no_call() {
 }
 
 #[test]
+fn a_rule_the_pins_lock_says_can_never_hold_is_refused_as_check_refuses_it() {
+    let port = free_port();
+    let toml = format!(
+        "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n{}",
+        admin(port)
+    );
+    let mut w = Warden::start_capturing_stderr("reload-lock-rule", &toml, "info");
+    let config = w.dir.join("warden.toml");
+    let (code, _, err) = cli(&["pins", "lock", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    // The file alone is valid; against the locked schema of fx.echo the
+    // condition names an argument the tool does not have.
+    let path = write_config(
+        &w.dir,
+        &format!(
+            "{toml}\n[[rule]]\ncallers = [\"*\"]\ntools = [\"fx.echo\"]\neffect = \"deny\"\nwhen = [{{ arg = \"txet\", equals = \"x\" }}]\n"
+        ),
+    );
+    w.hangup();
+    wait_for_reloads(port, "invalid", 1);
+    let r = w.call("fx.echo", json!({"text": "x"}));
+    assert_eq!(
+        r.pointer("/result/structuredContent/text"),
+        Some(&json!("x")),
+        "the rule in the refused file is not in force: {r}"
+    );
+    let lock = w.dir.join("warden.pins.json");
+    let problem = format!(
+        "{}: rule[0]: the condition on 'txet' can never hold for tool 'fx.echo': the tool has no argument 'txet'; did you mean 'text'? (schema from {})",
+        path.display(),
+        lock.display()
+    );
+    let log = w.stderr_after_exit();
+    let said = format!("config reload refused; the configuration in force stays: {problem}");
+    assert!(log.contains(&said), "{log}");
+    let (code, _, err) = cli(&["check", "--config", &path.display().to_string()]);
+    assert_eq!((code, err), (1, format!("error: {problem}\n")));
+}
+
+#[test]
 fn a_valid_file_that_removes_a_tool_hides_it_from_the_next_listing() {
     let port = free_port();
     let two = format!(

@@ -25,11 +25,21 @@ pub struct Checked {
 }
 
 /// Checks a config file: what `mcp-warden check` runs, and what a reload runs
-/// before anything changes. The error is the message `check` prints.
-pub async fn check_file(path: &Path) -> Result<Checked, String> {
-    let config = Config::load(path).map_err(|e| e.to_string())?;
+/// before anything changes. The errors are the messages `check` prints, one per
+/// line: the first problem of the file itself, or each argument condition that
+/// can never hold for a tool as the pins lock beside it holds it (G6).
+pub async fn check_file(path: &Path) -> Result<Checked, Vec<String>> {
+    let config = Config::load(path).map_err(|e| vec![e.to_string()])?;
     let mut warnings = config.warnings();
-    warnings.extend(check_issuer(&config).await?);
+    warnings.extend(check_issuer(&config).await.map_err(|e| vec![e])?);
+    let problems = pins::rule_problems(&config).map_err(|e| vec![e])?;
+    if !problems.is_empty() {
+        let (file, lock) = (config.path.display(), pins::lock_path(&config.path));
+        return Err(problems
+            .iter()
+            .map(|p| format!("{file}: {p} (schema from {})", lock.display()))
+            .collect());
+    }
     Ok(Checked { config, warnings })
 }
 
@@ -68,7 +78,7 @@ pub async fn reload(gateway: &Gateway, path: &Path) -> Option<Reloaded> {
             Some(gateway.reload(config).await)
         }
         Err(why) => {
-            gateway.reload_refused(&why);
+            gateway.reload_refused(&why.join("; "));
             None
         }
     }
