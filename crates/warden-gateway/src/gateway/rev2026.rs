@@ -6,8 +6,8 @@
 //! gateway asks its client for input (an approval) by answering with an
 //! `InputRequiredResult` that the client retries with `inputResponses` and the
 //! `requestState` it was given. That state comes back from the client, so it is
-//! sealed (HMAC-SHA256 with a key only this gateway holds) and bound to the
-//! caller, the tool, the arguments and an expiry.
+//! sealed (ChaCha20-Poly1305 under a key only this gateway, or its fleet,
+//! holds) and bound to the caller, the tool, the arguments and an expiry.
 //!
 //! The envelope belongs to the client↔gateway hop: it is taken out of `_meta`
 //! at the edge ([`take_envelope`], before a request is dispatched), and a result
@@ -259,7 +259,7 @@ pub fn stamp_result(method: &str, result: &mut Value) {
 }
 
 /// The cache hints of a list merged from several upstreams' answers: the shortest
-/// lifetime any of them allows, and `private` if any says so.
+/// lifetime any of them allows, and `public` only when every one of them says so.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct CacheHint {
     pub ttl_ms: Option<u64>,
@@ -275,8 +275,9 @@ impl CacheHint {
         match result.get("cacheScope").and_then(Value::as_str) {
             Some("public") if self.scope.is_none() => self.scope = Some("public"),
             Some("public") => {}
-            Some(_) => self.scope = Some("private"),
-            None => {}
+            // An upstream that gave no scope promised nothing about who may share
+            // its list: the merged list is private then too.
+            Some(_) | None => self.scope = Some("private"),
         }
     }
 
@@ -757,6 +758,15 @@ mod tests {
                 scope: Some("private")
             }
         );
+        // One upstream says public, one says nothing: the merged list is private.
+        let mut hint = CacheHint::default();
+        hint.absorb(&json!({"ttlMs": 9000, "cacheScope": "public"}));
+        hint.absorb(&json!({"prompts": []}));
+        assert_eq!(hint.scope, Some("private"));
+        let mut hint = CacheHint::default();
+        hint.absorb(&json!({"cacheScope": "public"}));
+        hint.absorb(&json!({"cacheScope": "public"}));
+        assert_eq!(hint.scope, Some("public"));
         let mut r = json!({"resultType": "input_required", "requestState": "x"});
         stamp_result("tools/call", &mut r);
         assert_eq!(r["resultType"], "input_required");
