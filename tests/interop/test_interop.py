@@ -483,10 +483,14 @@ async def test_sdk_client_speaks_2026_07_28_over_http(config):
     assert not any("HTTP session opened" in l for l in log), "stateless requests open no session"
 
 
-async def test_sdk_client_answers_upstream_sampling_and_elicitation_as_input_requests(config):
-    """An upstream (speaking 2025-11-25 to the gateway) asks for sampling and for
-    elicitation mid-call; the 2026-07-28 client gets them as InputRequiredResults,
-    answers through its callbacks, retries, and the upstream's call finishes."""
+async def test_a_2025_and_a_2026_upstream_behind_one_gateway_for_both_kinds_of_client(config):
+    """Two upstreams behind one gateway, one spoken to in 2025-11-25 (`protocol`
+    set) and one in 2026-07-28 (found by server/discover). Each asks for sampling
+    mid-call its own way: the 2025-11-25 one sends a request, the 2026-07-28 one
+    answers with an InputRequiredResult. A 2026-07-28 client gets both as input
+    requests and retries; a 2025-11-25 client gets both as sampling requests. The
+    input-required tools, which the fixture offers only in 2026-07-28, are listed
+    for the upstream that speaks it and not for the other."""
     conformance = str(pathlib.Path(WARDEN).parent / "warden-conformance-upstream")
     sampled, elicited = [], []
 
@@ -502,17 +506,39 @@ async def test_sdk_client_answers_upstream_sampling_and_elicitation_as_input_req
 
     path = config(f"""
     [[upstream]]
-    name = "cf"
+    name = "old"
+    command = ["{conformance}"]
+    protocol = "2025-11-25"
+
+    [[upstream]]
+    name = "new"
     command = ["{conformance}"]
     """)
+
+    def check_listing(names):
+        assert {"old.test_sampling", "new.test_sampling"} <= set(names), names
+        assert "new.test_input_required_result_elicitation" in names, names
+        assert "old.test_input_required_result_elicitation" not in names, names
+
     async with modern_client(path, sampling_callback=sampling, elicitation_callback=elicit) as client:
         assert client.session.protocol_version == "2026-07-28"
-        result = await client.call_tool("cf.test_sampling", {"prompt": "a haiku please"})
-        assert text(result) == ["LLM response: bridged answer"]
-        result = await client.call_tool("cf.test_elicitation", {"message": "who are you?"})
+        check_listing([t.name for t in (await client.list_tools()).tools])
+        for up in ("old", "new"):
+            result = await client.call_tool(f"{up}.test_sampling", {"prompt": f"a haiku from {up}"})
+            assert text(result) == ["LLM response: bridged answer"], (up, result)
+        result = await client.call_tool("old.test_elicitation", {"message": "who are you?"})
         assert "ada@example.com" in text(result)[0]
-    assert sampled == ["a haiku please"]
+    assert sampled == ["a haiku from old", "a haiku from new"]
     assert elicited == ["who are you?"]
+
+    sampled.clear()
+    async with through_gateway(path, sampling_callback=sampling) as s:
+        check_listing(await tool_names(s))
+        for up in ("old", "new"):
+            result = await s.call_tool(f"{up}.test_sampling", {"prompt": f"a haiku from {up}"})
+            assert not result.is_error, (up, text(result))
+            assert text(result) == ["LLM response: bridged answer"], (up, result)
+    assert sampled == ["a haiku from old", "a haiku from new"]
 
 
 async def test_server_everything_samples_through_a_2026_07_28_client(config):
