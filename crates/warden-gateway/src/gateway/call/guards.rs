@@ -1,0 +1,331 @@
+//! The guards of a call, between its in-order phase and its upstream: flow
+//! rules, quotas, approval, before hooks and the ledger claim (F2, Q3, H1-H5,
+//! I1), each of which may refuse it or hold it.
+
+use super::*;
+
+impl Calls {
+    /// The guards, and for a 2026-07-28 client under flow policy its sealed flow
+    /// context in the result's `_meta` (F3).
+    pub(super) async fn guarded(&self, session: &Arc<ClientSession>, a: Accepted) -> Option<Body> {
+        let mut context = None;
+        let mut body = self.guard(session, a, &mut context).await;
+        if let (Some(Ok(Value::Object(result))), Some(sealed)) = (&mut body, context) {
+            let meta = result
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert(FLOW_META_KEY.into(), Value::String(sealed));
+            }
+        }
+        body
+    }
+
+    /// Flow rules and quotas, approval, before hooks, then the ledger (F2, Q3,
+    /// H1-H5, I1): only then upstream. `context`: the sealed flow context to
+    /// hand a 2026-07-28 client back.
+    pub(super) async fn guard(
+        &self,
+        session: &Arc<ClientSession>,
+        mut a: Accepted,
+        context: &mut Option<String>,
+    ) -> Option<Body> {
+        let policy = a.policy.clone();
+        let Some(ctx) = a.record.ctx.clone() else {
+            let end = End::Failed {
+                decision: Decision::Allowed,
+                why: "a guarded call has no context".into(),
+            };
+            return self.settle.settle(&a.record, end).await;
+        };
+        let refused = |text: &str| End::Refused {
+            decision: Decision::Denied,
+            text: text.to_owned(),
+        };
+        // Flow rules first, then quotas: neither asks a human, runs a hook or
+        // claims a key for a call it refuses.
+        let caller = ctx.caller.as_ref().map_or("", |c| c.name.as_str());
+        let stateless = a.envelope.is_some();
+        let mut flow_ask = None;
+        let mut after: Option<Trail> = None;
+        // Where replicas share this session's trail (only a labelled call can be
+        // stopped or add to it, so only one reads or writes it).
+        let scope = a
+            .flow
+            .as_ref()
+            .filter(|(labels, _)| !labels.is_empty())
+            .and_then(|_| policy.flows.shared_scope(stateless, caller, &session.label));
+        if let Some((labels, sealed)) = &a.flow {
+            let mut trail = if stateless {
+                policy
+                    .flows
+                    .stateless_trail(self.state_key(), caller, sealed.as_ref())
+            } else {
+                session::lock(&session.flow).clone()
+            };
+            // The shared store's trail, which no client can drop and every replica reads.
+            if let Some(scope) = &scope {
+                match policy.flows.shared_trail(scope).await {
+                    Ok(shared) => trail.extend(shared),
+                    Err(e) => return self.flow_unverifiable(&a.record, &ctx.tool, &e).await,
+                }
+            }
+            if stateless {
+                *context = Some(
+                    policy
+                        .flows
+                        .remember_stateless(self.state_key(), caller, &trail),
+                );
+            }
+            if let Some(r) = a.record.audit.as_mut() {
+                r.labels = labels.clone();
+                r.touched = trail.iter().cloned().collect();
+            }
+            match policy.flows.decide(&trail, labels) {
+                FlowDecision::Pass => {}
+                FlowDecision::Ask(reason) => flow_ask = Some(reason),
+                FlowDecision::Deny(reason) => {
+                    tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), touched = %logged(trail.iter().cloned().collect::<Vec<_>>().join(",")), "a flow rule refused the call");
+                    let end = End::Policy {
+                        decision: Decision::FlowDenied,
+                        text: texts::flow_denied(&ctx.tool, &reason),
+                        retry_ms: None,
+                    };
+                    return self.settle.settle(&a.record, end).await;
+                }
+            }
+            let mut t = trail;
+            t.extend(labels.iter().cloned());
+            after = Some(t);
+        }
+        if a.limited {
+            // A retry of a call that was counted before it paused redeems its credit.
+            let credit = a
+                .sealed
+                .as_ref()
+                .and_then(|s| s.get(CREDIT_KEY))
+                .and_then(Value::as_str);
+            let credited = match credit {
+                Some(id) => policy.quotas.redeem_credit(id).await,
+                None => false,
+            };
+            let lease = ledger::lease_for(a.up.timeout_ms());
+            let admitted = policy
+                .quotas
+                .admit(ctx.caller.as_ref(), &ctx.tool, lease, credited);
+            match admitted.await {
+                Admission::Admitted { slots, counted } => {
+                    a.record.slots = slots;
+                    a.counted = counted;
+                }
+                Admission::Refused { text, retry_ms } => {
+                    if let (true, Some(id)) = (credited, credit) {
+                        // Refused for its concurrency: the credit stands for the next retry.
+                        policy.quotas.issue_credit(id, CREDIT_TTL).await;
+                    }
+                    tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), retry_ms, "a quota refused the call");
+                    let end = End::Policy {
+                        decision: Decision::RateLimited,
+                        text,
+                        retry_ms: Some(retry_ms),
+                    };
+                    return self.settle.settle(&a.record, end).await;
+                }
+            }
+        }
+        if a.approval || flow_ask.is_some() {
+            let mut span = child(&a.record, "warden.approval", Kind::Internal);
+            let asked = approval::approve(
+                session,
+                &self.sessions,
+                a.call.clone(),
+                approval::Question {
+                    ctx: &ctx,
+                    because: a.approval_because.as_deref(),
+                },
+                (
+                    a.envelope.as_deref(),
+                    a.binding.as_deref(),
+                    a.sealed.as_ref(),
+                ),
+                self.state_key(),
+                policy.approval_timeout,
+            )
+            .await;
+            if let Some(s) = &mut span {
+                let answer = match &asked {
+                    Approval::Approved => "approved",
+                    Approval::Refused(_) => "refused",
+                    Approval::InputRequired(_) => "input_required",
+                };
+                s.set("warden.approval", answer);
+            }
+            drop(span);
+            match asked {
+                Approval::Approved => {}
+                Approval::Refused(text) => {
+                    let text = match &flow_ask {
+                        Some(reason) => texts::flow_not_approved(&ctx.tool, reason, text),
+                        None => text.to_owned(),
+                    };
+                    return self.settle.settle(&a.record, refused(&text)).await;
+                }
+                Approval::InputRequired(mut result) => {
+                    // Not over: the client asks its user and retries the call;
+                    // its place frees now, and a counted call is not counted again.
+                    a.record.slots.release().await;
+                    if let Some(binding) = a.binding.as_deref() {
+                        self.credit(&mut result, binding, a.counted).await;
+                    }
+                    self.settle
+                        .paused(&a.record, Decision::ApprovalRequested)
+                        .await;
+                    return Some(Ok(result));
+                }
+            }
+        }
+        let decided = hooks::run_before_observed(
+            &policy.before_hooks,
+            &ctx,
+            |i| {
+                child(&a.record, "warden.hook", Kind::Internal).map(|mut s| {
+                    s.set("warden.hook.index", i as i64);
+                    s
+                })
+            },
+            |span, decision| {
+                if let Some(mut s) = span {
+                    match decision {
+                        Ok(d) => s.set("warden.hook.decision", hook_decision(d)),
+                        Err(_) => s.fail("the hook failed"),
+                    }
+                }
+            },
+        );
+        let end = match decided.await {
+            BeforeOutcome::Pass => None,
+            BeforeOutcome::Deny(reason) => Some(refused(reason.as_str())),
+            BeforeOutcome::Answer(result) => Some(End::Hook(result)),
+            BeforeOutcome::Failed(e) => {
+                tracing::error!(tool = %logged(&ctx.tool), "a before hook failed; the tool is not run: {}", logged(&e));
+                Some(End::Failed {
+                    decision: Decision::Denied,
+                    why: format!("before hook failed: {e}"),
+                })
+            }
+        };
+        if let Some(end) = end {
+            return self.settle.settle(&a.record, end).await;
+        }
+        // The ledger last: only a call that will run claims its key (I1).
+        if let Some(key) = a.ledger.take() {
+            let args = Value::Object(ctx.arguments.clone());
+            let lease = ledger::lease_for(a.up.timeout_ms());
+            let claim = self.settle.ledger.claim(&key, &ctx.tool, &args, lease);
+            let mut span = child(&a.record, "warden.ledger", Kind::Internal);
+            let claim = claim.await;
+            if let Some(s) = &mut span {
+                match &claim {
+                    Ok(c) => s.set("warden.ledger.claim", claim_name(c)),
+                    Err(_) => s.fail("the store is unavailable"),
+                }
+            }
+            drop(span);
+            let end = match claim {
+                Ok(claim @ (Claim::Run | Claim::TakenOver)) => {
+                    if claim == Claim::TakenOver {
+                        // The key's holder stopped renewing its lease mid-call (its
+                        // gateway died): that attempt goes on the record before this
+                        // one runs.
+                        tracing::warn!(tool = %ctx.tool, key = %key.1, "an idempotency key's lease ran out mid-call; the key is taken over and the call runs again");
+                        self.settle.abandoned(&a.record).await;
+                    }
+                    // From here on the call's end is the ledger's to record, and
+                    // its lease is renewed until then.
+                    a.record.ledger = Some(self.settle.ledger.hold(key, lease));
+                    None
+                }
+                Ok(Claim::Replay(result)) => Some(End::Replayed(result)),
+                Ok(Claim::Running) => Some(refused(answer::ALREADY_RUNNING)),
+                Ok(Claim::Mismatch) => Some(refused(&answer::idempotency_mismatch(&key.1))),
+                Err(e) => {
+                    // A call that needs the ledger fails closed when the store is unavailable.
+                    tracing::error!(tool = %logged(&ctx.tool), "the ledger is unavailable; the call is refused: {}", logged(&e));
+                    Some(End::Failed {
+                        decision: Decision::Allowed,
+                        why: e.to_string(),
+                    })
+                }
+            };
+            if let Some(end) = end {
+                return self.settle.settle(&a.record, end).await;
+            }
+        }
+        // Let through: from now on the session has touched the call's labels (F4).
+        if let (Some((labels, _)), Some(mut after)) = (&a.flow, after) {
+            if let Some(scope) = &scope {
+                match policy.flows.touch_shared(scope, labels).await {
+                    Ok(shared) => after.extend(shared),
+                    Err(e) => {
+                        // It does not run: its key, if it claimed one, may be used again.
+                        if let Some(held) = a.record.ledger.take() {
+                            let why = "the flow trail could not be recorded".to_owned();
+                            self.settle.ledger.settle(&held, Finish::Failed(why)).await;
+                        }
+                        return self.flow_unverifiable(&a.record, &ctx.tool, &e).await;
+                    }
+                }
+            }
+            if stateless {
+                *context = Some(
+                    policy
+                        .flows
+                        .remember_stateless(self.state_key(), caller, &after),
+                );
+            } else {
+                session::lock(&session.flow).extend(labels.iter().cloned());
+            }
+            if let Some(r) = a.record.audit.as_mut() {
+                r.touched = after.into_iter().collect();
+            }
+        }
+        match self.relay(session, a).await {
+            Ok(relayed) => self.answer(session, relayed).await,
+            Err(body) => body,
+        }
+    }
+
+    /// A counted 2026-07-28 call handed back to its client (for an approval, or
+    /// for an upstream's input request): its state carries a credit, so the
+    /// retry is not counted again (Q3).
+    pub(super) async fn credit(&self, result: &mut Value, binding: &Binding, counted: bool) {
+        if !counted {
+            return;
+        }
+        let Some(id) = rev2026::park_id() else { return };
+        input::add_to_state(
+            result,
+            self.state_key(),
+            binding,
+            (CREDIT_KEY, Value::String(id.clone())),
+        );
+        self.policy().quotas.issue_credit(&id, CREDIT_TTL).await;
+    }
+
+    /// A labelled call whose trail the shared store could not read or write:
+    /// refused (flows fail closed), with when to retry.
+    pub(super) async fn flow_unverifiable(
+        &self,
+        record: &CallRecord,
+        tool: &str,
+        e: &warden_store::StoreError,
+    ) -> Option<Body> {
+        tracing::error!(tool = %logged(tool), "the store cannot keep a session's flow trail; the call is refused: {}", logged(e));
+        let end = End::Policy {
+            decision: Decision::FlowDenied,
+            text: texts::flow_unverifiable(tool, 1),
+            retry_ms: Some(1000),
+        };
+        self.settle.settle(record, end).await
+    }
+}

@@ -1,0 +1,598 @@
+//! A `tools/call`, start to finish, and nothing else:
+//!
+//! begin → grant → pipeline → prepare → guards (flow rules, quotas, approval,
+//! before hooks, ledger claim) → relay → settle.
+//!
+//! What must keep arrival order (the pipeline, queueing the call upstream) runs
+//! in [`Calls::begin`] before the front reads its next message; waiting for the
+//! upstream, and guards that may wait for a human or a webhook, run in the future
+//! it returns. Every exit goes through [`Settle::settle`] exactly once.
+
+mod guards;
+mod relaying;
+
+use super::approval::{self, Approval};
+use super::flow::{FlowDecision, Trail, FLOW_META_KEY};
+use super::input::{self, Rounds};
+use super::ledger::{self, LedgerKey};
+use super::policy::Policy;
+use super::quota::{Admission, Quotas, CREDIT_KEY};
+use super::relay::{self, Pending};
+use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls, Sealed};
+use super::session::{self, CallKey, ClientSession, Sessions};
+use super::settle::{Body, CallRecord, Decision, End, Settle};
+use super::upstreams::Upstreams;
+use crate::logged::logged;
+use crate::otel::{self, Kind, Span};
+use crate::texts;
+use crate::upstream::{CallError, Upstream};
+use serde_json::{Map, Value};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use warden_core::hooks::{self, BeforeOutcome, CallContext};
+use warden_core::{answer, CallReport, Caller, Catalogue, Forward, Refusal, Verdict};
+use warden_store::{Claim, Finish};
+
+/// How long a quota credit redeems: as long as the state that carries it opens.
+const CREDIT_TTL: Duration = Duration::from_secs(rev2026::STATE_TTL_SECS);
+
+/// A future that ends with a response body (`None`: nothing is due).
+pub type Answering = Pin<Box<dyn Future<Output = Option<Body>> + Send>>;
+
+/// How far a call got in its in-order phase.
+pub enum Begun {
+    /// Answered (or, `None`, nothing is due).
+    Done(Option<Body>),
+    /// Under way; the future answers it.
+    Then(Answering),
+}
+
+/// Everything the tool-call path uses.
+pub struct Calls {
+    /// The configuration's part: read once when a call begins, swapped whole by a reload.
+    policy: RwLock<Arc<Policy>>,
+    pub settle: Arc<Settle>,
+    upstreams: Arc<Upstreams>,
+    sessions: Arc<Sessions>,
+    /// 2026-07-28 calls waiting for their client's answer to an upstream's request.
+    parked: Arc<ParkedCalls<Relayed>>,
+}
+
+/// What a call brings of the 2026-07-28 revision: its request id, envelope, what
+/// its state is bound to, and what the state it brought back holds.
+type Revision2026 = (
+    Option<CallKey>,
+    Option<Arc<Envelope>>,
+    Option<Arc<Binding>>,
+    Option<Sealed>,
+);
+
+/// A call accepted by the pipeline, on its way upstream.
+struct Accepted {
+    /// The policy the call began under; it keeps it to its end.
+    policy: Arc<Policy>,
+    up: Arc<Upstream>,
+    /// The params as they go upstream.
+    params: Value,
+    record: CallRecord,
+    approval: bool,
+    /// G6: the constraint an `ask` rule on the arguments puts to the human.
+    approval_because: Option<String>,
+    ledger: Option<LedgerKey>,
+    call: Option<CallKey>,
+    envelope: Option<Arc<Envelope>>,
+    binding: Option<Arc<Binding>>,
+    /// A quota applies to the call (Q1).
+    limited: bool,
+    /// A quota's rate counted the call (now, or before it paused): should it
+    /// pause again, its retry is not counted again.
+    counted: bool,
+    /// Flow policy is on: the call's labels, and a 2026-07-28 client's sealed
+    /// flow context from the request's `_meta` (F1-F4).
+    flow: Option<(Vec<String>, Option<Value>)>,
+    /// What the 2026-07-28 state the call brought back holds.
+    sealed: Option<Sealed>,
+}
+
+/// A call queued upstream.
+pub struct Relayed {
+    pending: Pending,
+    record: CallRecord,
+    /// The upstream round trip's span.
+    span: Option<Span>,
+    envelope: Option<Arc<Envelope>>,
+    binding: Option<Arc<Binding>>,
+    /// For an upstream's input rounds: the params as sent (kept only when an
+    /// older client may need rounds), the client's capabilities, and whether the
+    /// call was approved.
+    params: Option<Value>,
+    capabilities: Option<Value>,
+    approved: bool,
+    /// A quota counted the call: should a 2026-07-28 client be asked for input,
+    /// its retry is not counted again (Q3).
+    counted: bool,
+    /// How long an input round may wait, as the call's policy says.
+    approval_timeout: Duration,
+}
+
+impl Calls {
+    pub fn new(
+        policy: Policy,
+        settle: Arc<Settle>,
+        upstreams: Arc<Upstreams>,
+        sessions: Arc<Sessions>,
+        parked: ParkedCalls<Relayed>,
+    ) -> Calls {
+        Calls {
+            policy: RwLock::new(Arc::new(policy)),
+            settle,
+            upstreams,
+            sessions,
+            parked: Arc::new(parked),
+        }
+    }
+
+    /// The policy now: what a call beginning now runs under.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The policy and the catalogue a call beginning now runs under, read together.
+    pub fn snapshot(&self) -> (Arc<Policy>, Arc<Catalogue>) {
+        let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
+        (policy.clone(), self.upstreams.catalogue())
+    }
+
+    /// Puts a reloaded configuration's policy in force for every call that begins
+    /// from now on, together with what `install` changes (the catalogue): no
+    /// call begins between the two. Calls under way keep what they began with.
+    pub fn swap<R>(&self, policy: Arc<Policy>, install: impl FnOnce() -> R) -> R {
+        let mut now = self.policy.write().unwrap_or_else(|e| e.into_inner());
+        let installed = install();
+        *now = policy;
+        installed
+    }
+
+    /// How long a client has to answer the gateway's (or an upstream's) question.
+    pub fn approval_timeout(&self) -> Duration {
+        self.policy().approval_timeout
+    }
+
+    /// The quotas and their counts (the operator console reads them).
+    pub fn quotas(&self) -> Arc<Quotas> {
+        self.policy().quotas.clone()
+    }
+
+    /// The key 2026-07-28 states are sealed with.
+    pub fn state_key(&self) -> &rev2026::StateKey {
+        self.parked.key()
+    }
+
+    /// Begins one `tools/call` (`id`: the client's request id, when it has one;
+    /// `trace`: the request's span, when traces are on).
+    pub async fn begin(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        id: Option<&Value>,
+        mut params: Value,
+        envelope: Option<Arc<Envelope>>,
+        trace: Option<&Span>,
+    ) -> Begun {
+        let started = Instant::now();
+        // Read once: the whole call runs under this policy and catalogue,
+        // whatever a reload does meanwhile.
+        let (policy, catalogue) = self.snapshot();
+        let call = id.map(crate::jsonrpc::id_key);
+        let mut sealed = None;
+        if let Some(e) = &envelope {
+            if let Some(resumed) = self.resume(session, call.clone(), &params, e).await {
+                return resumed;
+            }
+            // A state the gateway did not seal for exactly this call is refused,
+            // not ignored: a client cannot bring another call's answers.
+            let name = params
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let binding = binding_of(session.caller().as_deref(), name, params.get("arguments"));
+            match input::open_state(self.state_key(), e, &binding) {
+                Ok(s) => sealed = s,
+                Err(error) => return Begun::Done(Some(Err(error))),
+            }
+        }
+        let mut span = trace.map(|t| call_span(t, session, &params));
+        // Move the arguments out (no copy); a placeholder keeps their position.
+        let arguments = params.get_mut("arguments").map(Value::take);
+        let had_arguments = params.get("arguments").is_some();
+        // Refused calls are audited with the arguments they carried: kept only when audited.
+        let sent = self.settle.audit.on().then(|| match &arguments {
+            Some(Value::Object(m)) => m.clone(),
+            _ => Map::new(),
+        });
+        let name = params.get("name").cloned().unwrap_or(Value::Null);
+        let binding = envelope.as_ref().map(|_| {
+            Arc::new(binding_of(
+                session.caller().as_deref(),
+                name.as_str().unwrap_or_default(),
+                arguments.as_ref(),
+            ))
+        });
+        let mut check = Map::new();
+        check.insert("name".into(), name);
+        if let Some(args) = arguments {
+            check.insert("arguments".into(), args);
+        }
+        if let Some(meta) = params.get("_meta") {
+            check.insert("_meta".into(), meta.clone());
+        }
+        let verdict = self
+            .check((&policy, &catalogue), session, check, span.as_ref())
+            .await;
+        if let Some(s) = &mut span {
+            if !verdict.report.unknown_keys.is_empty() {
+                let keys = verdict.report.unknown_keys.iter();
+                s.set(
+                    "warden.undeclared_keys",
+                    keys.map(|k| otel::bounded(k)).collect::<Vec<_>>(),
+                );
+            }
+        }
+        self.settle
+            .metrics
+            .unknown_keys
+            .fetch_add(verdict.report.unknown_keys.len() as u64, Ordering::Relaxed);
+        let forward = match verdict.outcome {
+            warden_core::Outcome::Forward(f) => f,
+            warden_core::Outcome::Answer { answer, refusal } => {
+                tracing::info!(caller = %logged(session.caller().as_deref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(verdict.report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
+                let tool = params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let mut record =
+                    self.refused_record(session, tool, sent, &verdict.report, refusal, started);
+                record.after = policy.after_hooks.clone();
+                record.span = span.map(|s| Box::new(Mutex::new(s)));
+                let decision = match refusal {
+                    Refusal::NoToolName | Refusal::InvalidArguments => Decision::InvalidArguments,
+                    Refusal::UnknownTool => Decision::UnknownTool,
+                    Refusal::GrantFailure => Decision::GrantFailure,
+                    Refusal::ArgumentRule => Decision::Denied,
+                };
+                let end = End::Pipeline { decision, answer };
+                return Begun::Done(self.settle.settle(&record, end).await);
+            }
+        };
+        if let Some(s) = &mut span {
+            s.set("warden.upstream", forward.tool.upstream.clone());
+        }
+        if !verdict.report.unknown_keys.is_empty() {
+            tracing::info!(tool = %logged(&forward.tool.name), mode = ?verdict.report.unknown_mode, keys = %logged(verdict.report.unknown_keys.join(", ")), "undeclared argument keys");
+        }
+        let accepted = self.prepare(
+            &policy,
+            session,
+            params,
+            had_arguments,
+            forward,
+            &verdict.report,
+            (call, envelope, binding, sealed),
+            started,
+        );
+        let mut accepted = match accepted {
+            Ok(a) => a,
+            Err(tool) => {
+                let mut record = CallRecord::new(started, &tool);
+                record.after = policy.after_hooks.clone();
+                record.span = span.map(|s| Box::new(Mutex::new(s)));
+                let end = End::Failed {
+                    decision: Decision::Allowed,
+                    why: "the tool's upstream is not configured".into(),
+                };
+                return Begun::Done(self.settle.settle(&record, end).await);
+            }
+        };
+        accepted.record.span = span.map(|s| Box::new(Mutex::new(s)));
+        let guarded = accepted.approval
+            || !policy.before_hooks.is_empty()
+            || accepted.ledger.is_some()
+            || accepted.limited
+            || accepted.flow.is_some();
+        let (me, session) = (self.clone(), session.clone());
+        if guarded {
+            return Begun::Then(Box::pin(
+                async move { me.guarded(&session, accepted).await },
+            ));
+        }
+        match self.relay(&session, accepted).await {
+            Ok(relayed) => Begun::Then(Box::pin(async move { me.answer(&session, relayed).await })),
+            Err(body) => Begun::Done(body),
+        }
+    }
+
+    /// The grant, then the pipeline (G, N, R, A).
+    async fn check(
+        &self,
+        (policy, catalogue): (&Policy, &Catalogue),
+        session: &ClientSession,
+        check: Map<String, Value>,
+        span: Option<&Span>,
+    ) -> Verdict {
+        let name = check.get("name").and_then(Value::as_str);
+        let caller = session.caller();
+        let caller = caller.as_deref();
+        match policy.grant.for_call(caller, name, span).await {
+            Some(grant) => policy.pipeline.check_with(
+                &*grant,
+                catalogue,
+                &session.warn,
+                caller,
+                Value::Object(check),
+            ),
+            None => policy
+                .pipeline
+                .check(catalogue, &session.warn, caller, Value::Object(check)),
+        }
+    }
+
+    /// What a call the pipeline refused leaves behind: its audit record, and for a
+    /// failed grant source the context the after hooks hear of it with (G4).
+    fn refused_record(
+        &self,
+        session: &ClientSession,
+        tool: &str,
+        sent: Option<Map<String, Value>>,
+        report: &CallReport,
+        refusal: Refusal,
+        started: Instant,
+    ) -> CallRecord {
+        let mut record = CallRecord::new(started, tool);
+        record.audit = sent.map(|args| {
+            self.settle.audit.template(
+                &session.label,
+                session.caller().as_deref(),
+                tool,
+                None,
+                &args,
+                report,
+                None,
+            )
+        });
+        if refusal == Refusal::GrantFailure {
+            record.ctx = Some(Arc::new(CallContext {
+                caller: session.caller().map(|c| Caller::clone(&c)),
+                tool: tool.to_owned(),
+                upstream: String::new(),
+                arguments: Map::new(),
+                meta: Default::default(),
+                reason: None,
+            }));
+        }
+        record
+    }
+
+    /// Turns the pipeline's verdict into the request that goes upstream and the
+    /// record its end needs. `Err`: the tool's upstream is gone from the config (its name).
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
+        &self,
+        policy: &Arc<Policy>,
+        session: &Arc<ClientSession>,
+        mut params: Value,
+        had_arguments: bool,
+        forward: Forward,
+        report: &CallReport,
+        (call, envelope, binding, sealed): Revision2026,
+        started: Instant,
+    ) -> Result<Accepted, String> {
+        let tool = forward.tool.clone();
+        let (Some(up), Some(obj)) = (
+            self.upstreams.by_name(&tool.upstream),
+            params.as_object_mut(),
+        ) else {
+            return Err(tool.name.clone());
+        };
+        let caller = session.caller();
+        let caller = caller.as_deref();
+        let ledger = self.settle.ledger.key_of(
+            caller.map(|c| c.name.as_str()).unwrap_or_default(),
+            &forward.meta,
+        );
+        let mut record = CallRecord::new(started, &tool.name);
+        record.after = policy.after_hooks.clone();
+        record.audit = self.settle.audit.on().then(|| {
+            self.settle.audit.template(
+                &session.label,
+                caller,
+                &tool.name,
+                Some(&tool.upstream),
+                &forward.arguments,
+                report,
+                ledger.as_ref().map(|(_, k)| k.clone()),
+            )
+        });
+        let limited = policy.quotas.any_for(caller, &tool.name);
+        // The flow context is the gateway's: it never goes upstream.
+        let context = obj
+            .get_mut("_meta")
+            .and_then(Value::as_object_mut)
+            .and_then(|m| m.shift_remove(FLOW_META_KEY));
+        if obj
+            .get("_meta")
+            .and_then(Value::as_object)
+            .is_some_and(|m| m.is_empty())
+            && context.is_some()
+        {
+            obj.shift_remove("_meta");
+        }
+        let flow = policy.flows.on().then(|| {
+            let labels = policy.flows.labels_of(&tool.upstream, &tool.upstream_name);
+            (labels, context)
+        });
+        let guarded = forward.needs_approval
+            || !policy.before_hooks.is_empty()
+            || ledger.is_some()
+            || limited
+            || flow.is_some();
+        // Hooks see the call as it goes upstream; built only when someone will look.
+        record.ctx = (guarded || !record.after.is_empty()).then(|| {
+            Arc::new(CallContext {
+                caller: session.caller().map(|c| Caller::clone(&c)),
+                tool: tool.name.clone(),
+                upstream: tool.upstream.clone(),
+                arguments: forward.arguments.clone(),
+                meta: forward.meta.clone(),
+                reason: report.reason.clone(),
+            })
+        });
+        obj.insert("name".into(), Value::String(tool.upstream_name.clone()));
+        if had_arguments || forward.rewritten {
+            obj.insert("arguments".into(), Value::Object(forward.arguments));
+        }
+        record.token = self
+            .sessions
+            .map_progress_token(session, call.as_ref(), obj);
+        let mut params = Value::Object(std::mem::take(obj));
+        if up.is_stateless() {
+            input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
+        }
+        Ok(Accepted {
+            policy: policy.clone(),
+            up,
+            params,
+            record,
+            approval: forward.needs_approval,
+            approval_because: forward.approval_because,
+            ledger,
+            call,
+            envelope,
+            binding,
+            limited,
+            counted: false,
+            flow,
+            sealed,
+        })
+    }
+}
+
+/// The end of a call its upstream answered. A result or a JSON-RPC error passes
+/// through unchanged (E3), but a result that is not an object is no
+/// `CallToolResult`: relayed, it would hand the caller `null` or a bare string as
+/// a tool's answer. The upstream failed, so the call fails like any other upstream
+/// failure (E2): the generic answer, `failed` in the audit trail and the ledger.
+fn upstream_end((body, error): (Body, Option<String>)) -> Result<End, CallError> {
+    let kind = match &body {
+        Ok(Value::Object(_)) | Err(_) => return Ok(End::Upstream { body, error }),
+        Ok(Value::Null) => "null",
+        Ok(Value::Bool(_)) => "a boolean",
+        Ok(Value::Number(_)) => "a number",
+        Ok(Value::String(_)) => "a string",
+        Ok(Value::Array(_)) => "an array",
+    };
+    Err(CallError::NotAnObject(kind))
+}
+
+/// The span of one tool call, under its request's.
+fn call_span(request: &Span, session: &ClientSession, params: &Value) -> Span {
+    let tool = params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let tool = otel::bounded(tool);
+    let mut s = request.child(format!("execute_tool {tool}"), Kind::Internal);
+    s.set("gen_ai.operation.name", "execute_tool");
+    s.set("gen_ai.tool.name", tool);
+    if let Some(c) = &session.caller() {
+        s.set("warden.caller", otel::bounded(&c.name));
+    }
+    s
+}
+
+/// A span under the call's, when the call has one.
+fn child(record: &CallRecord, name: &str, kind: Kind) -> Option<Span> {
+    let span = record.span.as_ref()?;
+    let span = span.lock().unwrap_or_else(|e| e.into_inner());
+    Some(span.child(name, kind))
+}
+
+fn hook_decision(d: &hooks::BeforeDecision) -> &'static str {
+    match d {
+        hooks::BeforeDecision::Pass => "pass",
+        hooks::BeforeDecision::Deny(_) => "deny",
+        hooks::BeforeDecision::Answer(_) => "answer",
+    }
+}
+
+fn claim_name(c: &Claim) -> &'static str {
+    match c {
+        Claim::Run => "run",
+        Claim::TakenOver => "taken_over",
+        Claim::Replay(_) => "replay",
+        Claim::Running => "running",
+        Claim::Mismatch => "mismatch",
+    }
+}
+
+/// What a 2026-07-28 call's sealed state is bound to: the caller, the tool as the
+/// caller named it, and the arguments as the caller sent them.
+fn binding_of(caller: Option<&Caller>, tool: &str, arguments: Option<&Value>) -> Binding {
+    let caller = caller.map(|c| c.name.as_str()).unwrap_or_default();
+    let empty = Map::new();
+    let args = arguments.and_then(Value::as_object).unwrap_or(&empty);
+    Binding::new(caller, tool, args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_result_that_is_no_object_is_an_upstream_failure() {
+        let ok = json!({"content": [], "isError": true});
+        assert!(
+            matches!(upstream_end((Ok(ok.clone()), None)), Ok(End::Upstream { body: Ok(r), .. }) if r == ok)
+        );
+        let error = json!({"code": -32000, "message": "m"});
+        assert!(matches!(
+            upstream_end((Err(error.clone()), None)),
+            Ok(End::Upstream { body: Err(e), .. }) if e == error
+        ));
+        for (result, kind) in [
+            (json!(null), "null"),
+            (json!("a string"), "a string"),
+            (json!([1]), "an array"),
+            (json!(1), "a number"),
+            (json!(true), "a boolean"),
+        ] {
+            match upstream_end((Ok(result), None)) {
+                Err(e) => assert_eq!(e, CallError::NotAnObject(kind)),
+                Ok(_) => panic!("{kind} passed as a result"),
+            }
+        }
+        assert_eq!(
+            CallError::NotAnObject("null").to_string(),
+            "the upstream's result is null, not a JSON object"
+        );
+    }
+
+    #[test]
+    fn a_binding_ignores_nothing_the_caller_sent() {
+        let alice = Caller::new("alice");
+        let a = binding_of(Some(&alice), "t", Some(&json!({"x": 1})));
+        assert_eq!(a, binding_of(Some(&alice), "t", Some(&json!({"x": 1}))));
+        assert_ne!(a, binding_of(Some(&alice), "t", Some(&json!({"x": 2}))));
+        assert_ne!(a, binding_of(Some(&alice), "u", Some(&json!({"x": 1}))));
+        assert_ne!(a, binding_of(None, "t", Some(&json!({"x": 1}))));
+        assert_eq!(
+            binding_of(None, "t", None),
+            binding_of(None, "t", Some(&json!({})))
+        );
+    }
+}
