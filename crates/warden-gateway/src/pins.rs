@@ -4,8 +4,8 @@
 //! per upstream, each tool's reviewed fields (name, title, description, input and
 //! output schema, annotations) as canonical JSON with a SHA-256 digest. On every
 //! listing the gateway compares each tool with the lock; a tool that is new or
-//! changed is hidden (exactly like an absent tool) or only reported, per
-//! upstream. The lock is a file so that replicas share it the way they share the
+//! changed is hidden (exactly like an absent tool), listed but put to a human
+//! on each call (`ask`), or only reported, per upstream. The lock is a file so that replicas share it the way they share the
 //! config (config management, a volume) and pick up a new one on their next
 //! listing; it needs no store.
 
