@@ -116,3 +116,56 @@ fn without_the_shared_secret_a_session_stays_with_its_process() {
     let r = a.post(&with, &call(1, "fx.echo", json!({"text": "x"})));
     assert_eq!(r.status, 200, "{}", r.body);
 }
+
+#[test]
+fn a_rotated_secret_keeps_sessions_going_through_the_rolling_restarts() {
+    // docs/fleet.md, "Rotating the secret": old sessions open at a replica that
+    // holds the old secret as its previous one; new ones are sealed with the new.
+    let (old, new) = (
+        "an old secret of sixteen chars",
+        "a new secret of sixteen chars!",
+    );
+    let config = |previous: bool| {
+        let previous = if previous {
+            "state_secret_previous_env = \"WARDEN_PREVIOUS\"\n"
+        } else {
+            ""
+        };
+        format!(
+            "[gateway]\nanonymous_caller = \"dev\"\nstate_secret_env = \"WARDEN_SECRET\"\n{previous}{}",
+            fixture_config("", "")
+        )
+    };
+    let before = HttpWarden::start("rotate-before", &config(false), &[("WARDEN_SECRET", old)]);
+    let during = HttpWarden::start(
+        "rotate-during",
+        &config(true),
+        &[("WARDEN_SECRET", new), ("WARDEN_PREVIOUS", old)],
+    );
+    let after = HttpWarden::start("rotate-after", &config(false), &[("WARDEN_SECRET", new)]);
+    let sealed_old = before.session(&[]);
+    let sealed_new = during.session(&[]);
+    let works = |at: &HttpWarden, sid: &str| {
+        at.post(
+            &[("Mcp-Session-Id", sid)],
+            &call(1, "fx.echo", json!({"text": "x"})),
+        )
+        .status
+    };
+    assert_eq!(
+        works(&during, &sealed_old),
+        200,
+        "the previous secret still opens"
+    );
+    assert_eq!(
+        works(&before, &sealed_new),
+        404,
+        "a replica not yet rotated cannot open the new"
+    );
+    assert_eq!(works(&after, &sealed_new), 200);
+    assert_eq!(
+        works(&after, &sealed_old),
+        404,
+        "the old secret dropped: its ids are gone"
+    );
+}
