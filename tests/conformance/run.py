@@ -4,7 +4,9 @@ for each requirement set it knows (`--requirements 2025-11-25`, the revisions wi
 `initialize` and sessions, and `--requirements 2026-07-28`, the stateless revision)
 against mcp-warden's Streamable HTTP front with warden-conformance-upstream behind it
 (prefix = false), once as a stdio child and once over its own HTTP front (url =), and
-directly against that upstream's HTTP front.
+directly against that upstream's HTTP front. For the 2025-11-25 set, also through a
+gateway told to speak 2025-11-25 to that upstream (protocol = "2025-11-25"), as it
+speaks to servers that do not offer 2026-07-28.
 
 Prints one line per scenario with the three results, per requirement set, and fails
 when the gateway fails a scenario the set scores (or one of EXTRA), and in particular
@@ -89,19 +91,20 @@ def verdict(r):
     return f"pass ({r[0]} checks)" if not r[1] else f"FAIL ({len(r[1])} checks)"
 
 
-def report(revision, must, upstream_results, gateway_results, via_http_results):
-    """Prints the table of one requirement set; returns its problems as (name, lost, failed checks)."""
+def report(revision, must, upstream_results, columns):
+    """Prints the table of one requirement set: the upstream directly, then each way
+    through the gateway (`columns`: (label, results)). Returns its problems as
+    (name, lost, failed checks)."""
     problems = []
     print(f"\n== --requirements {revision} (* = scored or EXTRA)")
-    print(f"{'scenario':46} {'upstream directly':20} {'mcp-warden, stdio up':22} {'mcp-warden, HTTP up':20}")
-    names = sorted(set(upstream_results) | set(gateway_results) | set(via_http_results))
+    print(f"{'scenario':46} {'upstream directly':20} " + " ".join(f"{'mcp-warden, ' + label:30}" for label, _ in columns))
+    names = sorted(set(upstream_results).union(*(set(r) for _, r in columns)))
     for name in names:
         u = upstream_results.get(name)
         star = "*" if name in must else " "
-        print(f"{star}{name:45} {verdict(u):20} {verdict(gateway_results.get(name)):22} "
-              f"{verdict(via_http_results.get(name)):20}")
+        print(f"{star}{name:45} {verdict(u):20} " + " ".join(f"{verdict(r.get(name)):30}" for _, r in columns))
         upstream_passes = u is not None and not u[1]
-        for label, results in (("stdio upstream", gateway_results), ("HTTP upstream", via_http_results)):
+        for label, results in columns:
             g = results.get(name)
             if (g is None or g[1]) and (name in must or upstream_passes):
                 problems.append((f"{revision} {name} ({label})", upstream_passes, g[1] if g else []))
@@ -110,7 +113,7 @@ def report(revision, must, upstream_results, gateway_results, via_http_results):
         return f"{sum(1 for n in must if n in results and not results[n][1])}/{len(must)}"
 
     print(f"scored and EXTRA scenarios passed ({revision}): upstream directly {passed(upstream_results)}, "
-          f"through mcp-warden {passed(gateway_results)} (stdio upstream), {passed(via_http_results)} (HTTP upstream)")
+          "through mcp-warden " + ", ".join(f"{passed(r)} ({label})" for label, r in columns))
     lost = [n for n, l, _ in problems if l]
     print(f"differential ({revision}): scenarios the upstream passes and the gateway fails: {len(lost)}"
           + (f" ({', '.join(lost)})" if lost else ""))
@@ -126,7 +129,7 @@ def main():
     env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
     direct, direct_url, _ = start([upstream, "--http", "127.0.0.1:0"], "warden-conformance-upstream:")
 
-    def gateway_before(name, where):
+    def gateway_before(name, where, protocol="auto"):
         config = os.path.join(work, f"{name}.toml")
         with open(config, "w") as f:
             f.write(f'''# The conformance suite sends no credentials: an anonymous caller, as for local development.
@@ -137,21 +140,30 @@ anonymous_caller = "conformance"
 name = "conformance"
 {where}
 prefix = false
+protocol = "{protocol}"
 ''')
         return start([os.path.join(BIN, "mcp-warden"), "run", "--config", config, "--http", "127.0.0.1:0"],
                      "mcp-warden:", env)
 
     gateway, gateway_url, gateway_log = gateway_before("stdio", f'command = ["{upstream}"]')
     via_http, via_http_url, via_http_log = gateway_before("http", f'url = "{direct_url}"')
+    # The same upstream spoken to in 2025-11-25 only, as a server that does not
+    # offer 2026-07-28 is; run for the 2025-11-25 set, whose clients such servers
+    # have always served. (The 2026-07-28 set cannot pass through it: the fixture
+    # offers the input-required tools only to 2026-07-28 clients.)
+    old_up, old_up_url, old_up_log = gateway_before("http-2025", f'url = "{direct_url}"', "2025-11-25")
     problems = []
     try:
         for revision in REQUIREMENTS:
             out = os.path.join(work, revision)
-            results = [run_suite(url, os.path.join(out, where), revision)
-                       for url, where in ((direct_url, "direct"), (gateway_url, "gateway"), (via_http_url, "via-http"))]
-            problems += report(revision, scored(revision) | set(EXTRA), *results)
+            ways = [("stdio upstream", gateway_url, "gateway"), ("HTTP upstream", via_http_url, "via-http")]
+            if revision == "2025-11-25":
+                ways.append(("HTTP upstream in 2025-11-25", old_up_url, "via-http-2025"))
+            direct_results = run_suite(direct_url, os.path.join(out, "direct"), revision)
+            columns = [(label, run_suite(url, os.path.join(out, where), revision)) for label, url, where in ways]
+            problems += report(revision, scored(revision) | set(EXTRA), direct_results, columns)
     finally:
-        for p in (direct, gateway, via_http):
+        for p in (direct, gateway, via_http, old_up):
             p.terminate()
             try:
                 p.wait(10)
@@ -165,7 +177,7 @@ prefix = false
                 print(f"  {name}: {c['id']}: {c.get('errorMessage')}")
             if not failed:
                 print(f"  {name}: not run")
-        print(f"(gateway logs: {gateway_log}, {via_http_log})")
+        print(f"(gateway logs: {gateway_log}, {via_http_log}, {old_up_log})")
         sys.exit(1)
     print("conformance: every scenario passes through mcp-warden")
 
