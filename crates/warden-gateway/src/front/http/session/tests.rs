@@ -1,0 +1,97 @@
+use super::*;
+
+async fn table(idle: Duration, per_caller: usize) -> SessionTable {
+    table_with("", idle, per_caller).await
+}
+
+async fn table_with(toml: &str, idle: Duration, per_caller: usize) -> SessionTable {
+    let config = crate::config::Config::parse(toml, "w.toml").unwrap();
+    let gateway = Gateway::new(config).await.unwrap();
+    SessionTable::new(gateway, idle, per_caller)
+}
+
+#[tokio::test]
+async fn a_caller_holds_at_most_its_share_and_gets_it_back_as_sessions_end() {
+    let table = table(Duration::from_secs(60), 2).await;
+    let alice = || Caller::new("alice");
+    let first = table.open(alice(), None).unwrap();
+    table.open(alice(), None).unwrap();
+    match table.open(alice(), None).err() {
+        Some(Full::Caller { open, retry_after }) => {
+            assert_eq!(open, 2);
+            assert!(retry_after > Duration::from_secs(50), "{retry_after:?}");
+        }
+        other => panic!("a third session for alice: {other:?}"),
+    }
+    // Others are not held back by alice, and stateless sessions are not counted.
+    table.open(Caller::new("bob"), None).unwrap();
+    let _stateless = table.open_stateless(alice());
+    assert_eq!((table.held_by("alice"), table.count()), (2, 3));
+    // DELETE, even twice, frees one place.
+    table
+        .end(&first, "the client ended the session", true)
+        .await;
+    table
+        .end(&first, "the client ended the session", true)
+        .await;
+    assert_eq!(table.held_by("alice"), 1);
+    table.open(alice(), None).unwrap();
+    // The gateway's end frees them all.
+    table.end_all("the gateway is shutting down");
+    assert_eq!(
+        (table.count(), table.held_by("alice"), table.held_by("bob")),
+        (0, 0, 0)
+    );
+}
+
+#[tokio::test]
+async fn the_idle_sweep_gives_a_caller_its_sessions_back() {
+    let table = table(Duration::from_millis(1), 1).await;
+    table.open(Caller::new("alice"), None).unwrap();
+    assert!(table.open(Caller::new("alice"), None).is_err());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    table.sweep();
+    assert_eq!(table.held_by("alice"), 0);
+    table.open(Caller::new("alice"), None).unwrap();
+}
+
+#[tokio::test]
+async fn without_a_shared_secret_a_session_lives_and_dies_in_its_process() {
+    let table = table(Duration::from_millis(1), 4).await;
+    let s = table.open(Caller::new("alice"), None).unwrap();
+    assert!(table.find(&s.id, "alice").await.is_some());
+    assert!(table.find(&s.id, "bob").await.is_none(), "another caller's");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    table.sweep();
+    assert!(
+        table.find(&s.id, "alice").await.is_none(),
+        "idled out for good"
+    );
+}
+
+#[tokio::test]
+async fn replicas_sharing_the_secret_take_up_each_others_sessions() {
+    std::env::set_var("WARDEN_TEST_SESSION_SECRET", "a secret the fleet shares");
+    let toml = "[gateway]\nstate_secret_env = \"WARDEN_TEST_SESSION_SECRET\"\n";
+    let a = table_with(toml, Duration::from_millis(1), 4).await;
+    let b = table_with(toml, Duration::from_millis(1), 4).await;
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}});
+    let s = a.open(Caller::new("alice"), Some(&init)).unwrap();
+    let taken = b.find(&s.id, "alice").await.expect("taken up at b");
+    assert_eq!(
+        (taken.sid.as_str(), taken.caller.as_str()),
+        (s.sid.as_str(), "alice")
+    );
+    assert!(taken.client.client_can("sampling") && !taken.client.client_can("elicitation"));
+    assert_eq!(taken.client.version(), Some("2025-06-18"));
+    assert_eq!(taken.client.label, format!("http:{}", s.sid));
+    assert!(b.find(&s.id, "bob").await.is_none(), "bound to its caller");
+    // Idle here is not ended: it comes back from its id.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    a.sweep();
+    assert!(a.find(&s.id, "alice").await.is_some());
+    // A DELETE ends it for good here (without a shared store, only here).
+    let held = a.find(&s.id, "alice").await.unwrap();
+    a.end(&held, "the client ended the session", true).await;
+    assert!(a.find(&s.id, "alice").await.is_none());
+}

@@ -1,0 +1,327 @@
+use super::*;
+use crate::sqlite::MIGRATIONS;
+use rusqlite::{params, Connection};
+use serde_json::json;
+
+/// A fresh directory for a test's database files.
+fn scratch(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("warden-store-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+#[tokio::test]
+async fn an_ended_session_stays_ended_until_its_time_and_is_then_forgotten() {
+    let s = Store::in_memory().unwrap();
+    assert!(!s.session_ended("a").await.unwrap());
+    s.end_session("a", now_ms() + 60_000).await.unwrap();
+    s.end_session("a", now_ms() + 1_000).await.unwrap(); // never shortened
+    s.end_session("old", now_ms() - 1).await.unwrap();
+    assert!(s.session_ended("a").await.unwrap());
+    // The next end clears what expired.
+    s.end_session("b", now_ms() + 60_000).await.unwrap();
+    assert!(!s.session_ended("old").await.unwrap());
+    assert!(s.session_ended("a").await.unwrap() && s.session_ended("b").await.unwrap());
+}
+
+#[tokio::test]
+async fn an_open_sqlite_store_answers_a_ping() {
+    Store::in_memory().unwrap().ping().await.unwrap();
+}
+
+#[tokio::test]
+async fn claim_run_finish_replay() {
+    let s = Store::in_memory().unwrap();
+    assert_eq!(s.claim("alice", "k", "f1", DAY).await.unwrap(), Claim::Run);
+    assert_eq!(
+        s.claim("alice", "k", "f1", DAY).await.unwrap(),
+        Claim::Running
+    );
+    assert_eq!(
+        s.claim("alice", "k", "f2", DAY).await.unwrap(),
+        Claim::Mismatch
+    );
+    // Scoped by caller: bob's key of the same name is his own.
+    assert_eq!(s.claim("bob", "k", "f1", DAY).await.unwrap(), Claim::Run);
+    s.finish(
+        "alice",
+        "k",
+        Finish::Completed(json!({"content": [{"type": "text", "text": "done"}]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.claim("alice", "k", "f1", DAY).await.unwrap(),
+        Claim::Replay(json!({"content": [{"type": "text", "text": "done"}]}))
+    );
+    assert_eq!(
+        s.claim("alice", "k", "f2", DAY).await.unwrap(),
+        Claim::Mismatch
+    );
+}
+
+#[tokio::test]
+async fn failed_calls_may_be_retried_and_entries_expire() {
+    let s = Store::in_memory().unwrap();
+    assert_eq!(s.claim("a", "k", "f", DAY).await.unwrap(), Claim::Run);
+    s.finish("a", "k", Finish::Failed("upstream crashed".into()))
+        .await
+        .unwrap();
+    assert_eq!(s.claim("a", "k", "f", DAY).await.unwrap(), Claim::Run);
+    s.finish("a", "k", Finish::Completed(json!({})))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // With a retention shorter than the entry's age, the key is fresh again.
+    assert_eq!(
+        s.claim("a", "k", "other", Duration::from_millis(5))
+            .await
+            .unwrap(),
+        Claim::Run
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_one_of_many_concurrent_claims_runs() {
+    let dir = std::env::temp_dir().join(format!("warden-store-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ledger.db");
+    let _ = std::fs::remove_file(&path);
+    // Two stores on one file, as two gateway processes would have.
+    let (a, b) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+    assert_eq!(concurrent_runs(&a, &b).await, 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_run_out_are_taken_over_and_renewed_ones_hold() {
+    let dir = scratch("lease");
+    let path = dir.join("ledger.db");
+    let (a, b) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+    lease_semantics(&a, &b).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_one_of_many_concurrent_claims_takes_over_an_expired_lease() {
+    let dir = scratch("takeover");
+    let path = dir.join("ledger.db");
+    let (a, b) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+    assert_eq!(concurrent_takeovers(&a, &b).await, 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_database_of_the_previous_version_is_migrated_and_keeps_its_keys() {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch(MIGRATIONS[0]).unwrap();
+    conn.execute_batch(
+            "CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (1);",
+        )
+        .unwrap();
+    let (now, hour) = (now_ms(), Duration::from_secs(3600));
+    conn.execute(
+        "INSERT INTO ledger (scope, key, fingerprint, state, result, created_ms) VALUES
+               ('a', 'running', 'f', 'running', NULL, ?1),
+               ('a', 'stale', 'f', 'running', NULL, ?2),
+               ('a', 'done', 'f', 'completed', '{\"x\":1}', ?1),
+               ('a', 'failed', 'f', 'failed', NULL, ?1)",
+        params![now, now - 2 * 3_600_000],
+    )
+    .unwrap();
+    let sqlite = Sqlite::init(conn).unwrap();
+    let version: i64 = sqlite
+        .with(|c| Ok(c.query_row("SELECT version FROM schema_version", [], |r| r.get(0))?))
+        .await
+        .unwrap();
+    assert_eq!(version as usize, MIGRATIONS.len(), "migrated to the newest");
+    let s = Store::Sqlite(sqlite);
+    let short = Duration::from_millis(1);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // A running row without a lease is never taken over: it lasts its retention, as before.
+    assert_eq!(
+        s.claim_leased("a", "running", "f", hour, short)
+            .await
+            .unwrap(),
+        Claim::Running
+    );
+    assert_eq!(
+        s.claim_leased("a", "stale", "f", hour, short)
+            .await
+            .unwrap(),
+        Claim::Run
+    );
+    assert_eq!(
+        s.claim_leased("a", "done", "f", hour, short).await.unwrap(),
+        Claim::Replay(json!({"x": 1}))
+    );
+    assert_eq!(
+        s.claim_leased("a", "failed", "f", hour, short)
+            .await
+            .unwrap(),
+        Claim::Run
+    );
+}
+
+#[test]
+fn a_drift_record_says_what_changed_and_older_records_read_without_one() {
+    let drift = |change: &str, fields: &[&str], from: Option<&str>| ToolDrift {
+        change: change.into(),
+        fields: fields.iter().map(|f| f.to_string()).collect(),
+        renamed_from: from.map(str::to_owned),
+        diff: String::new(),
+    };
+    assert_eq!(
+        drift("changed", &["description", "inputSchema"], None).summary(),
+        "changed: description, inputSchema"
+    );
+    assert_eq!(
+        drift("renamed", &[], Some("fx.old_name")).summary(),
+        "renamed from fx.old_name"
+    );
+    assert_eq!(drift("restored", &[], None).summary(), "restored");
+    let text = serde_json::to_string(&drift("added", &[], None)).unwrap();
+    assert_eq!(text, r#"{"change":"added"}"#);
+    let old = r#"{"time":"t","session":"s","caller":null,"tool":"x","upstream":null,"arguments":{},"reason":null,"unknown_keys":[],"unknown_mode":null,"decision":"allowed","outcome":"ok","duration_ms":1.0,"idempotency_key":null,"replayed":false}"#;
+    let read: AuditRecord = serde_json::from_str(old).unwrap();
+    assert_eq!(read.drift, None);
+    assert!(!serde_json::to_string(&read).unwrap().contains("drift"));
+}
+
+#[tokio::test]
+async fn audit_records_are_queried_by_filter() {
+    let s = Store::in_memory().unwrap();
+    let rec = |caller: &str, tool: &str, outcome: &str| AuditRecord {
+        time: "2026-11-30T00:00:00.000Z".into(),
+        session: "stdio".into(),
+        caller: Some(caller.into()),
+        tool: tool.into(),
+        upstream: Some("notes".into()),
+        arguments: json!({"a": 1}),
+        reason: None,
+        unknown_keys: vec![],
+        unknown_mode: None,
+        decision: "allowed".into(),
+        outcome: outcome.into(),
+        duration_ms: 1.5,
+        idempotency_key: None,
+        replayed: false,
+        error: None,
+        credential: None,
+        labels: Vec::new(),
+        touched: Vec::new(),
+        drift: None,
+    };
+    s.record(&rec("alice", "notes.create_note", "ok"))
+        .await
+        .unwrap();
+    s.record(&rec("bob", "notes.create_note", "tool_error"))
+        .await
+        .unwrap();
+    s.record(&rec("alice", "notes.list_notes", "ok"))
+        .await
+        .unwrap();
+    let all = s.query(AuditFilter::default()).await.unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0], rec("alice", "notes.create_note", "ok"));
+    let alice = s
+        .query(AuditFilter {
+            caller: Some("alice".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(alice.len(), 2);
+    let errors = s
+        .query(AuditFilter {
+            outcome: Some("tool_error".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(errors[0].caller.as_deref(), Some("bob"));
+    let later = s
+        .query(AuditFilter {
+            since_ms: Some(now_ms() + 60_000),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(later.is_empty());
+    // Newest first, with ids that find each record again.
+    let recent = s
+        .recent(AuditFilter {
+            caller: Some("alice".into()),
+            limit: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(recent.len(), 1);
+    assert_eq!(recent[0].1, rec("alice", "notes.list_notes", "ok"));
+    // The next page starts below the last id shown, with the same filters.
+    let alice = AuditFilter {
+        caller: Some("alice".into()),
+        limit: 1,
+        ..Default::default()
+    };
+    let next = s
+        .recent_before(alice.clone(), Some(recent[0].0))
+        .await
+        .unwrap();
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].1, rec("alice", "notes.create_note", "ok"));
+    assert!(next[0].0 < recent[0].0);
+    let past_the_end = s.recent_before(alice, Some(next[0].0)).await.unwrap();
+    assert!(past_the_end.is_empty());
+    let again = s.audit_record(recent[0].0).await.unwrap();
+    assert_eq!(again, Some(recent[0].1.clone()));
+    assert_eq!(s.audit_record(recent[0].0 + 100).await.unwrap(), None);
+    let counts = s.counts_per_minute(0).await.unwrap();
+    let minute = now_ms() / 60_000;
+    assert!(counts
+        .iter()
+        .all(|c| c.minute >= minute - 1 && c.minute <= minute));
+    let total = |d: &str, o: &str| -> u64 {
+        counts
+            .iter()
+            .filter(|c| c.decision == d && c.outcome == o)
+            .map(|c| c.calls)
+            .sum()
+    };
+    assert_eq!(
+        (total("allowed", "ok"), total("allowed", "tool_error")),
+        (2, 1)
+    );
+    assert!(s
+        .counts_per_minute(now_ms() + 60_000)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_newer_schema_is_refused_with_a_fix() {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (99);")
+            .unwrap();
+    let e = Sqlite::init(conn).err().unwrap();
+    assert!(e
+        .to_string()
+        .contains("schema version 99, newer than this mcp-warden knows (3); upgrade mcp-warden"));
+}
+
+#[test]
+fn an_unwritable_path_is_a_clear_error() {
+    let e = Store::open(Path::new("/nonexistent-dir/warden.db"))
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string()
+            .starts_with("the store is unavailable: cannot open /nonexistent-dir/warden.db"),
+        "{e}"
+    );
+}
