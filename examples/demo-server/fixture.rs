@@ -40,6 +40,9 @@
 //! (a test opens the gate when it has seen what it needs to, with no timing), and
 //! when cancelled first it appends `gate cancelled` to `FIXTURE_COUNT_FILE`.
 //! `FIXTURE_START_FILE=path` appends one line per start of the process.
+//! `FIXTURE_NESTED=1` also declares `nested`, which echoes its arguments like
+//! `echo` and declares a nested object (`filters.owner`, `filters.all`) and an
+//! array of objects (`items[*].id`), for rules that read argument paths.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -96,6 +99,12 @@ fn tools(late: bool) -> Vec<Value> {
     }
     if std::env::var("FIXTURE_SECRET_VAR").is_ok() {
         t.push(json!({"name": "secret", "description": "Say what the variable FIXTURE_SECRET_VAR names holds, and this process's id.", "inputSchema": {"type": "object"}}));
+    }
+    if std::env::var("FIXTURE_NESTED").is_ok_and(|v| v == "1") {
+        t.push(json!({"name": "nested", "description": "Echo nested arguments back.", "inputSchema": {"type": "object",
+            "properties": {"path": {"type": "string"}, "note": {"type": "string"},
+                "filters": {"type": "object", "properties": {"owner": {"type": "string"}, "all": {"type": "boolean"}}},
+                "items": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}}}}}}}));
     }
     if std::env::var("FIXTURE_FREEZE_TOOL").is_ok_and(|v| v == "1") {
         t.push(json!({"name": "freeze", "description": "Stop answering, stay alive.", "inputSchema": {"type": "object"}}));
@@ -334,7 +343,7 @@ fn main() {
                 let args = params.get("arguments").cloned().unwrap_or(json!({}));
                 count_call(&name, &args);
                 match name.as_str() {
-                    "echo" => {
+                    "echo" | "nested" => {
                         let t = serde_json::to_string(&args).unwrap_or_default();
                         send(
                             &out,

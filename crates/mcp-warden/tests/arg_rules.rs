@@ -227,3 +227,152 @@ when = [{ arg = "titel", max_len = 10 }, { arg = "title", min = 1 }]
         format!("error: {}: tool 'create_note' of 'notes' in the pins lock does not match its digest (edited by hand?); write it again with `mcp-warden pins lock`\n", lock.display())
     );
 }
+
+/// `local` may call `fx.nested` for its own filters, with a note of three
+/// characters or more and item ids up to 100; never on paths under /etc, an
+/// item 13, or with `filters.all`.
+const PATHS: &str = r#"
+[gateway]
+stdio_caller = "local"
+
+[[rule]]
+callers = ["local"]
+tools = ["fx.nested"]
+effect = "deny"
+when = [{ arg = "path", glob = "/etc/*" }]
+
+[[rule]]
+callers = ["local"]
+tools = ["fx.nested"]
+effect = "deny"
+when = [{ arg = "items[*].id", equals = 13 }]
+
+[[rule]]
+callers = ["local"]
+tools = ["fx.nested"]
+effect = "deny"
+when = [{ arg = "filters.all", present = true }]
+
+[[rule]]
+callers = ["local"]
+tools = ["fx.nested"]
+effect = "allow"
+when = [{ arg = "filters.owner", equals = "me" }, { arg = "note", min_len = 3 }, { arg = "items[*].id", max = 100 }]
+
+[[rule]]
+callers = ["*"]
+tools = ["fx.nested"]
+effect = "deny"
+"#;
+
+#[test]
+fn conditions_read_globs_lengths_presence_nested_keys_and_every_array_element() {
+    let config = fixture_config("env = { FIXTURE_NESTED = \"1\" }", PATHS);
+    let mut w = Warden::start_capturing_stderr("arg-rules-paths", &config, "warn");
+    let ok = json!({"path": "/srv/data", "note": "abc", "filters": {"owner": "me"},
+                    "items": [{"id": 1}, {"id": 100}]});
+    // Every condition of the allow rule holds, for every element: the tool runs.
+    let r = w.call("fx.nested", ok.clone());
+    assert_eq!(r["result"]["structuredContent"], ok, "{r}");
+    let with = |k: &str, v: Value| {
+        let mut args = ok.clone();
+        args[k] = v;
+        args
+    };
+    let says = |argument: &str, must: &str| {
+        format!("Error: Argument '{argument}' of tool 'fx.nested' {must} for caller 'local'.")
+    };
+    for (args, expected) in [
+        // glob: `*` crosses `/`.
+        (
+            with("path", json!("/etc/ssh/sshd_config")),
+            says("path", "must not match '/etc/*'"),
+        ),
+        // A deny with a wildcard is set off by a single element, named by its index.
+        (
+            with("items", json!([{"id": 1}, {"id": 13}, {"id": 2}])),
+            says("items[1].id", "must not be 13"),
+        ),
+        // present, on a nested key.
+        (
+            with("filters", json!({"owner": "me", "all": true})),
+            says("filters.all", "must not be given"),
+        ),
+        // equals on a nested key: the allow rule missed, the catch-all denies.
+        (
+            with("filters", json!({"owner": "you"})),
+            says("filters.owner", "must be 'me'"),
+        ),
+        (
+            with("filters", json!({})),
+            says("filters.owner", "must be 'me'"),
+        ),
+        // min_len on a string's characters.
+        (
+            with("note", json!("ab")),
+            says("note", "must have a length of at least 3"),
+        ),
+        // An allow with a wildcard needs every element to pass.
+        (
+            with("items", json!([{"id": 1}, {"id": 101}, {"id": 2}])),
+            says("items[1].id", "must be at most 100"),
+        ),
+        // An empty array reaches nothing: the allow rule's condition cannot hold.
+        (
+            with("items", json!([])),
+            says("items[*].id", "must be at most 100"),
+        ),
+    ] {
+        assert_eq!(
+            refusal(&mut w, "fx.nested", args.clone()),
+            expected,
+            "{args}"
+        );
+    }
+    // Every path is in the tool's schema, nested and through the array: no warning.
+    let log = w.stderr_after_exit();
+    assert!(!log.contains("can never hold"), "{log}");
+}
+
+/// `local` may not call a `nested` tool with `override`; the same tool under
+/// an upstream that strips undeclared keys and one that forwards them.
+const STRIPPED: &str = r#"
+[gateway]
+stdio_caller = "local"
+
+[[rule]]
+callers = ["local"]
+tools = ["*.nested"]
+effect = "deny"
+when = [{ arg = "override", present = true }]
+
+[[upstream]]
+name = "strip"
+command = ["{fixture}"]
+env = { FIXTURE_NESTED = "1" }
+unknown_arguments = "strip"
+
+[[upstream]]
+name = "warn"
+command = ["{fixture}"]
+env = { FIXTURE_NESTED = "1" }
+unknown_arguments = "warn"
+"#;
+
+/// `unknown_arguments = "strip"` takes undeclared keys out before the rules
+/// read the arguments (the pipeline's order: A3 stripping, then G6), so a rule
+/// on such a key judges the call the tool would get. Under `warn` the key goes
+/// on to the tool, and the same rule fires.
+#[test]
+fn conditions_judge_the_arguments_after_unknown_keys_were_stripped() {
+    let mut w = Warden::start("arg-rules-strip", STRIPPED);
+    let args = json!({"note": "abc", "override": true});
+    let r = w.call("strip.nested", args.clone());
+    assert_eq!(r["result"]["isError"], Value::Null, "{r}");
+    assert_eq!(r["result"]["structuredContent"], json!({"note": "abc"}));
+    assert_eq!(
+        refusal(&mut w, "warn.nested", args),
+        "Error: Argument 'override' of tool 'warn.nested' must not be given for caller 'local'."
+    );
+    w.close();
+}

@@ -6,7 +6,7 @@
 mod common;
 
 use common::http::{open, open_path, request_path, HttpWarden, Reply, POST};
-use common::{cli, PATIENCE};
+use common::{cli, PgDb, PATIENCE};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
@@ -150,6 +150,32 @@ fn probes_need_no_credentials_and_no_listed_host() {
     assert_eq!((ready.status, ready.body.as_str()), (200, "ready\n"));
     let put = request_path(admin, "PUT", "/readyz", &[], "");
     assert_eq!(put.status, 405);
+}
+
+/// Issue 15: a replica whose PostgreSQL store is gone is taken out of the load
+/// balancer (`/readyz` says which check failed, in generic words) and is not
+/// restarted (`/healthz` stays alive).
+#[test]
+fn readyz_says_the_store_is_unreachable_once_its_database_is_gone() {
+    let db = PgDb::create("readyz");
+    let w = HttpWarden::start(
+        "health-store",
+        &format!(
+            "[store]\nurl = \"{}\"\n[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n",
+            db.url()
+        ),
+        &[],
+    );
+    let ready = readyz_until(&w.addr, 200);
+    assert_eq!(ready.body, "ready\n");
+    db.lose();
+    let lost = get(&w.addr, "/readyz", &[]);
+    assert_eq!(
+        (lost.status, lost.body.as_str()),
+        (503, "not ready: store unreachable\n")
+    );
+    let alive = get(&w.addr, "/healthz", &[]);
+    assert_eq!((alive.status, alive.body.as_str()), (200, "ok\n"));
 }
 
 #[test]

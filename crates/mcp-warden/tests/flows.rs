@@ -187,6 +187,98 @@ fn http_sessions_keep_their_own_trails() {
     assert_eq!(call(&clean, 5, "mail.echo"), r#"{"n":5}"#);
 }
 
+#[test]
+fn the_trifecta_is_denied_over_an_http_session_when_untrusted_content_comes_first() {
+    let w = HttpWarden::start(
+        "flow-http-up",
+        &format!(
+            "[gateway]\nanonymous_caller = \"dev\"\n{}",
+            labelled("deny", "")
+        ),
+        &[],
+    );
+    let sid = w.session(&[]);
+    let call = |id: i64, tool: &str| {
+        let r = w.post(
+            &[("Mcp-Session-Id", &sid)],
+            &common::http::call(id, tool, json!({"n": id})),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    };
+    assert_eq!(text(&call(2, "web.echo")), r#"{"n":2}"#);
+    assert_eq!(
+        text(&call(3, "mail.echo")),
+        r#"{"n":3}"#,
+        "untrusted content alone is not enough"
+    );
+    assert_eq!(text(&call(4, "drive.echo")), r#"{"n":4}"#);
+    let r = call(5, "mail.echo");
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert_eq!(text(&r), DENIED);
+}
+
+/// An `ask` flow rule over an HTTP session whose 2025-11-25 client declared
+/// elicitation: the question goes out on the call's own stream, and the answer
+/// POSTed back decides.
+#[test]
+fn an_ask_rule_puts_the_call_to_the_human_over_an_http_session() {
+    use common::http::{open, POST};
+    let w = HttpWarden::start(
+        "flow-http-ask",
+        &format!(
+            "[gateway]\nanonymous_caller = \"dev\"\n{}",
+            labelled(
+                "ask",
+                "reason = \"Private data and web content were read in this session.\"\n",
+            )
+        ),
+        &[],
+    );
+    let sid = w.session_with(&[], json!({"elicitation": {}}));
+    let with = [("Mcp-Session-Id", sid.as_str())];
+    for (id, tool) in [(2, "drive.echo"), (3, "web.echo")] {
+        let r = w.post(&with, &common::http::call(id, tool, json!({})));
+        assert_eq!(text(&r.json()), "{}");
+    }
+    let mut headers = POST.to_vec();
+    headers.push(("Mcp-Session-Id", &sid));
+    for (id, answer, expected) in [
+        (
+            4,
+            json!({"action": "decline"}),
+            "Error: Tool 'mail.echo' needs approval at this point of the session, and it was not given. Private data and web content were read in this session. (This call needs approval, and approval was refused.)",
+        ),
+        (
+            5,
+            json!({"action": "accept", "content": {"approve": true}}),
+            r#"{"text":"x"}"#,
+        ),
+    ] {
+        let body = common::http::call(id, "mail.echo", json!({"text": "x"})).to_string();
+        let mut stream = open(&w.addr, "POST", &headers, &body);
+        assert_eq!(stream.status, 200);
+        let ask = loop {
+            let (_, data) = stream.next_event().expect("the approval question");
+            if data.contains("elicitation/create") {
+                break serde_json::from_str::<Value>(&data).unwrap();
+            }
+        };
+        assert_eq!(
+            ask["params"]["message"],
+            "Allow the call to 'mail.echo' with these arguments?\n{\"text\":\"x\"}"
+        );
+        let r = w.post(
+            &with,
+            &json!({"jsonrpc": "2.0", "id": ask["id"], "result": answer}),
+        );
+        assert_eq!(r.status, 202, "{}", r.body);
+        let last = stream.finish().messages().pop().expect("the call's answer");
+        assert_eq!(last["id"], id, "{last}");
+        assert_eq!(text(&last), expected);
+    }
+}
+
 const V: &str = "2026-07-28";
 
 /// A stateless 2026-07-28 `tools/call`, with a flow context when given one.
