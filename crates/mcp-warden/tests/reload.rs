@@ -115,8 +115,10 @@ fn an_invalid_file_under_load_changes_nothing_and_fails_no_call() {
 #[test]
 fn a_rule_the_pins_lock_says_can_never_hold_is_refused_as_check_refuses_it() {
     let port = free_port();
+    // Undeclared keys are refused before rules are judged: a condition on one
+    // can never hold.
     let toml = format!(
-        "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n{}",
+        "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\nunknown_arguments = \"reject\"\n{}",
         admin(port)
     );
     let mut w = Warden::start_capturing_stderr("reload-lock-rule", &toml, "info");
@@ -150,6 +152,26 @@ fn a_rule_the_pins_lock_says_can_never_hold_is_refused_as_check_refuses_it() {
     assert!(log.contains(&said), "{log}");
     let (code, _, err) = cli(&["check", "--config", &path.display().to_string()]);
     assert_eq!((code, err), (1, format!("error: {problem}\n")));
+    // In warn mode the key reaches the rules, so the condition can hold: check
+    // passes with a warning about the likely typo, and so would a reload.
+    let warn = std::fs::read_to_string(&path).unwrap().replace(
+        "unknown_arguments = \"reject\"",
+        "unknown_arguments = \"warn\"",
+    );
+    let path = write_config(&w.dir, &warn);
+    let (code, out, err) = cli(&["check", "--config", &path.display().to_string()]);
+    assert_eq!(
+        (code, out, err),
+        (
+            0,
+            format!(
+                "warning: rule[0]: the condition on 'txet' holds for tool 'fx.echo' only on calls that break its schema: the tool has no argument 'txet'; did you mean 'text'? (schema from {})\n{}: ok (1 upstream(s), 1 warning(s))\n",
+                lock.display(),
+                path.display()
+            ),
+            String::new()
+        )
+    );
 }
 
 #[test]

@@ -11,6 +11,7 @@ use crate::answer;
 use crate::call::Caller;
 use crate::catalogue::{Catalogue, ToolEntry};
 use crate::condition::{Condition, Conditions, Evidence, Step};
+use crate::policy::UnknownMode;
 use crate::stage::grant::{ArgDecision, Grant, GrantDecision};
 use globset::{Glob, GlobMatcher};
 use serde_json::{Map, Value};
@@ -254,12 +255,35 @@ impl Rules {
     }
 }
 
+/// A rule's condition measured against the schema of a tool it names (G6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleProblem {
+    /// `rule[i]: the condition on 'p' …`, naming the tool and what is wrong.
+    pub text: String,
+    /// No call can ever meet the condition: the argument is stripped, refused or
+    /// fails validation before rules are judged. When false, only a call sending
+    /// what the schema does not declare can meet it (a likely typo, not a proof).
+    pub certain: bool,
+}
+
+impl fmt::Display for RuleProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 impl Rules {
-    /// Conditions that can never hold for a tool they name (G6), found when the
+    /// Conditions measured against the tools they name (G6), found when the
     /// catalogue is built: a path the tool's input schema does not have (with the
     /// nearest name it does have), or a test the argument's declared type can never
-    /// pass. Tools change, so these are warnings at run time.
-    pub fn problems(&self, catalogue: &Catalogue) -> Vec<String> {
+    /// pass. Certain ones can never hold: the pipeline strips or refuses the
+    /// argument, or validation refuses the call, before rules are judged. Where an
+    /// undeclared argument still reaches the rules (the tool's unknown-key mode is
+    /// `warn` and its schema does not close the object, or validation is off), the
+    /// condition holds only for calls that break the schema: reported when a
+    /// declared name is near (a likely typo), not certain. Tools change, so all of
+    /// these are warnings at run time.
+    pub fn problems(&self, catalogue: &Catalogue) -> Vec<RuleProblem> {
         let mut out = Vec::new();
         for (i, r) in self.rules.iter().enumerate() {
             if r.when.is_empty() {
@@ -269,12 +293,22 @@ impl Rules {
                 if !r.tools.iter().any(|g| g.is_match(&tool.name)) {
                     continue;
                 }
+                let gate = Gate::of(tool);
                 for c in r.when.iter() {
-                    if let Some(problem) = path_problem(&tool.declaration["inputSchema"], c) {
-                        out.push(format!(
-                            "rule[{i}]: the condition on '{}' can never hold for tool '{}': {problem}",
-                            c.path.text, tool.name
-                        ));
+                    let schema = &tool.declaration["inputSchema"];
+                    if let Some((problem, certain)) = path_problem(schema, c, gate) {
+                        let text = if certain {
+                            format!(
+                                "rule[{i}]: the condition on '{}' can never hold for tool '{}': {problem}",
+                                c.path.text, tool.name
+                            )
+                        } else {
+                            format!(
+                                "rule[{i}]: the condition on '{}' holds for tool '{}' only on calls that break its schema: {problem}",
+                                c.path.text, tool.name
+                            )
+                        };
+                        out.push(RuleProblem { text, certain });
                     }
                 }
             }
@@ -283,36 +317,64 @@ impl Rules {
     }
 }
 
-/// What is wrong with `c` against a tool's input schema, if anything.
-fn path_problem(schema: &Value, c: &Condition) -> Option<String> {
+/// What reaches the rules of a tool's arguments, by its policy.
+#[derive(Debug, Clone, Copy)]
+struct Gate {
+    /// An undeclared top-level argument is stripped or refused first (A3, A6).
+    top_closed: bool,
+    /// Arguments are validated against the schema first (A5).
+    validated: bool,
+}
+
+impl Gate {
+    fn of(tool: &ToolEntry) -> Gate {
+        Gate {
+            top_closed: tool.policy.close_schema || tool.policy.unknown != UnknownMode::Warn,
+            validated: tool.policy.validate,
+        }
+    }
+}
+
+/// What is wrong with `c` against a tool's input schema, if anything, and
+/// whether it is certain (see [`Rules::problems`]).
+fn path_problem(schema: &Value, c: &Condition, gate: Gate) -> Option<(String, bool)> {
     let mut at = schema;
     let mut walked = String::new();
     for step in &c.path.steps {
         match step {
             Step::Key(k) => {
                 let props = at.get("properties").and_then(Value::as_object);
-                // Undeclared keys count as a mistake unless the object welcomes more.
-                let closed = !matches!(
-                    at.get("additionalProperties"),
-                    Some(Value::Bool(true) | Value::Object(_))
-                );
+                let more = at.get("additionalProperties");
+                // An object that welcomes more keys may carry ones it does not declare.
+                let open = matches!(more, Some(Value::Bool(true) | Value::Object(_)));
                 match props.and_then(|p| p.get(k)) {
                     Some(next) => at = next,
-                    // An open object may carry keys it does not declare: nothing to say.
-                    None if !closed || props.is_none() => return None,
+                    None if open || props.is_none() => return None,
                     None => {
                         let names: Vec<&str> =
                             props.map_or(Vec::new(), |p| p.keys().map(String::as_str).collect());
+                        // Does an undeclared key get as far as the rules?
+                        let refused = (gate.validated && more == Some(&Value::Bool(false)))
+                            || (walked.is_empty() && gate.top_closed);
                         let whose = if walked.is_empty() {
                             "the tool has no argument".to_owned()
                         } else {
                             format!("'{walked}' has no key")
                         };
-                        return Some(match nearest(k, &names) {
-                            Some(n) => format!("{whose} '{k}'; did you mean '{n}'?"),
-                            None if names.is_empty() => format!("{whose} '{k}'"),
-                            None => format!("{whose} '{k}' (it has: {})", names.join(", ")),
-                        });
+                        return match (nearest(k, &names), refused) {
+                            (Some(n), _) => {
+                                Some((format!("{whose} '{k}'; did you mean '{n}'?"), refused))
+                            }
+                            // A name near none: a key the caller may add on purpose.
+                            (None, false) => None,
+                            (None, true) if names.is_empty() => {
+                                Some((format!("{whose} '{k}'"), true))
+                            }
+                            (None, true) => Some((
+                                format!("{whose} '{k}' (it has: {})", names.join(", ")),
+                                true,
+                            )),
+                        };
                     }
                 }
                 if !walked.is_empty() {
@@ -323,9 +385,9 @@ fn path_problem(schema: &Value, c: &Condition) -> Option<String> {
             Step::Index(_) | Step::Each => {
                 if let Some(t) = declared_types(at) {
                     if !t.contains(&"array") {
-                        return Some(format!(
-                            "'{walked}' is declared {}, not an array",
-                            t.join(" or ")
+                        return Some((
+                            format!("'{walked}' is declared {}, not an array", t.join(" or ")),
+                            gate.validated,
                         ));
                     }
                 }
@@ -344,10 +406,13 @@ fn path_problem(schema: &Value, c: &Condition) -> Option<String> {
             .iter()
             .any(|d| wanted.contains(d) || (*d == "integer" && wanted.contains(&"number")));
     (!fits).then(|| {
-        format!(
-            "it is declared {}, and the test needs {}",
-            declared.join(" or "),
-            wanted.join(" or ")
+        (
+            format!(
+                "it is declared {}, and the test needs {}",
+                declared.join(" or "),
+                wanted.join(" or ")
+            ),
+            gate.validated,
         )
     })
 }

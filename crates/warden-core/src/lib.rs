@@ -79,7 +79,7 @@ pub mod policy;
 pub mod provider;
 pub mod stage;
 
-pub use access::{CallerSelector, Effect, Rule, Rules};
+pub use access::{CallerSelector, Effect, Rule, RuleProblem, Rules};
 pub use call::{Answer, CallReport, Caller, Forward, Outcome, Refusal, Verdict};
 pub use catalogue::{ArgCheck, BuildProblem, Catalogue, PolicySource, ToolEntry};
 pub use condition::{ArgPath, Condition, Conditions, Test};

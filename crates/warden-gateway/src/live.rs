@@ -27,19 +27,26 @@ pub struct Checked {
 /// Checks a config file: what `mcp-warden check` runs, and what a reload runs
 /// before anything changes. The errors are the messages `check` prints, one per
 /// line: the first problem of the file itself, or each argument condition that
-/// can never hold for a tool as the pins lock beside it holds it (G6).
+/// can never hold for a tool as the pins lock beside it holds it (G6); one that
+/// holds only for calls breaking the tool's schema is a warning.
 pub async fn check_file(path: &Path) -> Result<Checked, Vec<String>> {
     let config = Config::load(path).map_err(|e| vec![e.to_string()])?;
     let mut warnings = config.warnings();
     warnings.extend(check_issuer(&config).await.map_err(|e| vec![e])?);
-    let problems = pins::rule_problems(&config).map_err(|e| vec![e])?;
-    if !problems.is_empty() {
-        let (file, lock) = (config.path.display(), pins::lock_path(&config.path));
-        return Err(problems
+    let (certain, doubtful): (Vec<_>, Vec<_>) = pins::rule_problems(&config)
+        .map_err(|e| vec![e])?
+        .into_iter()
+        .partition(|p| p.certain);
+    let lock = pins::lock_path(&config.path);
+    let schema = |p: &warden_core::RuleProblem| format!("{p} (schema from {})", lock.display());
+    if !certain.is_empty() {
+        let file = config.path.display();
+        return Err(certain
             .iter()
-            .map(|p| format!("{file}: {p} (schema from {})", lock.display()))
+            .map(|p| format!("{file}: {}", schema(p)))
             .collect());
     }
+    warnings.extend(doubtful.iter().map(schema));
     Ok(Checked { config, warnings })
 }
 

@@ -200,12 +200,12 @@ impl Lock {
     }
 }
 
-/// The rules' argument conditions that can never hold for a tool as the lock
-/// beside `config` holds it (G6): a path its input schema does not have, or a
-/// test its declared type can never pass, each with a did-you-mean hint where
-/// one is near. This is what `mcp-warden check` can know of the tools without
+/// The rules' argument conditions measured against the tools as the lock beside
+/// `config` holds them (G6): a path its input schema does not have, or a test its
+/// declared type can never pass, each with a did-you-mean hint where one is near;
+/// certain where no call can ever meet the condition. This is what `mcp-warden check` can know of the tools without
 /// starting the upstreams; with no lock it knows nothing and says nothing.
-pub fn rule_problems(config: &Config) -> Result<Vec<String>, String> {
+pub fn rule_problems(config: &Config) -> Result<Vec<warden_core::RuleProblem>, String> {
     let Some(lock) = Lock::read(&lock_path(&config.path))? else {
         return Ok(Vec::new());
     };
@@ -389,14 +389,22 @@ mod tests {
             when = [{ arg = \"wrod\", equals = \"a\" }, { arg = \"word\", min = 1 }]\n";
         std::fs::write(&path, text).unwrap();
         let config = Config::load(&path).unwrap();
-        assert_eq!(rule_problems(&config).unwrap(), Vec::<String>::new());
+        let found = |config: &Config| -> Vec<(String, bool)> {
+            rule_problems(config)
+                .unwrap()
+                .into_iter()
+                .map(|p| (p.text, p.certain))
+                .collect()
+        };
+        assert_eq!(found(&config), []);
         let lock = Lock::of(&[("fx".into(), before())]);
         std::fs::write(lock_path(&path), lock.to_text()).unwrap();
+        // In the default warn mode an undeclared argument reaches the rules.
         assert_eq!(
-            rule_problems(&config).unwrap(),
+            found(&config),
             [
-                "rule[0]: the condition on 'wrod' can never hold for tool 'fx.lookup': the tool has no argument 'wrod'; did you mean 'word'?",
-                "rule[0]: the condition on 'word' can never hold for tool 'fx.lookup': it is declared string, and the test needs number or integer",
+                ("rule[0]: the condition on 'wrod' holds for tool 'fx.lookup' only on calls that break its schema: the tool has no argument 'wrod'; did you mean 'word'?".to_owned(), false),
+                ("rule[0]: the condition on 'word' can never hold for tool 'fx.lookup': it is declared string, and the test needs number or integer".to_owned(), true),
             ]
         );
         std::fs::write(lock_path(&path), "{}").unwrap();

@@ -224,7 +224,7 @@ fn impossible_paths_and_types_are_found_with_a_hint() {
             "amount":{"type":"number"},"memo":{"type":"string"},
             "items":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"}}}},
             "extra":{"type":"object","additionalProperties":true}}}});
-    let (c, _) = Catalogue::from_tools(&[decl], &ToolPolicy::default());
+    let (c, _) = Catalogue::from_tools(std::slice::from_ref(&decl), &ToolPolicy::default());
     let rules = Rules {
         rules: vec![rule(&["*"], &["transfer"], Effect::Allow).when(Conditions {
             all: vec![
@@ -253,16 +253,56 @@ fn impossible_paths_and_types_are_found_with_a_hint() {
         })],
         default: Effect::Deny,
     };
+    let found = |c: &Catalogue| -> Vec<(String, bool)> {
+        rules
+            .problems(c)
+            .into_iter()
+            .map(|p| (p.text, p.certain))
+            .collect()
+    };
+    // Unknown keys in warn mode reach the rules: a key the schema lacks makes a
+    // condition hold only on calls that break the schema, and is worth a word
+    // only when it looks like a typo of a declared one.
+    let doubt = |text: &str| (text.to_owned(), false);
+    let never = |text: &str| (text.to_owned(), true);
     assert_eq!(
-            rules.problems(&c),
-            [
-                "rule[0]: the condition on 'amuont' can never hold for tool 'transfer': the tool has no argument 'amuont'; did you mean 'amount'?",
-                "rule[0]: the condition on 'memo' can never hold for tool 'transfer': it is declared string, and the test needs number or integer",
-                "rule[0]: the condition on 'items[*].idd' can never hold for tool 'transfer': 'items[*]' has no key 'idd'; did you mean 'id'?",
-                "rule[0]: the condition on 'memo[*]' can never hold for tool 'transfer': 'memo' is declared string, not an array",
-                "rule[0]: the condition on 'zzzzzzzz' can never hold for tool 'transfer': the tool has no argument 'zzzzzzzz' (it has: amount, memo, items, extra)",
-            ]
-        );
+        found(&c),
+        [
+            doubt("rule[0]: the condition on 'amuont' holds for tool 'transfer' only on calls that break its schema: the tool has no argument 'amuont'; did you mean 'amount'?"),
+            never("rule[0]: the condition on 'memo' can never hold for tool 'transfer': it is declared string, and the test needs number or integer"),
+            doubt("rule[0]: the condition on 'items[*].idd' holds for tool 'transfer' only on calls that break its schema: 'items[*]' has no key 'idd'; did you mean 'id'?"),
+            never("rule[0]: the condition on 'memo[*]' can never hold for tool 'transfer': 'memo' is declared string, not an array"),
+        ]
+    );
+    // Rejected (or stripped) unknown keys never reach the rules; an object whose
+    // schema forbids more keys refuses them in validation.
+    let strict = ToolPolicy {
+        unknown: crate::UnknownMode::Reject,
+        ..ToolPolicy::default()
+    };
+    let mut closed = decl.clone();
+    closed["inputSchema"]["properties"]["items"]["items"]["additionalProperties"] = json!(false);
+    let (c, _) = Catalogue::from_tools(&[closed.clone()], &strict);
+    assert_eq!(
+        found(&c),
+        [
+            never("rule[0]: the condition on 'amuont' can never hold for tool 'transfer': the tool has no argument 'amuont'; did you mean 'amount'?"),
+            never("rule[0]: the condition on 'memo' can never hold for tool 'transfer': it is declared string, and the test needs number or integer"),
+            never("rule[0]: the condition on 'items[*].idd' can never hold for tool 'transfer': 'items[*]' has no key 'idd'; did you mean 'id'?"),
+            never("rule[0]: the condition on 'memo[*]' can never hold for tool 'transfer': 'memo' is declared string, not an array"),
+            never("rule[0]: the condition on 'zzzzzzzz' can never hold for tool 'transfer': the tool has no argument 'zzzzzzzz' (it has: amount, memo, items, extra)"),
+        ]
+    );
+    // Without validation a declared type is a promise, not a gate.
+    let unchecked = ToolPolicy {
+        validate: false,
+        ..strict
+    };
+    let (c, _) = Catalogue::from_tools(&[closed], &unchecked);
+    assert_eq!(
+        found(&c)[1],
+        doubt("rule[0]: the condition on 'memo' holds for tool 'transfer' only on calls that break its schema: it is declared string, and the test needs number or integer")
+    );
 }
 
 mod negation {
