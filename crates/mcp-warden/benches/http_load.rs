@@ -13,11 +13,16 @@
 //! checks are the real ones); the cost of each way of identifying callers shows
 //! as its ratio to the anonymous run.
 //!
+//! With PostgreSQL on 127.0.0.1:5432, two more anonymous runs keep the ledger and
+//! the audit trail there, every call keyed (a claim and a finish in the database
+//! per call): once with `[store] connections = 1`, once with the default pool,
+//! so the ratio shows what the pool buys under concurrent calls.
+//!
 //! `cargo bench -p mcp-warden --bench http_load` (LOAD_SESSIONS, default 32;
 //! LOAD_SECONDS, default 5).
 
 mod common;
-use common::rss_kib;
+use common::{psql, rss_kib};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -99,6 +104,7 @@ async fn client(
     until: Instant,
     warm: Instant,
     bearer: Option<Arc<str>>,
+    keyed: Option<u64>,
 ) -> (usize, Vec<Duration>) {
     let bearer = bearer.as_deref();
     let stream = tokio::net::TcpStream::connect(&addr)
@@ -128,8 +134,11 @@ async fn client(
         if now >= until {
             break;
         }
-        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        let mut call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "fx.echo", "arguments": {"text": "load", "n": id, "flag": true}}});
+        if let Some(client) = keyed {
+            call["params"]["_meta"] = json!({"warden/idempotencyKey": format!("{client}-{id}")});
+        }
         id += 1;
         let (_, body) = post(&mut sender, &addr, Some(&sid), &call, bearer).await;
         debug_assert!(body.starts_with(b"{\"jsonrpc\""));
@@ -208,7 +217,18 @@ enum Identity {
     OAuth,
 }
 
-fn through_gateway(sessions: u64, seconds: u64, identity: Identity) -> f64 {
+/// A run whose gateway keeps its ledger in PostgreSQL, every call keyed.
+struct Ledger<'a> {
+    url: &'a str,
+    connections: usize,
+}
+
+fn through_gateway(
+    sessions: u64,
+    seconds: u64,
+    identity: Identity,
+    ledger: Option<Ledger<'_>>,
+) -> f64 {
     let dir = std::env::temp_dir().join(format!("warden-http-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("warden.toml");
@@ -226,9 +246,15 @@ fn through_gateway(sessions: u64, seconds: u64, identity: Identity) -> f64 {
         ),
         Identity::Anonymous => ("[gateway]\nanonymous_caller = \"load\"\n".to_owned(), None),
     };
+    let store = ledger.as_ref().map_or(String::new(), |l| {
+        format!(
+            "[store]\nurl = \"{}\"\nconnections = {}\n",
+            l.url, l.connections
+        )
+    });
     std::fs::write(
         &config,
-        format!("{who}[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\n"),
+        format!("{who}{store}[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\n"),
     )
     .unwrap();
     let mut gw = Command::new(WARDEN)
@@ -258,7 +284,10 @@ fn through_gateway(sessions: u64, seconds: u64, identity: Identity) -> f64 {
     let until = warm + Duration::from_secs(seconds);
     let results = rt.block_on(async {
         let tasks: Vec<_> = (0..sessions)
-            .map(|_| tokio::spawn(client(addr.clone(), until, warm, bearer.clone())))
+            .map(|i| {
+                let keyed = ledger.is_some().then_some(i);
+                tokio::spawn(client(addr.clone(), until, warm, bearer.clone(), keyed))
+            })
             .collect();
         let mut out = Vec::new();
         for t in tasks {
@@ -271,16 +300,14 @@ fn through_gateway(sessions: u64, seconds: u64, identity: Identity) -> f64 {
     let _ = gw.wait();
     let calls = results.iter().map(|r| r.0).sum();
     let lat = results.into_iter().flat_map(|r| r.1).collect();
-    let rate = report(
-        match identity {
-            Identity::Anonymous => "through mcp-warden (HTTP)",
-            Identity::ApiKey => "through mcp-warden, API key",
-            Identity::OAuth => "through mcp-warden, OAuth",
-        },
-        calls,
-        Duration::from_secs(seconds),
-        lat,
-    );
+    let label = match (&ledger, identity) {
+        (Some(l), _) if l.connections == 1 => "PostgreSQL ledger, 1 conn.".to_owned(),
+        (Some(l), _) => format!("PostgreSQL ledger, {} conn.", l.connections),
+        (None, Identity::Anonymous) => "through mcp-warden (HTTP)".to_owned(),
+        (None, Identity::ApiKey) => "through mcp-warden, API key".to_owned(),
+        (None, Identity::OAuth) => "through mcp-warden, OAuth".to_owned(),
+    };
+    let rate = report(&label, calls, Duration::from_secs(seconds), lat);
     println!(
         "{:28} {:.1} MiB resident after the run ({sessions} sessions still open)",
         "",
@@ -376,9 +403,9 @@ fn main() {
     println!(
         "HTTP front load: {sessions} concurrent sessions, {seconds} s after 1 s of warm-up, echo tool, validation on"
     );
-    let g = through_gateway(sessions, seconds, Identity::Anonymous);
-    let k = through_gateway(sessions, seconds, Identity::ApiKey);
-    let o = through_gateway(sessions, seconds, Identity::OAuth);
+    let g = through_gateway(sessions, seconds, Identity::Anonymous, None);
+    let k = through_gateway(sessions, seconds, Identity::ApiKey, None);
+    let o = through_gateway(sessions, seconds, Identity::OAuth, None);
     let d = direct(sessions, seconds);
     println!(
         "gateway/direct throughput: {:.2}   (target: ≥ 10,000 calls/s through the gateway)",
@@ -393,4 +420,41 @@ fn main() {
         o / g
     );
     println!("OAuth/API key throughput: {:.2}", o / k);
+    let db = format!("warden_http_load_{}", std::process::id());
+    let url = format!("postgres://postgres@127.0.0.1:5432/{db}");
+    let fresh =
+        || psql(&format!("DROP DATABASE IF EXISTS {db}")) && psql(&format!("CREATE DATABASE {db}"));
+    if !fresh() {
+        println!("(PostgreSQL on 127.0.0.1:5432 not reachable: the ledger runs are skipped)");
+        return;
+    }
+    let pooled = warden_store::DEFAULT_CONNECTIONS;
+    let one = through_gateway(
+        sessions,
+        seconds,
+        Identity::Anonymous,
+        Some(Ledger {
+            url: &url,
+            connections: 1,
+        }),
+    );
+    fresh();
+    let pool = through_gateway(
+        sessions,
+        seconds,
+        Identity::Anonymous,
+        Some(Ledger {
+            url: &url,
+            connections: pooled,
+        }),
+    );
+    psql(&format!("DROP DATABASE IF EXISTS {db}"));
+    println!(
+        "PostgreSQL ledger, {pooled} connections/1 connection throughput: {:.2}   (every call keyed: a claim and a finish in the database)",
+        pool / one
+    );
+    println!(
+        "PostgreSQL ledger/anonymous throughput: {:.2}   (the default pool)",
+        pool / g
+    );
 }

@@ -13,7 +13,7 @@
 //! `cargo bench -p mcp-warden --bench relay` (N defaults to 2000; set RELAY_N).
 
 mod common;
-use common::rss_kib;
+use common::{psql, rss_kib};
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -406,22 +406,6 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
     let db_dir = dir.join("store");
     std::fs::create_dir_all(&db_dir).unwrap();
     let pg_db = format!("warden_bench_{}", std::process::id());
-    let psql = |sql: &str| {
-        Command::new("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-                "-q",
-                "-c",
-                sql,
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
     let mut stores = vec![(
         "SQLite, WAL",
         format!("sqlite://{}", db_dir.join("bench.db").display()),

@@ -10,3 +10,22 @@ pub fn rss_kib(pid: u32) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+/// Runs one SQL statement as `postgres` on the machine's PostgreSQL at
+/// 127.0.0.1:5432; whether it succeeded (false when no server is there).
+pub fn psql(sql: &str) -> bool {
+    std::process::Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-q",
+            "-c",
+            sql,
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
