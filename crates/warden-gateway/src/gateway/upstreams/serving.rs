@@ -73,7 +73,7 @@ impl Upstreams {
                     None => json!({}),
                 };
                 let mut round_trip =
-                    trace.map(|s| crate::gateway::round_trip_span(s, method, &up.name));
+                    trace.map(|s| crate::gateway::dispatch::round_trip_span(s, method, &up.name));
                 if let Some(s) = &round_trip {
                     crate::otel::set_traceparent(&mut params, &s.context());
                 }

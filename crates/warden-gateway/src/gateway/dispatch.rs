@@ -1,0 +1,533 @@
+//! Each message a client sends, dispatched by method: the methods the gateway
+//! governs answered here or by [`super::call`], the 2026-07-28 envelope taken off
+//! at the edge and results stamped on the way out, `subscriptions/listen`, and
+//! everything else relayed to the upstream that serves it.
+
+use super::*;
+
+impl Gateway {
+    /// Handles one message from a client. What must keep arrival order (the pipeline,
+    /// queueing upstream, the gateway's own answers) happens before this returns;
+    /// waiting for an upstream's answer is the returned future, for the front to run.
+    pub async fn handle(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        msg: Value,
+    ) -> Option<Waiting> {
+        self.handle_traced(session, msg, None).await
+    }
+
+    /// [`Gateway::handle`] for a message that came with a `traceparent` HTTP header:
+    /// a request continues that trace unless its `_meta` names a parent itself.
+    pub async fn handle_traced(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        mut msg: Value,
+        traceparent: Option<&str>,
+    ) -> Option<Waiting> {
+        match jsonrpc::classify(&msg) {
+            Kind::Request { id, method } => {
+                let (id, method) = (id.clone(), method.to_owned());
+                // Moved out, not copied: the arguments may be large.
+                let mut params = msg.get_mut("params").map(Value::take);
+                // The 2026-07-28 envelope is taken off here, at the edge; its
+                // result is stamped on the way out.
+                let envelope = match rev2026::take_envelope(&mut params) {
+                    Ok(e) => e.map(Arc::new),
+                    Err(error) => {
+                        respond(session, id, Some(Err(error)), None).await;
+                        return None;
+                    }
+                };
+                let stamp = envelope.as_ref().map(|_| method.clone());
+                let span = if self.tracer.is_on() {
+                    self.request_span(session, &id, &method, params.as_ref(), traceparent)
+                } else {
+                    None
+                };
+                let begun = self
+                    .request(session, &id, &method, params, envelope, span.as_ref())
+                    .await;
+                match begun {
+                    Begun::Done(body) => {
+                        end_request_span(span, body.as_ref());
+                        respond(session, id, body, stamp.as_deref()).await;
+                        None
+                    }
+                    Begun::Then(answering) => {
+                        let session = session.clone();
+                        Some(Box::pin(async move {
+                            let body = answering.await;
+                            end_request_span(span, body.as_ref());
+                            respond(&session, id, body, stamp.as_deref()).await;
+                        }))
+                    }
+                }
+            }
+            Kind::Notification { method } => {
+                let method = method.to_owned();
+                self.notification(session, &method, msg).await;
+                None
+            }
+            Kind::Response { id } => {
+                let key = jsonrpc::id_key(id);
+                let Err(msg) = session.answer_own(&key, msg) else {
+                    return None;
+                };
+                let target = session::lock(&session.server_requests).remove(&key);
+                match target.and_then(|(conn, their_id)| Some((conn.upgrade()?, their_id))) {
+                    Some((conn, their_id)) => {
+                        let mut msg = msg;
+                        msg["id"] = their_id;
+                        conn.send(msg).await;
+                    }
+                    None => {
+                        tracing::debug!(id = %logged(&key), "a client response to no pending request was ignored")
+                    }
+                }
+                None
+            }
+            Kind::Invalid(why) => {
+                let id = jsonrpc::usable_id(&msg);
+                let text = texts::invalid_request(why);
+                session
+                    .send_raw(jsonrpc::error(id, jsonrpc::INVALID_REQUEST, &text))
+                    .await;
+                None
+            }
+        }
+    }
+
+    /// The span of one MCP request: under the client's context (`_meta.traceparent`,
+    /// else the HTTP header), else a new trace.
+    pub(super) fn request_span(
+        &self,
+        session: &ClientSession,
+        id: &Value,
+        method: &str,
+        params: Option<&Value>,
+        header: Option<&str>,
+    ) -> Option<Span> {
+        let parent = otel::traceparent_in(params)
+            .and_then(SpanContext::parse)
+            .or_else(|| header.and_then(SpanContext::parse));
+        let target = match method {
+            "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
+            "resources/read" => params.and_then(|p| p.get("uri")),
+            _ => None,
+        }
+        .and_then(Value::as_str);
+        let name = || match target {
+            Some(t) => format!("{method} {}", otel::bounded(t)),
+            None => otel::bounded(method),
+        };
+        let mut span = self.tracer.root(name, otel::Kind::Server, parent)?;
+        span.set("mcp.method.name", otel::bounded(method));
+        span.set("jsonrpc.request.id", otel::bounded(&jsonrpc::id_key(id)));
+        if let Some(c) = &session.caller() {
+            span.set("warden.caller", otel::bounded(&c.name));
+        }
+        Some(span)
+    }
+
+    /// Dispatches a request by method.
+    pub(super) async fn request(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        id: &Value,
+        method: &str,
+        params: Option<Value>,
+        envelope: Option<Arc<Envelope>>,
+        span: Option<&Span>,
+    ) -> Begun {
+        let err = |code: i64, message: &str| {
+            Begun::Done(Some(Err(json!({"code": code, "message": message}))))
+        };
+        if let Some(e) = &envelope {
+            session.mark_stateless();
+            // The first client's capabilities are what upstreams are offered
+            // (built only while nothing is connected yet).
+            if !self.upstreams.started() {
+                let init = e.upstream_init(crate::upstream::SUPPORTED_VERSIONS[0]);
+                self.connect(Some(&init)).await;
+            }
+            if rev2026::REMOVED.contains(&method) {
+                return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
+            }
+            if method == "server/discover" {
+                let (mut capabilities, instructions) = self.upstreams.offered();
+                // Resource subscriptions are not honoured on listen streams.
+                if let Some(r) = capabilities
+                    .get_mut("resources")
+                    .and_then(Value::as_object_mut)
+                {
+                    r.shift_remove("subscribe");
+                }
+                return Begun::Done(Some(Ok(rev2026::discover(capabilities, instructions))));
+            }
+            if method == "subscriptions/listen" {
+                return self.listen(session, id, params.as_ref());
+            }
+        }
+        match method {
+            "initialize" => {
+                let caps = params
+                    .as_ref()
+                    .and_then(|p| p.get("capabilities"))
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                session.initialized(caps, negotiated_version(params.as_ref()));
+                Begun::Done(Some(Ok(self.initialize(params.as_ref()).await)))
+            }
+            "ping" => Begun::Done(Some(Ok(json!({})))),
+            "tools/list" => {
+                self.connect(None).await;
+                match self.list_tools(session.caller().as_deref()).await {
+                    Ok(mut result) => {
+                        // The shortest lifetime an upstream gave its tools (stamped below).
+                        let ttl = self
+                            .upstreams
+                            .list()
+                            .iter()
+                            .filter_map(|u| u.tools_ttl())
+                            .min();
+                        if let (Some(t), Some(_)) = (ttl, &envelope) {
+                            result["ttlMs"] = json!(t);
+                        }
+                        Begun::Done(Some(Ok(result)))
+                    }
+                    Err(message) => err(jsonrpc::INTERNAL_ERROR, &message),
+                }
+            }
+            "tools/call" => {
+                self.connect(None).await;
+                let params = params.unwrap_or(Value::Null);
+                self.calls
+                    .begin(session, Some(id), params, envelope, span)
+                    .await
+            }
+            _ => {
+                self.connect(None).await;
+                if let Some((field, ups)) = self.upstreams.merging(method) {
+                    let (upstreams, method) = (self.upstreams.clone(), method.to_owned());
+                    let trace = span.map(Span::parent);
+                    return Begun::Then(Box::pin(async move {
+                        Some(
+                            upstreams
+                                .merged_list(&method, field, ups, trace.as_ref())
+                                .await,
+                        )
+                    }));
+                }
+                let Some(up) = self.upstreams.serving(method, params.as_ref()) else {
+                    return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
+                };
+                if up.is_stateless() && envelope.is_none() {
+                    if let Some(done) = self
+                        .removed_at_2026(session, &up, method, params.as_ref())
+                        .await
+                    {
+                        return Begun::Done(Some(done));
+                    }
+                }
+                let mut params = params.unwrap_or_else(|| json!({}));
+                let call = jsonrpc::id_key(id);
+                // A 2026-07-28 client's state is bound to the request as it sent it.
+                let binding = envelope
+                    .as_ref()
+                    .map(|_| forward_binding(session.caller().as_deref(), method, &params));
+                let mut sealed = None;
+                if let (Some(e), Some(b)) = (&envelope, &binding) {
+                    match input::open_state(self.calls.state_key(), e, b) {
+                        Ok(s) => sealed = s,
+                        Err(error) => return Begun::Done(Some(Err(error))),
+                    }
+                }
+                let stateless = up.is_stateless();
+                if stateless {
+                    input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
+                }
+                let capabilities = match &envelope {
+                    Some(e) => Some(e.capabilities.clone()),
+                    None => session.capabilities(),
+                };
+                // The upstream round trip's span; the upstream continues the trace
+                // under it (`_meta`, and the header for an HTTP upstream).
+                let mut round_trip = span.map(|s| round_trip_span(&s.parent(), method, &up.name));
+                if let Some(s) = &round_trip {
+                    otel::set_traceparent(&mut params, &s.context());
+                }
+                let kept = (stateless && envelope.is_none()).then(|| params.clone());
+                let begun =
+                    relay::begin_forward(&up, session, call, method, params, capabilities.as_ref());
+                match begun.await {
+                    Ok(mut pending) => {
+                        let (me, session) = (self.clone(), session.clone());
+                        let started = std::time::Instant::now();
+                        Begun::Then(Box::pin(async move {
+                            let mut result = relay::wait(&session, &mut pending).await;
+                            if stateless {
+                                let rounds = input::Rounds {
+                                    up: &up,
+                                    session: &session,
+                                    sessions: &me.sessions,
+                                    call: pending.call.clone(),
+                                    method: &pending.method,
+                                    params: kept,
+                                    capabilities,
+                                    binding: binding.as_ref(),
+                                    key: me.calls.state_key(),
+                                    approved: false,
+                                    timeout: me.calls.approval_timeout(),
+                                };
+                                result = rounds.finish(result).await;
+                            }
+                            let body = relay::forwarded(
+                                &pending,
+                                result,
+                                started,
+                                me.upstreams.error_data,
+                            );
+                            if let (Some(s), Some(Err(_))) = (&mut round_trip, &body) {
+                                s.fail("answered with a JSON-RPC error");
+                            }
+                            body
+                        }))
+                    }
+                    Err(body) => {
+                        if let Some(s) = &mut round_trip {
+                            s.fail("not sent to the upstream");
+                        }
+                        Begun::Done(body)
+                    }
+                }
+            }
+        }
+    }
+
+    /// What an older client asks of a 2026-07-28 upstream by a method that
+    /// revision removed, done the revision's way: the log level rides the
+    /// client's later requests, a resource subscription the gateway's own
+    /// subscription stream. `None`: not such a method.
+    pub(super) async fn removed_at_2026(
+        &self,
+        session: &ClientSession,
+        up: &crate::upstream::Upstream,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Option<Body> {
+        let invalid = |what: &str| {
+            Err(json!({"code": jsonrpc::INVALID_PARAMS, "message": texts::invalid_param(what)}))
+        };
+        match method {
+            "logging/setLevel" => {
+                let level = params.and_then(|p| p.get("level"));
+                match level.and_then(Value::as_str).and_then(rev2026::log_rank) {
+                    Some(_) => {
+                        *session::lock(&session.log_level) = level.cloned();
+                        Some(Ok(json!({})))
+                    }
+                    None => Some(invalid("level")),
+                }
+            }
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
+                    return Some(invalid("uri"));
+                };
+                up.subscribe_resource(uri, method == "resources/subscribe")
+                    .await;
+                Some(Ok(json!({})))
+            }
+            _ => None,
+        }
+    }
+
+    /// A `subscriptions/listen` stream ([`listen`]): acknowledged at once, then
+    /// the list changes it asked for, until the client cancels it or goes away.
+    pub(super) fn listen(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        id: &Value,
+        params: Option<&Value>,
+    ) -> Begun {
+        let (offered, _) = self.upstreams.offered();
+        let filter =
+            listen::Filter::honoured(params.and_then(|p| p.get("notifications")), &offered);
+        let key = jsonrpc::id_key(id);
+        let ended = Arc::new(tokio::sync::Notify::new());
+        session::lock(&session.listening).insert(key.clone(), ended.clone());
+        let mut changes = self.sessions.changes();
+        let (me, session, id) = (self.clone(), session.clone(), id.clone());
+        Begun::Then(Box::pin(async move {
+            session
+                .send_for(Some(key.clone()), filter.acknowledgement(&id))
+                .await;
+            let caller = session.caller().map(|c| Caller::clone(&c));
+            // What the caller's view was last compared under: a reload changes
+            // the policy as well as (or instead of) the catalogue.
+            let mut seen = me.calls.policy();
+            loop {
+                let change = tokio::select! {
+                    _ = ended.notified() => break,
+                    c = changes.recv() => c,
+                };
+                let method = match change {
+                    Ok(session::ListChange::Tools(before)) if filter.tools => {
+                        let after = me.catalogue();
+                        let policy = me.calls.policy();
+                        let was = seen
+                            .grant
+                            .list(&seen.pipeline, &before, caller.as_ref())
+                            .await;
+                        let now = policy
+                            .grant
+                            .list(&policy.pipeline, &after, caller.as_ref())
+                            .await;
+                        let same = was == now;
+                        seen = policy;
+                        if same {
+                            continue;
+                        }
+                        "notifications/tools/list_changed"
+                    }
+                    Ok(session::ListChange::Prompts) if filter.prompts => {
+                        "notifications/prompts/list_changed"
+                    }
+                    Ok(session::ListChange::Resources) if filter.resources => {
+                        "notifications/resources/list_changed"
+                    }
+                    Ok(_) => continue,
+                    // Changes were missed: the client is told to look again.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) if filter.tools => {
+                        "notifications/tools/list_changed"
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                };
+                session
+                    .send_for(Some(key.clone()), listen::notification(method, &id))
+                    .await;
+            }
+            session::lock(&session.listening).remove(&key);
+            // A listen stream gets no response.
+            None
+        }))
+    }
+
+    pub(super) async fn initialize(&self, params: Option<&Value>) -> Value {
+        self.connect(params).await;
+        let version = negotiated_version(params);
+        let (capabilities, instructions) = self.upstreams.offered();
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "serverInfo": {"name": "mcp-warden", "version": env!("CARGO_PKG_VERSION")},
+        });
+        if let Some(i) = instructions {
+            result["instructions"] = Value::String(i);
+        }
+        result
+    }
+
+    pub(super) async fn notification(
+        &self,
+        session: &Arc<ClientSession>,
+        method: &str,
+        msg: Value,
+    ) {
+        match method {
+            // The gateway initialised each upstream itself.
+            "notifications/initialized" => {}
+            "notifications/cancelled" => {
+                let Some(request_id) = msg.pointer("/params/requestId") else {
+                    return;
+                };
+                let key = jsonrpc::id_key(request_id);
+                if let Some(ended) = session::lock(&session.listening).remove(&key) {
+                    ended.notify_one();
+                    return;
+                }
+                if let Some((conn, upstream_id)) = session.upstream_of(&jsonrpc::id_key(request_id))
+                {
+                    let reason = msg
+                        .pointer("/params/reason")
+                        .and_then(Value::as_str)
+                        .unwrap_or("cancelled by the client");
+                    conn.cancel(upstream_id, reason);
+                }
+            }
+            _ => {
+                for up in self.upstreams.list().iter() {
+                    if let Some(conn) = up.conn() {
+                        conn.send(msg.clone()).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a 2026-07-28 client's state for a request the gateway does not govern is
+/// bound to: the caller, the method with the name or URI it is about, and the
+/// request's arguments (or, for a request without any, its params).
+fn forward_binding(
+    caller: Option<&warden_core::Caller>,
+    method: &str,
+    params: &Value,
+) -> rev2026::Binding {
+    let caller = caller.map(|c| c.name.as_str()).unwrap_or_default();
+    let about = params
+        .get("name")
+        .or_else(|| params.get("uri"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut bound = serde_json::Map::new();
+    for (k, v) in params.as_object().into_iter().flatten() {
+        if k != "_meta" {
+            bound.insert(k.clone(), v.clone());
+        }
+    }
+    rev2026::Binding::new(caller, &format!("{method} {about}"), &bound)
+}
+
+/// The span of a request's round trip to the upstream that serves it, under the
+/// request's span.
+pub(crate) fn round_trip_span(request: &otel::Parent, method: &str, upstream: &str) -> Span {
+    let mut s = request.child(otel::bounded(method), otel::Kind::Client);
+    s.set("mcp.method.name", otel::bounded(method));
+    s.set("warden.upstream", upstream.to_owned());
+    s
+}
+
+/// Ends a request's span, marked failed when it is answered with a JSON-RPC error.
+fn end_request_span(span: Option<Span>, body: Option<&Body>) {
+    if let (Some(mut s), Some(Err(e))) = (span, body) {
+        if let Some(code) = e.get("code").and_then(Value::as_i64) {
+            s.set("rpc.jsonrpc.error_code", code);
+        }
+        s.fail("answered with a JSON-RPC error");
+    }
+}
+
+/// Sends a request's answer, stamped for the 2026-07-28 revision when `stamp`
+/// names the method of a request that speaks it.
+async fn respond(session: &ClientSession, id: Value, body: Option<Body>, stamp: Option<&str>) {
+    let call = jsonrpc::id_key(&id);
+    let msg = match body {
+        Some(Ok(mut result)) => {
+            if let Some(method) = stamp {
+                rev2026::stamp_result(method, &mut result);
+            }
+            jsonrpc::response(id, result)
+        }
+        Some(Err(error)) => jsonrpc::error_response(id, error),
+        None => return,
+    };
+    session
+        .send(Outgoing {
+            call: Some(call),
+            ends_call: true,
+            msg,
+        })
+        .await;
+}
