@@ -1,16 +1,20 @@
 """A test OAuth 2.1 authorization server, for the gateway's resource-server tests.
 
 Serves, over https with the test certificate in tests/tls (or plain http):
-- RFC 8414 metadata at /.well-known/oauth-authorization-server;
+- RFC 8414 metadata at /.well-known/oauth-authorization-server, and the same as
+  OpenID Connect discovery at /.well-known/openid-configuration;
 - dynamic client registration (RFC 7591) at /register;
 - authorization code + PKCE (S256 only) at /authorize, approved at once for the
   user named by the `user` query parameter (default "alice"): no person needed;
 - the token endpoint: authorization_code, refresh_token and token exchange
   (RFC 8693, for the gateway's own confidential client);
-- its signing keys (ES256 JWKs) at /jwks, introspection (RFC 7662) at /introspect;
-- test controls under /admin: rotate the key, mint any token (also with an
-  unpublished key, another algorithm or any claims), issue opaque tokens, make
-  /jwks huge, and read counters (key set fetches, exchanges).
+- its signing keys (ES256 JWKs, and RS256 ones once asked for) at /jwks,
+  introspection (RFC 7662) at /introspect;
+- test controls under /admin: rotate the key, publish an RSA key beside the EC
+  ones, mint any token (also with an unpublished key, another algorithm or any
+  claims), issue opaque tokens, make /jwks huge, serve OpenID Connect discovery
+  only (no RFC 8414 document), set the lifetime of exchanged tokens, and read
+  counters (key set fetches, exchanges).
 
 Run: `python authserver.py [--tls] [--port N]`; prints `listening on URL` once ready.
 Tokens are JWTs signed with PyJWT (cryptography keys); nothing here is for real use.
@@ -30,7 +34,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jwt
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 TLS = pathlib.Path(__file__).resolve().parent.parent / "tls"
 EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -42,8 +46,15 @@ def b64(n: int, size: int) -> str:
 
 
 class Key:
-    def __init__(self, kid):
+    def __init__(self, kid, alg="ES256"):
         self.kid = kid
+        self.alg = alg
+        if alg == "RS256":
+            self.private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            nums = self.private.public_key().public_numbers()
+            self.jwk = {"kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig",
+                        "n": b64(nums.n, 256), "e": b64(nums.e, 3)}
+            return
         self.private = ec.generate_private_key(ec.SECP256R1())
         nums = self.private.public_key().public_numbers()
         self.jwk = {"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
@@ -55,6 +66,7 @@ class State:
         self.issuer = issuer
         self.lock = threading.Lock()
         self.keys = [Key("k1")]
+        self.rsa_keys = []  # published beside `keys`; `current` stays an EC key
         self.clients = {}
         self.codes = {}
         self.refresh = {}
@@ -62,6 +74,8 @@ class State:
         self.jwks_fetches = 0
         self.exchanges = []
         self.huge_jwks = False
+        self.oidc_only = False
+        self.exchange_ttl = 300
         self.key_counter = 1
 
     @property
@@ -72,8 +86,8 @@ class State:
         key = key or self.current
         head = {"kid": key.kid}
         head.update(headers or {})
-        if alg == "ES256":
-            return jwt.encode(claims, key.private, algorithm="ES256", headers=head)
+        if alg in ("ES256", "RS256"):
+            return jwt.encode(claims, key.private, algorithm=alg, headers=head)
         return jwt.encode(claims, claims.pop("_secret", "secret"), algorithm=alg, headers=head)
 
     def access_token(self, sub, aud, scope, client_id, ttl=300, extra=None):
@@ -87,9 +101,9 @@ class State:
 
     def verify(self, token):
         head = jwt.get_unverified_header(token)
-        for k in self.keys:
+        for k in self.keys + self.rsa_keys:
             if k.kid == head.get("kid"):
-                return jwt.decode(token, k.private.public_key(), algorithms=["ES256"],
+                return jwt.decode(token, k.private.public_key(), algorithms=[k.alg],
                                   options={"verify_aud": False}, issuer=self.issuer)
         raise jwt.InvalidTokenError("unknown key")
 
@@ -146,9 +160,12 @@ def make_handler(state: State):
         def do_GET(self):
             url = urllib.parse.urlparse(self.path)
             q = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
-            if url.path in ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"):
+            oidc = url.path == "/.well-known/openid-configuration"
+            if oidc or (url.path == "/.well-known/oauth-authorization-server" and not state.oidc_only):
                 i = state.issuer
-                return self.send(200, {
+                extra = {"subject_types_supported": ["public"],
+                         "id_token_signing_alg_values_supported": ["ES256", "RS256"]} if oidc else {}
+                return self.send(200, dict(extra, **{
                     "issuer": i,
                     "authorization_endpoint": i + "/authorize",
                     "token_endpoint": i + "/token",
@@ -160,7 +177,7 @@ def make_handler(state: State):
                     "code_challenge_methods_supported": ["S256"],
                     "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
                     "scopes_supported": ["mcp", "notes:read", "notes:write"],
-                })
+                }))
             if url.path == "/jwks":
                 with state.lock:
                     state.jwks_fetches += 1
@@ -168,7 +185,7 @@ def make_handler(state: State):
                         filler = [{"kty": "EC", "crv": "P-256", "kid": f"pad{i}", "x": "A" * 43, "y": "A" * 43}
                                   for i in range(80_000)]
                         return self.send(200, {"keys": filler})
-                    return self.send(200, {"keys": [k.jwk for k in state.keys]})
+                    return self.send(200, {"keys": [k.jwk for k in state.keys + state.rsa_keys]})
             if url.path == "/authorize":
                 return self.authorize(q)
             if url.path == "/admin/stats":
@@ -253,7 +270,7 @@ def make_handler(state: State):
                     return self.error("invalid_grant", f"subject token: {e}")
                 audience = form.get("audience") or form.get("resource")
                 scope = form.get("scope", "")
-                ttl = int(form.get("x_ttl", "300"))
+                ttl = int(form.get("x_ttl", state.exchange_ttl))
                 token = state.access_token(subject["sub"], audience, scope, c["client_id"], ttl=ttl,
                                            extra={"act": {"sub": c["client_id"]}})
                 with state.lock:
@@ -285,15 +302,34 @@ def make_handler(state: State):
             if what == "huge_jwks":
                 state.huge_jwks = bool(form.get("on"))
                 return self.send(200, {})
+            if what == "oidc_only":
+                # Metadata only at /.well-known/openid-configuration: the RFC 8414 path answers 404.
+                state.oidc_only = bool(form.get("on"))
+                return self.send(200, {})
+            if what == "exchange_ttl":
+                # The `expires_in` (and token lifetime) of exchanged tokens from now on.
+                state.exchange_ttl = int(form["seconds"])
+                return self.send(200, {})
+            if what == "rsa":
+                # Publishes a new RS256 key beside the EC ones; `mint` with alg RS256 signs with it.
+                with state.lock:
+                    state.key_counter += 1
+                    new = Key(f"r{state.key_counter}", alg="RS256")
+                    state.rsa_keys.append(new)
+                return self.send(200, {"kid": new.kid})
             if what == "mint":
-                # {"claims": {...}, "alg": "ES256"|"HS256"|"none", "kid": "...", "unpublished": bool,
-                #  "secret": "..." (for HS256)}
+                # {"claims": {...}, "alg": "ES256"|"RS256"|"HS256"|"none", "kid": "...",
+                #  "unpublished": bool, "secret": "..." (for HS256)}; RS256 signs with the
+                # newest published RSA key (see `rsa`), or an unpublished one.
                 claims = form.get("claims", {})
                 alg = form.get("alg", "ES256")
-                key = Key(form.get("kid", "rogue")) if form.get("unpublished") else state.current
+                if alg == "RS256":
+                    key = Key(form.get("kid", "rogue"), alg="RS256") if form.get("unpublished") else state.rsa_keys[-1]
+                else:
+                    key = Key(form.get("kid", "rogue")) if form.get("unpublished") else state.current
                 head = {"kid": form["kid"]} if "kid" in form else {}
-                if alg == "ES256":
-                    token = state.sign(claims, key=key, headers=head)
+                if alg in ("ES256", "RS256"):
+                    token = state.sign(claims, key=key, alg=alg, headers=head)
                 elif alg == "none":
                     token = jwt.encode(claims, None, algorithm="none", headers=dict(head, kid=key.kid))
                 else:

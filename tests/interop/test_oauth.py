@@ -5,12 +5,15 @@
   issuer's metadata from there, registers itself, logs in with authorization
   code + PKCE (a headless redirect handler follows the redirect), lists and calls
   tools, and steps up when a tool needs a scope its token lacks.
+- An issuer found only through OpenID Connect discovery is used; RS256 keys
+  beside ES256 ones verify tokens; a groups claim opens tools to the groups it names.
 - Keys rotated at the issuer are picked up; with the issuer down, tokens signed
   with known keys keep working and tokens with new keys are refused.
 - Attacks are refused with 401/403 and a WWW-Authenticate that says why.
 - Per-caller upstream credentials: two callers through one gateway to an HTTP
   upstream that records the Authorization header it saw, also on the GET that
-  resumes an answer whose stream ended early.
+  resumes an answer whose stream ended early; an exchanged token is exchanged
+  again once it nears its expiry.
 """
 
 import concurrent.futures
@@ -28,12 +31,15 @@ import urllib.parse
 from contextlib import asynccontextmanager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import anyio
 import httpx2
+import jwt
 import pytest
 from mcp import ClientSession
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.exceptions import MCPError
 
 from conftest import ROOT, WARDEN
 
@@ -227,6 +233,16 @@ def text(result):
     return [c.text for c in result.content if getattr(c, "type", "") == "text"]
 
 
+@asynccontextmanager
+async def bearer_session(url, token):
+    """An SDK session that presents `token` as it is (no OAuth flow of its own)."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+        async with streamable_http_client(url, http_client=client) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                yield s
+
+
 # --- the SDK's OAuth client: discovery, registration, login, step-up ------------
 
 
@@ -411,6 +427,69 @@ async def test_a_ten_megabyte_key_set_is_not_taken(issuer, front):
     assert post(url, good)[0] == 200, "the keys held before stay in use"
 
 
+async def test_an_issuer_with_only_openid_connect_discovery_is_found_and_trusted(issuer, tmp_path):
+    issuer.admin("oidc_only", on=True)
+    assert issuer.http.get(issuer.issuer + "/.well-known/oauth-authorization-server").status_code == 404
+    r = check(tmp_path, oauth_config(issuer.issuer, 8931))
+    assert r.returncode == 0 and "warning: oauth" not in r.stdout, r.stdout + r.stderr
+    port = free_port()
+    with gateway(oauth_config(issuer.issuer, port), tmp_path, port=port) as (url, log):
+        assert post(url, access(issuer, url))[0] == 200, "".join(log)
+        # The keys came from the jwks_uri of the OpenID Connect document: a
+        # signature they do not verify is still refused.
+        forged = issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid="k1")["token"]
+        status, challenge, _ = post(url, forged)
+        assert (status, why(challenge)) == (401, "Unauthorized: the token's signature is not valid")
+    assert not any("cannot be reached" in line for line in log), "".join(log)
+
+
+async def test_an_rs256_key_published_beside_the_ec_one_verifies_tokens(issuer, tmp_path):
+    kid = issuer.admin("rsa")["kid"]
+    assert [k["kty"] for k in issuer.http.get(issuer.issuer + "/jwks").json()["keys"]] == ["EC", "RSA"]
+    port = free_port()
+    with gateway(oauth_config(issuer.issuer, port), tmp_path, port=port) as (url, _):
+        rs256 = issuer.admin("mint", claims=claims(issuer, url, sub="rosa"), alg="RS256")["token"]
+        assert jwt.get_unverified_header(rs256) == {"alg": "RS256", "kid": kid, "typ": "JWT"}
+        assert post(url, rs256)[0] == 200
+        async with bearer_session(url, rs256) as s:
+            assert not (await s.call_tool("notes.list_notes", {})).is_error
+        assert post(url, access(issuer, url))[0] == 200, "the EC key still verifies its tokens"
+        forged = issuer.admin("mint", claims=claims(issuer, url), alg="RS256", unpublished=True, kid=kid)["token"]
+        status, challenge, _ = post(url, forged)
+        assert (status, why(challenge)) == (401, "Unauthorized: the token's signature is not valid")
+
+
+async def test_the_groups_claim_puts_the_caller_in_groups_that_rules_name(issuer, tmp_path):
+    port = free_port()
+    publishers = """
+    [[rule]]
+    callers = ["group:publishers"]
+    tools = ["notes.publish_note"]
+    effect = "allow"
+    """
+    cfg = oauth_config(issuer.issuer, port, publishers).replace(
+        'jwks_min_interval = "2s"', 'jwks_min_interval = "2s"\n    groups_claim = "groups"')
+    with gateway(cfg, tmp_path, port=port) as (url, _):
+        def token(**over):
+            # notes:write puts every one of them in writers (scope_groups): create_note.
+            c = claims(issuer, url, sub="gina", scope="mcp notes:write", **over)
+            return issuer.admin("mint", claims=c)["token"]
+
+        async with bearer_session(url, token(groups=["readers", "publishers"])) as s:
+            names = sorted(t.name for t in (await s.list_tools()).tools)
+            assert names == ["notes.create_note", "notes.list_notes", "notes.publish_note"]
+            assert not (await s.call_tool("notes.create_note", {"title": "t", "text": "x"})).is_error
+            assert text(await s.call_tool("notes.publish_note", {"id": 1})) == ["Note 1 is now public."]
+        # Another group in the claim, or the group in a claim not configured: hidden.
+        for other in (token(groups=["readers"]), token(roles=["publishers"])):
+            async with bearer_session(url, other) as s:
+                names = sorted(t.name for t in (await s.list_tools()).tools)
+                assert names == ["notes.create_note", "notes.list_notes"]
+                with pytest.raises(MCPError) as refused:
+                    await s.call_tool("notes.publish_note", {"id": 1})
+                assert refused.value.message == "Unknown tool 'notes.publish_note'."
+
+
 async def test_a_token_without_the_required_scope_gets_403(issuer, front):
     url, _ = front
     status, challenge, body = post(url, access(issuer, url, scope="notes:read"))
@@ -537,12 +616,8 @@ def credential_config(issuer, port, recorder, tmp_path, credentials):
 
 
 async def whoami(url, token, tool="rec.whoami"):
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as client:
-        async with streamable_http_client(url, http_client=client) as (r, w):
-            async with ClientSession(r, w) as s:
-                await s.initialize()
-                return text(await s.call_tool(tool, {}))[0]
+    async with bearer_session(url, token) as s:
+        return text(await s.call_tool(tool, {}))[0]
 
 
 def audit(tmp_path):
@@ -625,6 +700,33 @@ async def test_token_exchange_per_caller_cached_until_expiry(issuer, recorder, t
         "alice": "exchange:https://rec.example/mcp", "bob": "exchange:https://rec.example/mcp", "keyed": None}
     failed = [r for r in records if r["caller"] == "keyed"][0]
     assert failed["outcome"] == "failed" and "token exchange needs the caller's OAuth token" in failed["error"]
+
+
+async def test_an_exchanged_token_is_exchanged_again_once_near_its_expiry(issuer, recorder, tmp_path):
+    port = free_port()
+    issuer.admin("client", client_id="warden-gateway", client_secret="gw-secret")
+    # The gateway keeps an exchanged token until 30 s before it expires
+    # (upstream/credential.rs, RENEW_BEFORE): 34 s from the issuer is 4 s of use.
+    issuer.admin("exchange_ttl", seconds=34)
+    creds = """
+    [[upstream.credential]]
+    callers = ["*"]
+    exchange = { audience = "https://rec.example/mcp" }
+    """
+    env = {"WARDEN_CLIENT_SECRET": "gw-secret", "REC_GATEWAY_TOKEN": "gateway-own-token"}
+    with gateway(credential_config(issuer, port, recorder, tmp_path, creds), tmp_path, env, port) as (url, _):
+        async with bearer_session(url, access(issuer, url, sub="alice")) as s:
+            first = text(await s.call_tool("rec.whoami", {}))[0]
+            answered = time.monotonic()  # the exchange was made before this
+            # Straight after: well within the 4 s, from the cache.
+            again = text(await s.call_tool("rec.whoami", {}))[0]
+            assert len(issuer.stats()["exchanges"]) == 1
+            await anyio.sleep(max(0.0, answered + 4.3 - time.monotonic()))
+            later = text(await s.call_tool("rec.whoami", {}))[0]
+    exchanges = issuer.stats()["exchanges"]
+    assert [(x["sub"], x["audience"]) for x in exchanges] == [("alice", "https://rec.example/mcp")] * 2
+    assert first == again == f"Bearer {exchanges[0]['token']}"
+    assert later == f"Bearer {exchanges[1]['token']}" != first
 
 
 # --- opaque tokens, an issuer that is not there yet, and `check` ---------------------

@@ -1,17 +1,26 @@
 """OpenTelemetry traces: mcp-warden exports OTLP/HTTP protobuf that the
 OpenTelemetry project's own classes decode, continues the client's trace (from
 `_meta.traceparent` or the HTTP header) and hands the upstream a child context in
-`_meta` and, the upstream being an HTTP one, in the `traceparent` header."""
+`_meta` and, the upstream being an HTTP one, in the `traceparent` header; a
+child-process upstream (servers/meta_upstream.py, on the official Python SDK)
+gets it in `_meta`."""
 
 import json
 import os
 import subprocess
+import sys
 import time
 
+import anyio
+import httpx2
 import pytest
+from mcp import ClientSession, types
+from mcp.client.streamable_http import streamable_http_client
 
-from conftest import WARDEN
+from conftest import HERE, WARDEN
 from otel_peers import Gateway, OtlpReceiver, Upstream, attrs
+
+META_UPSTREAM = HERE / "servers" / "meta_upstream.py"
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
@@ -397,3 +406,99 @@ def test_the_traces_endpoint_variable_is_used_as_it_is_and_samplers_choose(confi
     finally:
         receiver.close()
         up.close()
+
+
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
+def test_a_stdio_upstream_gets_the_round_trip_span_as_parent_in_meta(config, tmp_path, monkeypatch, protocol):
+    clean_env(monkeypatch)
+    receiver = OtlpReceiver()
+    text = f"""
+    [gateway]
+    front = "http"
+
+    [[caller]]
+    name = "alice"
+    api_key_env = "ALICE_KEY"
+
+    [[upstream]]
+    name = "child"
+    command = ["{sys.executable}", "{META_UPSTREAM}"]
+    protocol = "{protocol}"
+    timeout_ms = 20000
+
+    [traces]
+    endpoint = "{receiver.endpoint}"
+    """
+    gw = start(config(text))
+    try:
+        alice = KEYS["ALICE_KEY"]
+        gw.open_session(alice)
+        client_tp = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
+        r = gw.call(alice, 1, "child.seen_meta", {}, {"traceparent": client_tp, "tracestate": "vendor=1", "k": "v"})
+        seen = json.loads(r["result"]["content"][0]["text"])
+        call = receiver.wait_for(lambda s: s.trace_id == bytes.fromhex(CLIENT_TRACE) and s.name == "execute_tool child.seen_meta")[0]
+        round_trip = receiver.wait_for(lambda s: s.parent_span_id == call.span_id and s.name == "tools/call")[0]
+        assert round_trip.kind == round_trip.SPAN_KIND_CLIENT
+        assert attrs(round_trip)["warden.upstream"] == "child"
+        child = f"00-{CLIENT_TRACE}-{round_trip.span_id.hex()}-01"
+        # The child process continues the trace under the round trip; the rest
+        # of _meta arrives as sent (2026-07-28 adds the request's envelope keys).
+        assert (seen.pop("traceparent"), seen.pop("tracestate"), seen.pop("k")) == (child, "vendor=1", "v")
+        if protocol == "2025-11-25":
+            assert seen == {}
+        else:
+            assert set(seen) == {"io.modelcontextprotocol/clientCapabilities", "io.modelcontextprotocol/clientInfo",
+                                 "io.modelcontextprotocol/protocolVersion"}, seen
+
+        # No context from the client: the gateway's own trace, still under the round trip.
+        r = gw.call(alice, 2, "child.seen_meta", {})
+        seen = json.loads(r["result"]["content"][0]["text"])
+        round_trip = receiver.wait_for(lambda s: s.trace_id != bytes.fromhex(CLIENT_TRACE)
+                                      and s.kind == s.SPAN_KIND_CLIENT and s.name == "tools/call")[0]
+        assert seen["traceparent"] == f"00-{round_trip.trace_id.hex()}-{round_trip.span_id.hex()}-01"
+        assert "tracestate" not in seen
+    finally:
+        gw.close()
+        receiver.close()
+
+
+def test_an_approval_that_waits_and_is_accepted_is_a_span_of_the_call(peers, config, tmp_path, monkeypatch):
+    """The client (the official SDK, 2025-11-25, over HTTP) is asked mid-call and
+    approves; the call then goes upstream."""
+    clean_env(monkeypatch)
+    receiver, up = peers
+    traces = f'[traces]\nendpoint = "{receiver.endpoint}"\n'
+    gw = start(config(config_text(up, tmp_path, traces)))
+    trace = "e" * 32
+    asked = []
+
+    async def approve(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def call():
+        headers = {"Authorization": f"Bearer {KEYS['ALICE_KEY']}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as client:
+            async with streamable_http_client(gw.url, http_client=client) as (r, w):
+                async with ClientSession(r, w, elicitation_callback=approve) as s:
+                    await s.initialize()
+                    return await s.call_tool("up.risky", {}, meta={"traceparent": f"00-{trace}-{CLIENT_SPAN}-01"})
+
+    try:
+        result = anyio.run(call)
+        assert not result.is_error
+        assert [c.text for c in result.content] == ["{}"]
+        assert asked == ["Allow the call to 'up.risky' with these arguments?\n{}"]
+        assert len(up.calls) == 1
+
+        call_span = receiver.wait_for(lambda s: s.trace_id == bytes.fromhex(trace) and s.name == "execute_tool up.risky")[0]
+        assert (attrs(call_span)["warden.decision"], attrs(call_span)["warden.outcome"]) == ("allowed", "ok")
+        approval = receiver.wait_for(lambda s: s.parent_span_id == call_span.span_id and s.name == "warden.approval")[0]
+        assert approval.kind == approval.SPAN_KIND_INTERNAL
+        assert attrs(approval) == {"warden.approval": "approved"}
+        assert approval.status.code != approval.status.STATUS_CODE_ERROR
+        # The approval came first: the upstream was asked only once it ended.
+        round_trip = receiver.wait_for(lambda s: s.parent_span_id == call_span.span_id and s.name == "tools/call")[0]
+        assert approval.end_time_unix_nano <= round_trip.start_time_unix_nano
+    finally:
+        gw.close()

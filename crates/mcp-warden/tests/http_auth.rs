@@ -6,9 +6,13 @@
 
 mod common;
 
-use common::http::{error_body, hold, initialize, HttpWarden};
+use common::http::{
+    error_body, exchange, hold, initialize, read_reply, wait_closed, HttpWarden, POST,
+};
 use common::*;
 use serde_json::{json, Value};
+use std::io::Write as _;
+use std::net::TcpStream;
 
 #[test]
 fn callers_are_identified_by_api_key_or_jwt() {
@@ -114,6 +118,51 @@ fn callers_are_identified_by_api_key_or_jwt() {
 
 /// A gateway that takes HS256 tokens for audience `mcp-warden` from issuer
 /// `https://id.test`, and a signer for such tokens.
+/// A 401 given before the request's body was read says the connection closes,
+/// and it does: a body still on its way leaves the connection unusable, and a
+/// client not told so would send its retry (with the token it went to get) on
+/// it and find it closed. A refusal of a request without a body keeps it.
+#[test]
+fn a_refusal_before_the_body_was_read_says_the_connection_closes() {
+    let toml = format!(
+        "[[caller]]\nname = \"alice\"\napi_key_env = \"WARDEN_TEST_ALICE_KEY\"\n{}",
+        fixture_config("", "")
+    );
+    let w = HttpWarden::start(
+        "http-auth-unread",
+        &toml,
+        &[("WARDEN_TEST_ALICE_KEY", "alice-key-1")],
+    );
+    let body = initialize().to_string();
+    let mut conn = TcpStream::connect(&w.addr).unwrap();
+    let mut head = format!("POST /mcp HTTP/1.1\r\nHost: {}\r\n", w.addr);
+    for (k, v) in POST {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    conn.write_all(head.as_bytes()).unwrap();
+    // The head alone is enough to refuse: the body has not been sent yet.
+    let r = read_reply(&mut conn).unwrap();
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("connection"), Some("close"));
+    let _ = conn.write_all(body.as_bytes());
+    assert!(
+        wait_closed(&mut conn, PATIENCE).is_some(),
+        "the connection stayed open"
+    );
+
+    // No body: the refused connection serves the retry.
+    let mut conn = TcpStream::connect(&w.addr).unwrap();
+    let r = exchange(&mut conn, "GET", &[("Accept", "text/event-stream")], "");
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("connection"), None);
+    let mut headers = POST.to_vec();
+    headers.push(("Authorization", "Bearer alice-key-1"));
+    let r = exchange(&mut conn, "POST", &headers, &body);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("connection"), None);
+}
+
 fn jwt_warden(name: &str) -> (HttpWarden, impl Fn(&Value) -> String) {
     let secret = "jwt-claims-secret";
     let toml = format!(

@@ -381,7 +381,6 @@ pub fn try_exchange(
     headers: &[(&str, &str)],
     body: &str,
 ) -> std::io::Result<Reply> {
-    use std::io::{Error, ErrorKind};
     let mut req = format!(
         "{method} /mcp HTTP/1.1\r\nHost: {}\r\n",
         stream.peer_addr()?
@@ -390,8 +389,14 @@ pub fn try_exchange(
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    stream.set_read_timeout(Some(PATIENCE))?;
     stream.write_all(req.as_bytes())?;
+    read_reply(stream)
+}
+
+/// Reads one whole reply (a Content-Length body) off `stream`, and no more.
+pub fn read_reply(stream: &mut TcpStream) -> std::io::Result<Reply> {
+    use std::io::{Error, ErrorKind};
+    stream.set_read_timeout(Some(PATIENCE))?;
     // Byte by byte up to the blank line, so nothing past this reply is taken.
     let mut head = Vec::new();
     let mut byte = [0u8; 1];

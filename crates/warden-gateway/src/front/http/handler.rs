@@ -21,6 +21,8 @@
 //! `tools/call` of a tool `oauth.tool_scopes` guards, with a token that lacks the
 //! scope, gets 403 `insufficient_scope` naming it (step-up). While the gateway
 //! drains (SIGTERM), a request or a new GET stream gets 503 ([`super::drain`]).
+//! A refusal given before the request's body was read says `Connection: close`
+//! (see `Front::handle`).
 //! A 2026-07-28 request (its envelope or, without a session, its version header
 //! says so) needs no session; its envelope and headers are checked at the edge
 //! instead, and its errors carry its id and the revision's status: 400 for what
@@ -59,6 +61,7 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -68,6 +71,10 @@ pub const ENDPOINT: &str = "/mcp";
 const SESSION_HEADER: &str = "mcp-session-id";
 /// How long a POST waits for its first message before answering with a stream.
 const JSON_WAIT: Duration = Duration::from_secs(2);
+
+/// Set once a POST's body has been read whole (a request extension).
+#[derive(Clone, Default)]
+struct BodyRead(Arc<AtomicBool>);
 
 /// The HTTP front: settings, credentials, and its sessions.
 pub struct Front {
@@ -179,7 +186,7 @@ impl Front {
         Ok(())
     }
 
-    pub(super) async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Reply {
+    pub(super) async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Reply {
         // Health probes come from kubelets and load balancers over the pod's own
         // address, with no credentials and a Host header nobody lists: they are
         // answered before the Host/Origin and credential checks, which guard the
@@ -189,7 +196,20 @@ impl Front {
             return health_reply(req.method(), probe);
         }
         let metrics = self.gateway.metrics.clone();
-        let reply = self.answer(req).await;
+        // A request refused before its body was read leaves the body on the
+        // connection: hyper then closes it unless the rest had already arrived,
+        // and without a word a client may send its next request on it (an OAuth
+        // client retrying with its token after the 401) and find it closed. The
+        // refusal says the connection closes, so the client opens another.
+        let unread = !req.body().is_end_stream();
+        let read = BodyRead::default();
+        req.extensions_mut().insert(read.clone());
+        let mut reply = self.answer(req).await;
+        if unread && !read.0.load(Ordering::Relaxed) {
+            reply
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         let status = reply.status();
         if status.is_client_error() || status.is_server_error() {
             metrics.http_refused(status.as_u16());
@@ -370,7 +390,12 @@ impl Front {
             .collect()
             .await
         {
-            Ok(b) => b.to_bytes(),
+            Ok(b) => {
+                if let Some(read) = parts.extensions.get::<BodyRead>() {
+                    read.0.store(true, Ordering::Relaxed);
+                }
+                b.to_bytes()
+            }
             Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
             Err(e) => {
                 tracing::debug!("reading a request body failed: {e}");
