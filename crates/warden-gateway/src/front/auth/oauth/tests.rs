@@ -1,0 +1,86 @@
+use super::issuer::parse_keys;
+use super::*;
+
+#[test]
+fn metadata_urls_insert_the_well_known_name() {
+    assert_eq!(
+        metadata_url("https://mcp.example.com/mcp"),
+        "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
+    );
+    assert_eq!(
+        metadata_url("http://127.0.0.1:8931/"),
+        "http://127.0.0.1:8931/.well-known/oauth-protected-resource"
+    );
+    assert_eq!(
+        metadata_paths("https://mcp.example.com/tenant/mcp"),
+        [
+            "/.well-known/oauth-protected-resource".to_owned(),
+            "/.well-known/oauth-protected-resource/tenant/mcp".to_owned()
+        ]
+    );
+}
+
+#[test]
+fn the_issuer_is_read_without_trusting_it() {
+    let b = |v: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+    let t = format!("{}.{}.sig", b("{}"), b(r#"{"iss":"https://id.example"}"#));
+    assert_eq!(unverified_issuer(&t).as_deref(), Some("https://id.example"));
+    assert_eq!(unverified_issuer("a.b.c"), None);
+    assert_eq!(unverified_issuer("opaque"), None);
+}
+
+#[test]
+fn only_asymmetric_signing_keys_are_taken() {
+    let doc = json!({"keys": [
+        {"kty": "oct", "k": "c2VjcmV0", "kid": "hmac"},
+        {"kty": "EC", "crv": "P-256", "kid": "enc", "use": "enc",
+         "x": "py6d_Gt1kAGy500oqCaGJft4iHltAdC2wTsfsAyCHSo",
+         "y": "Mu1qE-wuIkDxkn7zwRp2t9rbjp57Q34mX71hMdRAGUg"},
+        {"kty": "EC", "crv": "P-256", "kid": "sig",
+         "x": "py6d_Gt1kAGy500oqCaGJft4iHltAdC2wTsfsAyCHSo",
+         "y": "Mu1qE-wuIkDxkn7zwRp2t9rbjp57Q34mX71hMdRAGUg"},
+        {"kty": "weird"}
+    ]});
+    let keys = parse_keys(&doc).unwrap();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(
+        (keys[0].kid.as_deref(), keys[0].alg),
+        (Some("sig"), Algorithm::ES256)
+    );
+    assert_eq!(pick(&keys, Some("sig"), Algorithm::ES256), Some(0));
+    assert_eq!(pick(&keys, Some("sig"), Algorithm::RS256), None);
+    assert_eq!(pick(&keys, Some("other"), Algorithm::ES256), None);
+    let many = json!({"keys": vec![json!({"kty": "oct"}); 65]});
+    assert!(parse_keys(&many)
+        .err()
+        .unwrap()
+        .contains("more than the 64"));
+}
+
+#[test]
+fn scopes_needed_are_named_in_full() {
+    let c = Config::parse(
+            "[oauth]\nissuer = \"https://id.example\"\nrequired_scopes = [\"mcp\"]\n[oauth.tool_scopes]\n\"notes:write\" = [\"notes.create_*\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+    let rs = ResourceServer::from_config(&c, "https://gw.example/mcp")
+        .unwrap()
+        .unwrap();
+    let held = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(rs.missing_scopes(&held(&["mcp"]), Some("notes.list")), None);
+    assert_eq!(
+        rs.missing_scopes(&held(&["mcp"]), Some("notes.create_note"))
+            .as_deref(),
+        Some("mcp notes:write")
+    );
+    assert_eq!(rs.missing_scopes(&held(&[]), None).as_deref(), Some("mcp"));
+    assert_eq!(
+        rs.metadata(),
+        json!({"resource": "https://gw.example/mcp",
+                "authorization_servers": ["https://id.example"],
+                "scopes_supported": ["mcp", "notes:write"],
+                "bearer_methods_supported": ["header"],
+                "resource_name": "mcp-warden"})
+    );
+}
