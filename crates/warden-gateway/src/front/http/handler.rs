@@ -38,6 +38,9 @@
 //! `Last-Event-ID`. A client that goes away mid-call and does not come back within
 //! a few seconds gets its call cancelled upstream.
 
+mod get_stream;
+mod stateless;
+
 use super::drain::Drain;
 use super::reply::{
     accepts, check_version, header_str, health_reply, host_part, insufficient_scope,
@@ -60,6 +63,7 @@ use hyper::body::{Body, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 use serde_json::{json, Value};
+use stateless::{carries_envelope, stateless_status};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -524,122 +528,6 @@ impl Front {
         r
     }
 
-    /// A 2026-07-28 request: its envelope and headers are checked here, at the
-    /// edge, so that what it cannot be served for gets the status the revision
-    /// gives it (400, 404) with the request's id; then it is served on a session
-    /// of its own that ends with it (no Mcp-Session-Id, no GET stream).
-    async fn stateless(
-        &self,
-        headers: &HeaderMap,
-        msg: Value,
-        caller: warden_core::Caller,
-        token: Option<Arc<str>>,
-    ) -> Reply {
-        let id = msg.get("id").cloned().unwrap_or(Value::Null);
-        let method = msg
-            .get("method")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let params = msg.get("params");
-        let refused = |status: StatusCode, error: Value| {
-            message_reply(status, &jsonrpc::error_response(id.clone(), error))
-        };
-        // Without a version in the body there is nothing to compare the header with.
-        if let Some(error) = rev2026::envelope_shape_error(params) {
-            return refused(StatusCode::BAD_REQUEST, error);
-        }
-        let version = params
-            .and_then(|p| p.get("_meta"))
-            .and_then(|m| m.get(rev2026::PROTOCOL_VERSION_KEY))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let mismatch = |header: &str| {
-            let body = jsonrpc::error(
-                id.clone(),
-                rev2026::HEADER_MISMATCH,
-                &answer::header_mismatch(header),
-            );
-            message_reply(StatusCode::BAD_REQUEST, &body)
-        };
-        if header_str(headers, VERSION_HEADER) != Some(version) {
-            return mismatch("MCP-Protocol-Version");
-        }
-        if header_str(headers, "mcp-method") != Some(method) {
-            return mismatch("Mcp-Method");
-        }
-        let named = match method {
-            "tools/call" | "prompts/get" => msg.pointer("/params/name"),
-            "resources/read" => msg.pointer("/params/uri"),
-            _ => None,
-        };
-        if let Some(Value::String(name)) = named {
-            if header_str(headers, "mcp-name")
-                .and_then(decode_header_value)
-                .as_deref()
-                != Some(name.as_str())
-            {
-                return mismatch("Mcp-Name");
-            }
-            if method == "tools/call" {
-                let args = msg.pointer("/params/arguments");
-                if let Some(suffix) = self.param_header_fault(headers, &caller, name, args).await {
-                    return mismatch(&format!("Mcp-Param-{suffix}"));
-                }
-            }
-        }
-        // A version the gateway does not speak, or capabilities missing: 400.
-        if let Some(error) = rev2026::envelope_error(params) {
-            return refused(StatusCode::BAD_REQUEST, error);
-        }
-        if rev2026::REMOVED.contains(&method) {
-            let error = json!({"code": jsonrpc::METHOD_NOT_FOUND,
-                "message": answer::method_not_found(method)});
-            return refused(StatusCode::NOT_FOUND, error);
-        }
-        let who = caller.clone();
-        let session = self.sessions.open_stateless(caller);
-        self.drain.track_stateless(&session);
-        session.client.update_caller(&who, token);
-        self.request(&session, id, msg, header_str(headers, "traceparent"))
-            .await
-    }
-
-    /// The `Mcp-Param-*` header of a 2026-07-28 call that disagrees with its
-    /// arguments (its suffix), for a tool the caller sees whose schema puts
-    /// arguments in headers (`x-mcp-header`). A tool the caller does not see is
-    /// left to the pipeline, which answers it as unknown (G2).
-    async fn param_header_fault(
-        &self,
-        headers: &HeaderMap,
-        caller: &warden_core::Caller,
-        tool: &str,
-        arguments: Option<&Value>,
-    ) -> Option<String> {
-        let catalogue = self.gateway.catalogue();
-        let params = crate::upstream::header_params(&catalogue.get(tool)?.published);
-        if params.is_empty() {
-            return None;
-        }
-        let listed = self.gateway.list_tools(Some(caller)).await.ok()?;
-        let visible = listed["tools"]
-            .as_array()
-            .is_some_and(|tools| tools.iter().any(|t| t["name"] == tool));
-        if !visible {
-            return None;
-        }
-        params.into_iter().find_map(|(arg, suffix)| {
-            let body = crate::upstream::header_text(arguments.and_then(|a| a.get(&arg)));
-            let name = format!("mcp-param-{}", suffix.to_ascii_lowercase());
-            let sent = header_str(headers, name.as_str()).map(str::trim);
-            let fits = match (body, sent) {
-                (None, None) => true,
-                (Some(b), Some(s)) => decode_header_value(s).is_some_and(|d| d == b),
-                _ => false,
-            };
-            (!fits).then_some(suffix)
-        })
-    }
-
     /// A request on `session`; `traceparent` is the W3C header, continued by the
     /// request's span when traces are on.
     async fn request(
@@ -724,97 +612,6 @@ impl Front {
         }
     }
 
-    /// GET: the session's stream for server-initiated messages, or the resumption
-    /// of any of its streams after `Last-Event-ID`.
-    async fn get(&self, req: Request<Incoming>, caller: &str) -> Reply {
-        let headers = req.headers();
-        if !accepts(headers, "text/event-stream") {
-            return refuse(
-                StatusCode::NOT_ACCEPTABLE,
-                jsonrpc::INVALID_REQUEST,
-                answer::HTTP_ACCEPT_GET,
-            );
-        }
-        let session = match self.session_of(headers, caller).await {
-            Ok(s) => s,
-            Err(r) => return *r,
-        };
-        let last_event_id = header_str(headers, "last-event-id");
-        if last_event_id.is_none() && self.gateway.health.draining() {
-            // A resumption may still fetch a call's answer; a new GET stream would
-            // only be ended again.
-            return refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                jsonrpc::INTERNAL_ERROR,
-                answer::HTTP_DRAINING,
-            );
-        }
-        let (tx, rx) = mpsc::channel(SINK_CAPACITY);
-        let Attached {
-            stream: n,
-            sink_gen,
-            replay,
-            ended,
-        } = match session.attach(last_event_id, tx) {
-            Ok(a) => a,
-            Err(StreamRefused::GetStreamOpen) => {
-                return refuse(
-                    StatusCode::CONFLICT,
-                    jsonrpc::INVALID_REQUEST,
-                    answer::HTTP_STREAM_OPEN,
-                )
-            }
-            Err(StreamRefused::Elsewhere(Some(request))) => {
-                // The replica that carried this request's stream is gone, and its
-                // answer with it: the client is told, on the stream it asked for,
-                // instead of waiting for an answer that cannot come.
-                tracing::info!(session = %session.sid, "a stream carried by another replica was resumed here; its request is answered with an error");
-                let lost =
-                    jsonrpc::error(request, jsonrpc::INTERNAL_ERROR, answer::HTTP_STREAM_LOST);
-                let event = Event {
-                    seq: 1,
-                    data: Bytes::from(serde_json::to_vec(&lost).unwrap_or_default()),
-                    last: true,
-                };
-                let (_tx, rx) = mpsc::channel(1);
-                let suffix = session.event_suffix(None);
-                let pre = VecDeque::from([frame(0, &suffix, &event)]);
-                return sse_reply(SseBody::new((0, suffix), pre, rx, None, true));
-            }
-            Err(_) => {
-                return refuse(
-                    StatusCode::BAD_REQUEST,
-                    jsonrpc::INVALID_REQUEST,
-                    answer::HTTP_BAD_EVENT_ID,
-                )
-            }
-        };
-        let mut pre = VecDeque::new();
-        let suffix = if n == 0 {
-            session.event_suffix(None)
-        } else {
-            let request = session
-                .streams()
-                .streams
-                .get(&n)
-                .and_then(|s| s.request.as_ref().map(|(_, id)| id.clone()));
-            session.event_suffix(request.as_ref())
-        };
-        if session.primes() && last_event_id.is_none() {
-            pre.push_back(priming(n, &suffix));
-        }
-        pre.extend(replay.iter().map(|e| frame(n, &suffix, e)));
-        let resumable = n != 0 && !ended;
-        let watch = resumable.then(|| Watch {
-            session: session.clone(),
-            stream: n,
-            sink_gen,
-            resumable: true,
-            armed: true,
-        });
-        sse_reply(SseBody::new((n, suffix), pre, rx, watch, ended))
-    }
-
     /// DELETE: ends the session; its running calls are cancelled.
     async fn delete(&self, req: Request<Incoming>, caller: &str) -> Reply {
         let session = match self.session_of(req.headers(), caller).await {
@@ -830,52 +627,5 @@ impl Front {
     /// How many sessions are open (for tests and logs).
     pub fn session_count(&self) -> usize {
         self.sessions.count()
-    }
-}
-
-/// Whether a message is a request that names a 2026-07-28 protocol version in
-/// its `_meta` envelope (any version: one the gateway does not speak is refused
-/// as this revision refuses it).
-fn carries_envelope(msg: &Value) -> bool {
-    msg.get("id").is_some()
-        && msg.get("method").is_some()
-        && msg
-            .get("params")
-            .and_then(|p| p.get("_meta"))
-            .and_then(|m| m.get(rev2026::PROTOCOL_VERSION_KEY))
-            .is_some()
-}
-
-/// The status of a 2026-07-28 answer sent as plain JSON: a JSON-RPC error's
-/// code decides it ([`rev2026::http_status`]); only the code is read, the rest
-/// of the answer is skipped.
-fn stateless_status(data: &[u8]) -> StatusCode {
-    #[derive(serde::Deserialize)]
-    struct Answer {
-        error: Option<Code>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Code {
-        code: i64,
-    }
-    serde_json::from_slice::<Answer>(data)
-        .ok()
-        .and_then(|a| a.error)
-        .and_then(|e| StatusCode::from_u16(rev2026::http_status(e.code)).ok())
-        .unwrap_or(StatusCode::OK)
-}
-
-/// An `Mcp-Name` header value: verbatim, or `=?base64?…?=` for names HTTP cannot carry.
-fn decode_header_value(v: &str) -> Option<String> {
-    use base64::Engine;
-    match v
-        .strip_prefix("=?base64?")
-        .and_then(|r| r.strip_suffix("?="))
-    {
-        None => Some(v.to_owned()),
-        Some(payload) => base64::engine::general_purpose::STANDARD
-            .decode(payload)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok()),
     }
 }

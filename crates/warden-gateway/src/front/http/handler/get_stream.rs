@@ -1,0 +1,98 @@
+//! GET: a session's stream of messages no request asked for, or a stream
+//! resumed with `Last-Event-ID` (here, or, when another replica carried it, the
+//! request it answered told that its answer is lost).
+
+use super::*;
+
+impl Front {
+    /// GET: the session's stream for server-initiated messages, or the resumption
+    /// of any of its streams after `Last-Event-ID`.
+    pub(super) async fn get(&self, req: Request<Incoming>, caller: &str) -> Reply {
+        let headers = req.headers();
+        if !accepts(headers, "text/event-stream") {
+            return refuse(
+                StatusCode::NOT_ACCEPTABLE,
+                jsonrpc::INVALID_REQUEST,
+                answer::HTTP_ACCEPT_GET,
+            );
+        }
+        let session = match self.session_of(headers, caller).await {
+            Ok(s) => s,
+            Err(r) => return *r,
+        };
+        let last_event_id = header_str(headers, "last-event-id");
+        if last_event_id.is_none() && self.gateway.health.draining() {
+            // A resumption may still fetch a call's answer; a new GET stream would
+            // only be ended again.
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                jsonrpc::INTERNAL_ERROR,
+                answer::HTTP_DRAINING,
+            );
+        }
+        let (tx, rx) = mpsc::channel(SINK_CAPACITY);
+        let Attached {
+            stream: n,
+            sink_gen,
+            replay,
+            ended,
+        } = match session.attach(last_event_id, tx) {
+            Ok(a) => a,
+            Err(StreamRefused::GetStreamOpen) => {
+                return refuse(
+                    StatusCode::CONFLICT,
+                    jsonrpc::INVALID_REQUEST,
+                    answer::HTTP_STREAM_OPEN,
+                )
+            }
+            Err(StreamRefused::Elsewhere(Some(request))) => {
+                // The replica that carried this request's stream is gone, and its
+                // answer with it: the client is told, on the stream it asked for,
+                // instead of waiting for an answer that cannot come.
+                tracing::info!(session = %session.sid, "a stream carried by another replica was resumed here; its request is answered with an error");
+                let lost =
+                    jsonrpc::error(request, jsonrpc::INTERNAL_ERROR, answer::HTTP_STREAM_LOST);
+                let event = Event {
+                    seq: 1,
+                    data: Bytes::from(serde_json::to_vec(&lost).unwrap_or_default()),
+                    last: true,
+                };
+                let (_tx, rx) = mpsc::channel(1);
+                let suffix = session.event_suffix(None);
+                let pre = VecDeque::from([frame(0, &suffix, &event)]);
+                return sse_reply(SseBody::new((0, suffix), pre, rx, None, true));
+            }
+            Err(_) => {
+                return refuse(
+                    StatusCode::BAD_REQUEST,
+                    jsonrpc::INVALID_REQUEST,
+                    answer::HTTP_BAD_EVENT_ID,
+                )
+            }
+        };
+        let mut pre = VecDeque::new();
+        let suffix = if n == 0 {
+            session.event_suffix(None)
+        } else {
+            let request = session
+                .streams()
+                .streams
+                .get(&n)
+                .and_then(|s| s.request.as_ref().map(|(_, id)| id.clone()));
+            session.event_suffix(request.as_ref())
+        };
+        if session.primes() && last_event_id.is_none() {
+            pre.push_back(priming(n, &suffix));
+        }
+        pre.extend(replay.iter().map(|e| frame(n, &suffix, e)));
+        let resumable = n != 0 && !ended;
+        let watch = resumable.then(|| Watch {
+            session: session.clone(),
+            stream: n,
+            sink_gen,
+            resumable: true,
+            armed: true,
+        });
+        sse_reply(SseBody::new((n, suffix), pre, rx, watch, ended))
+    }
+}
