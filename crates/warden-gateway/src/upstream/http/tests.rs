@@ -1,4 +1,3 @@
-
 use super::{stateless_headers, take_events, Head};
 
 #[test]
