@@ -263,7 +263,10 @@ pub fn stamp_result(method: &str, result: &mut Value) {
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct CacheHint {
     pub ttl_ms: Option<u64>,
+    /// The scope the upstreams that gave one agree on (`private` if any said so).
     pub scope: Option<&'static str>,
+    /// Some upstream gave no scope.
+    pub unscoped: bool,
 }
 
 impl CacheHint {
@@ -275,10 +278,18 @@ impl CacheHint {
         match result.get("cacheScope").and_then(Value::as_str) {
             Some("public") if self.scope.is_none() => self.scope = Some("public"),
             Some("public") => {}
-            // An upstream that gave no scope promised nothing about who may share
-            // its list: the merged list is private then too.
-            Some(_) | None => self.scope = Some("private"),
+            Some(_) => self.scope = Some("private"),
+            None => self.unscoped = true,
         }
+    }
+
+    /// The scope to write: none when no upstream gave one (an older client's
+    /// list stays as its upstreams made it); `public` only when every upstream
+    /// said so, as one that gave no scope promised nothing about who may share
+    /// its list.
+    pub fn merged_scope(&self) -> Option<&'static str> {
+        self.scope
+            .map(|s| if self.unscoped { "private" } else { s })
     }
 
     /// Writes the hints into a merged result (nothing when no upstream gave any).
@@ -286,7 +297,7 @@ impl CacheHint {
         if let Some(t) = self.ttl_ms {
             result.insert("ttlMs".into(), json!(t));
         }
-        if let Some(s) = self.scope {
+        if let Some(s) = self.merged_scope() {
             result.insert("cacheScope".into(), json!(s));
         }
     }

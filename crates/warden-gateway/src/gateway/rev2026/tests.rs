@@ -145,21 +145,26 @@ fn results_are_stamped() {
     hint.absorb(&json!({"ttlMs": 4000, "cacheScope": "private"}));
     hint.absorb(&json!({"ttlMs": 7000, "cacheScope": "public"}));
     assert_eq!(
-        hint,
-        CacheHint {
-            ttl_ms: Some(4000),
-            scope: Some("private")
-        }
+        (hint.ttl_ms, hint.merged_scope()),
+        (Some(4000), Some("private"))
     );
     // One upstream says public, one says nothing: the merged list is private.
     let mut hint = CacheHint::default();
     hint.absorb(&json!({"ttlMs": 9000, "cacheScope": "public"}));
     hint.absorb(&json!({"prompts": []}));
-    assert_eq!(hint.scope, Some("private"));
+    assert_eq!(hint.merged_scope(), Some("private"));
     let mut hint = CacheHint::default();
     hint.absorb(&json!({"cacheScope": "public"}));
     hint.absorb(&json!({"cacheScope": "public"}));
-    assert_eq!(hint.scope, Some("public"));
+    assert_eq!(hint.merged_scope(), Some("public"));
+    // No upstream gave hints: the merged list gets none (a 2025-11-25 client's
+    // list is as its upstreams made it; a 2026-07-28 one's is stamped private).
+    let mut hint = CacheHint::default();
+    hint.absorb(&json!({"prompts": []}));
+    hint.absorb(&json!({"prompts": []}));
+    let mut merged = Map::new();
+    hint.apply(&mut merged);
+    assert!(merged.is_empty(), "{merged:?}");
     let mut r = json!({"resultType": "input_required", "requestState": "x"});
     stamp_result("tools/call", &mut r);
     assert_eq!(r["resultType"], "input_required");
