@@ -42,8 +42,9 @@ pub struct ToolEntry {
     pub upstream: String,
     /// The upstream's own name for it.
     pub upstream_name: String,
-    /// The declaration as the upstream sent it.
-    pub declaration: Value,
+    /// The declaration as the upstream sent it, shared with the host's copy of the
+    /// upstream's listing when it gave one ([`CatalogueBuilder::add_upstream_shared`]).
+    pub declaration: Arc<Value>,
     /// The declaration callers are shown (renamed, pins hidden, reason added, closed).
     pub published: Value,
     pub policy: ToolPolicy,
@@ -171,53 +172,78 @@ impl CatalogueBuilder<'_> {
     /// Adds one upstream's `tools` array. With `prefix`, names become `upstream.tool`.
     pub fn add_upstream(&mut self, upstream: &str, prefix: bool, tools: &[Value]) -> &mut Self {
         for decl in tools {
-            let Some(own_name) = decl.get("name").and_then(Value::as_str) else {
-                self.problems.push(BuildProblem {
-                    upstream: upstream.to_owned(),
-                    tool: "<unnamed>".to_owned(),
-                    problem: "a tool declaration has no string 'name'".to_owned(),
-                    dropped: true,
-                });
-                continue;
-            };
-            // Checked before anything copies the declaration: copying recurses.
-            if nesting_exceeds(decl, MAX_DECLARATION_DEPTH) {
-                self.problems.push(BuildProblem {
-                    upstream: upstream.to_owned(),
-                    tool: own_name.to_owned(),
-                    problem: format!(
-                        "the declaration nests deeper than {MAX_DECLARATION_DEPTH} levels"
-                    ),
-                    dropped: true,
-                });
-                continue;
-            }
-            let seen = seen_name(upstream, own_name, prefix);
-            if self.catalogue.index.contains_key(&seen) {
-                self.problems.push(BuildProblem {
-                    upstream: upstream.to_owned(),
-                    tool: own_name.to_owned(),
-                    problem: format!("the name '{seen}' is already taken by another tool"),
-                    dropped: true,
-                });
-                continue;
-            }
-            let policy = self.policy.policy_for(upstream, own_name);
-            let entry = build_entry(upstream, own_name, seen.clone(), decl, policy);
-            if let ArgCheck::Unusable(why) = &entry.check {
-                self.problems.push(BuildProblem {
-                    upstream: upstream.to_owned(),
-                    tool: own_name.to_owned(),
-                    problem: format!("argument checks are off for this tool: {why}"),
-                    dropped: false,
-                });
-            }
-            self.catalogue
-                .index
-                .insert(seen, self.catalogue.tools.len());
-            self.catalogue.tools.push(Arc::new(entry));
+            self.add_tool(upstream, prefix, decl, || Arc::new(decl.clone()));
         }
         self
+    }
+
+    /// [`CatalogueBuilder::add_upstream`] for a host that keeps the listing itself:
+    /// each entry shares its declaration instead of holding a copy (a catalogue of
+    /// hundreds of tools holds each schema once).
+    pub fn add_upstream_shared(
+        &mut self,
+        upstream: &str,
+        prefix: bool,
+        tools: &[Arc<Value>],
+    ) -> &mut Self {
+        for decl in tools {
+            self.add_tool(upstream, prefix, decl, || Arc::clone(decl));
+        }
+        self
+    }
+
+    fn add_tool(
+        &mut self,
+        upstream: &str,
+        prefix: bool,
+        decl: &Value,
+        shared: impl FnOnce() -> Arc<Value>,
+    ) {
+        let Some(own_name) = decl.get("name").and_then(Value::as_str) else {
+            self.problems.push(BuildProblem {
+                upstream: upstream.to_owned(),
+                tool: "<unnamed>".to_owned(),
+                problem: "a tool declaration has no string 'name'".to_owned(),
+                dropped: true,
+            });
+            return;
+        };
+        // Checked before anything copies the declaration: copying recurses.
+        if nesting_exceeds(decl, MAX_DECLARATION_DEPTH) {
+            self.problems.push(BuildProblem {
+                upstream: upstream.to_owned(),
+                tool: own_name.to_owned(),
+                problem: format!(
+                    "the declaration nests deeper than {MAX_DECLARATION_DEPTH} levels"
+                ),
+                dropped: true,
+            });
+            return;
+        }
+        let seen = seen_name(upstream, own_name, prefix);
+        if self.catalogue.index.contains_key(&seen) {
+            self.problems.push(BuildProblem {
+                upstream: upstream.to_owned(),
+                tool: own_name.to_owned(),
+                problem: format!("the name '{seen}' is already taken by another tool"),
+                dropped: true,
+            });
+            return;
+        }
+        let policy = self.policy.policy_for(upstream, own_name);
+        let entry = build_entry(upstream, own_name, seen.clone(), decl, shared, policy);
+        if let ArgCheck::Unusable(why) = &entry.check {
+            self.problems.push(BuildProblem {
+                upstream: upstream.to_owned(),
+                tool: own_name.to_owned(),
+                problem: format!("argument checks are off for this tool: {why}"),
+                dropped: false,
+            });
+        }
+        self.catalogue
+            .index
+            .insert(seen, self.catalogue.tools.len());
+        self.catalogue.tools.push(Arc::new(entry));
     }
 
     pub fn build(self) -> (Catalogue, Vec<BuildProblem>) {
@@ -266,6 +292,7 @@ fn build_entry(
     own_name: &str,
     seen: String,
     decl: &Value,
+    shared: impl FnOnce() -> Arc<Value>,
     policy: ToolPolicy,
 ) -> ToolEntry {
     let schema = decl.get("inputSchema");
@@ -326,7 +353,7 @@ fn build_entry(
         name: seen,
         upstream: upstream.to_owned(),
         upstream_name: own_name.to_owned(),
-        declaration: decl.clone(),
+        declaration: shared(),
         published,
         policy,
         check,
@@ -536,6 +563,32 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert_eq!(problems.len(), 2);
         assert!(problems.iter().all(|p| p.dropped));
+    }
+
+    #[test]
+    fn a_shared_listing_is_held_once_and_built_alike() {
+        let decls = [
+            tool(
+                "a",
+                json!({"type": "object", "properties": {"x": {"type": "string"}}}),
+            ),
+            json!({"inputSchema": {}}),
+        ];
+        let shared: Vec<Arc<Value>> = decls.iter().cloned().map(Arc::new).collect();
+        let policy = ToolPolicy::default();
+        let mut b = Catalogue::builder(&policy);
+        b.add_upstream_shared("up", true, &shared);
+        let (c, problems) = b.build();
+        let entry = c.get("up.a").expect("listed");
+        assert!(Arc::ptr_eq(&entry.declaration, &shared[0]), "not copied");
+        assert_eq!(problems.len(), 1, "the unnamed one is dropped as before");
+        let mut b = Catalogue::builder(&policy);
+        b.add_upstream("up", true, &decls);
+        let (copied, _) = b.build();
+        let other = copied.get("up.a").expect("listed");
+        assert_eq!(entry.published, other.published);
+        assert_eq!(entry.declaration, other.declaration);
+        assert_eq!(entry.params, other.params);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 use crate::config::Config;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -236,10 +237,11 @@ pub enum Drift {
 }
 
 /// The drift of one upstream's listing from its lock, in name order.
-pub fn diff(locked: &BTreeMap<String, Value>, tools: &[Value]) -> Vec<Drift> {
+pub fn diff(locked: &BTreeMap<String, Value>, tools: &[impl Borrow<Value>]) -> Vec<Drift> {
     let now: BTreeMap<String, Value> = tools
         .iter()
-        .filter_map(|t| Some((t.get("name")?.as_str()?.to_owned(), reviewed(t))))
+        .map(Borrow::borrow)
+        .filter_map(|t: &Value| Some((t.get("name")?.as_str()?.to_owned(), reviewed(t))))
         .collect();
     let nameless = |t: &Value| {
         let mut t = t.clone();

@@ -42,7 +42,7 @@ impl Upstreams {
         let list = self.list();
         let mut asks = HashMap::new();
         let mut drifted = Vec::new();
-        let served: Vec<Option<Cow<'_, [Value]>>> = list
+        let served: Vec<Option<Cow<'_, [Arc<Value>]>>> = list
             .iter()
             .map(|up| {
                 let tools = listings.get(&up.index)?;
@@ -63,7 +63,7 @@ impl Upstreams {
         let mut builder = Catalogue::builder(&policy);
         for (up, tools) in list.iter().zip(&served) {
             if let Some(tools) = tools {
-                builder.add_upstream(&up.name, up.config.prefix, tools);
+                builder.add_upstream_shared(&up.name, up.config.prefix, tools);
             }
         }
         let (catalogue, problems) = builder.build();
@@ -97,10 +97,10 @@ impl Upstreams {
         &self,
         lock: &Lock,
         up: &Upstream,
-        tools: &[Value],
+        tools: &[Arc<Value>],
         asks: &mut HashMap<(String, String), String>,
         drifted: &mut Vec<Drifted>,
-    ) -> Vec<Value> {
+    ) -> Vec<Arc<Value>> {
         let none = Default::default();
         let locked = lock.upstreams.get(&up.name).unwrap_or(&none);
         let mode = up.config.pins.unwrap_or_default();

@@ -70,7 +70,9 @@ pub struct Upstreams {
     /// Where drift records go: the audit trail, unless the gateway only inspects.
     drift_audit: Mutex<Option<Arc<Settle>>>,
     /// By upstream index, its last successful tool listing (none until one succeeded).
-    listings: RwLock<HashMap<usize, Vec<Value>>>,
+    /// Each upstream's last good listing; the catalogue's entries share these
+    /// declarations rather than copy them.
+    listings: RwLock<HashMap<usize, Vec<Arc<Value>>>>,
     /// By upstream index, why its last start or listing failed (cleared by a success).
     listing_errors: Mutex<HashMap<usize, String>>,
     catalogue: RwLock<Arc<Catalogue>>,
@@ -366,6 +368,7 @@ impl Upstreams {
             Ok(tools) => {
                 tracing::info!(upstream = %name, tools = tools.len(), "upstream ready");
                 lock(&self.listing_errors).remove(&index);
+                let tools = tools.into_iter().map(Arc::new).collect();
                 self.listings
                     .write()
                     .unwrap_or_else(|e| e.into_inner())
@@ -386,7 +389,11 @@ impl Upstreams {
         let listings = self.listings.read().unwrap_or_else(|e| e.into_inner());
         self.list()
             .iter()
-            .map(|up| (up.name.clone(), listings.get(&up.index).cloned()))
+            .map(|up| {
+                let tools = listings.get(&up.index);
+                let tools = tools.map(|t| t.iter().map(|d| Value::clone(d)).collect());
+                (up.name.clone(), tools)
+            })
             .collect()
     }
 
