@@ -202,6 +202,22 @@ fn load(arg: &ConfigArg) -> anyhow::Result<Config> {
     Ok(Config::load(&arg.config)?)
 }
 
+/// A configuration a gateway may start with: the file, and the pins lock beside
+/// it as `check` reads it (one that cannot be read refuses the start rather than
+/// leave every tool unpinned). Logs the lock's warnings.
+fn load_to_serve(arg: &ConfigArg) -> anyhow::Result<Config> {
+    let config = load(arg)?;
+    match warden_gateway::live::check_lock(&config) {
+        Ok(warnings) => {
+            for w in warnings {
+                tracing::warn!("config: {}", warden_gateway::logged::logged(&w));
+            }
+            Ok(config)
+        }
+        Err(errors) => Err(anyhow!(errors.join("\n"))),
+    }
+}
+
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run {
@@ -211,7 +227,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             watch,
         } => {
             let path = config.config.clone();
-            let config = load(&config)?;
+            let config = load_to_serve(&config)?;
             for w in config.warnings() {
                 tracing::warn!("config: {w}");
             }
@@ -281,7 +297,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             caller,
             json,
         } => {
-            let config = load(&config)?;
+            let config = load_to_serve(&config)?;
             let (gateway, session) = start(config, caller, Audit::CallsOnly).await?;
             let listed = gateway.list_tools(session.caller().as_deref()).await;
             gateway.shutdown().await;
@@ -364,9 +380,14 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             let (gateway, _session) = start(config, None, Audit::CallsOnly).await?;
             let listings = gateway.upstream_listings();
             gateway.shutdown().await;
-            let mut lock = pins::Lock::read(&path)
-                .map_err(|e| anyhow!(e))?
-                .unwrap_or_default();
+            // `lock` replaces the file whole, so one that no longer reads or
+            // verifies is no obstacle to it: its errors say to run it.
+            let mut lock = match &action {
+                PinsAction::Lock { .. } => pins::Lock::default(),
+                _ => pins::Lock::read(&path)
+                    .map_err(|e| anyhow!(e))?
+                    .unwrap_or_default(),
+            };
             match action {
                 PinsAction::Lock { .. } => {
                     lock = pins::Lock::of(&listings);
@@ -413,7 +434,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             tool,
             args,
         } => {
-            let config = load(&config)?;
+            let config = load_to_serve(&config)?;
             let args: Value = match args {
                 Some(a) => serde_json::from_str(&a).context("JSON_ARGS is not valid JSON")?,
                 None => Value::Object(Default::default()),

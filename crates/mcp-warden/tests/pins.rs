@@ -571,3 +571,39 @@ fn over_http_a_drifted_tool_in_ask_mode_is_put_to_the_human() {
         ]
     );
 }
+
+#[test]
+fn a_pins_lock_that_does_not_verify_refuses_the_start_instead_of_serving_unpinned() {
+    let w = Warden::start("pins-broken-lock", &rug_config("pins = \"hidden\""));
+    let config = w.dir.join("warden.toml");
+    let config = config.to_str().unwrap();
+    let lock = w.dir.join("warden.pins.json");
+    assert_eq!(cli(&["pins", "lock", "--config", config]).0, 0);
+    // A description edited by hand: the digest beside it no longer matches.
+    let text = std::fs::read_to_string(&lock).unwrap();
+    let edited = text.replacen("Echo the arguments back.", "Echo them.", 1);
+    assert_ne!(edited, text, "the lock holds echo's description");
+    std::fs::write(&lock, edited).unwrap();
+    let expected = format!(
+        "error: {}: tool 'echo' of 'fx' in the pins lock does not match its digest (edited by hand?); write it again with `mcp-warden pins lock`\n",
+        lock.display()
+    );
+    for command in ["run", "check", "tools"] {
+        let (code, out, err) = cli(&[command, "--config", config]);
+        assert_eq!(
+            (code, out.as_str(), err.as_str()),
+            (1, "", expected.as_str()),
+            "{command}"
+        );
+    }
+    let (code, _, err) = cli(&["call", "--config", config, "fx.echo", "{}"]);
+    assert_eq!((code, err.as_str()), (1, expected.as_str()), "call");
+    // Written again, it verifies and the gateway starts.
+    assert_eq!(cli(&["pins", "lock", "--config", config]).0, 0);
+    let (code, out, err) = cli(&["check", "--config", config]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.ends_with(": ok (1 upstream(s), 0 warning(s))\n"),
+        "{out}"
+    );
+}

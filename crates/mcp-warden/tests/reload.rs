@@ -152,6 +152,9 @@ fn a_rule_the_pins_lock_says_can_never_hold_is_refused_as_check_refuses_it() {
     assert!(log.contains(&said), "{log}");
     let (code, _, err) = cli(&["check", "--config", &path.display().to_string()]);
     assert_eq!((code, err), (1, format!("error: {problem}\n")));
+    // Nor does a gateway start with it.
+    let (code, _, err) = cli(&["run", "--config", &path.display().to_string()]);
+    assert_eq!((code, err), (1, format!("error: {problem}\n")));
     // In warn mode the key reaches the rules, so the condition can hold: check
     // passes with a warning about the likely typo, and so would a reload.
     let warn = std::fs::read_to_string(&path).unwrap().replace(

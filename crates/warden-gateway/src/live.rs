@@ -33,7 +33,18 @@ pub async fn check_file(path: &Path) -> Result<Checked, Vec<String>> {
     let config = Config::load(path).map_err(|e| vec![e.to_string()])?;
     let mut warnings = config.warnings();
     warnings.extend(check_issuer(&config).await.map_err(|e| vec![e])?);
-    let (certain, doubtful): (Vec<_>, Vec<_>) = pins::rule_problems(&config)
+    warnings.extend(check_lock(&config)?);
+    Ok(Checked { config, warnings })
+}
+
+/// The part of the check that reads the pins lock beside the file: one that
+/// exists but cannot be read or does not verify is an error (a gateway that
+/// started without it would serve every tool unpinned), and so is an argument
+/// condition the locked schemas say can never hold. `run` checks this before
+/// it starts, as a reload does before it changes anything. The warnings are
+/// the conditions that hold only on calls breaking a tool's schema.
+pub fn check_lock(config: &Config) -> Result<Vec<String>, Vec<String>> {
+    let (certain, doubtful): (Vec<_>, Vec<_>) = pins::rule_problems(config)
         .map_err(|e| vec![e])?
         .into_iter()
         .partition(|p| p.certain);
@@ -46,8 +57,7 @@ pub async fn check_file(path: &Path) -> Result<Checked, Vec<String>> {
             .map(|p| format!("{file}: {}", schema(p)))
             .collect());
     }
-    warnings.extend(doubtful.iter().map(schema));
-    Ok(Checked { config, warnings })
+    Ok(doubtful.iter().map(schema).collect())
 }
 
 /// `check` asks the `[oauth]` issuer for its metadata and keys: one that cannot be
