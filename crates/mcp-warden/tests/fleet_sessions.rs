@@ -169,3 +169,53 @@ fn a_rotated_secret_keeps_sessions_going_through_the_rolling_restarts() {
         "the old secret dropped: its ids are gone"
     );
 }
+
+#[test]
+fn a_session_expires_its_lifetime_after_it_opened_at_every_replica() {
+    let config = format!(
+        "[gateway]\nanonymous_caller = \"dev\"\nstate_secret_env = \"{}\"\nsession_lifetime = \"3s\"\n{}",
+        SECRET.0,
+        fixture_config("", "")
+    );
+    let a = HttpWarden::start("fleet-life-a", &config, &[SECRET]);
+    let b = HttpWarden::start("fleet-life-b", &config, &[SECRET]);
+    let sid = a.session(&[]);
+    let with = [("Mcp-Session-Id", sid.as_str())];
+    for (i, w) in [&a, &b].into_iter().enumerate() {
+        let r = w.post(&with, &call(i as i64, "fx.echo", json!({"text": "alive"})));
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    // Kept busy, it still ends: the lifetime counts from initialize, not from
+    // the last request. Bounded polling, no fixed sleep.
+    let unknown =
+        error_body("Session not found: it ended or expired. Start a new one with initialize.");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut n = 10;
+    loop {
+        let r = a.post(&with, &call(n, "fx.echo", json!({"text": "busy"})));
+        if r.status == 404 {
+            assert_eq!(r.body, unknown);
+            break;
+        }
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session never expired"
+        );
+        n += 1;
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // The replica that took it up, and one that never saw it, refuse it alike.
+    let c = HttpWarden::start("fleet-life-c", &config, &[SECRET]);
+    for w in [&b, &c] {
+        let r = w.post(&with, &call(99, "fx.echo", json!({"text": "late"})));
+        assert_eq!((r.status, r.body.as_str()), (404, unknown.as_str()));
+    }
+    // A new session is as good as ever.
+    let sid = b.session(&[]);
+    let r = c.post(
+        &[("Mcp-Session-Id", sid.as_str())],
+        &call(100, "fx.echo", json!({"text": "new"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+}

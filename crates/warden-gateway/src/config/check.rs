@@ -103,9 +103,17 @@ fn admin_and_traces(file: &ConfigFile) -> Result<(), Invalid> {
 
 pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     let (gateway, auth) = (&file.gateway, &file.auth);
-    parse_duration(&gateway.session_idle).map_err(|m| invalid("gateway.session_idle", m))?;
-    parse_duration(&gateway.session_lifetime)
-        .map_err(|m| invalid("gateway.session_lifetime", m))?;
+    for (key, text) in [
+        ("gateway.session_idle", &gateway.session_idle),
+        ("gateway.session_lifetime", &gateway.session_lifetime),
+    ] {
+        if parse_duration(text).map_err(|m| invalid(key, m))?.is_zero() {
+            return Err(invalid(
+                key,
+                "must be at least 1s: every HTTP session would end as it began",
+            ));
+        }
+    }
     // 0s is allowed: SIGTERM then ends every call in flight at once.
     parse_duration(&gateway.drain_timeout).map_err(|m| invalid("gateway.drain_timeout", m))?;
     http_limits(gateway)?;

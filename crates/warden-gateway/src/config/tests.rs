@@ -341,6 +341,12 @@ fn http_limits_have_defaults_and_refuse_nonsense() {
             refused("[gateway]\ndrain_timeout = \"half a minute\"\n"),
             "w.toml: gateway.drain_timeout: 'half a minute' is not a duration; write a number and a unit: 90s, 15m, 24h, 7d"
         );
+    for key in ["session_idle", "session_lifetime"] {
+        assert_eq!(
+            refused(&format!("[gateway]\n{key} = \"0d\"\n")),
+            format!("w.toml: gateway.{key}: must be at least 1s: every HTTP session would end as it began")
+        );
+    }
     let zero = Config::parse("[gateway]\ndrain_timeout = \"0s\"\n", "w.toml").unwrap();
     assert_eq!(zero.gateway.drain_timeout, "0s");
 }
