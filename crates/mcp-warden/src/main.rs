@@ -202,6 +202,21 @@ fn load(arg: &ConfigArg) -> anyhow::Result<Config> {
     Ok(Config::load(&arg.config)?)
 }
 
+/// Writes `path` so that a reader sees the old file or the new one, never a part:
+/// the text goes to a file beside it, which then takes its name. Gateways that
+/// watch the pins lock (`run --watch`) would otherwise read it half written and
+/// refuse a reload for nothing.
+fn write_whole(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let part = path.with_file_name(format!(".{name}.{}.part", std::process::id()));
+    std::fs::write(&part, text)
+        .and_then(|()| std::fs::rename(&part, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&part);
+            anyhow!("writing {}: {e}", path.display())
+        })
+}
+
 /// A configuration a gateway may start with: the file, and the pins lock beside
 /// it as `check` reads it (one that cannot be read refuses the start rather than
 /// leave every tool unpinned). Logs the lock's warnings.
@@ -421,8 +436,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     });
                 }
             }
-            std::fs::write(&path, lock.to_text())
-                .with_context(|| format!("writing {}", path.display()))?;
+            write_whole(&path, &lock.to_text())?;
             let n: usize = lock.upstreams.values().map(|t| t.len()).sum();
             println!("{}: {n} tool(s) locked", path.display());
             Ok(ExitCode::SUCCESS)

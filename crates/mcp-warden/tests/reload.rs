@@ -637,3 +637,70 @@ fn a_drift_that_stays_across_an_upstream_restart_is_counted_once() {
     assert!(w.tool_names().contains(&"fx.gate".to_owned()));
     assert_eq!(drifts(), "1");
 }
+
+#[test]
+fn watch_takes_up_a_lock_approved_alone_and_keeps_the_last_good_lock_when_one_breaks() {
+    let port = free_port();
+    // The upstream starts with the fixture's rug pulled: lookup and stamp changed,
+    // old_name renamed to new_name, extra added. The lock is written from a copy
+    // of the config whose upstream starts as it was reviewed.
+    let toml = |rug: &str| {
+        format!(
+            "[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nenv = {{ FIXTURE_RUG_PULL = \"{rug}\" }}\n{}",
+            admin(port)
+        )
+    };
+    let mut w = Warden::start_with_args("reload-watch-lock", &toml("pulled"), "info", &["--watch"]);
+    let config = w.dir.join("warden.toml").display().to_string();
+    let reviewed = w.dir.join("reviewed.toml");
+    std::fs::write(&reviewed, toml("1")).unwrap();
+    let (code, _, err) = cli(&["pins", "lock", "--config", &reviewed.display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+    // Files are put in place whole, as `pins` writes them: the watcher never
+    // meets half a file.
+    let put = |path: &Path, text: &str| {
+        let part = path.with_extension("part");
+        std::fs::write(&part, text).unwrap();
+        std::fs::rename(&part, path).unwrap();
+    };
+    let lock = w.dir.join("warden.pins.json");
+    put(
+        &lock,
+        &std::fs::read_to_string(w.dir.join("reviewed.pins.json")).unwrap(),
+    );
+    wait_for_reloads(port, "ok", 1); // the lock appeared beside the config
+    let hidden = ["fx.lookup", "fx.stamp", "fx.new_name", "fx.extra"];
+    let names = w.tool_names();
+    assert!(names.contains(&"fx.echo".to_owned()), "{names:?}");
+    assert!(
+        hidden.iter().all(|t| !names.contains(&t.to_string())),
+        "{names:?}"
+    );
+    // Approving one tool rewrites only the lock: --watch takes it up, no SIGHUP.
+    let (code, _, err) = cli(&["pins", "approve", "--config", &config, "fx.lookup"]);
+    assert_eq!(code, 0, "{err}");
+    let metrics = wait_for_reloads(port, "ok", 2);
+    assert_eq!(
+        reloads(&metrics, "invalid"),
+        0,
+        "no half-written lock was read"
+    );
+    let names = w.tool_names();
+    assert!(names.contains(&"fx.lookup".to_owned()), "{names:?}");
+    assert!(
+        hidden[1..].iter().all(|t| !names.contains(&t.to_string())),
+        "{names:?}"
+    );
+    assert_eq!(w.call_text("fx.lookup", json!({"word": "x"})), "lookup");
+    // A lock broken on disk is refused like an invalid config: the last good one
+    // stays, and nothing it hides comes out.
+    put(&lock, "{\"upstreams\": 5}");
+    wait_for_reloads(port, "invalid", 1);
+    assert_eq!(w.tool_names(), names);
+    let log = w.stderr_after_exit();
+    let refused = format!(
+        "config reload refused; the configuration in force stays: {}: the pins lock has no \"upstreams\" object; write it again with `mcp-warden pins lock`",
+        lock.display()
+    );
+    assert!(log.contains(&refused), "{log}");
+}
