@@ -6,7 +6,7 @@
 mod common;
 
 use common::http::{open, open_path, request_path, HttpWarden, Reply, POST};
-use common::{cli, PgDb, PATIENCE};
+use common::{cli, free_port, PgDb, Warden, PATIENCE};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
@@ -76,7 +76,12 @@ fn wait_for_count(dir: &Path, what: &str, n: usize) {
 
 /// The audit trail's records, as `mcp-warden audit --json` prints them.
 fn audit(w: &HttpWarden) -> Vec<Value> {
-    let config = w.dir.join("warden.toml");
+    audit_in(&w.dir)
+}
+
+/// [`audit`] of the gateway whose config is in `dir`.
+fn audit_in(dir: &Path) -> Vec<Value> {
+    let config = dir.join("warden.toml");
     let (code, out, err) = cli(&[
         "audit",
         "--config",
@@ -359,4 +364,74 @@ fn calls_past_the_drain_deadline_get_a_clear_error_and_are_cancelled() {
         records.iter().all(|r| r["outcome"] == "cancelled"),
         "{records:?}"
     );
+}
+
+/// A stdio gateway like [`draining_warden`]'s, with its admin listener on `port`.
+fn draining_stdio(name: &str, drain_timeout: &str, port: u16) -> Warden {
+    Warden::start(
+        name,
+        &format!(
+            "[gateway]\ndrain_timeout = \"{drain_timeout}\"\n\
+             [store]\nurl = \"sqlite://{{dir}}/audit.db\"\n\
+             [admin]\nlisten = \"127.0.0.1:{port}\"\n\
+             [[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n\
+             env = {{ FIXTURE_GATE = \"1\", FIXTURE_COUNT_FILE = \"{{dir}}/count\" }}\n"
+        ),
+    )
+}
+
+fn terminate(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn over_stdio_sigterm_lets_a_call_in_flight_finish_and_answer() {
+    let port = free_port();
+    let mut w = draining_stdio("drain-stdio", "30s", port);
+    let admin = format!("127.0.0.1:{port}");
+    let gate = w.dir.join("gate");
+    let id = w.send_request(
+        "tools/call",
+        json!({"name": "fx.gate", "arguments": {"file": gate.to_str().unwrap()}}),
+    );
+    wait_for_count(&w.dir, "gate", 1);
+    terminate(w.pid());
+    assert_eq!(readyz_until(&admin, 503).body, "not ready: draining\n");
+    std::fs::write(&gate, "").unwrap();
+    let r = w.response(&json!(id));
+    assert_eq!(r["result"]["content"][0]["text"], "the gate opened", "{r}");
+    assert!(w.wait_exit().success());
+    let records = audit_in(&w.dir);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["outcome"], "ok", "{records:?}");
+}
+
+#[test]
+fn over_stdio_a_call_past_the_drain_deadline_is_answered_once_and_cancelled() {
+    let port = free_port();
+    let mut w = draining_stdio("drain-stdio-deadline", "1s", port);
+    let never = w.dir.join("never-opened");
+    let id = w.send_request(
+        "tools/call",
+        json!({"name": "fx.gate", "arguments": {"file": never.to_str().unwrap()}}),
+    );
+    wait_for_count(&w.dir, "gate", 1);
+    terminate(w.pid());
+    let (line, _) = w.response_line(&json!(id));
+    assert_eq!(
+        line,
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"Internal error: the gateway shut down before this call finished, and cancelled it; the tool may or may not have run. Retry it (with an idempotency key a retry is safe)."}}}}"#
+        )
+    );
+    // No second answer follows before the exit.
+    assert!(w.wait_exit().success());
+    assert_eq!(w.rest_of_output(), Vec::<String>::new(), "after the answer");
+    let records = audit_in(&w.dir);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["outcome"], "cancelled", "{records:?}");
 }

@@ -353,6 +353,19 @@ impl Warden {
         }
     }
 
+    /// Every line the gateway wrote that was not read yet, up to its end of
+    /// output (call once it exited), with the backlog's messages first.
+    pub fn rest_of_output(&mut self) -> Vec<String> {
+        let mut rest: Vec<String> = self.backlog.drain(..).map(|m| m.to_string()).collect();
+        loop {
+            match self.lines.recv_timeout(PATIENCE) {
+                Ok(line) => rest.push(line),
+                Err(RecvTimeoutError::Disconnected) => return rest,
+                Err(RecvTimeoutError::Timeout) => panic!("the gateway's stdout never ended"),
+            }
+        }
+    }
+
     /// Asserts nothing arrives for `d`.
     pub fn expect_silence(&mut self, d: Duration) {
         match self.lines.recv_timeout(d) {

@@ -6,8 +6,10 @@
 //! concurrently. At end of input the gateway stops reading, lets calls in flight
 //! finish (each is bounded by its upstream's timeout), writes their answers, and
 //! ends the upstream children. SIGTERM does the same within `gateway.drain_timeout`
-//! (`/readyz` on the admin listener says "draining" meanwhile); calls still
-//! running then are ended unanswered, as the client is going away with it.
+//! (`/readyz` on the admin listener says "draining" meanwhile); a request still
+//! running then is answered with the HTTP front's drain error and cancelled
+//! upstream (its audit record says `cancelled`). Each request is answered at
+//! most once: the writer keeps the first answer for an id and drops any later one.
 //!
 //! A request whose id is still in use by a running request is refused unrun, as
 //! the HTTP front does: the client could not tell two answers with one id apart.
@@ -15,7 +17,7 @@
 use crate::gateway::{CallKey, ClientSession, Gateway, Outgoing};
 use crate::jsonrpc::{self, Kind, Line};
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -159,7 +161,7 @@ where
             _ => None,
         };
         if let Some((id, key)) = &request {
-            if !running.take(key) {
+            if !running.take(key, id) {
                 let text = crate::texts::invalid_request(crate::texts::ID_IN_USE);
                 session_send(
                     &session,
@@ -194,10 +196,35 @@ where
             .await
             .is_err()
         {
+            let left = running.unanswered();
             tracing::warn!(
-                "calls still running after {grace:?} (gateway.drain_timeout); ending them"
+                "{} request(s) still running after {grace:?} (gateway.drain_timeout); answering them with an error and cancelling them upstream",
+                left.len()
             );
-            tasks.abort_all();
+            for (key, id) in left {
+                let error = jsonrpc::error(
+                    id.clone(),
+                    jsonrpc::INTERNAL_ERROR,
+                    crate::texts::DRAIN_DEADLINE,
+                );
+                session.send(answer_for(key, error)).await;
+                let note = jsonrpc::notification(
+                    "notifications/cancelled",
+                    Some(
+                        serde_json::json!({"requestId": id, "reason": "the gateway is shutting down"}),
+                    ),
+                );
+                if let Some(waiting) = gateway.handle(&session, note).await {
+                    tasks.spawn(waiting);
+                }
+            }
+            // The cancelled calls settle (their audit records) before the exit.
+            if tokio::time::timeout(AFTER_DEADLINE, drain(&mut tasks))
+                .await
+                .is_err()
+            {
+                tasks.abort_all();
+            }
         }
     } else {
         drain(&mut tasks).await;
@@ -217,23 +244,65 @@ async fn session_send(session: &ClientSession, msg: Value) {
     session.send_raw(msg).await;
 }
 
-/// The ids of the client's requests that are running: handed to the gateway, and
-/// not yet answered (or, answered by nobody, not yet over).
+/// After the drain deadline, how long the cancelled requests may take to settle.
+const AFTER_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The client's requests that are running: handed to the gateway and not yet
+/// over (each with its id), and which of them have had their answer written.
 #[derive(Default)]
-struct Running(Mutex<HashSet<CallKey>>);
+struct Running(Mutex<RunningIds>);
+
+#[derive(Default)]
+struct RunningIds {
+    ids: HashMap<CallKey, Value>,
+    answered: HashSet<CallKey>,
+}
 
 impl Running {
     /// Takes a request's id; `false` when a running request holds it.
-    fn take(&self, key: &CallKey) -> bool {
-        self.ids().insert(key.clone())
+    fn take(&self, key: &CallKey, id: &Value) -> bool {
+        let mut r = self.lock();
+        if r.ids.contains_key(key) {
+            return false;
+        }
+        r.ids.insert(key.clone(), id.clone());
+        true
     }
 
     fn release(&self, key: &CallKey) {
-        self.ids().remove(key);
+        let mut r = self.lock();
+        r.ids.remove(key);
+        r.answered.remove(key);
     }
 
-    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<CallKey>> {
+    /// Notes that the answer to `key` is being written; `false` when one was
+    /// already (this one is dropped).
+    fn answer(&self, key: &CallKey) -> bool {
+        let mut r = self.lock();
+        !r.ids.contains_key(key) || r.answered.insert(key.clone())
+    }
+
+    /// The running requests whose answer is not written yet.
+    fn unanswered(&self) -> Vec<(CallKey, Value)> {
+        let r = self.lock();
+        r.ids
+            .iter()
+            .filter(|(k, _)| !r.answered.contains(*k))
+            .map(|(k, id)| (k.clone(), id.clone()))
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RunningIds> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// An answer to request `key` that the gateway writes itself.
+fn answer_for(key: CallKey, msg: Value) -> Outgoing {
+    Outgoing {
+        call: Some(key),
+        ends_call: false,
+        msg,
     }
 }
 
@@ -261,9 +330,17 @@ async fn write_messages<W: AsyncWrite + Unpin>(
         msg,
     }) = rx.recv().await
     {
+        let is_answer = matches!(jsonrpc::classify(&msg), Kind::Response { .. });
         if ends_call && msg.is_null() {
             if let Some(key) = &call {
                 running.release(key);
+            }
+        } else if let (Some(key), true) = (&call, is_answer) {
+            // A second answer to one request (the upstream's, after the drain
+            // deadline answered it) is dropped.
+            if running.answer(key) && out.write_all(&jsonrpc::to_line(&msg)).await.is_err() {
+                tracing::error!("writing to stdout failed; the client is gone");
+                return;
             }
         } else if out.write_all(&jsonrpc::to_line(&msg)).await.is_err() {
             tracing::error!("writing to stdout failed; the client is gone");
@@ -274,4 +351,61 @@ async fn write_messages<W: AsyncWrite + Unpin>(
         }
     }
     let _ = out.flush().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The writer over a channel, into a buffer: what the client would read.
+    async fn written(messages: Vec<Outgoing>, running: Arc<Running>) -> Vec<Value> {
+        let (tx, rx) = mpsc::channel(16);
+        for m in messages {
+            tx.send(m).await.unwrap();
+        }
+        drop(tx);
+        let (mut client, gateway) = tokio::io::duplex(64 * 1024);
+        write_messages(rx, gateway, running).await;
+        let mut out = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut client, &mut out)
+            .await
+            .unwrap();
+        out.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_request_is_answered_once_whichever_answer_comes_first() {
+        let running = Arc::new(Running::default());
+        let (a, b) = (json!(1), json!("b"));
+        let (ka, kb) = (jsonrpc::id_key(&a), jsonrpc::id_key(&b));
+        assert!(running.take(&ka, &a) && running.take(&kb, &b));
+        assert!(!running.take(&ka, &a), "an id in use is not taken twice");
+        let late = |id: &Value| jsonrpc::response(id.clone(), json!({"content": []}));
+        let forced = |id: &Value| jsonrpc::error(id.clone(), jsonrpc::INTERNAL_ERROR, "deadline");
+        let progress =
+            jsonrpc::notification("notifications/progress", Some(json!({"progress": 1})));
+        let out = written(
+            vec![
+                // 1: the deadline's answer first, the upstream's after it.
+                answer_for(ka.clone(), forced(&a)),
+                answer_for(ka.clone(), progress.clone()),
+                answer_for(ka.clone(), late(&a)),
+                // "b": the upstream's answer first, the deadline's after it.
+                answer_for(kb.clone(), late(&b)),
+                answer_for(kb.clone(), forced(&b)),
+                over(ka.clone()),
+                over(kb.clone()),
+            ],
+            running.clone(),
+        )
+        .await;
+        assert_eq!(out, vec![forced(&a), progress, late(&b)]);
+        // Once over, the ids are free again and answered afresh.
+        assert!(running.unanswered().is_empty());
+        assert!(running.take(&ka, &a));
+        assert_eq!(running.unanswered(), vec![(ka, a)]);
+    }
 }
