@@ -61,6 +61,7 @@ class OtlpReceiver:
     def __init__(self, path="/v1/traces"):
         self.spans = []  # (resource attributes, span)
         self.content_types = set()
+        self.headers = []  # each export request's headers, names lowercased
         lock = threading.Lock()
         me = self
 
@@ -70,6 +71,7 @@ class OtlpReceiver:
                 if self.path != path:
                     return self.send(404)
                 me.content_types.add(self.headers.get("Content-Type"))
+                me.headers.append({k.lower(): v for k, v in self.headers.items()})
                 request = ExportTraceServiceRequest.FromString(data)
                 with lock:
                     for rs in request.resource_spans:

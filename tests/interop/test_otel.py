@@ -90,7 +90,8 @@ def start(config, env=None):
 
 def clean_env(monkeypatch):
     for var in ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-                "OTEL_SERVICE_NAME", "OTEL_SDK_DISABLED"]:
+                "OTEL_SERVICE_NAME", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_HEADERS",
+                "OTEL_EXPORTER_OTLP_TRACES_HEADERS"]:
         monkeypatch.delenv(var, raising=False)
 
 
@@ -213,6 +214,29 @@ def test_the_otel_variables_turn_export_on_and_name_the_service(peers, config, t
         assert params["_meta"] == {"traceparent": f"00-{round_trip.trace_id.hex()}-{round_trip.span_id.hex()}-01"}
     finally:
         gw.close()
+
+
+def test_the_otel_headers_variable_reaches_the_collector_and_never_the_log(peers, config, tmp_path, monkeypatch):
+    clean_env(monkeypatch)
+    receiver, up = peers
+    secret = "k3y=with,commas"
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+           # The conventions' form: name=value pairs, values percent-encoded.
+           "OTEL_EXPORTER_OTLP_HEADERS": "X-Api-Key=k3y%3Dwith%2Ccommas, x-team=agents, not a header=1"}
+    gw = start(config(config_text(up, tmp_path)), env)
+    try:
+        gw.open_session(KEYS["ALICE_KEY"])
+        gw.call(KEYS["ALICE_KEY"], 1, "up.echo", {"text": "with headers"})
+        receiver.wait_for(lambda s: s.name == "tools/call")
+        assert receiver.headers, "no export request seen"
+        for h in receiver.headers:
+            assert (h.get("x-api-key"), h.get("x-team")) == (secret, "agents"), h
+        assert not any("not a header" in h for h in receiver.headers)
+    finally:
+        gw.close()
+    log = "".join(gw.log)
+    assert "OTEL_EXPORTER_OTLP_HEADERS: entry 3 ('not a header') is not name=value" in log, log
+    assert "k3y" not in log, log
 
 
 def test_traces_are_off_by_default_and_meta_passes_unchanged(peers, config, tmp_path, monkeypatch):

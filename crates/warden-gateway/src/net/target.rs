@@ -26,6 +26,8 @@ pub struct HttpTarget {
     path: String,
     timeout: Duration,
     tls: bool,
+    /// Sent with every request (an OTLP collector's key), marked sensitive.
+    headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
 }
 
 impl HttpTarget {
@@ -72,7 +74,23 @@ impl HttpTarget {
             path: path.to_owned(),
             timeout: Duration::from_millis(timeout_ms),
             tls,
+            headers: Vec::new(),
         })
+    }
+
+    /// The target with `headers` on every request; a pair that is not a valid
+    /// header is left out (the callers checked them when reading them).
+    pub fn with_headers(mut self, headers: &[(String, String)]) -> HttpTarget {
+        self.headers = headers
+            .iter()
+            .filter_map(|(name, value)| {
+                let name = hyper::header::HeaderName::from_bytes(name.as_bytes()).ok()?;
+                let mut value = hyper::header::HeaderValue::from_str(value).ok()?;
+                value.set_sensitive(true);
+                Some((name, value))
+            })
+            .collect();
+        self
     }
 
     pub fn url(&self) -> &str {
@@ -128,11 +146,14 @@ impl HttpTarget {
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        let request = hyper::Request::post(self.path.as_str())
+        let mut request = hyper::Request::post(self.path.as_str())
             .header(HOST, self.authority.as_str())
             .header(CONTENT_TYPE, content_type)
             .body(Full::new(Bytes::from(bytes)))
             .map_err(|e| e.to_string())?;
+        for (name, value) in &self.headers {
+            request.headers_mut().append(name.clone(), value.clone());
+        }
         let response = sender
             .send_request(request)
             .await

@@ -5,7 +5,11 @@
 //! or `OTEL_EXPORTER_OTLP_ENDPOINT` (a base URL, `/v1/traces` appended). Setting
 //! one turns export on; `OTEL_SDK_DISABLED=true` turns it off whatever is set.
 //! The service is named by `traces.service_name`, else `OTEL_SERVICE_NAME`, else
-//! `mcp-warden`.
+//! `mcp-warden`. Headers every export request carries (a hosted collector's API
+//! key) come from `OTEL_EXPORTER_OTLP_TRACES_HEADERS`, else
+//! `OTEL_EXPORTER_OTLP_HEADERS`, in the conventions' form `name=value,name=value`
+//! with values percent-encoded; they are never written to the log, and an entry
+//! that is not a valid header is warned about by name and left out.
 //!
 //! Sampling is parent-based: a request whose client sent a `traceparent` follows
 //! its sampled flag; a new trace is recorded with `traces.sampling_ratio`
@@ -60,6 +64,72 @@ pub struct Settings {
     pub parent_based: bool,
     /// How long a span may wait for others to fill its batch.
     pub delay: Duration,
+    /// Headers sent with every export (from the environment only).
+    pub headers: ExportHeaders,
+}
+
+/// Headers for the collector: often a secret, so their values are never shown.
+#[derive(Clone, Default, PartialEq)]
+pub struct ExportHeaders(pub Vec<(String, String)>);
+
+impl std::fmt::Debug for ExportHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(name, _)| format!("{name}: <hidden>")))
+            .finish()
+    }
+}
+
+impl ExportHeaders {
+    /// Reads `name=value,…` (values percent-encoded). `from` names the variable
+    /// in warnings, which name a bad entry's header but never show a value.
+    fn parse(text: &str, from: &str) -> ExportHeaders {
+        let mut out = Vec::new();
+        for (i, entry) in text.split(',').enumerate() {
+            let entry = entry.trim();
+            if entry.is_empty() {
+                continue;
+            }
+            let parsed = entry.split_once('=').and_then(|(name, value)| {
+                let name = name.trim();
+                let value = percent_decoded(value.trim())?;
+                let ok = hyper::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
+                    && hyper::header::HeaderValue::from_str(&value).is_ok();
+                ok.then(|| (name.to_ascii_lowercase(), value))
+            });
+            match parsed {
+                Some(h) => out.push(h),
+                None => {
+                    let name = entry.split('=').next().unwrap_or_default().trim();
+                    tracing::warn!(
+                        "{from}: entry {} ('{}') is not name=value with a valid header name and a percent-encoded value; it is left out",
+                        i + 1,
+                        crate::logged::logged(bounded(name))
+                    );
+                }
+            }
+        }
+        ExportHeaders(out)
+    }
+}
+
+/// `%XX` sequences decoded (the OpenTelemetry header values' encoding); `None`
+/// for a broken sequence or a result that is not UTF-8.
+fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 impl Settings {
@@ -103,12 +173,19 @@ impl Settings {
                 otlp::BATCH_DELAY
             }
         };
+        let headers = match set("OTEL_EXPORTER_OTLP_TRACES_HEADERS") {
+            Some(h) => ExportHeaders::parse(&h, "OTEL_EXPORTER_OTLP_TRACES_HEADERS"),
+            None => set("OTEL_EXPORTER_OTLP_HEADERS")
+                .map(|h| ExportHeaders::parse(&h, "OTEL_EXPORTER_OTLP_HEADERS"))
+                .unwrap_or_default(),
+        };
         Some(Settings {
             url,
             service_name,
             ratio,
             parent_based,
             delay,
+            headers,
         })
     }
 }
@@ -209,7 +286,8 @@ impl Tracer {
     /// the spans lost to a full queue or a failed export.
     pub fn start(settings: &Settings, dropped: Arc<AtomicU64>) -> Result<Tracer, String> {
         let target = HttpTarget::parse(&settings.url, EXPORT_TIMEOUT_MS)
-            .map_err(|e| format!("traces: the OTLP endpoint {e}"))?;
+            .map_err(|e| format!("traces: the OTLP endpoint {e}"))?
+            .with_headers(&settings.headers.0);
         let (tx, rx) = mpsc::channel(QUEUE);
         let (flushes, flush_rx) = mpsc::channel(4);
         tokio::spawn(otlp::export(
@@ -301,6 +379,41 @@ mod tests {
     }
 
     #[test]
+    fn export_headers_come_from_the_otel_variables_and_never_show_their_values() {
+        let on = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")];
+        let none = TracesConfig::default();
+        assert_eq!(resolve(&none, &on).unwrap().headers, ExportHeaders(vec![]));
+        let general = (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "X-Api-Key=s3cr%3Dt%2C1 , x-tenant=acme,",
+        );
+        let s = resolve(&none, &[on[0], general]).unwrap();
+        let pairs = |v: &[(&str, &str)]| {
+            ExportHeaders(
+                v.iter()
+                    .map(|(n, v)| (n.to_string(), v.to_string()))
+                    .collect(),
+            )
+        };
+        assert_eq!(
+            s.headers,
+            pairs(&[("x-api-key", "s3cr=t,1"), ("x-tenant", "acme")])
+        );
+        assert_eq!(
+            format!("{:?}", s.headers),
+            r#"["x-api-key: <hidden>", "x-tenant: <hidden>"]"#
+        );
+        assert!(!format!("{s:?}").contains("s3cr"));
+        // The traces variable wins; broken entries are left out, the rest kept.
+        let traces = (
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+            "bad name=1,nokey,k=%zz,k2=a%0Ab,authorization=Bearer%20t",
+        );
+        let s = resolve(&none, &[on[0], general, traces]).unwrap();
+        assert_eq!(s.headers, pairs(&[("authorization", "Bearer t")]));
+    }
+
+    #[test]
     fn endpoints_come_from_the_config_then_the_otel_variables() {
         let none = TracesConfig::default();
         assert_eq!(resolve(&none, &[]), None, "off by default");
@@ -380,6 +493,7 @@ mod tests {
             ratio,
             parent_based,
             delay: otlp::BATCH_DELAY,
+            headers: ExportHeaders::default(),
         };
         let dropped = Arc::new(AtomicU64::new(0));
         let never = Tracer::start(&settings(0.0, true), dropped.clone()).unwrap();
@@ -413,6 +527,7 @@ mod tests {
             ratio: 1.0,
             parent_based: true,
             delay: Duration::from_secs(3600),
+            headers: ExportHeaders::default(),
         };
         let dropped = Arc::new(AtomicU64::new(0));
         let tracer = Tracer::start(&settings, dropped.clone()).unwrap();
