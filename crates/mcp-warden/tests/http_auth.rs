@@ -444,7 +444,28 @@ fn secret(w: &HttpWarden, (auth, sid): &(String, String), id: i64) -> Value {
 
 #[test]
 fn a_child_process_upstream_runs_one_child_per_caller_with_its_own_credential() {
-    let w = HttpWarden::start("per-caller-children", PER_CALLER, &PER_CALLER_ENV);
+    let port = free_port();
+    let toml = format!("{PER_CALLER}\n[admin]\nlisten = \"127.0.0.1:{port}\"\n");
+    let w = HttpWarden::start("per-caller-children", &toml, &PER_CALLER_ENV);
+    // The metrics and the console's overview count the callers' own children.
+    let own = |n: usize| {
+        let gauge = format!("warden_upstream_caller_processes{{upstream=\"fx\"}} {n}\n");
+        let text = metrics_text(port);
+        assert!(text.contains(&gauge), "{text}");
+        let api = common::http::request_path(
+            &format!("127.0.0.1:{port}"),
+            "GET",
+            "/api/overview",
+            &[],
+            "",
+        );
+        assert_eq!(api.status, 200, "{}", api.body);
+        assert_eq!(
+            api.json()["upstreams"][0]["caller_processes"],
+            json!({"running": n, "max": 2})
+        );
+    };
+    own(0);
     let [alice, bob, carol, dave] =
         ["alice", "bob", "carol", "dave"].map(|who| caller_session(&w, who));
 
@@ -463,6 +484,7 @@ fn a_child_process_upstream_runs_one_child_per_caller_with_its_own_credential() 
     assert!(own_pid != alice_pid && own_pid != bob_pid);
     // A caller's requests keep going to its child.
     assert_eq!(said(&secret(&w, &alice, 3)).1, alice_pid);
+    own(2);
 
     // Both children may run, and both are busy: Carol is told so, and no child starts.
     let refused = secret(&w, &carol, 1);
@@ -501,6 +523,15 @@ fn a_child_process_upstream_runs_one_child_per_caller_with_its_own_credential() 
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(alive(own_pid));
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !metrics_text(port).contains("warden_upstream_caller_processes{upstream=\"fx\"} 0\n") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "stopped children still counted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    own(0);
     // Now there is room: Carol gets a child with her own secret.
     let (carol_env, carol_pid) = said(&secret(&w, &carol, 2));
     assert_eq!(carol_env, "FX_TOKEN=carol-secret");

@@ -32,6 +32,8 @@ pub async fn overview(gw: &Gateway) -> Value {
                 "restarts": gw.metrics.restarts_of(&u.name),
                 "tools": u.listed_tools,
                 "last_listing_error": u.last_listing_error,
+                "caller_processes": u.caller_processes
+                    .map(|(running, max)| json!({"running": running, "max": max})),
             })
         })
         .collect();

@@ -71,17 +71,23 @@ fn error_note(data: &Value) -> String {
 
 pub fn overview(data: &Value) -> String {
     let mut b = String::new();
-    b.push_str("<h2>Upstreams</h2><table id=\"upstreams\"><thead><tr><th scope=\"col\">Upstream</th><th scope=\"col\">Transport</th><th scope=\"col\">State</th><th scope=\"col\">Restarts</th><th scope=\"col\">Tools</th><th scope=\"col\">Last listing error</th></tr></thead><tbody>");
+    b.push_str("<h2>Upstreams</h2><table id=\"upstreams\"><thead><tr><th scope=\"col\">Upstream</th><th scope=\"col\">Transport</th><th scope=\"col\">State</th><th scope=\"col\">Restarts</th><th scope=\"col\">Tools</th><th scope=\"col\">Callers' own processes</th><th scope=\"col\">Last listing error</th></tr></thead><tbody>");
     for u in data["upstreams"].as_array().into_iter().flatten() {
+        let own = &u["caller_processes"];
+        let own = match (own["running"].as_u64(), own["max"].as_u64()) {
+            (Some(n), Some(max)) => format!("{n} of at most {max}"),
+            _ => "—".to_owned(),
+        };
         let _ = write!(
             b,
-            "<tr><th scope=\"row\">{}</th><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><th scope=\"row\">{}</th><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             text(&u["name"]),
             text(&u["transport"]),
             if u["state"] == "running" { "ok" } else { "failed" },
             text(&u["state"]),
             text(&u["restarts"]),
             text(&u["tools"]),
+            own,
             text(&u["last_listing_error"]),
         );
     }

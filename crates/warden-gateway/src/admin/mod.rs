@@ -217,7 +217,7 @@ async fn answer(
         return reply(
             StatusCode::OK,
             "text/plain; version=0.0.4",
-            gw.metrics.render(),
+            gw.metrics_text(),
         );
     }
     let api = path.starts_with("/api/");

@@ -251,6 +251,28 @@ impl Gateway {
         self.upstreams.catalogue()
     }
 
+    /// The metrics in Prometheus' text format: the counters, and the gauges read
+    /// off the upstreams now (their callers' own processes).
+    pub fn metrics_text(&self) -> String {
+        use std::fmt::Write;
+        let mut out = self.metrics.render();
+        let own: Vec<(String, usize)> = self
+            .upstream_status()
+            .into_iter()
+            .filter_map(|u| Some((u.name, u.caller_processes?.0)))
+            .collect();
+        if !own.is_empty() {
+            out.push_str("# HELP warden_upstream_caller_processes Child processes running for one caller each, per upstream with per-caller credentials.\n# TYPE warden_upstream_caller_processes gauge\n");
+            for (upstream, n) in own {
+                let _ = writeln!(
+                    out,
+                    "warden_upstream_caller_processes{{upstream=\"{upstream}\"}} {n}"
+                );
+            }
+        }
+        out
+    }
+
     /// Each upstream's state (the operator console's overview).
     pub fn upstream_status(&self) -> Vec<UpstreamStatus> {
         self.upstreams.status()

@@ -285,6 +285,16 @@ impl CallerChildren {
         }
     }
 
+    /// Children running now (started or starting, and not known to have exited).
+    pub fn running(&self) -> usize {
+        lock(&self.slots).values().filter(|s| !s.dead()).count()
+    }
+
+    /// The most that may run at once (`max_caller_processes`).
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
     /// Requests on the children now.
     pub fn busy(&self) -> usize {
         lock(&self.slots)

@@ -43,6 +43,9 @@ pub struct UpstreamStatus {
     pub listed_tools: Option<usize>,
     /// Why its last start or listing failed, escaped as the log has it.
     pub last_listing_error: Option<String>,
+    /// For a child-process upstream with per-caller credentials: its callers'
+    /// own children running now, and how many may run at once.
+    pub caller_processes: Option<(usize, usize)>,
 }
 
 pub struct Upstreams {
@@ -416,6 +419,7 @@ impl Upstreams {
                 running: up.conn().is_some(),
                 listed_tools: listings.get(&up.index).map(Vec::len),
                 last_listing_error: errors.get(&up.index).cloned(),
+                caller_processes: up.children.as_ref().map(|c| (c.running(), c.max())),
             })
             .collect()
     }
