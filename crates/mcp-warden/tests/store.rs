@@ -397,9 +397,12 @@ fn a_store_lost_mid_run_fails_keyed_calls_closed_and_keeps_serving_the_rest() {
     for i in 0..3 {
         let r = keyed(&mut w, "fx.echo", json!({"n": 2}), &format!("after-{i}"));
         assert_eq!(
-            r["result"]["content"][0]["text"],
-            "Error: An internal error occurred while executing the tool.",
-            "a call that needs the ledger fails closed"
+            (&r["result"]["content"][0]["text"], &r["result"]["_meta"]),
+            (
+                &json!("Error: Tool 'fx.echo' was not run: its idempotency key could not be recorded just now. Retry in 1 s; with the same key it still runs at most once."),
+                &json!({"warden/retryAfterMs": 1000})
+            ),
+            "a call that needs the ledger fails closed, and says it did not run"
         );
     }
     // Calls without a key still run; their audit records are retried, then logged.
@@ -559,4 +562,119 @@ fn a_killed_gateways_key_is_retryable_once_its_lease_ran_out_on_postgres() {
     );
     a_killed_gateways_key_is_taken_over_once_its_lease_ran_out(&config, &count);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A small tmpfs mounted for one test (the machine's root may mount), unmounted
+/// when dropped, also when the test fails.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    /// `None` where this process may not mount (not root, or no capability).
+    fn mount(dir: &std::path::Path, kib: u32) -> Option<SmallDisk> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| SmallDisk(dir.to_path_buf()))
+    }
+
+    /// Writes a file until the disk has no room left.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write as _;
+        let filler = self.0.join("filler");
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let block = vec![b'x'; 4096];
+        while f.write_all(&block).and_then(|()| f.sync_all()).is_ok() {}
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_refuses_keyed_calls_clearly_serves_the_rest_and_records_again_once_there_is_room() {
+    let dir = scratch("full-disk");
+    let Some(disk) = SmallDisk::mount(&dir.join("disk"), 1024) else {
+        // CI runs as root; a developer's unprivileged run cannot mount.
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    };
+    let count = dir.join("count");
+    let db = dir.join("disk").join("warden.db");
+    let toml = format!(
+        "[store]\nurl = \"sqlite://{}\"\n{}",
+        db.display(),
+        counted_fixture(&count, "")
+    );
+    let mut w = Warden::start_capturing_stderr("full-disk", &toml, "warn");
+    let r = keyed(&mut w, "fx.echo", json!({"n": 1}), "before");
+    assert_eq!(r["result"]["content"][0]["text"], r#"{"n":1}"#);
+    let filler = disk.fill();
+    // A keyed call cannot record its key: it does not run, and says so.
+    let big = "y".repeat(64 * 1024);
+    for key in ["full-1", "full-2"] {
+        let r = keyed(&mut w, "fx.echo", json!({"text": big}), key);
+        assert_eq!(
+            (&r["result"]["content"][0]["text"], &r["result"]["isError"]),
+            (
+                &json!("Error: Tool 'fx.echo' was not run: its idempotency key could not be recorded just now. Retry in 1 s; with the same key it still runs at most once."),
+                &json!(true)
+            ),
+            "{r}"
+        );
+    }
+    // A call without a key runs; the gateway keeps serving.
+    assert_eq!(w.call_text("fx.echo", json!({"n": 2})), r#"{"n":2}"#);
+    assert_eq!(
+        executions(&count),
+        ["echo", "echo"],
+        "the refused calls never ran"
+    );
+    // Room again: the refused key runs now, once, and replays after.
+    std::fs::remove_file(filler).unwrap();
+    for _ in 0..2 {
+        let r = keyed(&mut w, "fx.echo", json!({"text": big}), "full-1");
+        assert_eq!(
+            r["result"]["structuredContent"]["text"]
+                .as_str()
+                .map(str::len),
+            Some(big.len()),
+            "{r}"
+        );
+    }
+    assert_eq!(executions(&count), ["echo", "echo", "echo"]);
+    let log = w.stderr_after_exit();
+    assert!(log.contains("the ledger is unavailable; the call is refused"));
+    assert!(!log.contains("panicked"));
+    // What the full disk refused to keep is in the log whole, so nothing is
+    // lost: each refused call's audit record, or it is in the trail.
+    let config = w.dir.join("warden.toml");
+    let records = audit_json(config.to_str().unwrap(), &["--limit", "0"]);
+    for key in ["full-1", "full-2"] {
+        let kept = |text: &str| {
+            text.lines().any(|l| {
+                l.contains(&format!("\"idempotency_key\":\"{key}\""))
+                    && l.contains("\"outcome\":\"failed\"")
+            })
+        };
+        assert!(
+            kept(&records) || kept(&log),
+            "the refused {key} is on no record"
+        );
+    }
+    let replays = records
+        .lines()
+        .filter(|l| l.contains("\"replayed\":true"))
+        .count();
+    assert_eq!(replays, 1, "full-1 ran once, then replayed");
+    drop(disk);
 }

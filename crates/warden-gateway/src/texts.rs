@@ -309,6 +309,15 @@ pub fn concurrency_limited(tool: &str, limit: u32, caller: &str, retry_s: u64) -
     )
 }
 
+/// I1: a keyed call whose idempotency key the store could not record (it is
+/// down, or its disk is full): the tool did not run.
+pub fn ledger_unavailable(tool: &str, retry_s: u64) -> String {
+    format!(
+        "Error: Tool '{}' was not run: its idempotency key could not be recorded just now. Retry in {retry_s} s; with the same key it still runs at most once.",
+        shown(tool)
+    )
+}
+
 /// Q4: a strict quota could not be counted (the shared store did not answer).
 pub fn quota_unverifiable(kind: &str, tool: &str, retry_s: u64) -> String {
     format!(

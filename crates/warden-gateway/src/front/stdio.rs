@@ -232,6 +232,10 @@ where
     drop(session);
     ticker.abort();
     let _ = writer.await;
+    let flush = crate::gateway::audit::FLUSH_AT_EXIT;
+    if !gateway.flush_audit(flush).await {
+        tracing::error!("audit records still waited for the store after {flush:?}; each is in the log above, whole");
+    }
     gateway.shutdown().await;
     Ok(())
 }

@@ -9,15 +9,22 @@
 use crate::config::{AuditConfig, Config};
 use crate::logged::logged_whole;
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 use warden_core::{CallReport, Caller};
 use warden_store::{AuditRecord, Store, ToolDrift};
 
 /// Retries for a record the store refused, before it is logged as lost.
 const RECORD_RETRIES: u32 = 5;
+/// How long a stopping gateway waits for records still being retried.
+pub const FLUSH_AT_EXIT: Duration = Duration::from_secs(10);
 
 pub struct AuditTrail {
     store: Option<Store>,
@@ -27,6 +34,10 @@ pub struct AuditTrail {
     pub lost: Arc<AtomicU64>,
     /// Records waiting for a retry.
     pub backlog: Arc<AtomicU64>,
+    /// The records being retried, so that a gateway stopping before they are
+    /// stored can still write them to the log.
+    pending: Arc<Mutex<HashMap<u64, AuditRecord>>>,
+    next: AtomicU64,
 }
 
 impl AuditTrail {
@@ -54,6 +65,8 @@ impl AuditTrail {
             redact: audit.redact.clone(),
             lost: Arc::new(AtomicU64::new(0)),
             backlog: Arc::new(AtomicU64::new(0)),
+            pending: Arc::new(Mutex::new(HashMap::new())),
+            next: AtomicU64::new(0),
         })
     }
 
@@ -160,6 +173,15 @@ impl AuditTrail {
         let deadline = tokio::time::Instant::now() + within;
         while self.backlog.load(Ordering::SeqCst) > 0 {
             if tokio::time::Instant::now() >= deadline {
+                // The process ends before their retries: each goes to the log
+                // whole, as one whose retries ran out does.
+                let left: Vec<AuditRecord> = lock(&self.pending).drain().map(|(_, r)| r).collect();
+                for record in left {
+                    self.backlog.fetch_sub(1, Ordering::Relaxed);
+                    self.lost.fetch_add(1, Ordering::Relaxed);
+                    let line = serde_json::to_string(&record).unwrap_or_default();
+                    tracing::error!(record = %logged_whole(&line), "audit record lost: the store had not taken it when the gateway stopped");
+                }
                 return false;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -182,16 +204,25 @@ impl AuditTrail {
         if let Err(e) = store.record(&record).await {
             tracing::warn!("audit record not stored yet ({e}); retrying in the background");
             let (store, lost, backlog) = (store.clone(), self.lost.clone(), self.backlog.clone());
+            let pending = self.pending.clone();
+            let id = self.next.fetch_add(1, Ordering::Relaxed);
+            lock(&pending).insert(id, record.clone());
             backlog.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
                 let mut delay = Duration::from_millis(100);
                 for _ in 0..RECORD_RETRIES {
                     tokio::time::sleep(delay).await;
                     if store.record(&record).await.is_ok() {
-                        backlog.fetch_sub(1, Ordering::Relaxed);
+                        if lock(&pending).remove(&id).is_some() {
+                            backlog.fetch_sub(1, Ordering::Relaxed);
+                        }
                         return;
                     }
                     delay *= 2;
+                }
+                // Taken already when the gateway stopped, and logged then.
+                if lock(&pending).remove(&id).is_none() {
+                    return;
                 }
                 backlog.fetch_sub(1, Ordering::Relaxed);
                 lost.fetch_add(1, Ordering::Relaxed);

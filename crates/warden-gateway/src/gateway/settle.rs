@@ -162,6 +162,15 @@ pub enum End {
     /// Something the caller did not cause went wrong: `why` goes to the log, the
     /// after hooks and the ledger; the caller gets the generic answer (E2, H3).
     Failed { decision: Decision, why: String },
+    /// What must be recorded before the tool runs (its idempotency key) could
+    /// not be, so it did not run (I1): the caller is told so, and when to retry
+    /// (in `_meta` too), since the generic answer would leave it wondering whether
+    /// the tool ran. `why` goes to the log, the after hooks and the audit trail.
+    NotRun {
+        why: String,
+        text: String,
+        retry_ms: u64,
+    },
     /// The client cancelled the call: no answer is due.
     Cancelled(String),
     /// A quota or a flow rule refused the call before any hook, approval or
@@ -270,6 +279,17 @@ impl Settle {
                     self.ledger.settle(held, Finish::Failed(why)).await;
                 }
                 (decision, Outcome::Failed, false, Some(internal_error()))
+            }
+            End::NotRun {
+                why,
+                text,
+                retry_ms,
+            } => {
+                detail = Some(why.clone());
+                self.after(call, None, Some(why));
+                let mut result = tool_error(&text);
+                result["_meta"] = json!({ RETRY_META_KEY: retry_ms });
+                (Decision::Allowed, Outcome::Failed, false, Some(Ok(result)))
             }
             End::Cancelled(why) => {
                 self.after(call, None, Some(why.clone()));

@@ -39,8 +39,6 @@ use tokio::sync::{watch, Notify};
 /// the cancelled calls to settle (their audit records), before the process exits
 /// regardless.
 pub(super) const AFTER_DEADLINE: Duration = Duration::from_secs(5);
-/// How long the audit trail's retry backlog may take to empty.
-pub(super) const AUDIT_FLUSH: Duration = Duration::from_secs(10);
 
 /// The front's drain state: whether it began, and what is in flight.
 pub(super) struct Drain {

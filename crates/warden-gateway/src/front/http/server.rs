@@ -4,9 +4,10 @@
 //! ([`super::drain`]) before it ends every session and the upstreams.
 
 use super::conn::{self, Connections, Limits};
-use super::drain::{AFTER_DEADLINE, AUDIT_FLUSH};
+use super::drain::AFTER_DEADLINE;
 use super::handler::Front;
 use super::reply;
+use crate::gateway::audit::FLUSH_AT_EXIT;
 use crate::gateway::Gateway;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -205,8 +206,8 @@ async fn drain(front: &Front) {
             );
         }
     }
-    if !front.gateway.flush_audit(AUDIT_FLUSH).await {
-        tracing::error!("audit records still waited for the store after {AUDIT_FLUSH:?}; those not stored are lost with the process");
+    if !front.gateway.flush_audit(FLUSH_AT_EXIT).await {
+        tracing::error!("audit records still waited for the store after {FLUSH_AT_EXIT:?}; each is in the log above, whole");
     }
     tracing::info!("drained");
 }

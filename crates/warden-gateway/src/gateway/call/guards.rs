@@ -249,11 +249,13 @@ impl Calls {
                 Ok(Claim::Running) => Some(refused(answer::ALREADY_RUNNING)),
                 Ok(Claim::Mismatch) => Some(refused(&answer::idempotency_mismatch(&key.1))),
                 Err(e) => {
-                    // A call that needs the ledger fails closed when the store is unavailable.
+                    // A call that needs the ledger fails closed when the store is
+                    // unavailable (down, or its disk full): it did not run.
                     tracing::error!(tool = %logged(&ctx.tool), "the ledger is unavailable; the call is refused: {}", logged(&e));
-                    Some(End::Failed {
-                        decision: Decision::Allowed,
+                    Some(End::NotRun {
                         why: e.to_string(),
+                        text: texts::ledger_unavailable(&ctx.tool, 1),
+                        retry_ms: 1000,
                     })
                 }
             };
