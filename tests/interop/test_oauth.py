@@ -8,7 +8,10 @@
 - An issuer found only through OpenID Connect discovery is used; RS256 keys
   beside ES256 ones verify tokens; a groups claim opens tools to the groups it names.
 - Keys rotated at the issuer are picked up; with the issuer down, tokens signed
-  with known keys keep working and tokens with new keys are refused.
+  with known keys keep working and tokens with new keys are refused. Keys older
+  than jwks_max_age are fetched again though no unknown kid comes, so a withdrawn
+  key stops verifying even the token a client keeps sending; a key set that is
+  down then leaves the held keys in use.
 - Attacks are refused with 401/403 and a WWW-Authenticate that says why.
 - Per-caller upstream credentials: two callers through one gateway to an HTTP
   upstream that records the Authorization header it saw, also on the GET that
@@ -425,6 +428,81 @@ async def test_a_ten_megabyte_key_set_is_not_taken(issuer, front):
     assert status == 401 and "does not publish" in challenge
     assert logged(log, "is larger than 262144 bytes"), "".join(log)
     assert post(url, good)[0] == 200, "the keys held before stay in use"
+
+
+UNKNOWN_KEY = "Unauthorized: the token is signed with a key the issuer does not publish"
+BAD_SIGNATURE = "Unauthorized: the token's signature is not valid"
+WRONG_ALGORITHM = "Unauthorized: the token is signed with an algorithm this gateway does not accept"
+
+
+def until(check, timeout):
+    """Calls `check` every 0.2 s until it returns something true or `timeout`
+    seconds pass; its last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
+
+
+def aged_config(issuer, port, max_age):
+    """oauth_config with keys that age after `max_age` (and a 1 s fetch interval)."""
+    return oauth_config(issuer.issuer, port).replace(
+        'jwks_min_interval = "2s"', f'jwks_min_interval = "1s"\n    jwks_max_age = "{max_age}"')
+
+
+async def test_keys_older_than_jwks_max_age_are_fetched_again_so_a_withdrawn_key_stops(issuer, tmp_path):
+    port = free_port()
+    with gateway(aged_config(issuer, port, "4s"), tmp_path, port=port) as (url, _):
+        started = time.monotonic()  # the keys were fetched at start, before this
+        old = access(issuer, url)
+        assert post(url, old)[0] == 200
+        fetches = issuer.stats()["jwks_fetches"]
+        issuer.admin("rotate", drop_old=True)  # k1 withdrawn: only k2 is published now
+        # No token with an unknown kid comes, only the same k1 token again, as a
+        # client sends it. Keys younger than jwks_max_age are used as they are.
+        assert post(url, old)[0] == 200
+        assert issuer.stats()["jwks_fetches"] == fetches
+        # Once they are older, a request makes the gateway fetch them again (in the
+        # background: the request that noticed is answered with the keys held), and
+        # the withdrawn key stops verifying tokens.
+        refused = until(lambda: (lambda a: a[0] != 200 and (a[0], a[1]))(post(url, old)), 4 + 5)
+        waited = time.monotonic() - started
+        assert refused == (401, f'Bearer realm="mcp-warden", resource_metadata="http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp", scope="mcp", error="invalid_token", error_description="{UNKNOWN_KEY}"'), waited
+        assert issuer.stats()["jwks_fetches"] == fetches + 1
+        assert post(url, access(issuer, url))[0] == 200, "the key published now verifies"
+
+
+async def test_an_issuer_down_when_the_keys_age_leaves_them_in_use(issuer, tmp_path):
+    port = free_port()
+    with gateway(aged_config(issuer, port, "3s"), tmp_path, port=port) as (url, log):
+        good = access(issuer, url)
+        unseen = access(issuer, url, sub="bob")  # signed with k1, shown only later
+        unknown = issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid="k-next")["token"]
+        forged = issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid="k1")["token"]
+        assert post(url, good)[0] == 200
+        fetches = issuer.stats()["jwks_fetches"]
+        issuer.admin("jwks_down", on=True)  # the key set answers 503; the rest stays up
+        # Past jwks_max_age, a request makes the gateway try the key set again.
+        tried = until(lambda: post(url, good)[0] == 200 and issuer.stats()["jwks_fetches"] > fetches, 3 + 5)
+        assert tried, "".join(log)
+        assert logged(log, "fetching the issuer's signing keys failed; the keys held before stay in use: "
+                           "the key set (jwks_uri): answered HTTP 503 Service Unavailable"), "".join(log)
+        assert post(url, good)[0] == 200
+        assert post(url, unseen)[0] == 200, "a token of a held key, never seen before, still verifies"
+        for token, reason in ((unknown, UNKNOWN_KEY), (forged, BAD_SIGNATURE)):
+            status, challenge, _ = post(url, token)
+            assert (status, why(challenge)) == (401, reason)
+        # The whole issuer down: the same.
+        issuer.stop()
+        failures = sum("fetching the issuer's signing keys failed" in line for line in log)
+        assert until(lambda: post(url, good)[0] == 200 and sum(
+            "fetching the issuer's signing keys failed" in line for line in log) > failures, 5), "".join(log)
+        for token, reason in ((unknown, UNKNOWN_KEY), (forged, BAD_SIGNATURE)):
+            status, challenge, _ = post(url, token)
+            assert (status, why(challenge)) == (401, reason)
+        assert post(url, unseen)[0] == 200
 
 
 async def test_an_issuer_with_only_openid_connect_discovery_is_found_and_trusted(issuer, tmp_path):

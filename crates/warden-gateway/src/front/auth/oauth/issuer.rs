@@ -11,7 +11,8 @@ impl ResourceServer {
     }
 
     /// Keys older than `jwks_max_age` are fetched again, without holding up the
-    /// request that noticed (the rate limit applies).
+    /// request that noticed (the rate limit applies). Every JWT request looks,
+    /// whether its token is remembered or checked now.
     pub(super) fn stale_check(self: &Arc<Self>) {
         let (stale, generation) = {
             let st = lock(&self.state);

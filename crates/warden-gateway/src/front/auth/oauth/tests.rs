@@ -84,3 +84,41 @@ fn scopes_needed_are_named_in_full() {
                 "resource_name": "mcp-warden"})
     );
 }
+
+#[tokio::test]
+async fn aged_keys_are_fetched_again_when_the_token_is_a_remembered_one() {
+    // Nothing listens on port 1: the fetch fails at once, but it is tried.
+    let c = Config::parse(
+        "[oauth]\nissuer = \"http://127.0.0.1:1\"\njwks_max_age = \"1s\"\n",
+        "t.toml",
+    )
+    .unwrap();
+    let rs = ResourceServer::from_config(&c, "http://127.0.0.1:8931/mcp")
+        .unwrap()
+        .unwrap();
+    {
+        let mut st = lock(&rs.state);
+        st.fetched = Some(Instant::now() - Duration::from_secs(2));
+        st.generation = 1;
+    }
+    let exp = now_secs() + 300;
+    let alice = Verified {
+        name: "alice".into(),
+        groups: Vec::new(),
+        scopes: vec!["mcp".into()],
+        expires: Some(exp),
+    };
+    let token = "a.remembered.token";
+    let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+    lock(&rs.verified).insert(digest, (1, exp, alice.clone()));
+    // Answered from memory, at once, with the keys held...
+    assert_eq!(rs.verify_jwt(token).await, Ok(alice));
+    // ...and the keys, 2 s old with a max age of 1 s, are fetched again.
+    for _ in 0..500 {
+        if lock(&rs.state).last_try.is_some() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("keys older than jwks_max_age were not fetched again for a remembered token");
+}
