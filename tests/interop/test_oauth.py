@@ -5,8 +5,10 @@
   issuer's metadata from there, registers itself, logs in with authorization
   code + PKCE (a headless redirect handler follows the redirect), lists and calls
   tools, and steps up when a tool needs a scope its token lacks.
-- An issuer found only through OpenID Connect discovery is used; RS256 keys
-  beside ES256 ones verify tokens; a groups claim opens tools to the groups it names.
+- An issuer found only through OpenID Connect discovery is used; RS256, ES384
+  and EdDSA keys beside ES256 ones verify tokens, and a header naming an
+  algorithm its key is not for is refused; a groups claim opens tools to the
+  groups it names.
 - Keys rotated at the issuer are picked up; with the issuer down, tokens signed
   with known keys keep working and tokens with new keys are refused. Keys older
   than jwks_max_age are fetched again though no unknown kid comes, so a withdrawn
@@ -535,6 +537,41 @@ async def test_an_rs256_key_published_beside_the_ec_one_verifies_tokens(issuer, 
         forged = issuer.admin("mint", claims=claims(issuer, url), alg="RS256", unpublished=True, kid=kid)["token"]
         status, challenge, _ = post(url, forged)
         assert (status, why(challenge)) == (401, "Unauthorized: the token's signature is not valid")
+
+
+async def test_es384_and_eddsa_keys_verify_their_tokens_and_no_token_of_another_algorithm(issuer, tmp_path):
+    p384 = issuer.admin("publish", alg="ES384")["kid"]
+    ed25519 = issuer.admin("publish", alg="EdDSA")["kid"]
+    published = issuer.http.get(issuer.issuer + "/jwks").json()["keys"]
+    assert [(k["kid"], k["kty"], k["crv"], k["alg"]) for k in published] == [
+        ("k1", "EC", "P-256", "ES256"), (p384, "EC", "P-384", "ES384"), (ed25519, "OKP", "Ed25519", "EdDSA")]
+    port = free_port()
+    with gateway(oauth_config(issuer.issuer, port), tmp_path, port=port) as (url, _):
+        mint = lambda **kw: issuer.admin("mint", claims=claims(issuer, url, sub="kim"), **kw)["token"]
+        for alg, kid in (("ES384", p384), ("EdDSA", ed25519)):
+            token = mint(alg=alg)
+            assert jwt.get_unverified_header(token) == {"alg": alg, "kid": kid, "typ": "JWT"}
+            assert post(url, token)[0] == 200, alg
+            async with bearer_session(url, token) as s:
+                assert not (await s.call_tool("notes.list_notes", {})).is_error
+            # Another key of the same kind under the published kid: the key checks.
+            status, challenge, _ = post(url, mint(alg=alg, unpublished=True, kid=kid))
+            assert (status, why(challenge)) == (401, BAD_SIGNATURE), alg
+        assert post(url, access(issuer, url))[0] == 200, "the P-256 key still verifies its tokens"
+        # A published key's own signature, under a header naming an algorithm that
+        # key is not for: refused for the algorithm, before any signature check.
+        for named, key in (("ES256", p384), ("ES384", "k1"), ("EdDSA", "k1"), ("EdDSA", p384),
+                           ("ES256", ed25519), ("ES384", ed25519), ("RS256", ed25519)):
+            status, challenge, body = post(url, mint(alg=named, key=key))
+            assert status == 401, (named, key)
+            assert challenge == (f'Bearer realm="mcp-warden", resource_metadata="http://127.0.0.1:{port}'
+                                 f'/.well-known/oauth-protected-resource/mcp", scope="mcp", error="invalid_token", '
+                                 f'error_description="{WRONG_ALGORITHM}"'), (named, key)
+            assert json.loads(body)["error"]["message"] == WRONG_ALGORITHM + "."
+        # The same keys with the header that is theirs: accepted (the refusals
+        # above were for the header's algorithm alone).
+        for named, key in (("ES384", p384), ("EdDSA", ed25519), ("ES256", "k1")):
+            assert post(url, mint(alg=named, key=key))[0] == 200, (named, key)
 
 
 async def test_the_groups_claim_puts_the_caller_in_groups_that_rules_name(issuer, tmp_path):
