@@ -346,11 +346,14 @@ def make_handler(state: State):
             if what in ("rsa", "publish"):
                 # Publishes a new key beside the P-256 ones: `rsa` an RS256 one, `publish`
                 # one for {"alg": "RS256"|"ES384"|"EdDSA"}; `mint` with that alg signs
-                # with the newest such key.
+                # with the newest such key. "label" publishes the key with another
+                # "alg" than its own (a broken key set).
                 alg = "RS256" if what == "rsa" else form["alg"]
                 with state.lock:
                     state.key_counter += 1
                     new = Key(f"{KID_PREFIX[alg]}{state.key_counter}", alg=alg)
+                    if "label" in form:
+                        new.jwk["alg"] = form["label"]
                     state.other_keys.append(new)
                 return self.send(200, {"kid": new.kid, "jwk": new.jwk})
             if what == "mint":

@@ -574,6 +574,23 @@ async def test_es384_and_eddsa_keys_verify_their_tokens_and_no_token_of_another_
             assert post(url, mint(alg=named, key=key))[0] == 200, (named, key)
 
 
+async def test_a_key_published_for_an_algorithm_its_type_does_not_sign_with_is_not_used(issuer, tmp_path):
+    # A broken key set: a P-384 key labelled ES256, an Ed25519 key labelled ES256.
+    p384 = issuer.admin("publish", alg="ES384", label="ES256")["kid"]
+    ed25519 = issuer.admin("publish", alg="EdDSA", label="ES256")["kid"]
+    assert [k["alg"] for k in issuer.http.get(issuer.issuer + "/jwks").json()["keys"]] == ["ES256", "ES256", "ES256"]
+    port = free_port()
+    with gateway(oauth_config(issuer.issuer, port), tmp_path, port=port) as (url, _):
+        mint = lambda **kw: issuer.admin("mint", claims=claims(issuer, url), **kw)["token"]
+        # Signed by the key itself, under the header its label names or the one
+        # its type is for: no such key is held.
+        for named, key in (("ES256", p384), ("ES384", p384), ("ES256", ed25519), ("EdDSA", ed25519)):
+            status, challenge, body = post(url, mint(alg=named, key=key))
+            assert (status, why(challenge)) == (401, UNKNOWN_KEY), (named, key)
+            assert json.loads(body)["error"]["message"] == UNKNOWN_KEY + "."
+        assert post(url, access(issuer, url))[0] == 200, "the well-formed key beside them still verifies"
+
+
 async def test_the_groups_claim_puts_the_caller_in_groups_that_rules_name(issuer, tmp_path):
     port = free_port()
     publishers = """
