@@ -630,6 +630,152 @@ async def test_a_token_without_the_required_scope_gets_403(issuer, front):
     assert json.loads(body)["error"]["message"] == "Forbidden: the token lacks a scope this request needs; ask for: mcp."
 
 
+# --- [oauth] beside API keys and [auth] JWTs ------------------------------------
+
+
+def both_config(issuer, port):
+    """oauth_config plus a [[caller]] with an API key (in the writers group) and
+    [auth] HS256 JWTs of another issuer."""
+    return oauth_config(issuer.issuer, port, """
+    [[caller]]
+    name = "keyed"
+    api_key_env = "WARDEN_TEST_API_KEY"
+    groups = ["writers"]
+
+    [auth]
+    jwt_secret_env = "WARDEN_TEST_JWT_SECRET"
+    issuer = "https://legacy.example"
+    audience = "warden-legacy"
+    """)
+
+
+LEGACY_SECRET = "legacy-secret-of-32-bytes-or-more"
+BOTH_ENV = {"WARDEN_TEST_API_KEY": "key-of-keyed-0123456789", "WARDEN_TEST_JWT_SECRET": LEGACY_SECRET}
+
+
+def call_raw(url, token, tool, arguments):
+    """initialize, initialized and one tools/call over plain HTTP with `token`:
+    the call's (status, WWW-Authenticate, body)."""
+    h = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    r = httpx2.post(url, json=INIT, headers=h, timeout=20)
+    assert r.status_code == 200, r.text
+    h.update({"Mcp-Session-Id": r.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"})
+    r = httpx2.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h, timeout=20)
+    assert r.status_code == 202, r.text
+    r = httpx2.post(url, headers=h, timeout=20, json={
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+    return r.status_code, r.headers.get("www-authenticate", ""), r.text
+
+
+def legacy(sub="lee", secret=LEGACY_SECRET, **over):
+    """An [auth] JWT (HS256, the legacy issuer and audience)."""
+    now = int(time.time())
+    c = {"iss": "https://legacy.example", "aud": "warden-legacy", "sub": sub, "iat": now, "exp": now + 300}
+    c.update(over)
+    return jwt.encode({k: v for k, v in c.items() if v is not None}, secret, algorithm="HS256")
+
+
+async def test_api_keys_auth_jwts_and_oauth_tokens_work_on_one_gateway(issuer, tmp_path):
+    port = free_port()
+    with gateway(both_config(issuer, port), tmp_path, BOTH_ENV, port) as (url, log):
+        key, oauth_token, auth_jwt = BOTH_ENV["WARDEN_TEST_API_KEY"], access(issuer, url), legacy()
+        for credential, who in ((key, "keyed"), (oauth_token, "alice"), (auth_jwt, "lee")):
+            async with bearer_session(url, credential) as s:
+                assert not (await s.call_tool("notes.list_notes", {})).is_error
+            opened = lambda: any("HTTP session opened" in line and line.rstrip().endswith(f" caller={who}") for line in log)
+            assert until(opened, 10), "".join(log)
+        # An API key carries no scopes and is not checked for them (neither
+        # required_scopes nor tool_scopes): its groups and the rules decide, so
+        # keyed, a writer, creates a note...
+        async with bearer_session(url, key) as s:
+            assert not (await s.call_tool("notes.create_note", {"title": "t", "text": "x"})).is_error
+        # ...an OAuth token without notes:write is asked to step up...
+        status, challenge, body = call_raw(url, oauth_token, "notes.create_note", {"title": "t", "text": "x"})
+        assert status == 403, body
+        assert challenge == (f'Bearer realm="mcp-warden", resource_metadata="http://127.0.0.1:{port}'
+                             '/.well-known/oauth-protected-resource/mcp", scope="mcp notes:write", '
+                             'error="insufficient_scope", error_description="Forbidden: the token lacks a scope '
+                             'this request needs; ask for: mcp notes:write"')
+        # ...and an [auth] JWT's caller, in no group, is not allowed the tool at all.
+        async with bearer_session(url, auth_jwt) as s:
+            assert [t.name for t in (await s.list_tools()).tools] == ["notes.list_notes"]
+            with pytest.raises(MCPError) as refused:
+                await s.call_tool("notes.create_note", {"title": "t", "text": "x"})
+            assert refused.value.message == "Unknown tool 'notes.create_note'."
+
+
+@pytest.mark.parametrize("case,expected", [
+    # Not a key, not a JWT, and no introspection: nothing can accept it.
+    ("wrong_api_key", "Unauthorized: the credential was not accepted"),
+    # JWTs naming the [oauth] issuer are checked with its keys alone...
+    ("oauth_forged", "Unauthorized: the token's signature is not valid"),
+    ("oauth_other_audience", "Unauthorized: the token is meant for another audience"),
+    ("oauth_expired", "Unauthorized: the token has expired"),
+    # ...every other JWT by [auth]: its secret, issuer and audience.
+    ("auth_wrong_secret", "Unauthorized: the credential was not accepted"),
+    ("auth_expired", "Unauthorized: the token has expired"),
+    ("auth_other_audience", "Unauthorized: the token is meant for another audience"),
+    ("auth_other_issuer", "Unauthorized: the token comes from an issuer this gateway does not trust"),
+    ("auth_no_issuer", "Unauthorized: the token does not name an issuer"),
+    # The [oauth] issuer's own key, its token claiming the [auth] issuer: [auth]
+    # holds no such key.
+    ("oauth_key_claiming_the_auth_issuer", "Unauthorized: the credential was not accepted"),
+    # An HS256 token claiming the [oauth] issuer, signed with [auth]'s secret:
+    # checked as an [oauth] token, whose keys are asymmetric only.
+    ("auth_secret_claiming_the_oauth_issuer", "Unauthorized: the token is signed with an algorithm this gateway does not accept"),
+])
+async def test_a_bad_credential_of_each_kind_gets_its_own_401_beside_oauth(issuer, tmp_path, case, expected):
+    port = free_port()
+    with gateway(both_config(issuer, port), tmp_path, BOTH_ENV, port) as (url, _):
+        now = int(time.time())
+        mint = lambda **kw: issuer.admin("mint", claims=claims(issuer, url, **kw))["token"]
+        credential = {
+            "wrong_api_key": lambda: "key-of-keyed-0123456780",
+            "oauth_forged": lambda: issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid="k1")["token"],
+            "oauth_other_audience": lambda: mint(aud="warden-legacy"),
+            "oauth_expired": lambda: mint(exp=now - 3600),
+            "auth_wrong_secret": lambda: legacy(secret="not-the-secret-but-as-long-as-it"),
+            "auth_expired": lambda: legacy(exp=now - 3600),
+            "auth_other_audience": lambda: legacy(aud=url),
+            "auth_other_issuer": lambda: legacy(iss="https://evil.example"),
+            "auth_no_issuer": lambda: legacy(iss=None),
+            "oauth_key_claiming_the_auth_issuer": lambda: mint(iss="https://legacy.example", aud="warden-legacy"),
+            "auth_secret_claiming_the_oauth_issuer": lambda: legacy(iss=issuer.issuer, aud=url),
+        }[case]()
+        status, challenge, body = post(url, credential)
+        assert status == 401, body
+        # Whichever verifier refused it, the challenge points at the [oauth]
+        # metadata, so a client can go and get a token there.
+        assert challenge == (f'Bearer realm="mcp-warden", resource_metadata="http://127.0.0.1:{port}'
+                             f'/.well-known/oauth-protected-resource/mcp", scope="mcp", error="invalid_token", '
+                             f'error_description="{expected}"')
+        assert json.loads(body)["error"]["message"] == expected + "."
+        # No credential at all: the challenge without an error.
+        r = httpx2.post(url, json=INIT, timeout=20, headers={"Accept": "application/json, text/event-stream"})
+        assert r.status_code == 401
+        assert r.headers["www-authenticate"] == (f'Bearer realm="mcp-warden", resource_metadata="http://127.0.0.1:{port}'
+                                                 '/.well-known/oauth-protected-resource/mcp", scope="mcp"')
+        assert r.json()["error"]["message"] == "Unauthorized: send 'Authorization: Bearer <API key or token>'."
+        # Each kind still works on this gateway.
+        for good in (BOTH_ENV["WARDEN_TEST_API_KEY"], access(issuer, url), legacy()):
+            assert post(url, good)[0] == 200
+
+
+
+async def test_an_auth_issuer_that_is_the_oauth_issuer_is_refused_by_check_and_at_start(issuer, tmp_path):
+    # Tokens naming the [oauth] issuer never reach [auth], which requires its own
+    # issuer in each: such an [auth] could never let anyone in.
+    config = both_config(issuer, 8931).replace('issuer = "https://legacy.example"', f'issuer = "{issuer.issuer}"')
+    path = tmp_path / "warden.toml"
+    said = (f"error: {path}: auth.issuer: is also oauth.issuer: a JWT naming that issuer is checked with the "
+            "[oauth] issuer's published keys only, so [auth] would never accept one; set auth.issuer to the "
+            "issuer its own tokens name\n")
+    r = check(tmp_path, config)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", said)
+    r = subprocess.run([WARDEN, "run", "--config", str(path), "--http", "127.0.0.1:0"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=30, env=dict(os.environ, **BOTH_ENV))
+    assert (r.returncode, r.stderr) == (1, said)
+
 # --- per-caller upstream credentials ---------------------------------------------
 
 
