@@ -15,6 +15,9 @@
   key stops verifying even the token a client keeps sending; a key set that is
   down then leaves the held keys in use.
 - Attacks are refused with 401/403 and a WWW-Authenticate that says why.
+- API keys and [auth] JWTs work beside OAuth tokens on one gateway; a bad
+  credential of each kind gets the 401 of the verifier it went to, and `check`
+  refuses an [auth] issuer that is the [oauth] issuer.
 - Per-caller upstream credentials: two callers through one gateway to an HTTP
   upstream that records the Authorization header it saw, also on the GET that
   resumes an answer whose stream ended early; an exchanged token is exchanged
