@@ -475,7 +475,9 @@ async def test_keys_older_than_jwks_max_age_are_fetched_again_so_a_withdrawn_key
         refused = until(lambda: (lambda a: a[0] != 200 and (a[0], a[1]))(post(url, old)), 4 + 5)
         waited = time.monotonic() - started
         assert refused == (401, f'Bearer realm="mcp-warden", resource_metadata="http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp", scope="mcp", error="invalid_token", error_description="{UNKNOWN_KEY}"'), waited
-        assert issuer.stats()["jwks_fetches"] == fetches + 1
+        # Fetched again (a second fetch may follow once the rate limit allows:
+        # the refused token's kid is unknown now).
+        assert issuer.stats()["jwks_fetches"] > fetches
         assert post(url, access(issuer, url))[0] == 200, "the key published now verifies"
 
 
