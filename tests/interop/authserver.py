@@ -8,13 +8,14 @@ Serves, over https with the test certificate in tests/tls (or plain http):
   user named by the `user` query parameter (default "alice"): no person needed;
 - the token endpoint: authorization_code, refresh_token and token exchange
   (RFC 8693, for the gateway's own confidential client);
-- its signing keys (ES256 JWKs, and RS256 ones once asked for) at /jwks,
-  introspection (RFC 7662) at /introspect;
-- test controls under /admin: rotate the key, publish an RSA key beside the EC
-  ones, mint any token (also with an unpublished key, another algorithm or any
-  claims), issue opaque tokens, make /jwks huge, serve OpenID Connect discovery
-  only (no RFC 8414 document), set the lifetime of exchanged tokens, and read
-  counters (key set fetches, exchanges).
+- its signing keys (ES256 JWKs, and RS256, ES384 or EdDSA ones once asked for)
+  at /jwks, introspection (RFC 7662) at /introspect;
+- test controls under /admin: rotate the key, publish an RSA, P-384 or Ed25519
+  key beside the P-256 ones, mint any token (also with an unpublished key,
+  another algorithm, a header `alg` its key is not for, or any claims), issue
+  opaque tokens, make /jwks huge, take /jwks down (HTTP 503), serve OpenID
+  Connect discovery only (no RFC 8414 document), set the lifetime of exchanged
+  tokens, and read counters (key set fetches, exchanges).
 
 Run: `python authserver.py [--tls] [--port N]`; prints `listening on URL` once ready.
 Tokens are JWTs signed with PyJWT (cryptography keys); nothing here is for real use.
@@ -34,7 +35,8 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jwt
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 TLS = pathlib.Path(__file__).resolve().parent.parent / "tls"
 EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -43,6 +45,15 @@ ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 
 def b64(n: int, size: int) -> str:
     return base64.urlsafe_b64encode(n.to_bytes(size, "big")).rstrip(b"=").decode()
+
+
+def b64_bytes(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+# The algorithms `Key` makes keys for, and the prefix of the key ids `publish` gives.
+ASYMMETRIC = ("ES256", "ES384", "EdDSA", "RS256")
+KID_PREFIX = {"RS256": "r", "ES384": "p", "EdDSA": "d"}
 
 
 class Key:
@@ -55,10 +66,25 @@ class Key:
             self.jwk = {"kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig",
                         "n": b64(nums.n, 256), "e": b64(nums.e, 3)}
             return
-        self.private = ec.generate_private_key(ec.SECP256R1())
+        if alg == "EdDSA":
+            self.private = ed25519.Ed25519PrivateKey.generate()
+            raw = self.private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+            self.jwk = {"kty": "OKP", "crv": "Ed25519", "kid": kid, "alg": "EdDSA", "use": "sig",
+                        "x": b64_bytes(raw)}
+            return
+        curve, crv, size = (ec.SECP384R1(), "P-384", 48) if alg == "ES384" else (ec.SECP256R1(), "P-256", 32)
+        self.private = ec.generate_private_key(curve)
         nums = self.private.public_key().public_numbers()
-        self.jwk = {"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
-                    "x": b64(nums.x, 32), "y": b64(nums.y, 32)}
+        self.jwk = {"kty": "EC", "crv": crv, "kid": kid, "alg": alg, "use": "sig",
+                    "x": b64(nums.x, size), "y": b64(nums.y, size)}
+
+    def sign_as(self, claims, alg, kid):
+        """A JWS signed by this key with its own algorithm, under a header that
+        names `alg` (which may not be this key's): algorithm confusion."""
+        seg = lambda d: b64_bytes(json.dumps(d, separators=(",", ":")).encode())
+        signing_input = f"{seg({'alg': alg, 'kid': kid, 'typ': 'JWT'})}.{seg(claims)}".encode()
+        signature = jwt.algorithms.get_default_algorithms()[self.alg].sign(signing_input, self.private)
+        return f"{signing_input.decode()}.{b64_bytes(signature)}"
 
 
 class State:
@@ -66,7 +92,8 @@ class State:
         self.issuer = issuer
         self.lock = threading.Lock()
         self.keys = [Key("k1")]
-        self.rsa_keys = []  # published beside `keys`; `current` stays an EC key
+        self.other_keys = []  # RS256, ES384, EdDSA keys published beside `keys`; `current` stays a P-256 key
+        self.jwks_down = False
         self.clients = {}
         self.codes = {}
         self.refresh = {}
@@ -86,7 +113,7 @@ class State:
         key = key or self.current
         head = {"kid": key.kid}
         head.update(headers or {})
-        if alg in ("ES256", "RS256"):
+        if alg in ASYMMETRIC:
             return jwt.encode(claims, key.private, algorithm=alg, headers=head)
         return jwt.encode(claims, claims.pop("_secret", "secret"), algorithm=alg, headers=head)
 
@@ -101,7 +128,7 @@ class State:
 
     def verify(self, token):
         head = jwt.get_unverified_header(token)
-        for k in self.keys + self.rsa_keys:
+        for k in self.keys + self.other_keys:
             if k.kid == head.get("kid"):
                 return jwt.decode(token, k.private.public_key(), algorithms=[k.alg],
                                   options={"verify_aud": False}, issuer=self.issuer)
@@ -181,11 +208,13 @@ def make_handler(state: State):
             if url.path == "/jwks":
                 with state.lock:
                     state.jwks_fetches += 1
+                    if state.jwks_down:
+                        return self.error("temporarily_unavailable", "the key set is down", 503)
                     if state.huge_jwks:
                         filler = [{"kty": "EC", "crv": "P-256", "kid": f"pad{i}", "x": "A" * 43, "y": "A" * 43}
                                   for i in range(80_000)]
                         return self.send(200, {"keys": filler})
-                    return self.send(200, {"keys": [k.jwk for k in state.keys + state.rsa_keys]})
+                    return self.send(200, {"keys": [k.jwk for k in state.keys + state.other_keys]})
             if url.path == "/authorize":
                 return self.authorize(q)
             if url.path == "/admin/stats":
@@ -302,6 +331,10 @@ def make_handler(state: State):
             if what == "huge_jwks":
                 state.huge_jwks = bool(form.get("on"))
                 return self.send(200, {})
+            if what == "jwks_down":
+                # /jwks answers 503 (the rest of the issuer stays up) until switched off.
+                state.jwks_down = bool(form.get("on"))
+                return self.send(200, {})
             if what == "oidc_only":
                 # Metadata only at /.well-known/openid-configuration: the RFC 8414 path answers 404.
                 state.oidc_only = bool(form.get("on"))
@@ -310,25 +343,38 @@ def make_handler(state: State):
                 # The `expires_in` (and token lifetime) of exchanged tokens from now on.
                 state.exchange_ttl = int(form["seconds"])
                 return self.send(200, {})
-            if what == "rsa":
-                # Publishes a new RS256 key beside the EC ones; `mint` with alg RS256 signs with it.
+            if what in ("rsa", "publish"):
+                # Publishes a new key beside the P-256 ones: `rsa` an RS256 one, `publish`
+                # one for {"alg": "RS256"|"ES384"|"EdDSA"}; `mint` with that alg signs
+                # with the newest such key. "label" publishes the key with another
+                # "alg" than its own (a broken key set).
+                alg = "RS256" if what == "rsa" else form["alg"]
                 with state.lock:
                     state.key_counter += 1
-                    new = Key(f"r{state.key_counter}", alg="RS256")
-                    state.rsa_keys.append(new)
-                return self.send(200, {"kid": new.kid})
+                    new = Key(f"{KID_PREFIX[alg]}{state.key_counter}", alg=alg)
+                    if "label" in form:
+                        new.jwk["alg"] = form["label"]
+                    state.other_keys.append(new)
+                return self.send(200, {"kid": new.kid, "jwk": new.jwk})
             if what == "mint":
-                # {"claims": {...}, "alg": "ES256"|"RS256"|"HS256"|"none", "kid": "...",
-                #  "unpublished": bool, "secret": "..." (for HS256)}; RS256 signs with the
-                # newest published RSA key (see `rsa`), or an unpublished one.
+                # {"claims": {...}, "alg": "ES256"|"ES384"|"EdDSA"|"RS256"|"HS256"|"none",
+                #  "kid": "...", "unpublished": bool, "secret": "..." (for HS256),
+                #  "key": "<published kid>"}; ES384, EdDSA and RS256 sign with the newest
+                # published key of that algorithm (see `publish`), or an unpublished one.
+                # With "key", that published key signs with its own algorithm while the
+                # header names `alg` (and `kid`, by default the key's).
                 claims = form.get("claims", {})
                 alg = form.get("alg", "ES256")
-                if alg == "RS256":
-                    key = Key(form.get("kid", "rogue"), alg="RS256") if form.get("unpublished") else state.rsa_keys[-1]
+                if "key" in form:
+                    key = next(k for k in state.keys + state.other_keys if k.kid == form["key"])
+                    return self.send(200, {"token": key.sign_as(claims, alg, form.get("kid", key.kid))})
+                if alg in ASYMMETRIC and alg != "ES256":
+                    key = (Key(form.get("kid", "rogue"), alg=alg) if form.get("unpublished")
+                           else [k for k in state.other_keys if k.alg == alg][-1])
                 else:
                     key = Key(form.get("kid", "rogue")) if form.get("unpublished") else state.current
                 head = {"kid": form["kid"]} if "kid" in form else {}
-                if alg in ("ES256", "RS256"):
+                if alg in ASYMMETRIC:
                     token = state.sign(claims, key=key, alg=alg, headers=head)
                 elif alg == "none":
                     token = jwt.encode(claims, None, algorithm="none", headers=dict(head, kid=key.kid))

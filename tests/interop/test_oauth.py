@@ -5,11 +5,19 @@
   issuer's metadata from there, registers itself, logs in with authorization
   code + PKCE (a headless redirect handler follows the redirect), lists and calls
   tools, and steps up when a tool needs a scope its token lacks.
-- An issuer found only through OpenID Connect discovery is used; RS256 keys
-  beside ES256 ones verify tokens; a groups claim opens tools to the groups it names.
+- An issuer found only through OpenID Connect discovery is used; RS256, ES384
+  and EdDSA keys beside ES256 ones verify tokens, and a header naming an
+  algorithm its key is not for is refused; a groups claim opens tools to the
+  groups it names.
 - Keys rotated at the issuer are picked up; with the issuer down, tokens signed
-  with known keys keep working and tokens with new keys are refused.
+  with known keys keep working and tokens with new keys are refused. Keys older
+  than jwks_max_age are fetched again though no unknown kid comes, so a withdrawn
+  key stops verifying even the token a client keeps sending; a key set that is
+  down then leaves the held keys in use.
 - Attacks are refused with 401/403 and a WWW-Authenticate that says why.
+- API keys and [auth] JWTs work beside OAuth tokens on one gateway; a bad
+  credential of each kind gets the 401 of the verifier it went to, and `check`
+  refuses an [auth] issuer that is the [oauth] issuer.
 - Per-caller upstream credentials: two callers through one gateway to an HTTP
   upstream that records the Authorization header it saw, also on the GET that
   resumes an answer whose stream ended early; an exchanged token is exchanged
@@ -427,6 +435,83 @@ async def test_a_ten_megabyte_key_set_is_not_taken(issuer, front):
     assert post(url, good)[0] == 200, "the keys held before stay in use"
 
 
+UNKNOWN_KEY = "Unauthorized: the token is signed with a key the issuer does not publish"
+BAD_SIGNATURE = "Unauthorized: the token's signature is not valid"
+WRONG_ALGORITHM = "Unauthorized: the token is signed with an algorithm this gateway does not accept"
+
+
+def until(check, timeout):
+    """Calls `check` every 0.2 s until it returns something true or `timeout`
+    seconds pass; its last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
+
+
+def aged_config(issuer, port, max_age):
+    """oauth_config with keys that age after `max_age` (and a 1 s fetch interval)."""
+    return oauth_config(issuer.issuer, port).replace(
+        'jwks_min_interval = "2s"', f'jwks_min_interval = "1s"\n    jwks_max_age = "{max_age}"')
+
+
+async def test_keys_older_than_jwks_max_age_are_fetched_again_so_a_withdrawn_key_stops(issuer, tmp_path):
+    port = free_port()
+    with gateway(aged_config(issuer, port, "4s"), tmp_path, port=port) as (url, _):
+        started = time.monotonic()  # the keys were fetched at start, before this
+        old = access(issuer, url)
+        assert post(url, old)[0] == 200
+        fetches = issuer.stats()["jwks_fetches"]
+        issuer.admin("rotate", drop_old=True)  # k1 withdrawn: only k2 is published now
+        # No token with an unknown kid comes, only the same k1 token again, as a
+        # client sends it. Keys younger than jwks_max_age are used as they are.
+        assert post(url, old)[0] == 200
+        assert issuer.stats()["jwks_fetches"] == fetches
+        # Once they are older, a request makes the gateway fetch them again (in the
+        # background: the request that noticed is answered with the keys held), and
+        # the withdrawn key stops verifying tokens.
+        refused = until(lambda: (lambda a: a[0] != 200 and (a[0], a[1]))(post(url, old)), 4 + 5)
+        waited = time.monotonic() - started
+        assert refused == (401, f'Bearer realm="mcp-warden", resource_metadata="http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp", scope="mcp", error="invalid_token", error_description="{UNKNOWN_KEY}"'), waited
+        # Fetched again (a second fetch may follow once the rate limit allows:
+        # the refused token's kid is unknown now).
+        assert issuer.stats()["jwks_fetches"] > fetches
+        assert post(url, access(issuer, url))[0] == 200, "the key published now verifies"
+
+
+async def test_an_issuer_down_when_the_keys_age_leaves_them_in_use(issuer, tmp_path):
+    port = free_port()
+    with gateway(aged_config(issuer, port, "3s"), tmp_path, port=port) as (url, log):
+        good = access(issuer, url)
+        unseen = access(issuer, url, sub="bob")  # signed with k1, shown only later
+        unknown = issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid="k-next")["token"]
+        forged = issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid="k1")["token"]
+        assert post(url, good)[0] == 200
+        fetches = issuer.stats()["jwks_fetches"]
+        issuer.admin("jwks_down", on=True)  # the key set answers 503; the rest stays up
+        # Past jwks_max_age, a request makes the gateway try the key set again.
+        tried = until(lambda: post(url, good)[0] == 200 and issuer.stats()["jwks_fetches"] > fetches, 3 + 5)
+        assert tried, "".join(log)
+        assert logged(log, "fetching the issuer's signing keys failed; the keys held before stay in use: "
+                           "the key set (jwks_uri): answered HTTP 503 Service Unavailable"), "".join(log)
+        assert post(url, good)[0] == 200
+        assert post(url, unseen)[0] == 200, "a token of a held key, never seen before, still verifies"
+        for token, reason in ((unknown, UNKNOWN_KEY), (forged, BAD_SIGNATURE)):
+            status, challenge, _ = post(url, token)
+            assert (status, why(challenge)) == (401, reason)
+        # The whole issuer down: the same.
+        issuer.stop()
+        failures = sum("fetching the issuer's signing keys failed" in line for line in log)
+        assert until(lambda: post(url, good)[0] == 200 and sum(
+            "fetching the issuer's signing keys failed" in line for line in log) > failures, 5), "".join(log)
+        for token, reason in ((unknown, UNKNOWN_KEY), (forged, BAD_SIGNATURE)):
+            status, challenge, _ = post(url, token)
+            assert (status, why(challenge)) == (401, reason)
+        assert post(url, unseen)[0] == 200
+
+
 async def test_an_issuer_with_only_openid_connect_discovery_is_found_and_trusted(issuer, tmp_path):
     issuer.admin("oidc_only", on=True)
     assert issuer.http.get(issuer.issuer + "/.well-known/oauth-authorization-server").status_code == 404
@@ -457,6 +542,58 @@ async def test_an_rs256_key_published_beside_the_ec_one_verifies_tokens(issuer, 
         forged = issuer.admin("mint", claims=claims(issuer, url), alg="RS256", unpublished=True, kid=kid)["token"]
         status, challenge, _ = post(url, forged)
         assert (status, why(challenge)) == (401, "Unauthorized: the token's signature is not valid")
+
+
+async def test_es384_and_eddsa_keys_verify_their_tokens_and_no_token_of_another_algorithm(issuer, tmp_path):
+    p384 = issuer.admin("publish", alg="ES384")["kid"]
+    ed25519 = issuer.admin("publish", alg="EdDSA")["kid"]
+    published = issuer.http.get(issuer.issuer + "/jwks").json()["keys"]
+    assert [(k["kid"], k["kty"], k["crv"], k["alg"]) for k in published] == [
+        ("k1", "EC", "P-256", "ES256"), (p384, "EC", "P-384", "ES384"), (ed25519, "OKP", "Ed25519", "EdDSA")]
+    port = free_port()
+    with gateway(oauth_config(issuer.issuer, port), tmp_path, port=port) as (url, _):
+        mint = lambda **kw: issuer.admin("mint", claims=claims(issuer, url, sub="kim"), **kw)["token"]
+        for alg, kid in (("ES384", p384), ("EdDSA", ed25519)):
+            token = mint(alg=alg)
+            assert jwt.get_unverified_header(token) == {"alg": alg, "kid": kid, "typ": "JWT"}
+            assert post(url, token)[0] == 200, alg
+            async with bearer_session(url, token) as s:
+                assert not (await s.call_tool("notes.list_notes", {})).is_error
+            # Another key of the same kind under the published kid: the key checks.
+            status, challenge, _ = post(url, mint(alg=alg, unpublished=True, kid=kid))
+            assert (status, why(challenge)) == (401, BAD_SIGNATURE), alg
+        assert post(url, access(issuer, url))[0] == 200, "the P-256 key still verifies its tokens"
+        # A published key's own signature, under a header naming an algorithm that
+        # key is not for: refused for the algorithm, before any signature check.
+        for named, key in (("ES256", p384), ("ES384", "k1"), ("EdDSA", "k1"), ("EdDSA", p384),
+                           ("ES256", ed25519), ("ES384", ed25519), ("RS256", ed25519)):
+            status, challenge, body = post(url, mint(alg=named, key=key))
+            assert status == 401, (named, key)
+            assert challenge == (f'Bearer realm="mcp-warden", resource_metadata="http://127.0.0.1:{port}'
+                                 f'/.well-known/oauth-protected-resource/mcp", scope="mcp", error="invalid_token", '
+                                 f'error_description="{WRONG_ALGORITHM}"'), (named, key)
+            assert json.loads(body)["error"]["message"] == WRONG_ALGORITHM + "."
+        # The same keys with the header that is theirs: accepted (the refusals
+        # above were for the header's algorithm alone).
+        for named, key in (("ES384", p384), ("EdDSA", ed25519), ("ES256", "k1")):
+            assert post(url, mint(alg=named, key=key))[0] == 200, (named, key)
+
+
+async def test_a_key_published_for_an_algorithm_its_type_does_not_sign_with_is_not_used(issuer, tmp_path):
+    # A broken key set: a P-384 key labelled ES256, an Ed25519 key labelled ES256.
+    p384 = issuer.admin("publish", alg="ES384", label="ES256")["kid"]
+    ed25519 = issuer.admin("publish", alg="EdDSA", label="ES256")["kid"]
+    assert [k["alg"] for k in issuer.http.get(issuer.issuer + "/jwks").json()["keys"]] == ["ES256", "ES256", "ES256"]
+    port = free_port()
+    with gateway(oauth_config(issuer.issuer, port), tmp_path, port=port) as (url, _):
+        mint = lambda **kw: issuer.admin("mint", claims=claims(issuer, url), **kw)["token"]
+        # Signed by the key itself, under the header its label names or the one
+        # its type is for: no such key is held.
+        for named, key in (("ES256", p384), ("ES384", p384), ("ES256", ed25519), ("EdDSA", ed25519)):
+            status, challenge, body = post(url, mint(alg=named, key=key))
+            assert (status, why(challenge)) == (401, UNKNOWN_KEY), (named, key)
+            assert json.loads(body)["error"]["message"] == UNKNOWN_KEY + "."
+        assert post(url, access(issuer, url))[0] == 200, "the well-formed key beside them still verifies"
 
 
 async def test_the_groups_claim_puts_the_caller_in_groups_that_rules_name(issuer, tmp_path):
@@ -497,6 +634,152 @@ async def test_a_token_without_the_required_scope_gets_403(issuer, front):
     assert challenge.endswith(', scope="mcp", error="insufficient_scope", error_description="Forbidden: the token lacks a scope this request needs; ask for: mcp"')
     assert json.loads(body)["error"]["message"] == "Forbidden: the token lacks a scope this request needs; ask for: mcp."
 
+
+# --- [oauth] beside API keys and [auth] JWTs ------------------------------------
+
+
+def both_config(issuer, port):
+    """oauth_config plus a [[caller]] with an API key (in the writers group) and
+    [auth] HS256 JWTs of another issuer."""
+    return oauth_config(issuer.issuer, port, """
+    [[caller]]
+    name = "keyed"
+    api_key_env = "WARDEN_TEST_API_KEY"
+    groups = ["writers"]
+
+    [auth]
+    jwt_secret_env = "WARDEN_TEST_JWT_SECRET"
+    issuer = "https://legacy.example"
+    audience = "warden-legacy"
+    """)
+
+
+LEGACY_SECRET = "legacy-secret-of-32-bytes-or-more"
+BOTH_ENV = {"WARDEN_TEST_API_KEY": "key-of-keyed-0123456789", "WARDEN_TEST_JWT_SECRET": LEGACY_SECRET}
+
+
+def call_raw(url, token, tool, arguments):
+    """initialize, initialized and one tools/call over plain HTTP with `token`:
+    the call's (status, WWW-Authenticate, body)."""
+    h = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    r = httpx2.post(url, json=INIT, headers=h, timeout=20)
+    assert r.status_code == 200, r.text
+    h.update({"Mcp-Session-Id": r.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"})
+    r = httpx2.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h, timeout=20)
+    assert r.status_code == 202, r.text
+    r = httpx2.post(url, headers=h, timeout=20, json={
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+    return r.status_code, r.headers.get("www-authenticate", ""), r.text
+
+
+def legacy(sub="lee", secret=LEGACY_SECRET, **over):
+    """An [auth] JWT (HS256, the legacy issuer and audience)."""
+    now = int(time.time())
+    c = {"iss": "https://legacy.example", "aud": "warden-legacy", "sub": sub, "iat": now, "exp": now + 300}
+    c.update(over)
+    return jwt.encode({k: v for k, v in c.items() if v is not None}, secret, algorithm="HS256")
+
+
+async def test_api_keys_auth_jwts_and_oauth_tokens_work_on_one_gateway(issuer, tmp_path):
+    port = free_port()
+    with gateway(both_config(issuer, port), tmp_path, BOTH_ENV, port) as (url, log):
+        key, oauth_token, auth_jwt = BOTH_ENV["WARDEN_TEST_API_KEY"], access(issuer, url), legacy()
+        for credential, who in ((key, "keyed"), (oauth_token, "alice"), (auth_jwt, "lee")):
+            async with bearer_session(url, credential) as s:
+                assert not (await s.call_tool("notes.list_notes", {})).is_error
+            opened = lambda: any("HTTP session opened" in line and line.rstrip().endswith(f" caller={who}") for line in log)
+            assert until(opened, 10), "".join(log)
+        # An API key carries no scopes and is not checked for them (neither
+        # required_scopes nor tool_scopes): its groups and the rules decide, so
+        # keyed, a writer, creates a note...
+        async with bearer_session(url, key) as s:
+            assert not (await s.call_tool("notes.create_note", {"title": "t", "text": "x"})).is_error
+        # ...an OAuth token without notes:write is asked to step up...
+        status, challenge, body = call_raw(url, oauth_token, "notes.create_note", {"title": "t", "text": "x"})
+        assert status == 403, body
+        assert challenge == (f'Bearer realm="mcp-warden", resource_metadata="http://127.0.0.1:{port}'
+                             '/.well-known/oauth-protected-resource/mcp", scope="mcp notes:write", '
+                             'error="insufficient_scope", error_description="Forbidden: the token lacks a scope '
+                             'this request needs; ask for: mcp notes:write"')
+        # ...and an [auth] JWT's caller, in no group, is not allowed the tool at all.
+        async with bearer_session(url, auth_jwt) as s:
+            assert [t.name for t in (await s.list_tools()).tools] == ["notes.list_notes"]
+            with pytest.raises(MCPError) as refused:
+                await s.call_tool("notes.create_note", {"title": "t", "text": "x"})
+            assert refused.value.message == "Unknown tool 'notes.create_note'."
+
+
+@pytest.mark.parametrize("case,expected", [
+    # Not a key, not a JWT, and no introspection: nothing can accept it.
+    ("wrong_api_key", "Unauthorized: the credential was not accepted"),
+    # JWTs naming the [oauth] issuer are checked with its keys alone...
+    ("oauth_forged", "Unauthorized: the token's signature is not valid"),
+    ("oauth_other_audience", "Unauthorized: the token is meant for another audience"),
+    ("oauth_expired", "Unauthorized: the token has expired"),
+    # ...every other JWT by [auth]: its secret, issuer and audience.
+    ("auth_wrong_secret", "Unauthorized: the credential was not accepted"),
+    ("auth_expired", "Unauthorized: the token has expired"),
+    ("auth_other_audience", "Unauthorized: the token is meant for another audience"),
+    ("auth_other_issuer", "Unauthorized: the token comes from an issuer this gateway does not trust"),
+    ("auth_no_issuer", "Unauthorized: the token does not name an issuer"),
+    # The [oauth] issuer's own key, its token claiming the [auth] issuer: [auth]
+    # holds no such key.
+    ("oauth_key_claiming_the_auth_issuer", "Unauthorized: the credential was not accepted"),
+    # An HS256 token claiming the [oauth] issuer, signed with [auth]'s secret:
+    # checked as an [oauth] token, whose keys are asymmetric only.
+    ("auth_secret_claiming_the_oauth_issuer", "Unauthorized: the token is signed with an algorithm this gateway does not accept"),
+])
+async def test_a_bad_credential_of_each_kind_gets_its_own_401_beside_oauth(issuer, tmp_path, case, expected):
+    port = free_port()
+    with gateway(both_config(issuer, port), tmp_path, BOTH_ENV, port) as (url, _):
+        now = int(time.time())
+        mint = lambda **kw: issuer.admin("mint", claims=claims(issuer, url, **kw))["token"]
+        credential = {
+            "wrong_api_key": lambda: "key-of-keyed-0123456780",
+            "oauth_forged": lambda: issuer.admin("mint", claims=claims(issuer, url), unpublished=True, kid="k1")["token"],
+            "oauth_other_audience": lambda: mint(aud="warden-legacy"),
+            "oauth_expired": lambda: mint(exp=now - 3600),
+            "auth_wrong_secret": lambda: legacy(secret="not-the-secret-but-as-long-as-it"),
+            "auth_expired": lambda: legacy(exp=now - 3600),
+            "auth_other_audience": lambda: legacy(aud=url),
+            "auth_other_issuer": lambda: legacy(iss="https://evil.example"),
+            "auth_no_issuer": lambda: legacy(iss=None),
+            "oauth_key_claiming_the_auth_issuer": lambda: mint(iss="https://legacy.example", aud="warden-legacy"),
+            "auth_secret_claiming_the_oauth_issuer": lambda: legacy(iss=issuer.issuer, aud=url),
+        }[case]()
+        status, challenge, body = post(url, credential)
+        assert status == 401, body
+        # Whichever verifier refused it, the challenge points at the [oauth]
+        # metadata, so a client can go and get a token there.
+        assert challenge == (f'Bearer realm="mcp-warden", resource_metadata="http://127.0.0.1:{port}'
+                             f'/.well-known/oauth-protected-resource/mcp", scope="mcp", error="invalid_token", '
+                             f'error_description="{expected}"')
+        assert json.loads(body)["error"]["message"] == expected + "."
+        # No credential at all: the challenge without an error.
+        r = httpx2.post(url, json=INIT, timeout=20, headers={"Accept": "application/json, text/event-stream"})
+        assert r.status_code == 401
+        assert r.headers["www-authenticate"] == (f'Bearer realm="mcp-warden", resource_metadata="http://127.0.0.1:{port}'
+                                                 '/.well-known/oauth-protected-resource/mcp", scope="mcp"')
+        assert r.json()["error"]["message"] == "Unauthorized: send 'Authorization: Bearer <API key or token>'."
+        # Each kind still works on this gateway.
+        for good in (BOTH_ENV["WARDEN_TEST_API_KEY"], access(issuer, url), legacy()):
+            assert post(url, good)[0] == 200
+
+
+
+async def test_an_auth_issuer_that_is_the_oauth_issuer_is_refused_by_check_and_at_start(issuer, tmp_path):
+    # Tokens naming the [oauth] issuer never reach [auth], which requires its own
+    # issuer in each: such an [auth] could never let anyone in.
+    config = both_config(issuer, 8931).replace('issuer = "https://legacy.example"', f'issuer = "{issuer.issuer}"')
+    path = tmp_path / "warden.toml"
+    said = (f"error: {path}: auth.issuer: is also oauth.issuer: a JWT naming that issuer is checked with the "
+            "[oauth] issuer's published keys only, so [auth] would never accept one; set auth.issuer to the "
+            "issuer its own tokens name\n")
+    r = check(tmp_path, config)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", said)
+    r = subprocess.run([WARDEN, "run", "--config", str(path), "--http", "127.0.0.1:0"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=30, env=dict(os.environ, **BOTH_ENV))
+    assert (r.returncode, r.stderr) == (1, said)
 
 # --- per-caller upstream credentials ---------------------------------------------
 

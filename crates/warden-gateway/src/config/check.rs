@@ -137,6 +137,15 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     }
     admin_and_traces(file)?;
     oauth(&file.oauth)?;
+    // A JWT naming the [oauth] issuer is checked with that issuer's published
+    // keys alone (front/auth): [auth] never sees one, and requires its issuer in
+    // every token, so with the same issuer it could never let anyone in.
+    if auth.issuer.is_some() && auth.issuer == file.oauth.issuer {
+        return Err(invalid(
+            "auth.issuer",
+            "is also oauth.issuer: a JWT naming that issuer is checked with the [oauth] issuer's published keys only, so [auth] would never accept one; set auth.issuer to the issuer its own tokens name",
+        ));
+    }
     if gateway.max_message_bytes < 1024 {
         return Err(invalid(
             "gateway.max_message_bytes",

@@ -394,6 +394,15 @@ fn oauth_and_credential_settings_that_cannot_work_are_errors() {
             e("[oauth]\nissuer = \"https://id.example\"\nintrospection = true\n"),
             "w.toml: oauth.introspection: needs client_id and client_secret_env: the issuer only answers its registered clients"
         );
+    let both = |auth_issuer: &str| {
+        format!("[auth]\njwt_secret_env = \"S\"\nissuer = \"{auth_issuer}\"\n[oauth]\nissuer = \"https://id.example\"\n")
+    };
+    assert_eq!(
+            e(&both("https://id.example")),
+            "w.toml: auth.issuer: is also oauth.issuer: a JWT naming that issuer is checked with the [oauth] issuer's published keys only, so [auth] would never accept one; set auth.issuer to the issuer its own tokens name"
+        );
+    assert!(Config::parse(&both("https://legacy.example"), "w.toml").is_ok());
+    assert!(Config::parse(&both("https://id.example/"), "w.toml").is_ok());
     assert_eq!(
             e("[oauth]\nissuer = \"https://id.example\"\njwks_min_interval = \"0s\"\n"),
             "w.toml: oauth.jwks_min_interval: must be at least 1s: the issuer's keys would be fetched for every token"

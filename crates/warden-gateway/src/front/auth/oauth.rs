@@ -329,6 +329,10 @@ impl ResourceServer {
 
     /// Checks a JWT of this issuer.
     pub async fn verify_jwt(self: &Arc<Self>, token: &str) -> Result<Verified, Refused> {
+        // Keys older than `jwks_max_age` are fetched again whatever the token, a
+        // remembered one included: else a withdrawn key would go on vouching for
+        // the token a client keeps sending, as long as no other token came.
+        self.stale_check();
         // A token checked before, under the same keys and not expired since, is
         // not checked again: a signature check costs far more than the lookup.
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
@@ -408,7 +412,6 @@ impl ResourceServer {
                 }
             })?;
         super::check_issued_at(data.claims.get("iat"), now_secs())?;
-        self.stale_check();
         self.identity(&data.claims)
     }
 

@@ -11,7 +11,8 @@ impl ResourceServer {
     }
 
     /// Keys older than `jwks_max_age` are fetched again, without holding up the
-    /// request that noticed (the rate limit applies).
+    /// request that noticed (the rate limit applies). Every JWT request looks,
+    /// whether its token is remembered or checked now.
     pub(super) fn stale_check(self: &Arc<Self>) {
         let (stale, generation) = {
             let st = lock(&self.state);
@@ -313,8 +314,24 @@ pub(super) fn pick(keys: &[Key], kid: Option<&str>, alg: Algorithm) -> Option<us
         .position(|k| k.alg == alg && (kid.is_none() || k.kid.as_deref() == kid))
 }
 
+/// Whether a key of this type (and curve) is one `alg` signs with (RFC 7518
+/// §3): an `alg` the key's type does not fit could never verify a token, and
+/// names no issuer key (a symmetric key labelled `RS256`, a P-384 key labelled
+/// `ES256`).
+fn signs_with(alg: Algorithm, key: &jsonwebtoken::jwk::AlgorithmParameters) -> bool {
+    use jsonwebtoken::jwk::{AlgorithmParameters as P, EllipticCurve as C};
+    use Algorithm::*;
+    match key {
+        P::RSA(_) => matches!(alg, RS256 | RS384 | RS512 | PS256 | PS384 | PS512),
+        P::EllipticCurve(k) => matches!((alg, &k.curve), (ES256, C::P256) | (ES384, C::P384)),
+        P::OctetKeyPair(k) => alg == EdDSA && k.curve == C::Ed25519,
+        P::OctetKey(_) => false,
+    }
+}
+
 /// The signing keys of a JWKS document. Keys this gateway cannot use (encryption
-/// keys, symmetric keys, unknown types) are skipped; more than [`MAX_KEYS`] is refused.
+/// keys, symmetric keys, unknown types, keys labelled with an algorithm their type
+/// does not sign with) are skipped; more than [`MAX_KEYS`] is refused.
 pub(super) fn parse_keys(doc: &Value) -> Result<Vec<Key>, String> {
     let list = doc
         .get("keys")
@@ -347,7 +364,8 @@ pub(super) fn parse_keys(doc: &Value) -> Result<Vec<Key>, String> {
             }
             _ => None,
         };
-        let Some(alg) = alg.filter(|a| ACCEPTED.contains(a)) else {
+        let Some(alg) = alg.filter(|a| ACCEPTED.contains(a) && signs_with(*a, &jwk.algorithm))
+        else {
             continue;
         };
         let Ok(key) = DecodingKey::from_jwk(&jwk) else {

@@ -84,3 +84,92 @@ fn scopes_needed_are_named_in_full() {
                 "resource_name": "mcp-warden"})
     );
 }
+
+#[tokio::test]
+async fn aged_keys_are_fetched_again_when_the_token_is_a_remembered_one() {
+    // Nothing listens on port 1: the fetch fails at once, but it is tried.
+    let c = Config::parse(
+        "[oauth]\nissuer = \"http://127.0.0.1:1\"\njwks_max_age = \"1s\"\n",
+        "t.toml",
+    )
+    .unwrap();
+    let rs = ResourceServer::from_config(&c, "http://127.0.0.1:8931/mcp")
+        .unwrap()
+        .unwrap();
+    {
+        let mut st = lock(&rs.state);
+        st.fetched = Some(Instant::now() - Duration::from_secs(2));
+        st.generation = 1;
+    }
+    let exp = now_secs() + 300;
+    let alice = Verified {
+        name: "alice".into(),
+        groups: Vec::new(),
+        scopes: vec!["mcp".into()],
+        expires: Some(exp),
+    };
+    let token = "a.remembered.token";
+    let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+    lock(&rs.verified).insert(digest, (1, exp, alice.clone()));
+    // Answered from memory, at once, with the keys held...
+    assert_eq!(rs.verify_jwt(token).await, Ok(alice));
+    // ...and the keys, 2 s old with a max age of 1 s, are fetched again.
+    for _ in 0..500 {
+        if lock(&rs.state).last_try.is_some() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("keys older than jwks_max_age were not fetched again for a remembered token");
+}
+
+#[test]
+fn a_key_is_taken_only_for_an_algorithm_its_type_signs_with() {
+    let p256 = json!({"kty": "EC", "crv": "P-256",
+        "x": "py6d_Gt1kAGy500oqCaGJft4iHltAdC2wTsfsAyCHSo",
+        "y": "Mu1qE-wuIkDxkn7zwRp2t9rbjp57Q34mX71hMdRAGUg"});
+    let p384 = json!({"kty": "EC", "crv": "P-384",
+        "x": "W2ppoEG2xpPb4jUVNRsL3i2gIB1NgGdS2YqQ8VYqPUUraqVZKhmAgQiFq58hKgM5",
+        "y": "OEBZb34LNhTgGnHM7zsUrBueSAdsErsgUq9areKQ7QRDTpwKjlnfMp1hsFTMtW_w"});
+    let ed25519 = json!({"kty": "OKP", "crv": "Ed25519",
+        "x": "V6J2qFCCuit2iW7euahWX4iJxoAM8hUSB4TMh2XDGOw"});
+    let x25519 = json!({"kty": "OKP", "crv": "X25519",
+        "x": "7lq9VZ8cWbvWtq5V1joSehUwU5snpoZLppKpp5ydZlA"});
+    let with = |key: &Value, kid: &str, alg: Option<&str>| {
+        let mut k = key.clone();
+        k["kid"] = kid.into();
+        if let Some(alg) = alg {
+            k["alg"] = alg.into();
+        }
+        k
+    };
+    let doc = json!({"keys": [
+        // What an issuer publishes: the type alone, or the type and its algorithm.
+        with(&p384, "p384", None),
+        with(&ed25519, "ed25519", None),
+        with(&p384, "p384-labelled", Some("ES384")),
+        with(&ed25519, "ed25519-labelled", Some("EdDSA")),
+        // An algorithm the key's type or curve does not sign with: it could never
+        // verify a token, and a symmetric key is no issuer key at all.
+        with(&p384, "p384-as-es256", Some("ES256")),
+        with(&p256, "p256-as-es384", Some("ES384")),
+        with(&ed25519, "ed25519-as-es256", Some("ES256")),
+        with(&p256, "p256-as-eddsa", Some("EdDSA")),
+        with(&json!({"kty": "oct", "k": "c2VjcmV0"}), "hmac-as-es256", Some("ES256")),
+        with(&json!({"kty": "oct", "k": "c2VjcmV0"}), "hmac-as-rs256", Some("RS256")),
+        // X25519 is a key-agreement curve: an OKP key, but no signing key.
+        with(&x25519, "x25519", None),
+    ]});
+    let keys = parse_keys(&doc).unwrap();
+    let taken: Vec<(Option<&str>, Algorithm)> =
+        keys.iter().map(|k| (k.kid.as_deref(), k.alg)).collect();
+    assert_eq!(
+        taken,
+        [
+            (Some("p384"), Algorithm::ES384),
+            (Some("ed25519"), Algorithm::EdDSA),
+            (Some("p384-labelled"), Algorithm::ES384),
+            (Some("ed25519-labelled"), Algorithm::EdDSA),
+        ]
+    );
+}
