@@ -219,3 +219,68 @@ fn a_session_expires_its_lifetime_after_it_opened_at_every_replica() {
     );
     assert_eq!(r.status, 200, "{}", r.body);
 }
+
+#[test]
+fn a_replica_holding_a_session_learns_within_seconds_that_another_ended_it() {
+    let db = PgDb::create("fleet_recheck");
+    let config = fleet_config(&db);
+    let a = HttpWarden::start("fleet-recheck-a", &config, &[SECRET]);
+    let b = HttpWarden::start("fleet-recheck-b", &config, &[SECRET]);
+    let sid = a.session(&[]);
+    let with = [("Mcp-Session-Id", sid.as_str())];
+    // B takes the session up, and holds it from then on.
+    let r = b.post(&with, &call(1, "fx.echo", json!({"text": "at b"})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = request(&a.addr, "DELETE", &with, "");
+    assert_eq!(r.status, 200, "{}", r.body);
+    // B asks the store about the sessions it holds every 10 s: it refuses the
+    // ended session within that (and a margin), kept busy or not.
+    let unknown =
+        error_body("Session not found: it ended or expired. Start a new one with initialize.");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut id = 2;
+    loop {
+        let r = b.post(&with, &call(id, "fx.echo", json!({"text": "still?"})));
+        if r.status == 404 {
+            assert_eq!(r.body, unknown);
+            break;
+        }
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "B still serves a session ended at A"
+        );
+        id += 1;
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    // And stays refused.
+    let r = b.post(&with, &call(id + 1, "fx.echo", json!({"text": "again"})));
+    assert_eq!((r.status, r.body.as_str()), (404, unknown.as_str()));
+}
+
+#[test]
+fn a_session_taken_up_is_held_once_however_many_requests_follow() {
+    let db = PgDb::create("fleet_held");
+    let port = free_port();
+    let a = HttpWarden::start("fleet-held-a", &fleet_config(&db), &[SECRET]);
+    let b_config = format!(
+        "{}[admin]\nlisten = \"127.0.0.1:{port}\"\n",
+        fleet_config(&db)
+    );
+    let b = HttpWarden::start("fleet-held-b", &b_config, &[SECRET]);
+    let sid = a.session(&[]);
+    let with = [("Mcp-Session-Id", sid.as_str())];
+    // More requests at B than a caller may hold sessions (100 by default).
+    for i in 0..120 {
+        let r = b.post(&with, &call(i, "fx.echo", json!({"n": i})));
+        assert_eq!(r.status, 200, "request {i}: {}", r.body);
+    }
+    let metrics = metrics_text(port);
+    assert!(
+        metrics.lines().any(|l| l == "warden_http_sessions 1"),
+        "B holds the one session once: {metrics}"
+    );
+    // The caller's count at B is that one session: it may open more there.
+    let own = b.session(&[]);
+    assert_ne!(own, sid);
+}

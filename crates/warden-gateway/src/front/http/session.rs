@@ -396,7 +396,7 @@ impl SessionTable {
                 .unwrap_or_else(|| json!({})),
             until: unix_now().saturating_add(self.lifetime.as_secs()),
         };
-        let session = self.build(caller, Some(token));
+        let session = self.build(caller, Some((token, None)));
         open.insert(session.clone());
         self.publish(&open);
         drop(open);
@@ -409,20 +409,26 @@ impl SessionTable {
         self.build(caller, None)
     }
 
-    /// A session for `caller`: addressable by the id its token seals, or (without
-    /// one) a 2026-07-28 request's own.
-    fn build(&self, caller: Caller, token: Option<SessionToken>) -> Arc<HttpSession> {
+    /// A session for `caller`: addressable by the id its token seals (or, taken
+    /// up from an id a client sent, by that id), or (without a token) a
+    /// 2026-07-28 request's own.
+    fn build(
+        &self,
+        caller: Caller,
+        token: Option<(SessionToken, Option<&str>)>,
+    ) -> Arc<HttpSession> {
         let (tx, rx) = mpsc::channel::<Outgoing>(1024);
         let name = caller.name.clone();
         let (id, sid, label, until) = match &token {
-            Some(t) => (
-                t.seal(self.gateway.state_key()),
+            Some((t, held)) => (
+                held.map_or_else(|| t.seal(self.gateway.state_key()), str::to_owned),
                 t.sid.clone(),
                 format!("http:{}", t.sid),
                 t.until,
             ),
             None => (String::new(), String::new(), "http:stateless".into(), 0),
         };
+        let token = token.map(|(t, _)| t);
         let client = ClientSession::labelled(Some(caller), tx, label);
         if let Some(t) = token {
             let version = negotiated_version(Some(&json!({"protocolVersion": t.version})));
@@ -488,7 +494,9 @@ impl SessionTable {
             if open.by_id.len() >= MAX_SESSIONS {
                 return None;
             }
-            let session = self.build(Caller::new(caller), Some(token));
+            // Kept under the id the client holds (sealing again would give
+            // another id, and every request would take the session up anew).
+            let session = self.build(Caller::new(caller), Some((token, Some(id))));
             open.insert(session.clone());
             self.publish(&open);
             session
