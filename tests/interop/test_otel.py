@@ -222,7 +222,8 @@ def test_the_otel_headers_variable_reaches_the_collector_and_never_the_log(peers
     secret = "k3y=with,commas"
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
            # The conventions' form: name=value pairs, values percent-encoded.
-           "OTEL_EXPORTER_OTLP_HEADERS": "X-Api-Key=k3y%3Dwith%2Ccommas, x-team=agents, not a header=1"}
+           "OTEL_EXPORTER_OTLP_HEADERS": "X-Api-Key=k3y%3Dwith%2Ccommas, x-team=agents, not a header=1,"
+                                         "Authorization: Bearer k3y-in-the-wrong-form, Host=elsewhere"}
     gw = start(config(config_text(up, tmp_path)), env)
     try:
         gw.open_session(KEYS["ALICE_KEY"])
@@ -232,10 +233,13 @@ def test_the_otel_headers_variable_reaches_the_collector_and_never_the_log(peers
         for h in receiver.headers:
             assert (h.get("x-api-key"), h.get("x-team")) == (secret, "agents"), h
         assert not any("not a header" in h for h in receiver.headers)
+        assert all(h.get("host", "").startswith("127.0.0.1") for h in receiver.headers)
     finally:
         gw.close()
     log = "".join(gw.log)
-    assert "OTEL_EXPORTER_OTLP_HEADERS: entry 3 ('not a header') is not name=value" in log, log
+    for n in (3, 4):
+        assert f"OTEL_EXPORTER_OTLP_HEADERS: entry {n} is not name=value with a valid header name; it is left out" in log, log
+    assert "OTEL_EXPORTER_OTLP_HEADERS: entry 5 names 'Host', which the export request sets itself" in log, log
     assert "k3y" not in log, log
 
 

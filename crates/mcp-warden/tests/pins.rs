@@ -598,8 +598,23 @@ fn a_pins_lock_that_does_not_verify_refuses_the_start_instead_of_serving_unpinne
     }
     let (code, _, err) = cli(&["call", "--config", config, "fx.echo", "{}"]);
     assert_eq!((code, err.as_str()), (1, expected.as_str()), "call");
-    // Written again, it verifies and the gateway starts.
+    // Written again, it verifies and the gateway starts. A lock kept elsewhere
+    // behind a symlink is written there, and the link stays a link.
+    let real = w.dir.join("reviewed-lock.json");
+    std::fs::rename(&lock, &real).unwrap();
+    std::os::unix::fs::symlink(&real, &lock).unwrap();
     assert_eq!(cli(&["pins", "lock", "--config", config]).0, 0);
+    assert!(std::fs::symlink_metadata(&lock)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&real).unwrap(), text);
+    let parts: Vec<_> = std::fs::read_dir(&w.dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
+        .collect();
+    assert!(parts.is_empty(), "{parts:?}");
     let (code, out, err) = cli(&["check", "--config", config]);
     assert_eq!(code, 0, "{err}");
     assert!(

@@ -8,8 +8,10 @@
 //! ends the upstream children. SIGTERM does the same within `gateway.drain_timeout`
 //! (`/readyz` on the admin listener says "draining" meanwhile); a request still
 //! running then is answered with the HTTP front's drain error and cancelled
-//! upstream (its audit record says `cancelled`). Each request is answered at
-//! most once: the writer keeps the first answer for an id and drops any later one.
+//! upstream (its audit record says `cancelled`); one waiting for a human's
+//! approval or a hook cannot be cancelled there and ends with the process, as
+//! over HTTP. Each request is answered at most once: the writer decides, in the
+//! order messages reach it, between the upstream's answer and the drain's.
 //!
 //! A request whose id is still in use by a running request is refused unrun, as
 //! the HTTP front does: the client could not tell two answers with one id apart.
@@ -202,12 +204,9 @@ where
                 left.len()
             );
             for (key, id) in left {
-                let error = jsonrpc::error(
-                    id.clone(),
-                    jsonrpc::INTERNAL_ERROR,
-                    crate::texts::DRAIN_DEADLINE,
-                );
-                session.send(answer_for(key, error)).await;
+                // The writer sends the drain's answer only if no other was
+                // written by the time this reaches it.
+                session.send(drain_answer(key)).await;
                 let note = jsonrpc::notification(
                     "notifications/cancelled",
                     Some(
@@ -286,6 +285,16 @@ impl Running {
         !r.ids.contains_key(key) || r.answered.insert(key.clone())
     }
 
+    /// The drain's answer to `key`, when it is still running and unanswered
+    /// (noted as answered then); `None` when its own answer came first.
+    fn drain_answer(&self, key: &CallKey) -> Option<Value> {
+        let mut r = self.lock();
+        let id = r.ids.get(key)?.clone();
+        r.answered
+            .insert(key.clone())
+            .then(|| jsonrpc::error(id, jsonrpc::INTERNAL_ERROR, crate::texts::DRAIN_DEADLINE))
+    }
+
     /// The running requests whose answer is not written yet.
     fn unanswered(&self) -> Vec<(CallKey, Value)> {
         let r = self.lock();
@@ -301,12 +310,14 @@ impl Running {
     }
 }
 
-/// An answer to request `key` that the gateway writes itself.
-fn answer_for(key: CallKey, msg: Value) -> Outgoing {
+/// The note that request `key` is to get the drain deadline's answer, unless
+/// its own was written first: the writer makes the answer, so that the choice is
+/// made once, where answers are written. Never written itself (see [`over`]).
+fn drain_answer(key: CallKey) -> Outgoing {
     Outgoing {
         call: Some(key),
         ends_call: false,
-        msg,
+        msg: Value::Null,
     }
 }
 
@@ -335,9 +346,18 @@ async fn write_messages<W: AsyncWrite + Unpin>(
     }) = rx.recv().await
     {
         let is_answer = matches!(jsonrpc::classify(&msg), Kind::Response { .. });
-        if ends_call && msg.is_null() {
-            if let Some(key) = &call {
-                running.release(key);
+        if msg.is_null() {
+            match (&call, ends_call) {
+                (Some(key), true) => running.release(key),
+                (Some(key), false) => {
+                    if let Some(error) = running.drain_answer(key) {
+                        if out.write_all(&jsonrpc::to_line(&error)).await.is_err() {
+                            tracing::error!("writing to stdout failed; the client is gone");
+                            return;
+                        }
+                    }
+                }
+                (None, _) => {}
             }
         } else if let (Some(key), true) = (&call, is_answer) {
             // A second answer to one request (the upstream's, after the drain
@@ -388,25 +408,42 @@ mod tests {
         assert!(running.take(&ka, &a) && running.take(&kb, &b));
         assert!(!running.take(&ka, &a), "an id in use is not taken twice");
         let late = |id: &Value| jsonrpc::response(id.clone(), json!({"content": []}));
-        let forced = |id: &Value| jsonrpc::error(id.clone(), jsonrpc::INTERNAL_ERROR, "deadline");
+        let forced = |id: &Value| {
+            jsonrpc::error(
+                id.clone(),
+                jsonrpc::INTERNAL_ERROR,
+                crate::texts::DRAIN_DEADLINE,
+            )
+        };
         let progress =
             jsonrpc::notification("notifications/progress", Some(json!({"progress": 1})));
+        let (c, kc) = (json!(3), jsonrpc::id_key(&json!(3)));
+        assert!(running.take(&kc, &c));
+        let from_upstream = |key: &CallKey, msg: Value| Outgoing {
+            call: Some(key.clone()),
+            ends_call: true,
+            msg,
+        };
         let out = written(
             vec![
-                // 1: the deadline's answer first, the upstream's after it.
-                answer_for(ka.clone(), forced(&a)),
-                answer_for(ka.clone(), progress.clone()),
-                answer_for(ka.clone(), late(&a)),
-                // "b": the upstream's answer first, the deadline's after it.
-                answer_for(kb.clone(), late(&b)),
-                answer_for(kb.clone(), forced(&b)),
+                // 1: the deadline's note first, the upstream's answer after it.
+                drain_answer(ka.clone()),
+                from_upstream(&ka, progress.clone()),
+                from_upstream(&ka, late(&a)),
+                // "b": the upstream's answer first, the deadline's note after it.
+                from_upstream(&kb, late(&b)),
+                drain_answer(kb.clone()),
+                // 3: answered and over before the deadline's note: nothing more.
+                from_upstream(&kc, late(&c)),
+                over(kc.clone()),
+                drain_answer(kc.clone()),
                 over(ka.clone()),
                 over(kb.clone()),
             ],
             running.clone(),
         )
         .await;
-        assert_eq!(out, vec![forced(&a), progress, late(&b)]);
+        assert_eq!(out, vec![forced(&a), progress, late(&b), late(&c)]);
         // Once over, the ids are free again and answered afresh.
         assert!(running.unanswered().is_empty());
         assert!(running.take(&ka, &a));

@@ -206,8 +206,9 @@ impl AuditTrail {
             let (store, lost, backlog) = (store.clone(), self.lost.clone(), self.backlog.clone());
             let pending = self.pending.clone();
             let id = self.next.fetch_add(1, Ordering::Relaxed);
-            lock(&pending).insert(id, record.clone());
+            // Counted before it can be found: whoever takes it out counts it down.
             backlog.fetch_add(1, Ordering::Relaxed);
+            lock(&pending).insert(id, record.clone());
             tokio::spawn(async move {
                 let mut delay = Duration::from_millis(100);
                 for _ in 0..RECORD_RETRIES {
@@ -215,6 +216,9 @@ impl AuditTrail {
                     if store.record(&record).await.is_ok() {
                         if lock(&pending).remove(&id).is_some() {
                             backlog.fetch_sub(1, Ordering::Relaxed);
+                        } else {
+                            // The stopping gateway had given up on it and logged it.
+                            tracing::info!(time = %record.time, tool = %crate::logged::logged(&record.tool), "an audit record logged as lost at the stop was stored after all");
                         }
                         return;
                     }

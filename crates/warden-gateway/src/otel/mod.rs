@@ -90,28 +90,46 @@ impl ExportHeaders {
             if entry.is_empty() {
                 continue;
             }
-            let parsed = entry.split_once('=').and_then(|(name, value)| {
-                let name = name.trim();
-                let value = percent_decoded(value.trim())?;
-                let ok = hyper::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
-                    && hyper::header::HeaderValue::from_str(&value).is_ok();
-                ok.then(|| (name.to_ascii_lowercase(), value))
-            });
-            match parsed {
-                Some(h) => out.push(h),
-                None => {
-                    let name = entry.split('=').next().unwrap_or_default().trim();
+            // Only a name that is a valid header token before an '=' is ever
+            // shown: an entry written `Authorization: Bearer …` is all secret.
+            let name = entry
+                .split_once('=')
+                .map(|(n, _)| n.trim())
+                .filter(|n| hyper::header::HeaderName::from_bytes(n.as_bytes()).is_ok());
+            let value = entry
+                .split_once('=')
+                .and_then(|(_, v)| percent_decoded(v.trim()))
+                .filter(|v| hyper::header::HeaderValue::from_str(v).is_ok());
+            match (name, value) {
+                (Some(n), _) if RESERVED.contains(&n.to_ascii_lowercase().as_str()) => {
                     tracing::warn!(
-                        "{from}: entry {} ('{}') is not name=value with a valid header name and a percent-encoded value; it is left out",
-                        i + 1,
-                        crate::logged::logged(bounded(name))
+                        "{from}: entry {} names '{n}', which the export request sets itself; it is left out",
+                        i + 1
                     );
                 }
+                (Some(n), Some(v)) => out.push((n.to_ascii_lowercase(), v)),
+                (Some(n), None) => tracing::warn!(
+                    "{from}: entry {} ('{n}') has a value that is not percent-encoded text; it is left out",
+                    i + 1
+                ),
+                (None, _) => tracing::warn!(
+                    "{from}: entry {} is not name=value with a valid header name; it is left out",
+                    i + 1
+                ),
             }
         }
         ExportHeaders(out)
     }
 }
+
+/// Headers the export request sets itself, which the variables may not add to.
+const RESERVED: [&str; 5] = [
+    "host",
+    "content-type",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+];
 
 /// `%XX` sequences decoded (the OpenTelemetry header values' encoding); `None`
 /// for a broken sequence or a result that is not UTF-8.
@@ -407,7 +425,7 @@ mod tests {
         // The traces variable wins; broken entries are left out, the rest kept.
         let traces = (
             "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-            "bad name=1,nokey,k=%zz,k2=a%0Ab,authorization=Bearer%20t",
+            "bad name=1,nokey,k=%zz,k2=a%0Ab,Authorization: Bearer sk,host=x,authorization=Bearer%20t",
         );
         let s = resolve(&none, &[on[0], general, traces]).unwrap();
         assert_eq!(s.headers, pairs(&[("authorization", "Bearer t")]));
