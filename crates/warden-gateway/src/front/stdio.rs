@@ -345,30 +345,25 @@ async fn write_messages<W: AsyncWrite + Unpin>(
         msg,
     }) = rx.recv().await
     {
-        let is_answer = matches!(jsonrpc::classify(&msg), Kind::Response { .. });
-        if msg.is_null() {
-            match (&call, ends_call) {
-                (Some(key), true) => running.release(key),
-                (Some(key), false) => {
-                    if let Some(error) = running.drain_answer(key) {
-                        if out.write_all(&jsonrpc::to_line(&error)).await.is_err() {
-                            tracing::error!("writing to stdout failed; the client is gone");
-                            return;
-                        }
-                    }
-                }
-                (None, _) => {}
+        // What to write: nothing for the notes (a request's end, the drain's
+        // turn), and an answer only if its request has none written yet.
+        let line = match (&call, msg.is_null()) {
+            (Some(key), true) if ends_call => {
+                running.release(key);
+                None
             }
-        } else if let (Some(key), true) = (&call, is_answer) {
-            // A second answer to one request (the upstream's, after the drain
-            // deadline answered it) is dropped.
-            if running.answer(key) && out.write_all(&jsonrpc::to_line(&msg)).await.is_err() {
+            (Some(key), true) => running.drain_answer(key).map(|e| jsonrpc::to_line(&e)),
+            (None, true) => None,
+            (Some(key), false) if matches!(jsonrpc::classify(&msg), Kind::Response { .. }) => {
+                running.answer(key).then(|| jsonrpc::to_line(&msg))
+            }
+            (_, false) => Some(jsonrpc::to_line(&msg)),
+        };
+        if let Some(line) = line {
+            if out.write_all(&line).await.is_err() {
                 tracing::error!("writing to stdout failed; the client is gone");
                 return;
             }
-        } else if out.write_all(&jsonrpc::to_line(&msg)).await.is_err() {
-            tracing::error!("writing to stdout failed; the client is gone");
-            return;
         }
         if rx.is_empty() && out.flush().await.is_err() {
             return;
