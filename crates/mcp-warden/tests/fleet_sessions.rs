@@ -24,6 +24,41 @@ fn text_of(reply: &Value) -> &str {
     reply["result"]["content"][0]["text"].as_str().unwrap_or("")
 }
 
+/// The answer to a request naming a session that ended or expired.
+fn session_not_found() -> String {
+    error_body("Session not found: it ended or expired. Start a new one with initialize.")
+}
+
+/// Calls `fx.echo` in session `sid` at `w` every `every` until it is refused as
+/// not found (asserting that answer), at most for `within`; each call before is
+/// answered. Returns the next unused request id.
+fn call_until_not_found(
+    w: &HttpWarden,
+    sid: &str,
+    mut id: i64,
+    within: std::time::Duration,
+    every: std::time::Duration,
+) -> i64 {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let r = w.post(
+            &[("Mcp-Session-Id", sid)],
+            &call(id, "fx.echo", json!({"text": "still?"})),
+        );
+        id += 1;
+        if r.status == 404 {
+            assert_eq!(r.body, session_not_found());
+            return id;
+        }
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session was still served after {within:?}"
+        );
+        std::thread::sleep(every);
+    }
+}
+
 #[test]
 fn a_session_opened_at_one_replica_goes_on_at_another() {
     let db = PgDb::create("fleet_sessions");
@@ -85,8 +120,7 @@ fn a_session_opened_at_one_replica_goes_on_at_another() {
     // A DELETE at B ends the session at B, and at a replica started after it.
     let r = request(&b.addr, "DELETE", &with, "");
     assert_eq!(r.status, 200, "{}", r.body);
-    let unknown =
-        error_body("Session not found: it ended or expired. Start a new one with initialize.");
+    let unknown = session_not_found();
     let r = b.post(&with, &call(3, "fx.echo", json!({"text": "x"})));
     assert_eq!((r.status, r.body.as_str()), (404, unknown.as_str()));
     let c = HttpWarden::start("fleet-c", &config, &[SECRET]);
@@ -187,24 +221,9 @@ fn a_session_expires_its_lifetime_after_it_opened_at_every_replica() {
     }
     // Kept busy, it still ends: the lifetime counts from initialize, not from
     // the last request. Bounded polling, no fixed sleep.
-    let unknown =
-        error_body("Session not found: it ended or expired. Start a new one with initialize.");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut n = 10;
-    loop {
-        let r = a.post(&with, &call(n, "fx.echo", json!({"text": "busy"})));
-        if r.status == 404 {
-            assert_eq!(r.body, unknown);
-            break;
-        }
-        assert_eq!(r.status, 200, "{}", r.body);
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the session never expired"
-        );
-        n += 1;
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let second = std::time::Duration::from_secs(1);
+    call_until_not_found(&a, &sid, 10, 10 * second, second / 10);
+    let unknown = session_not_found();
     // The replica that took it up, and one that never saw it, refuse it alike.
     let c = HttpWarden::start("fleet-life-c", &config, &[SECRET]);
     for w in [&b, &c] {
@@ -235,27 +254,11 @@ fn a_replica_holding_a_session_learns_within_seconds_that_another_ended_it() {
     assert_eq!(r.status, 200, "{}", r.body);
     // B asks the store about the sessions it holds every 10 s: it refuses the
     // ended session within that (and a margin), kept busy or not.
-    let unknown =
-        error_body("Session not found: it ended or expired. Start a new one with initialize.");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let mut id = 2;
-    loop {
-        let r = b.post(&with, &call(id, "fx.echo", json!({"text": "still?"})));
-        if r.status == 404 {
-            assert_eq!(r.body, unknown);
-            break;
-        }
-        assert_eq!(r.status, 200, "{}", r.body);
-        assert!(
-            std::time::Instant::now() < deadline,
-            "B still serves a session ended at A"
-        );
-        id += 1;
-        std::thread::sleep(std::time::Duration::from_millis(250));
-    }
+    let second = std::time::Duration::from_secs(1);
+    let id = call_until_not_found(&b, &sid, 2, 20 * second, second / 4);
     // And stays refused.
-    let r = b.post(&with, &call(id + 1, "fx.echo", json!({"text": "again"})));
-    assert_eq!((r.status, r.body.as_str()), (404, unknown.as_str()));
+    let r = b.post(&with, &call(id, "fx.echo", json!({"text": "again"})));
+    assert_eq!((r.status, r.body), (404, session_not_found()));
 }
 
 #[test]
