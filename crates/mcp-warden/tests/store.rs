@@ -610,8 +610,10 @@ fn a_full_disk_refuses_keyed_calls_clearly_serves_the_rest_and_records_again_onc
     };
     let count = dir.join("count");
     let db = dir.join("disk").join("warden.db");
+    // Four calls a minute: exactly the calls that run or replay below, so the
+    // two the full disk refused must not have been counted.
     let toml = format!(
-        "[store]\nurl = \"sqlite://{}\"\n{}",
+        "[store]\nurl = \"sqlite://{}\"\n{}[[quota]]\ncallers = [\"*\"]\ntools = [\"fx.*\"]\nrate = \"4/minute\"\n",
         db.display(),
         counted_fixture(&count, "")
     );

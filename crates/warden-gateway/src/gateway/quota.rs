@@ -281,6 +281,27 @@ impl Quotas {
         }
     }
 
+    /// Gives back what the rates counted for a call of `caller` to `tool` that
+    /// then did not run (its idempotency key could not be recorded), so that the
+    /// retry its answer advises is not charged twice. Counted in this process
+    /// only: a shared store that counts rates is the store the key could not be
+    /// recorded in, so it is not asked again (the count stands).
+    pub fn refund(&self, caller: Option<&Caller>, tool: &str) {
+        let Some(caller) = caller else { return };
+        if self.shared.is_some() {
+            return;
+        }
+        let mut tats = lock(&self.local);
+        for (i, q) in self.list.iter().enumerate() {
+            let Some(rate) = q.rate.filter(|_| q.applies(caller, tool)) else {
+                continue;
+            };
+            if let Some(tat) = tats.get_mut(&(i, caller.name.clone())) {
+                *tat -= rate.interval_ms();
+            }
+        }
+    }
+
     /// Redeems a credit a retried call brought back: true once per credit. A
     /// store that cannot answer redeems nothing: the call is counted.
     pub async fn redeem_credit(&self, id: &str) -> bool {
@@ -596,6 +617,24 @@ mod tests {
         )
         .is_none());
         assert!(!q.any_for(Some(&alice), "t.other"));
+    }
+
+    #[tokio::test]
+    async fn a_refunded_call_leaves_its_place_for_the_retry() {
+        let q = quotas("[[quota]]\ncallers = [\"*\"]\ntools = [\"fx.*\"]\nrate = \"1/minute\"\n");
+        let alice = Caller::new("alice");
+        let admit = || q.admit(Some(&alice), "fx.echo", Duration::from_secs(30), false);
+        assert!(text(&admit().await).is_none());
+        assert!(
+            text(&admit().await).is_some(),
+            "the minute's one call is taken"
+        );
+        q.refund(Some(&alice), "fx.echo");
+        assert!(text(&admit().await).is_none(), "given back: the retry runs");
+        assert!(text(&admit().await).is_some());
+        // Another tool's refund gives nothing back to this quota.
+        q.refund(Some(&alice), "other.tool");
+        assert!(text(&admit().await).is_some());
     }
 
     #[tokio::test]

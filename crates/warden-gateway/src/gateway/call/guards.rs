@@ -252,6 +252,10 @@ impl Calls {
                     // A call that needs the ledger fails closed when the store is
                     // unavailable (down, or its disk full): it did not run.
                     tracing::error!(tool = %logged(&ctx.tool), "the ledger is unavailable; the call is refused: {}", logged(&e));
+                    if a.counted {
+                        // It did not run: the retry its answer advises is not charged twice.
+                        policy.quotas.refund(ctx.caller.as_ref(), &ctx.tool);
+                    }
                     Some(End::NotRun {
                         why: e.to_string(),
                         text: texts::ledger_unavailable(&ctx.tool, 1),
