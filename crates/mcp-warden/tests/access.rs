@@ -98,6 +98,28 @@ fn ask_runs_the_call_when_the_human_approves() {
 }
 
 #[test]
+fn a_call_waiting_for_approval_is_cancelled_by_its_client() {
+    let mut w = Warden::start_in_process("ask-cancelled", &ruled("deny", ""));
+    w.call_text("notes.create_note", json!({"title": "a", "text": "b"}));
+    let publish = json!({"name": "notes.publish_note", "arguments": {"id": 1}});
+    let id = w.send_request("tools/call", publish.clone());
+    w.wait_for("elicitation", |m| m["method"] == "elicitation/create");
+    w.notify(
+        "notifications/cancelled",
+        Some(json!({"requestId": id, "reason": "the user gave up"})),
+    );
+    // Cancelled, it gets no answer: not even the refusal its approval's
+    // timeout (3 s) would have given.
+    w.expect_silence(std::time::Duration::from_secs(4));
+    // Its id is free again, and the note was never published.
+    let again = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "notes.list_notes", "arguments": {}}});
+    w.send(&again);
+    let r = w.response(&json!(id));
+    assert_eq!(r["result"]["content"][0]["text"], "1. a [private] b", "{r}");
+}
+
+#[test]
 fn ask_denies_on_decline_refusal_or_silence() {
     let mut w = Warden::start_in_process("ask-decline", &ruled("deny", ""));
     w.call_text("notes.create_note", json!({"title": "a", "text": "b"}));

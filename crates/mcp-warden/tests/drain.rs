@@ -368,10 +368,15 @@ fn calls_past_the_drain_deadline_get_a_clear_error_and_are_cancelled() {
 
 /// A stdio gateway like [`draining_warden`]'s, with its admin listener on `port`.
 fn draining_stdio(name: &str, drain_timeout: &str, port: u16) -> Warden {
+    draining_stdio_with(name, drain_timeout, port, "")
+}
+
+/// [`draining_stdio`] with more TOML before its `[store]` (rules, say).
+fn draining_stdio_with(name: &str, drain_timeout: &str, port: u16, more: &str) -> Warden {
     Warden::start(
         name,
         &format!(
-            "[gateway]\ndrain_timeout = \"{drain_timeout}\"\n\
+            "[gateway]\ndrain_timeout = \"{drain_timeout}\"\n{more}\
              [store]\nurl = \"sqlite://{{dir}}/audit.db\"\n\
              [admin]\nlisten = \"127.0.0.1:{port}\"\n\
              [[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n\
@@ -434,4 +439,28 @@ fn over_stdio_a_call_past_the_drain_deadline_is_answered_once_and_cancelled() {
     let records = audit_in(&w.dir);
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0]["outcome"], "cancelled", "{records:?}");
+}
+
+#[test]
+fn over_stdio_a_call_waiting_for_approval_at_the_deadline_is_answered_and_cancelled() {
+    let port = free_port();
+    let ask = "[access]\napproval_timeout_ms = 60000\n\
+               [[rule]]\ncallers = [\"*\"]\ntools = [\"fx.echo\"]\neffect = \"ask\"\n";
+    let mut w = draining_stdio_with("drain-stdio-approval", "1s", port, ask);
+    let id = w.send_request(
+        "tools/call",
+        json!({"name": "fx.echo", "arguments": {"n": 1}}),
+    );
+    w.wait_for("elicitation", |m| m["method"] == "elicitation/create");
+    terminate(w.pid());
+    let (line, _) = w.response_line(&json!(id));
+    assert!(
+        line.contains("the gateway shut down before this call finished"),
+        "{line}"
+    );
+    assert!(w.wait_exit().success());
+    let records = audit_in(&w.dir);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["outcome"], "cancelled", "{records:?}");
+    assert_eq!(count(&w.dir, "echo"), 0, "the tool never ran");
 }

@@ -8,9 +8,8 @@
 //! ends the upstream children. SIGTERM does the same within `gateway.drain_timeout`
 //! (`/readyz` on the admin listener says "draining" meanwhile); a request still
 //! running then is answered with the HTTP front's drain error and cancelled
-//! upstream (its audit record says `cancelled`); one waiting for a human's
-//! approval or a hook cannot be cancelled there and ends with the process, as
-//! over HTTP. Each request is answered at most once: the writer decides, in the
+//! upstream, or in the gateway while it waits for an approval or a before hook
+//! (its audit record says `cancelled`). Each request is answered at most once: the writer decides, in the
 //! order messages reach it, between the upstream's answer and the drain's.
 //!
 //! A request whose id is still in use by a running request is refused unrun, as

@@ -447,6 +447,11 @@ impl Gateway {
                     ended.notify_one();
                     return;
                 }
+                // A call still in the gateway's own hands (an approval, a hook).
+                if let Some(held) = session::lock(&session.held).get(&key).cloned() {
+                    held.notify_one();
+                    return;
+                }
                 if let Some((conn, upstream_id)) = session.upstream_of(&jsonrpc::id_key(request_id))
                 {
                     let reason = msg

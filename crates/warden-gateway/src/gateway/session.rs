@@ -70,6 +70,37 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A call held in the gateway (for an approval, or before hooks): a
+/// `notifications/cancelled` for it wakes `cancelled`. Dropped, it is no longer held.
+pub(crate) struct Held<'a> {
+    session: &'a ClientSession,
+    key: Option<CallKey>,
+    pub(crate) cancelled: Arc<Notify>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = &self.key {
+            lock(&self.session.held).remove(key);
+        }
+    }
+}
+
+impl ClientSession {
+    /// Holds call `key` (none: a call no client can cancel) until the guard drops.
+    pub(crate) fn hold(&self, key: Option<&CallKey>) -> Held<'_> {
+        let cancelled = Arc::new(Notify::new());
+        if let Some(key) = key {
+            lock(&self.held).insert(key.clone(), cancelled.clone());
+        }
+        Held {
+            session: self,
+            key: key.cloned(),
+            cancelled,
+        }
+    }
+}
+
 /// One client connection.
 pub struct ClientSession {
     out: mpsc::Sender<Outgoing>,
@@ -100,6 +131,9 @@ pub struct ClientSession {
     pub(crate) log_level: Mutex<Option<Value>>,
     /// Open `subscriptions/listen` streams → what ends them (a cancellation).
     pub(crate) listening: Mutex<HashMap<CallKey, Arc<Notify>>>,
+    /// Calls held in the gateway itself (waiting for a human's approval or a
+    /// before hook) → what cancels them.
+    pub(crate) held: Mutex<HashMap<CallKey, Arc<Notify>>>,
     /// What the client declared in `initialize`: its capabilities and the version agreed.
     client: RwLock<Option<(Value, &'static str)>>,
     /// The client speaks the stateless 2026-07-28 revision: no requests to it, and
@@ -172,6 +206,7 @@ impl ClientSession {
             interrupts: Mutex::new(HashMap::new()),
             log_levels: Mutex::new(HashMap::new()),
             listening: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
             log_level: Mutex::new(None),
             client: RwLock::new(None),
             stateless: AtomicBool::new(false),

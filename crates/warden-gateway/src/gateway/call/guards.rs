@@ -133,9 +133,12 @@ impl Calls {
                 }
             }
         }
+        // From here until the call goes upstream, its client may cancel it.
+        let held = session.hold(a.call.as_ref());
+        let cancelled = |phase: &str| End::Cancelled(format!("cancelled by the client {phase}"));
         if a.approval || flow_ask.is_some() {
             let mut span = child(&a.record, "warden.approval", Kind::Internal);
-            let asked = approval::approve(
+            let asking = approval::approve(
                 session,
                 &self.sessions,
                 a.call.clone(),
@@ -150,8 +153,15 @@ impl Calls {
                 ),
                 self.state_key(),
                 policy.approval_timeout,
-            )
-            .await;
+            );
+            let asked = tokio::select! {
+                asked = asking => asked,
+                _ = held.cancelled.notified() => {
+                    drop(span);
+                    let end = cancelled("while it waited for approval");
+                    return self.settle.settle(&a.record, end).await;
+                }
+            };
             if let Some(s) = &mut span {
                 let answer = match &asked {
                     Approval::Approved => "approved",
@@ -202,7 +212,15 @@ impl Calls {
                 }
             },
         );
-        let end = match decided.await {
+        let decided = tokio::select! {
+            decided = decided => decided,
+            _ = held.cancelled.notified() => {
+                let end = cancelled("while its before hooks ran");
+                return self.settle.settle(&a.record, end).await;
+            }
+        };
+        drop(held);
+        let end = match decided {
             BeforeOutcome::Pass => None,
             BeforeOutcome::Deny(reason) => Some(refused(reason.as_str())),
             BeforeOutcome::Answer(result) => Some(End::Hook(result)),
