@@ -261,17 +261,30 @@ impl ClientSession {
         params: Value,
         timeout: Duration,
     ) -> Option<Value> {
+        /// Forgets the request when the wait ends, also when the waiting call
+        /// is dropped mid-way (it was cancelled).
+        struct Forget<'a>(&'a Mutex<HashMap<String, oneshot::Sender<Value>>>, String);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                lock(self.0).remove(&self.1);
+            }
+        }
         let (tx, rx) = oneshot::channel();
         let key = jsonrpc::id_key(&id);
         lock(&self.own_requests).insert(key.clone(), tx);
+        let _forget = Forget(&self.own_requests, key);
         self.send_for(call, jsonrpc::request(id, method, Some(params)))
             .await;
-        let answer = tokio::time::timeout(timeout, rx)
+        tokio::time::timeout(timeout, rx)
             .await
             .ok()
-            .and_then(Result::ok);
-        lock(&self.own_requests).remove(&key);
-        answer
+            .and_then(Result::ok)
+    }
+
+    /// How many of the gateway's own requests to the client await an answer.
+    #[cfg(test)]
+    pub(crate) fn own_requests_waiting(&self) -> usize {
+        lock(&self.own_requests).len()
     }
 
     /// Hands a client's response to the gateway's own request that waits for it.
@@ -511,5 +524,35 @@ impl Sessions {
             [only] => Some(only.clone()),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_request_of_the_gateways_own_is_forgotten_when_its_wait_is_dropped() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let s = ClientSession::new(None, tx);
+        // The waiting call goes away (cancelled) long before the answer's timeout.
+        let asked = s.ask(
+            None,
+            json!("q1"),
+            "ping",
+            json!({}),
+            Duration::from_secs(60),
+        );
+        let waited = tokio::time::timeout(Duration::from_millis(50), asked).await;
+        assert!(waited.is_err(), "no answer came");
+        assert_eq!(rx.recv().await.unwrap().msg["method"], "ping");
+        assert_eq!(s.own_requests_waiting(), 0);
+        // A late answer finds no one waiting and is handed back.
+        let late = json!({"jsonrpc": "2.0", "id": "q1", "result": {}});
+        assert_eq!(
+            s.answer_own(&jsonrpc::id_key(&json!("q1")), late.clone()),
+            Err(late)
+        );
     }
 }
