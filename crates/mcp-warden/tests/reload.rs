@@ -6,36 +6,13 @@
 mod common;
 
 use common::http::{hold, HttpWarden};
-use common::{alive, cli, free_port, metrics_text, said, write_config, Warden, FIXTURE, PATIENCE};
+use common::{
+    alive, cli, free_port, metrics_text, reloads, said, wait_for_reloads, write_config, Warden,
+    FIXTURE, PATIENCE,
+};
 use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// Reloads counted so far with `result` ("ok" or "invalid").
-fn reloads(text: &str, result: &str) -> u64 {
-    let prefix = format!("warden_config_reloads_total{{result=\"{result}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {prefix} in {text}"))
-}
-
-/// Waits until at least `n` reloads ended with `result` (a reload is over once
-/// it is counted); returns the metrics then.
-fn wait_for_reloads(port: u16, result: &str, n: u64) -> String {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let text = metrics_text(port);
-        if reloads(&text, result) >= n {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never {n} {result} reload(s):\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn admin(port: u16) -> String {
     format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n")

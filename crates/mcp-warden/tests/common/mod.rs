@@ -661,6 +661,32 @@ pub fn metrics_text(port: u16) -> String {
     out
 }
 
+/// Reloads counted so far with `result` ("ok" or "invalid").
+pub fn reloads(text: &str, result: &str) -> u64 {
+    let prefix = format!("warden_config_reloads_total{{result=\"{result}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in {text}"))
+}
+
+/// Waits until at least `n` reloads ended with `result` (a reload is over once
+/// it is counted); returns the metrics then.
+pub fn wait_for_reloads(port: u16, result: &str, n: u64) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let text = metrics_text(port);
+        if reloads(&text, result) >= n {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never {n} {result} reload(s):\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The fixture's `secret` answer (`FX_TOKEN=… pid=…`), split into what the
 /// variable holds and the answering process's id.
 pub fn said(result: &Value) -> (String, u32) {
