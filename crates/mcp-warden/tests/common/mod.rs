@@ -574,6 +574,10 @@ pub fn dead_url() -> String {
     format!("http://{addr}/hook")
 }
 pub mod http;
+mod metrics;
+// Not every test uses them (as `dead_code` above).
+#[allow(unused_imports)]
+pub use metrics::{metrics_text, reloads, wait_for_reloads};
 
 /// A database of the machine's PostgreSQL for one test (dropped when done).
 pub struct PgDb(pub String);
@@ -648,43 +652,6 @@ impl Drop for PgDb {
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
-}
-
-/// The gateway's Prometheus metrics on `port`, as text.
-pub fn metrics_text(port: u16) -> String {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
-/// Reloads counted so far with `result` ("ok" or "invalid").
-pub fn reloads(text: &str, result: &str) -> u64 {
-    let prefix = format!("warden_config_reloads_total{{result=\"{result}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {prefix} in {text}"))
-}
-
-/// Waits until at least `n` reloads ended with `result` (a reload is over once
-/// it is counted); returns the metrics then.
-pub fn wait_for_reloads(port: u16, result: &str, n: u64) -> String {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let text = metrics_text(port);
-        if reloads(&text, result) >= n {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never {n} {result} reload(s):\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// The fixture's `secret` answer (`FX_TOKEN=… pid=…`), split into what the
