@@ -134,7 +134,7 @@ async fn a_database_of_the_previous_version_is_migrated_and_keeps_its_keys() {
     .unwrap();
     let sqlite = Sqlite::init(conn).unwrap();
     let version: i64 = sqlite
-        .with(|c| Ok(c.query_row("SELECT version FROM schema_version", [], |r| r.get(0))?))
+        .with(|c| c.query_row("SELECT version FROM schema_version", [], |r| r.get(0)))
         .await
         .unwrap();
     assert_eq!(version as usize, MIGRATIONS.len(), "migrated to the newest");
@@ -323,5 +323,78 @@ fn an_unwritable_path_is_a_clear_error() {
         e.to_string()
             .starts_with("the store is unavailable: cannot open /nonexistent-dir/warden.db"),
         "{e}"
+    );
+}
+
+/// Opens `path` from `n` threads at the same instant (each its own connection,
+/// as separate processes would); every open must succeed.
+fn open_together(path: &std::path::Path, n: usize) -> Vec<Result<Sqlite, StoreError>> {
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(n));
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            let (barrier, path) = (barrier.clone(), path.to_owned());
+            std::thread::spawn(move || {
+                barrier.wait();
+                Sqlite::open(&path)
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+fn schema_version(path: &std::path::Path) -> i64 {
+    let conn = Connection::open(path).unwrap();
+    conn.query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn eight_stores_opening_one_fresh_file_at_once_all_open_and_migrate_it_once() {
+    let dir = scratch("open-race-fresh");
+    for round in 0..20 {
+        let path = dir.join(format!("fresh-{round}.db"));
+        for opened in open_together(&path, 8) {
+            opened.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+        assert_eq!(schema_version(&path) as usize, MIGRATIONS.len());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn eight_stores_opening_one_old_file_at_once_all_open_and_migrate_it_once() {
+    let dir = scratch("open-race-old");
+    for round in 0..20 {
+        let path = dir.join(format!("old-{round}.db"));
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (1);
+             INSERT INTO ledger (scope, key, fingerprint, state, result, created_ms) VALUES ('a', 'k', 'f', 'completed', '{}', 0);",
+        )
+        .unwrap();
+        drop(conn);
+        for opened in open_together(&path, 8) {
+            opened.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+        assert_eq!(schema_version(&path) as usize, MIGRATIONS.len());
+        let kept: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM ledger WHERE owner IS NULL", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(kept, 1, "round {round}: the old row survives the migration");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_file_locked_past_the_wait_names_itself_and_its_holder() {
+    let err = crate::sqlite::stayed_locked(Some(std::path::Path::new("/data/shared.db")));
+    assert_eq!(
+        err.to_string(),
+        "the store is unavailable: the SQLite file /data/shared.db stayed locked for 10 s: another process holds its write lock. \
+         Wait for it to finish, stop it, or give this gateway a file of its own ([store] url)"
     );
 }

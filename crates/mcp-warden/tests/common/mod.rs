@@ -216,7 +216,7 @@ impl Warden {
         }
     }
 
-    fn handshake(&mut self) {
+    pub fn handshake(&mut self) {
         let init = self.request(
             "initialize",
             json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}, "elicitation": {}},

@@ -8,7 +8,11 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+mod open;
+#[cfg(test)]
+pub(crate) use open::stayed_locked;
 
 /// Schema migrations, applied in order on open; the index + 1 is the version.
 pub(crate) const MIGRATIONS: &[&str] = &[
@@ -46,15 +50,18 @@ pub(crate) const MIGRATIONS: &[&str] = &[
 #[derive(Clone)]
 pub struct Sqlite {
     conn: Arc<Mutex<Connection>>,
+    /// The file, named in errors (`None`: in memory).
+    path: Option<Arc<Path>>,
     pub(crate) owner: Arc<str>,
 }
 
 impl Sqlite {
-    /// Opens (or creates) the database file and brings its schema up to date.
+    /// Opens (or creates) the database file and brings its schema up to date,
+    /// waiting up to [`open::LOCK_WAIT`] for other processes doing the same.
     pub fn open(path: &Path) -> Result<Sqlite, StoreError> {
         let conn = Connection::open(path)
             .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
-        Sqlite::init(conn)
+        Sqlite::init_at(conn, Some(path))
     }
 
     /// A store in memory.
@@ -63,44 +70,30 @@ impl Sqlite {
     }
 
     pub(crate) fn init(conn: Connection) -> Result<Sqlite, StoreError> {
-        conn.busy_timeout(Duration::from_secs(5))?;
-        // WAL: readers never block the writer; NORMAL sync is durable across process crashes.
-        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        conn.execute_batch("PRAGMA synchronous = NORMAL; CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);")?;
-        let version: i64 = conn
-            .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
-            .optional()?
-            .unwrap_or(0);
-        if version as usize > MIGRATIONS.len() {
-            return Err(StoreError::Unavailable(format!(
-                "the database has schema version {version}, newer than this mcp-warden knows ({}); upgrade mcp-warden",
-                MIGRATIONS.len()
-            )));
-        }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = conn.unchecked_transaction()?;
-            tx.execute_batch(sql)?;
-            tx.execute("DELETE FROM schema_version", [])?;
-            tx.execute(
-                "INSERT INTO schema_version (version) VALUES (?1)",
-                [i as i64 + 1],
-            )?;
-            tx.commit()?;
-        }
+        Sqlite::init_at(conn, None)
+    }
+
+    fn init_at(mut conn: Connection, path: Option<&Path>) -> Result<Sqlite, StoreError> {
+        open::prepare(&mut conn, path)?;
         Ok(Sqlite {
             conn: Arc::new(Mutex::new(conn)),
+            path: path.map(Arc::from),
             owner: new_owner()?,
         })
     }
 
+    /// Runs `f` on the connection, on the blocking pool. A statement refused for
+    /// a lock another process holds is tried again (it changed nothing) until
+    /// [`open::LOCK_WAIT`] has passed, so a moment's contention fails no call.
     pub(crate) async fn with<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+        mut f: impl FnMut(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let conn = self.conn.clone();
+        let (conn, path) = (self.conn.clone(), self.path.clone());
         tokio::task::spawn_blocking(move || {
             let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
-            f(&mut conn)
+            let deadline = Instant::now() + open::LOCK_WAIT;
+            open::retry_busy(path.as_deref(), deadline, || f(&mut conn))
         })
         .await
         .map_err(|e| StoreError::Unavailable(format!("store task failed: {e}")))?
@@ -214,11 +207,11 @@ impl Sqlite {
     /// over), and the row, now the new attempt's, is left alone.
     pub async fn finish(&self, scope: &str, key: &str, finish: Finish) -> Result<bool, StoreError> {
         let (scope, key, owner) = (scope.to_owned(), key.to_owned(), self.owner.clone());
+        let (state, result) = match finish {
+            Finish::Completed(v) => ("completed", Some(v.to_string())),
+            Finish::Failed(_) => ("failed", None),
+        };
         self.with(move |conn| {
-            let (state, result) = match finish {
-                Finish::Completed(v) => ("completed", Some(v.to_string())),
-                Finish::Failed(_) => ("failed", None),
-            };
             // The lease goes with the run: a finished row is never taken over, and
             // a previous version re-claiming a failed row leaves no stale lease behind.
             let finished = conn.execute(
@@ -351,7 +344,7 @@ impl Sqlite {
                     calls: r.get::<_, i64>(3)? as u64,
                 })
             })?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(Into::into)
+            rows.collect::<Result<Vec<_>, _>>()
         })
         .await
     }
