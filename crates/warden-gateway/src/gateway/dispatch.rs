@@ -155,7 +155,7 @@ impl Gateway {
                 return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
             }
             if method == "server/discover" {
-                let (mut capabilities, instructions) = self.upstreams.offered();
+                let (mut capabilities, instructions) = self.upstreams.offered(false);
                 // Resource subscriptions are not honoured on listen streams.
                 if let Some(r) = capabilities
                     .get_mut("resources")
@@ -350,7 +350,7 @@ impl Gateway {
         id: &Value,
         params: Option<&Value>,
     ) -> Begun {
-        let (offered, _) = self.upstreams.offered();
+        let (offered, _) = self.upstreams.offered(false);
         let filter =
             listen::Filter::honoured(params.and_then(|p| p.get("notifications")), &offered);
         let key = jsonrpc::id_key(id);
@@ -417,7 +417,7 @@ impl Gateway {
     pub(super) async fn initialize(&self, params: Option<&Value>) -> Value {
         self.connect(params).await;
         let version = negotiated_version(params);
-        let (capabilities, instructions) = self.upstreams.offered();
+        let (capabilities, instructions) = self.upstreams.offered(true);
         let mut result = json!({
             "protocolVersion": version,
             "capabilities": capabilities,

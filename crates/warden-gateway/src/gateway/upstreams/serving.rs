@@ -8,13 +8,19 @@ impl Upstreams {
     /// Which upstream serves a method the gateway does not govern: the one upstream
     /// that declared the capability it belongs to (the first such, with several),
     /// or the one that listed the resource or prompt the request names.
+    /// A method no upstream declared the capability of goes to the single
+    /// upstream when there is one: a 2026-07-28 server need not announce
+    /// `completions` or `logging` in `server/discover` to answer them (the
+    /// conformance suite's reference server does not), and the upstream itself
+    /// says when it has no such method.
     pub fn serving(&self, method: &str, params: Option<&Value>) -> Option<Arc<Upstream>> {
+        let only = || match &*self.list() {
+            [only] if only.conn().is_some() => Some(only.clone()),
+            _ => None,
+        };
         let Some(capability) = capability_of(method) else {
             // Not tied to a capability: only unambiguous with a single upstream.
-            return match &*self.list() {
-                [only] if only.conn().is_some() => Some(only.clone()),
-                _ => None,
-            };
+            return only();
         };
         if let Some(key) = params.and_then(owner_key) {
             let owner = lock(&self.owners).get(&key).copied();
@@ -25,7 +31,7 @@ impl Upstreams {
                 return Some(up);
             }
         }
-        self.capable(capability).into_iter().next()
+        self.capable(capability).into_iter().next().or_else(only)
     }
 
     /// The running upstreams that declared the capability `method` belongs to,
@@ -125,12 +131,20 @@ impl Upstreams {
     }
 
     /// The capabilities the gateway offers (its upstreams' merged, tools always)
-    /// and their instructions.
-    pub fn offered(&self) -> (Map<String, Value>, Option<String>) {
+    /// and their instructions; `older`: to a client of a revision before
+    /// 2026-07-28 (its `initialize`), else in `server/discover`.
+    pub fn offered(&self, older: bool) -> (Map<String, Value>, Option<String>) {
         let mut capabilities = Map::new();
         let mut instructions = Vec::new();
         for up in self.list().iter() {
             if let Some(mut info) = up.info() {
+                if up.is_stateless() && older {
+                    // An older client's logging/setLevel is the gateway's to answer:
+                    // the level rides its requests in the 2026-07-28 envelope.
+                    info.capabilities
+                        .entry("logging")
+                        .or_insert_with(|| json!({}));
+                }
                 if up.is_stateless() {
                     // 2026-07-28 has no resources/subscribe to relay the offer to.
                     if let Some(r) = info
