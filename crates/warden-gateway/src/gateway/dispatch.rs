@@ -222,7 +222,7 @@ impl Gateway {
                 let Some(up) = self.upstreams.serving(method, params.as_ref()) else {
                     return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
                 };
-                if up.is_stateless() && envelope.is_none() {
+                if envelope.is_none() && up.stateless_for(true) {
                     if let Some(done) = self
                         .removed_at_2026(session, &up, method, params.as_ref())
                         .await
@@ -243,7 +243,7 @@ impl Gateway {
                         Err(error) => return Begun::Done(Some(Err(error))),
                     }
                 }
-                let stateless = up.is_stateless();
+                let stateless = up.stateless_for(envelope.is_none());
                 if stateless {
                     input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
                 }

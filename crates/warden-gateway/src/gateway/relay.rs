@@ -52,7 +52,10 @@ pub async fn start(
             let (conn, lease) = children.conn_for(name, token).await?;
             (conn, Some(lease), None)
         }
-        (credential, _) => (up.conn().ok_or(CallError::Gone)?, None, credential),
+        (credential, _) => {
+            let conn = up.conn_for(!session.is_stateless());
+            (conn.ok_or(CallError::Gone)?, None, credential)
+        }
     };
     // The log level the client wants for this request (its own envelope's, or an
     // older client's `logging/setLevel`), for a 2026-07-28 upstream's envelope.

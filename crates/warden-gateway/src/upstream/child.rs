@@ -16,7 +16,11 @@ use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
 
 /// Starts the child and the tasks that serve its pipes.
-pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn>, String> {
+pub(super) fn open(
+    up: &Upstream,
+    generation: u64,
+    inbound: Weak<dyn Inbound>,
+) -> Result<Arc<Conn>, String> {
     let mut cmd = Command::new(&up.program);
     cmd.args(&up.config.command[1..])
         .envs(&up.config.env)
@@ -32,8 +36,7 @@ pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn
     let stderr = child.stderr.take().ok_or("child has no stderr")?;
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(1024);
     let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
-    let conn = up.new_conn(tx, stop_tx, Some(child), inbound.clone());
-    let generation = conn.generation;
+    let conn = up.new_conn(generation, tx, stop_tx, Some(child), inbound.clone());
 
     let name = up.name.clone();
     tokio::spawn(async move {

@@ -23,7 +23,7 @@ use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -35,6 +35,8 @@ const POOL: usize = 32;
 /// Tries at resuming a stream that ended before its answer, and the pause before each.
 const RESUME_ATTEMPTS: usize = 5;
 const RESUME_PAUSE: Duration = Duration::from_millis(100);
+/// The longest wait before resuming that a server's `retry:` advice is followed for.
+const RESUME_PAUSE_MAX: Duration = Duration::from_secs(30);
 
 type Sender = SendRequest<Full<Bytes>>;
 
@@ -50,6 +52,9 @@ struct Http {
     conn: Weak<Conn>,
     inbound: Weak<dyn Inbound>,
     listening: AtomicBool,
+    /// The reconnection time the server last advised on a stream (SSE `retry:`),
+    /// in ms: a stream ended early is resumed after it (SEP-1699).
+    retry_ms: AtomicU64,
     /// Which tools' arguments also travel in `Mcp-Param-*` headers.
     header_params: HeaderParams,
 }
@@ -67,7 +72,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn>, String> {
+pub(super) fn open(
+    up: &Upstream,
+    generation: u64,
+    inbound: Weak<dyn Inbound>,
+) -> Result<Arc<Conn>, String> {
     let url = up.config.url.as_deref().unwrap_or_default();
     let target = HttpTarget::parse(url, up.timeout_ms()).map_err(|e| format!("url: {e}"))?;
     let tls = if target.is_tls() {
@@ -86,7 +95,7 @@ pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn
         .filter(|t| !t.is_empty());
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(1024);
     let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
-    let conn = up.new_conn(tx, stop_tx, None, inbound.clone());
+    let conn = up.new_conn(generation, tx, stop_tx, None, inbound.clone());
     let http = Arc::new(Http {
         target,
         tls,
@@ -98,6 +107,7 @@ pub(super) fn open(up: &Upstream, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn
         conn: Arc::downgrade(&conn),
         inbound,
         listening: AtomicBool::new(false),
+        retry_ms: AtomicU64::new(0),
         header_params: up.header_params.clone(),
     });
     tokio::spawn(async move {
@@ -416,6 +426,9 @@ impl Http {
             };
             buffer.extend_from_slice(&data);
             for event in take_events(&mut buffer) {
+                if let Some(ms) = event.retry {
+                    self.retry_ms.store(ms, Ordering::Relaxed);
+                }
                 if event.id.is_some() {
                     last_id = event.id;
                 }
@@ -446,7 +459,8 @@ impl Http {
             if !conn.is_pending(id) {
                 return;
             }
-            tokio::time::sleep(RESUME_PAUSE).await;
+            let advised = Duration::from_millis(self.retry_ms.load(Ordering::Relaxed));
+            tokio::time::sleep(advised.clamp(RESUME_PAUSE, RESUME_PAUSE_MAX)).await;
             let Some(response) = self.open_stream(Some(&last), credential).await else {
                 continue;
             };
@@ -566,6 +580,8 @@ impl Http {
 struct SseEvent {
     id: Option<String>,
     data: Vec<u8>,
+    /// The reconnection time it advises, in ms (`retry:`).
+    retry: Option<u64>,
 }
 
 /// Removes every complete SSE event from `buffer` and returns them.
@@ -587,7 +603,7 @@ fn take_events(buffer: &mut Vec<u8>) -> Vec<SseEvent> {
         let Some((at, len)) = end else { break };
         let event: Vec<u8> = buffer.drain(..at + len).collect();
         let mut data: Vec<u8> = Vec::new();
-        let mut id = None;
+        let (mut id, mut retry) = (None, None);
         for line in event.split(|b| *b == b'\n') {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             if let Some(rest) = line.strip_prefix(b"data:") {
@@ -598,9 +614,12 @@ fn take_events(buffer: &mut Vec<u8>) -> Vec<SseEvent> {
             } else if let Some(rest) = line.strip_prefix(b"id:") {
                 let rest = rest.strip_prefix(b" ").unwrap_or(rest);
                 id = std::str::from_utf8(rest).ok().map(str::to_owned);
+            } else if let Some(rest) = line.strip_prefix(b"retry:") {
+                let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+                retry = std::str::from_utf8(rest).ok().and_then(|r| r.parse().ok());
             }
         }
-        out.push(SseEvent { id, data });
+        out.push(SseEvent { id, data, retry });
     }
     out
 }

@@ -25,6 +25,7 @@ mod child;
 mod conn;
 pub mod credential;
 mod http;
+mod legacy;
 pub mod per_caller;
 
 pub(crate) use conn::deliver;
@@ -230,6 +231,8 @@ pub struct Upstream {
     listening: Mutex<Option<(Weak<Conn>, u64)>>,
     /// Its tools' `Mcp-Param-*` arguments, for the HTTP transport's headers.
     header_params: HeaderParams,
+    /// The older revision's session beside a 2026-07-28 HTTP upstream.
+    legacy: legacy::Legacy,
 }
 
 impl Upstream {
@@ -256,6 +259,7 @@ impl Upstream {
             resources: Mutex::new(Default::default()),
             listening: Mutex::new(None),
             header_params: HeaderParams::default(),
+            legacy: legacy::Legacy::default(),
         }
     }
 
@@ -301,7 +305,7 @@ impl Upstream {
             // Callers' own children start the way this one does.
             children.remember(inbound.clone(), init);
         }
-        let conn = self.spawn(inbound)?;
+        let conn = self.spawn(inbound.clone())?;
         let result = async {
             let stateless = match self.config.protocol {
                 UpstreamProtocol::Handshake => None,
@@ -317,6 +321,9 @@ impl Upstream {
             let info = match stateless {
                 Some(info) => {
                     conn.stateless.store(true, Ordering::Relaxed);
+                    if self.config.url.is_some() && self.config.protocol == UpstreamProtocol::Auto {
+                        self.open_legacy(conn.generation, inbound, init).await;
+                    }
                     info
                 }
                 None if conn.is_closed() => {
@@ -372,12 +379,18 @@ impl Upstream {
 
     /// The initialize handshake (up to 2025-11-25).
     async fn handshake(&self, conn: &Conn, init: &Value) -> Result<ServerInfo, String> {
+        self.handshake_within(conn, init, HANDSHAKE_TIMEOUT).await
+    }
+
+    /// The initialize handshake, answered within `patience`.
+    async fn handshake_within(
+        &self,
+        conn: &Conn,
+        init: &Value,
+        patience: Duration,
+    ) -> Result<ServerInfo, String> {
         let answer = conn
-            .request(
-                "initialize",
-                Some(init.clone()),
-                HANDSHAKE_TIMEOUT.as_millis() as u64,
-            )
+            .request("initialize", Some(init.clone()), patience.as_millis() as u64)
             .await
             .map_err(|e| format!("initialize failed: {e}"))?;
         let result = match (answer.get("result"), answer.get("error")) {
@@ -580,15 +593,16 @@ impl Upstream {
         ))
     }
 
-    /// A connection record for a new transport; the caller runs its tasks.
+    /// A connection record for a new transport of `generation`; the caller runs
+    /// its tasks.
     fn new_conn(
         &self,
+        generation: u64,
         tx: mpsc::Sender<Vec<u8>>,
         stop: oneshot::Sender<()>,
         child: Option<Child>,
         inbound: Weak<dyn Inbound>,
     ) -> Arc<Conn> {
-        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let conn = Arc::new_cyclic(|me| Conn {
             me: me.clone(),
             upstream: self.index,
@@ -610,16 +624,19 @@ impl Upstream {
             stateless: AtomicBool::new(false),
             inbound,
         });
-        *self.conn.write().unwrap_or_else(|e| e.into_inner()) = Some(conn.clone());
         conn
     }
 
-    /// Opens the transport: a child process, or an HTTP server for `url =`.
+    /// Opens the transport (a child process, or an HTTP server for `url =`) as
+    /// the upstream's connection, of a new generation.
     fn spawn(&self, inbound: Weak<dyn Inbound>) -> Result<Arc<Conn>, String> {
-        match self.config.url {
-            Some(_) => http::open(self, inbound),
-            None => child::open(self, inbound),
-        }
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let conn = match self.config.url {
+            Some(_) => http::open(self, generation, inbound)?,
+            None => child::open(self, generation, inbound)?,
+        };
+        *self.conn.write().unwrap_or_else(|e| e.into_inner()) = Some(conn.clone());
+        Ok(conn)
     }
 
     /// Ends the current child, if any, and every caller's own.
@@ -630,11 +647,13 @@ impl Upstream {
         }
     }
 
-    /// Ends the current child (or HTTP session), if any.
+    /// Ends the current child (or HTTP session), if any, and the older
+    /// revision's session beside it.
     async fn stop(&self) {
         let conn = self.conn.write().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(conn) = conn {
             conn.shutdown().await;
         }
+        self.legacy.stop().await;
     }
 }

@@ -459,7 +459,7 @@ impl Calls {
             .sessions
             .map_progress_token(session, call.as_ref(), obj);
         let mut params = Value::Object(std::mem::take(obj));
-        if up.is_stateless() {
+        if up.stateless_for(envelope.is_none()) {
             input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
         }
         Ok(Accepted {

@@ -48,7 +48,7 @@ impl Calls {
             None => session.capabilities(),
         };
         // An older client's input rounds send the call again: keep it.
-        let params = (a.up.is_stateless() && a.envelope.is_none()).then(|| a.params.clone());
+        let params = (a.envelope.is_none() && a.up.stateless_for(true)).then(|| a.params.clone());
         let extras = (log_level, capabilities.as_ref());
         match relay::start(
             &a.up,

@@ -137,15 +137,16 @@ impl Upstreams {
         let mut capabilities = Map::new();
         let mut instructions = Vec::new();
         for up in self.list().iter() {
-            if let Some(mut info) = up.info() {
-                if up.is_stateless() && older {
+            if let Some(mut info) = up.info_for(older) {
+                let stateless = up.stateless_for(older);
+                if stateless && older {
                     // An older client's logging/setLevel is the gateway's to answer:
                     // the level rides its requests in the 2026-07-28 envelope.
                     info.capabilities
                         .entry("logging")
                         .or_insert_with(|| json!({}));
                 }
-                if up.is_stateless() {
+                if stateless {
                     // 2026-07-28 has no resources/subscribe to relay the offer to.
                     if let Some(r) = info
                         .capabilities
