@@ -11,6 +11,15 @@
 //! stateless 2026-07-28 one, message by message: a request that carries the
 //! 2026-07-28 envelope is served by `conformance/rev2026.rs` (with the input tools of
 //! `conformance/input.rs`), any other exactly as before.
+//!
+//! With `CONFORMANCE_LIKE_REFERENCE=1` it behaves where it matters like the
+//! conformance repository's reference server (`examples/servers/typescript`),
+//! which exposed gaps in the gateway's bridge between the revisions: its
+//! `server/discover` announces neither `logging` nor `completions` (it answers
+//! both methods all the same), and in 2026-07-28 its asking tools (`test_sampling`,
+//! the elicitation tools) ask nobody and answer that the client cannot be asked;
+//! only over an `initialize` session do they ask. A gateway that serves an older
+//! client through the stateless side loses those scenarios.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -112,6 +121,12 @@ fn ask(
         &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
     );
     rx.recv_timeout(Duration::from_secs(30)).ok()
+}
+
+/// Whether to behave like the reference server (`CONFORMANCE_LIKE_REFERENCE=1`).
+fn like_reference() -> bool {
+    static LIKE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LIKE.get_or_init(|| std::env::var("CONFORMANCE_LIKE_REFERENCE").is_ok_and(|v| v == "1"))
 }
 
 /// The request a tool sends its client while it runs (`test_sampling` and the

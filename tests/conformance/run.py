@@ -6,7 +6,10 @@ against mcp-warden's Streamable HTTP front with warden-conformance-upstream behi
 (prefix = false), once as a stdio child and once over its own HTTP front (url =), and
 directly against that upstream's HTTP front. For the 2025-11-25 set, also through a
 gateway told to speak 2025-11-25 to that upstream (protocol = "2025-11-25"), as it
-speaks to servers that do not offer 2026-07-28.
+speaks to servers that do not offer 2026-07-28. And once more with the fixture
+behaving like the conformance repository's reference server where that exposed
+gaps in the bridge between the revisions (CONFORMANCE_LIKE_REFERENCE=1: see
+examples/demo-server/conformance.rs), directly and through the gateway over HTTP.
 
 Prints one line per scenario with the three results, per requirement set, and fails
 when the gateway fails a scenario the set scores (or one of EXTRA), and in particular
@@ -128,6 +131,8 @@ def main():
     upstream = os.path.join(BIN, "warden-conformance-upstream")
     env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
     direct, direct_url, _ = start([upstream, "--http", "127.0.0.1:0"], "warden-conformance-upstream:")
+    like_env = dict(os.environ, CONFORMANCE_LIKE_REFERENCE="1")
+    like, like_url, _ = start([upstream, "--http", "127.0.0.1:0"], "warden-conformance-upstream:", like_env)
 
     def gateway_before(name, where, protocol="auto"):
         config = os.path.join(work, f"{name}.toml")
@@ -152,6 +157,8 @@ protocol = "{protocol}"
     # have always served. (The 2026-07-28 set cannot pass through it: the fixture
     # offers the input-required tools only to 2026-07-28 clients.)
     old_up, old_up_url, old_up_log = gateway_before("http-2025", f'url = "{direct_url}"', "2025-11-25")
+    # In front of the fixture behaving like the reference server, which both revisions' clients use.
+    via_like, via_like_url, via_like_log = gateway_before("like-reference", f'url = "{like_url}"')
     problems = []
     try:
         for revision in REQUIREMENTS:
@@ -162,8 +169,12 @@ protocol = "{protocol}"
             direct_results = run_suite(direct_url, os.path.join(out, "direct"), revision)
             columns = [(label, run_suite(url, os.path.join(out, where), revision)) for label, url, where in ways]
             problems += report(revision, scored(revision) | set(EXTRA), direct_results, columns)
+            like_direct = run_suite(like_url, os.path.join(out, "like-direct"), revision)
+            like_columns = [("HTTP upstream like the reference", run_suite(via_like_url, os.path.join(out, "via-like"), revision))]
+            problems += report(f"{revision} (fixture like the reference server)", scored(revision) | set(EXTRA),
+                               like_direct, like_columns)
     finally:
-        for p in (direct, gateway, via_http, old_up):
+        for p in (direct, like, gateway, via_http, old_up, via_like):
             p.terminate()
             try:
                 p.wait(10)
@@ -177,7 +188,7 @@ protocol = "{protocol}"
                 print(f"  {name}: {c['id']}: {c.get('errorMessage')}")
             if not failed:
                 print(f"  {name}: not run")
-        print(f"(gateway logs: {gateway_log}, {via_http_log}, {old_up_log})")
+        print(f"(gateway logs: {gateway_log}, {via_http_log}, {old_up_log}, {via_like_log})")
         sys.exit(1)
     print("conformance: every scenario passes through mcp-warden")
 

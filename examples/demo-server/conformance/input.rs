@@ -284,6 +284,17 @@ fn root_list(answer: &Value) -> String {
 pub fn call(name: &str, params: &Value, caps: &Value) -> Option<Result<Value, Value>> {
     let args = params.get("arguments").cloned().unwrap_or(json!({}));
     if let Some((method, label, request)) = asking(name, &args) {
+        if super::like_reference() {
+            // The reference server's stateless side has no client to ask.
+            let what = if method == "sampling/createMessage" {
+                "Sampling"
+            } else {
+                "Elicitation"
+            };
+            return Some(Ok(complete(&format!(
+                "{what} not supported or error: MCP error -32601: Method not found"
+            ))));
+        }
         return Some(asking_call(params, caps, method, label, request));
     }
     let run = match name {

@@ -269,6 +269,11 @@ fn answered(msg: &Value, method: &str, outcome: Result<Value, Value>) -> Answer 
 }
 
 fn discover() -> Value {
+    if super::like_reference() {
+        return json!({"supportedVersions": [VERSION],
+            "capabilities": {"tools": {"listChanged": true}, "prompts": {"listChanged": true}, "resources": {}},
+            "_meta": {SERVER_INFO: {"name": "warden-conformance-upstream", "version": "0.1.0"}}});
+    }
     json!({"supportedVersions": [VERSION],
         "capabilities": {"tools": {"listChanged": true}, "resources": {"listChanged": true},
             "prompts": {"listChanged": true}, "logging": {}, "completions": {}},

@@ -56,7 +56,12 @@ impl Upstream {
     /// Opens the older revision's session beside the stateless connection of
     /// `generation`, when the upstream is an HTTP server that answers
     /// `initialize`; otherwise leaves none. Waits at most the upstream's timeout.
-    pub(super) async fn open_legacy(&self, generation: u64, inbound: Weak<dyn Inbound>, init: &Value) {
+    pub(super) async fn open_legacy(
+        &self,
+        generation: u64,
+        inbound: Weak<dyn Inbound>,
+        init: &Value,
+    ) {
         let conn = match super::http::open(self, generation, inbound) {
             Ok(c) => c,
             Err(e) => {

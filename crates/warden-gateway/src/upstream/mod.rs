@@ -390,7 +390,11 @@ impl Upstream {
         patience: Duration,
     ) -> Result<ServerInfo, String> {
         let answer = conn
-            .request("initialize", Some(init.clone()), patience.as_millis() as u64)
+            .request(
+                "initialize",
+                Some(init.clone()),
+                patience.as_millis() as u64,
+            )
             .await
             .map_err(|e| format!("initialize failed: {e}"))?;
         let result = match (answer.get("result"), answer.get("error")) {

@@ -76,7 +76,11 @@ fn sse_events_are_cut_at_blank_lines() {
         ]
     );
     let advised: Vec<Option<u64>> = events.iter().map(|e| e.retry).collect();
-    assert_eq!(advised, vec![Some(1000), None, None, None], "retry: is read");
+    assert_eq!(
+        advised,
+        vec![Some(1000), None, None, None],
+        "retry: is read"
+    );
     assert_eq!(b, b"data: {\"c\"".to_vec());
     b.extend_from_slice(b":3}\n\n");
     assert_eq!(take_events(&mut b)[0].data, b"{\"c\":3}".to_vec());
