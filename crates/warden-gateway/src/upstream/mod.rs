@@ -607,7 +607,7 @@ impl Upstream {
         child: Option<Child>,
         inbound: Weak<dyn Inbound>,
     ) -> Arc<Conn> {
-        let conn = Arc::new_cyclic(|me| Conn {
+        Arc::new_cyclic(|me| Conn {
             me: me.clone(),
             upstream: self.index,
             generation,
@@ -627,8 +627,7 @@ impl Upstream {
             ready: AtomicBool::new(false),
             stateless: AtomicBool::new(false),
             inbound,
-        });
-        conn
+        })
     }
 
     /// Opens the transport (a child process, or an HTTP server for `url =`) as
