@@ -87,13 +87,18 @@ pub const ALREADY_RUNNING: &str = "This call is already running. Retry once it f
 /// A name or key as shown to a caller: at most 128 characters, control characters escaped.
 pub fn shown(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len().min(SHOWN_MAX_CHARS + 8));
-    let _ = Escaping::new(&mut out, SHOWN_MAX_CHARS).write_str(raw);
+    let mut w = Escaping::new(&mut out, SHOWN_MAX_CHARS);
+    let _ = w.write_str(raw).and_then(|()| w.finish());
     out
 }
 
 /// A [`fmt::Write`](std::fmt::Write) that escapes what passes through it and keeps
-/// at most `max` characters (then `…`): the one way mcp-warden renders a string it
-/// did not write itself, whether for a caller ([`shown`]) or for its log.
+/// at most `max` characters, counted as written (an escape counts its length)
+/// and the mark included: a text that does not fit ends in `…` within the
+/// bound. The one way mcp-warden renders a string it did not write itself,
+/// whether for a caller ([`shown`]) or for its log. Call [`Escaping::finish`]
+/// after the last write: what fills the last places is held until it is known
+/// that nothing follows it.
 ///
 /// Escaped as `\u{..}`: control characters (a newline or an ESC would let a name
 /// forge a line of a log or an answer, or drive a terminal), the Unicode line and
@@ -101,7 +106,10 @@ pub fn shown(raw: &str) -> String {
 /// formatting characters (they reorder what a reader sees).
 pub struct Escaping<W> {
     out: W,
+    /// Places left, the held tail's included.
     left: usize,
+    /// Written only if the text ends with it: it takes the mark's place.
+    tail: String,
     cut: bool,
 }
 
@@ -110,30 +118,67 @@ impl<W: std::fmt::Write> Escaping<W> {
         Escaping {
             out,
             left: max,
+            tail: String::new(),
             cut: false,
         }
+    }
+
+    /// Ends the text: the held tail is written, unless the text was cut.
+    pub fn finish(&mut self) -> std::fmt::Result {
+        if !self.cut {
+            self.out.write_str(&std::mem::take(&mut self.tail))?;
+        }
+        Ok(())
+    }
+
+    /// Drops the rest of the text; the mark says something was.
+    fn cut(&mut self) -> std::fmt::Result {
+        self.cut = true;
+        self.tail.clear();
+        self.out.write_char('…')
     }
 }
 
 impl<W: std::fmt::Write> std::fmt::Write for Escaping<W> {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
         for c in s.chars() {
-            if self.left == 0 {
-                // Whatever follows is dropped; the mark says something was.
-                if !self.cut {
-                    self.cut = true;
-                    self.out.write_char('…')?;
-                }
+            if self.cut {
                 return Ok(());
             }
-            self.left -= 1;
-            if escaped(c) {
-                write!(self.out, "\\u{{{:x}}}", c as u32)?;
+            let len = written_len(c);
+            if !self.tail.is_empty() || len > self.left {
+                // More than fits: what is held and this go, the mark takes the
+                // one place always kept for it.
+                self.cut()?;
+            } else if len < self.left {
+                self.left -= len;
+                put(&mut self.out, c)?;
             } else {
-                self.out.write_char(c)?;
+                // It fills the last places: kept only if the text ends here.
+                self.left = 0;
+                put(&mut self.tail, c)?;
             }
         }
         Ok(())
+    }
+}
+
+/// `c` as [`Escaping`] writes it.
+fn put(out: &mut impl std::fmt::Write, c: char) -> std::fmt::Result {
+    if escaped(c) {
+        write!(out, "\\u{{{:x}}}", c as u32)
+    } else {
+        out.write_char(c)
+    }
+}
+
+/// How many characters [`put`] writes for `c`: `\u{` and `}` around its hex digits.
+fn written_len(c: char) -> usize {
+    if escaped(c) {
+        let digits = (32 - (c as u32 | 1).leading_zeros()).div_ceil(4) as usize;
+        4 + digits
+    } else {
+        1
     }
 }
 
@@ -314,7 +359,7 @@ mod tests {
         assert_eq!(shown("a\nb\u{7}"), "a\\u{a}b\\u{7}");
         let long = "x".repeat(1000);
         let s = shown(&long);
-        assert_eq!(s.chars().count(), 129);
+        assert_eq!(s.chars().count(), 128);
         assert!(s.ends_with('…'));
         assert_eq!(shown("ünï"), "ünï");
         assert_eq!(shown(&"x".repeat(128)), "x".repeat(128));
@@ -332,11 +377,31 @@ mod tests {
     fn escaping_counts_characters_across_writes() {
         use std::fmt::Write as _;
         let mut out = String::new();
-        let mut w = Escaping::new(&mut out, 4);
+        let mut w = Escaping::new(&mut out, 10);
         w.write_str("ab").unwrap();
         w.write_str("\ncd").unwrap();
         w.write_str("ef").unwrap();
-        assert_eq!(out, "ab\\u{a}c…");
+        w.finish().unwrap();
+        // An escape counts as long as it is written; the mark fits in the bound.
+        assert_eq!(out, "ab\\u{a}cd…");
+        assert_eq!(out.chars().count(), 10);
+    }
+
+    #[test]
+    fn a_text_that_fits_exactly_is_kept_whole_and_one_more_character_is_cut_within_the_bound() {
+        let fit = |raw: &str, max: usize| {
+            let mut out = String::new();
+            let mut w = Escaping::new(&mut out, max);
+            w.write_str(raw).and_then(|()| w.finish()).unwrap();
+            out
+        };
+        assert_eq!(fit("abcd", 4), "abcd");
+        assert_eq!(fit("abcde", 4), "abc…");
+        assert_eq!(fit("ab\u{1b}", 8), "ab\\u{1b}");
+        assert_eq!(fit("ab\u{1b}c", 8), "ab…");
+        assert_eq!(fit("\u{2028}", 8), "\\u{2028}");
+        assert_eq!(fit("\u{2028}", 7), "…");
+        assert_eq!(fit(&"x".repeat(200), 128).chars().count(), 128);
     }
 
     #[test]

@@ -42,7 +42,9 @@ pub fn logged_whole<T: fmt::Display>(value: T) -> Logged<T> {
 impl<T: fmt::Display> fmt::Display for Logged<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use fmt::Write as _;
-        write!(Escaping::new(f, self.max), "{}", self.value)
+        let mut out = Escaping::new(f, self.max);
+        write!(out, "{}", self.value)?;
+        out.finish()
     }
 }
 
@@ -70,7 +72,7 @@ mod tests {
         );
         let huge = "k".repeat(10 * LOGGED_MAX_CHARS);
         let shown = logged(&huge).to_string();
-        assert_eq!(shown.chars().count(), LOGGED_MAX_CHARS + 1);
+        assert_eq!(shown.chars().count(), LOGGED_MAX_CHARS);
         assert!(shown.ends_with('…'));
         let whole = logged_whole(format!("{huge}\u{9b}")).to_string();
         assert_eq!(whole, format!("{huge}\\u{{9b}}"));
