@@ -208,3 +208,39 @@ fn a_restarted_upstream_gets_no_call_before_its_start_finished() {
     });
     assert_eq!(w.call_text("fx.echo", json!({"n": 1})), r#"{"n":1}"#);
 }
+
+/// An HTTP server that accepts connections and never answers (a black hole).
+fn black_hole() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    format!("http://{addr}/mcp")
+}
+
+#[test]
+fn a_black_hole_upstream_is_given_up_within_its_timeout_and_delays_no_other() {
+    let toml = format!(
+        "[[upstream]]\nname = \"hole\"\nurl = \"{}\"\ntimeout_ms = 1000\n\n\
+         [[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n",
+        black_hole()
+    );
+    let mut w = Warden::spawn("black-hole", &toml);
+    // server/discover and then initialize each wait at most the 1 s timeout (they
+    // waited a fixed 10 s and 30 s): the handshake is answered well within the
+    // harness's patience, and the healthy upstream serves at once.
+    w.handshake();
+    assert_eq!(
+        w.call_text("fx.echo", json!({"text": "here"})),
+        r#"{"text":"here"}"#
+    );
+    let listing = w.request("tools/list", json!({}));
+    assert_eq!(
+        listing["error"]["message"],
+        "Listing failed: upstream 'hole' is not available, so the list would be incomplete. Retry shortly."
+    );
+}

@@ -270,7 +270,10 @@ mod tests {
         // At most 1,024 characters, the mark included (E3).
         assert_eq!(shown, format!("{}…", "x".repeat(1023)));
         let exact = json!({"code": 1, "message": "x".repeat(1024)});
-        assert_eq!(client_error(&exact, ErrorData::Drop)["message"], json!("x".repeat(1024)));
+        assert_eq!(
+            client_error(&exact, ErrorData::Drop)["message"],
+            json!("x".repeat(1024))
+        );
         assert_eq!(
             client_error(&json!({"code": "nope", "message": 5}), ErrorData::Drop),
             json!({"code": -32603, "message": "5"})

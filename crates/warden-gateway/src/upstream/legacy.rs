@@ -18,7 +18,6 @@
 use super::{Conn, Inbound, ServerInfo, Upstream};
 use serde_json::Value;
 use std::sync::{Arc, RwLock, Weak};
-use std::time::Duration;
 
 /// The older revision's session with an upstream, while it has one.
 #[derive(Default)]
@@ -69,7 +68,7 @@ impl Upstream {
                 return;
             }
         };
-        let patience = Duration::from_millis(self.config.timeout_ms).min(super::HANDSHAKE_TIMEOUT);
+        let patience = self.start_patience(super::HANDSHAKE_TIMEOUT);
         match self.handshake_within(&conn, init, patience).await {
             Ok(info) if info.protocol_version != super::STATELESS_VERSION => {
                 tracing::info!(upstream = %self.name, version = %crate::logged::logged(&info.protocol_version), "the upstream also speaks an older revision: older clients are served over a session of their own");

@@ -39,9 +39,11 @@ const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
 const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
-/// How long the initialize handshake and a tools/list page may take.
+/// The longest the initialize handshake and a tools/list page may take (less
+/// when the upstream's `timeout_ms` is less).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long `server/discover` may take when it is only asked whether the server speaks 2026-07-28.
+/// The longest `server/discover` may take when it is only asked whether the
+/// server speaks 2026-07-28 (less when the upstream's `timeout_ms` is less).
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the gateway's own subscription stream is waited on: as long as the
 /// connection lives (ten years stand for that).
@@ -355,10 +357,10 @@ impl Upstream {
         let params = envelope(None, init.get("capabilities"));
         // Asked without knowing whether the server has the method: a server that
         // leaves unknown requests unanswered costs this much at start, not more.
-        let patience = match self.config.protocol {
+        let patience = self.start_patience(match self.config.protocol {
             UpstreamProtocol::Auto => DISCOVER_TIMEOUT,
             _ => HANDSHAKE_TIMEOUT,
-        };
+        });
         let answer = conn
             .request("server/discover", Some(params), patience.as_millis() as u64)
             .await
@@ -379,7 +381,14 @@ impl Upstream {
 
     /// The initialize handshake (up to 2025-11-25).
     async fn handshake(&self, conn: &Conn, init: &Value) -> Result<ServerInfo, String> {
-        self.handshake_within(conn, init, HANDSHAKE_TIMEOUT).await
+        self.handshake_within(conn, init, self.start_patience(HANDSHAKE_TIMEOUT))
+            .await
+    }
+
+    /// How long one step of starting the upstream (discover, handshake, a
+    /// listing page) may take: its `timeout_ms`, at most `most`.
+    fn start_patience(&self, most: Duration) -> Duration {
+        Duration::from_millis(self.config.timeout_ms).min(most)
     }
 
     /// The initialize handshake, answered within `patience`.
@@ -556,7 +565,11 @@ impl Upstream {
         for _ in 0..MAX_LIST_PAGES {
             let params = conn.enveloped(cursor.take().map(|c| json!({"cursor": c})), None, None);
             let answer = conn
-                .request("tools/list", params, HANDSHAKE_TIMEOUT.as_millis() as u64)
+                .request(
+                    "tools/list",
+                    params,
+                    self.start_patience(HANDSHAKE_TIMEOUT).as_millis() as u64,
+                )
                 .await
                 .map_err(|e| format!("tools/list failed: {e}"))?;
             let result = answer

@@ -344,7 +344,10 @@ impl Upstreams {
 
     /// Starts every upstream once (later calls wait for the first). `client_init` is
     /// the client's initialize params, whose version, capabilities and clientInfo the
-    /// upstreams are offered; without one the gateway introduces itself.
+    /// upstreams are offered; without one the gateway introduces itself. The
+    /// upstreams start side by side, each within its own `timeout_ms` per step,
+    /// and each is in the catalogue as soon as it listed its tools: a slow or
+    /// stuck one delays no other.
     pub async fn connect(&self, client_init: Option<&Value>) {
         self.connected
             .get_or_init(|| async {
@@ -353,14 +356,24 @@ impl Upstreams {
                 *self.init.write().unwrap_or_else(|e| e.into_inner()) = Some(init.clone());
                 let inbound = self.inbound();
                 let list = self.list();
-                let tasks = list.iter().cloned().map(|up| {
-                    let (inbound, init) = (inbound.clone(), init.clone());
-                    async move { (up.index, up.connect(inbound, &init).await) }
-                });
-                for (index, result) in join_all(tasks).await {
-                    self.record_listing(index, result);
+                let (tx, mut started) = tokio::sync::mpsc::unbounded_channel();
+                for up in list.iter().cloned() {
+                    let (inbound, init, tx) = (inbound.clone(), init.clone(), tx.clone());
+                    tokio::spawn(async move {
+                        let _ = tx.send((up.index, up.connect(inbound, &init).await));
+                    });
                 }
-                self.rebuild_catalogue().await;
+                drop(tx);
+                let mut any = false;
+                while let Some((index, result)) = started.recv().await {
+                    if self.record_listing(index, result) {
+                        any = true;
+                        self.rebuild_catalogue().await;
+                    }
+                }
+                if !any {
+                    self.rebuild_catalogue().await;
+                }
             })
             .await;
     }
