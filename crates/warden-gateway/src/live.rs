@@ -17,6 +17,11 @@ use std::time::Duration;
 
 /// How often `--watch` looks at the files.
 const POLL: Duration = Duration::from_secs(1);
+/// How long a config file must stay unchanged before a reload reads it: a
+/// file being written is not taken half-written.
+const SETTLE: Duration = Duration::from_millis(500);
+/// Looks at a changing file before the reload gives up on it.
+const SETTLE_TRIES: u32 = 10;
 
 /// A file that passed the check, and its warnings.
 pub struct Checked {
@@ -84,9 +89,14 @@ async fn check_issuer(config: &Config) -> Result<Vec<String>, String> {
     }
 }
 
-/// Reads the file again and puts it in force if it passes the check; `None`
-/// when it did not (the configuration in force stays).
+/// Reads the file again, once it stayed unchanged for [`SETTLE`], and puts it
+/// in force if it passes the check; `None` when it did not (the configuration
+/// in force stays).
 pub async fn reload(gateway: &Gateway, path: &Path) -> Option<Reloaded> {
+    if let Err(why) = settled(path).await {
+        gateway.reload_refused(&why);
+        return None;
+    }
     match check_file(path).await {
         Ok(Checked { config, warnings }) => {
             for w in warnings {
@@ -150,6 +160,27 @@ pub fn spawn(gateway: Arc<Gateway>, path: PathBuf, watch: bool) {
             reload(&gateway, &path).await;
         }
     });
+}
+
+/// Waits until the file's contents stayed the same for [`SETTLE`]; an error
+/// when they kept changing (or the file stayed unreadable) for
+/// [`SETTLE_TRIES`] looks.
+async fn settled(path: &Path) -> Result<(), String> {
+    let mut last = fingerprint(path);
+    for _ in 0..SETTLE_TRIES {
+        tokio::time::sleep(SETTLE).await;
+        let now = fingerprint(path);
+        if now.is_some() && now == last {
+            return Ok(());
+        }
+        last = now;
+    }
+    Err(format!(
+        "{}: the file kept changing (or could not be read) for {} s; write it in one step: \
+         to a temporary file, then rename it over the config",
+        path.display(),
+        (SETTLE * SETTLE_TRIES).as_secs()
+    ))
 }
 
 /// A file's contents as a hash (`None`: it cannot be read now).

@@ -91,6 +91,17 @@ impl Config {
             message: format!("cannot read the file ({e}); pass --config FILE with a readable file"),
         })?;
         let mut config = Config::parse(&text, &file)?;
+        // An empty or truncated file must never be put in force: it would stop
+        // every upstream (and drop every rule) of a running gateway.
+        if config.upstream.is_empty() {
+            return Err(ConfigError {
+                file,
+                key: "upstream".into(),
+                message: "none is configured (is the file empty or cut short?): the gateway would offer no tools. \
+                          Add one: [[upstream]] with name = \"…\" and command = [\"…\"] or url = \"…\""
+                    .into(),
+            });
+        }
         config.path = path.to_path_buf();
         Ok(config)
     }

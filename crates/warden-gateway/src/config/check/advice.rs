@@ -61,9 +61,6 @@ pub(in crate::config) fn warnings(s: Settings<'_>) -> Vec<String> {
             unprefixed.join(", ")
         ));
     }
-    if s.upstream.is_empty() {
-        out.push("no [[upstream]] is configured: the gateway offers no tools".into());
-    }
     for up in s.upstream {
         if up.timeout_ms > 600_000 {
             out.push(format!(
