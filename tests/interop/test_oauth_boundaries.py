@@ -5,6 +5,9 @@ test_oauth.py:
 - An exchanged upstream token (G8) serves only the OAuth token it was exchanged
   from: an API key or an [auth] JWT naming the same caller gets none, and the
   same caller's next token is exchanged for itself.
+- Opaque tokens made up by the thousand reach the issuer's introspection
+  endpoint at oauth.introspection_rate at most, never more than 4 at once; a
+  refused token is remembered.
 """
 
 import concurrent.futures
@@ -87,3 +90,73 @@ async def test_an_exchanged_token_serves_only_the_token_it_was_exchanged_from(is
     assert {r["error"] for r in failed} == {
         "no credential for the upstream: token exchange needs the caller's OAuth token, and this caller showed none "
         "(an API key, an [auth] JWT, a local caller)"}
+
+
+# --- introspection at a bounded rate ---------------------------------------------------
+
+
+def introspecting_config(issuer, port, rate):
+    return oauth_config(issuer.issuer, port).replace('jwks_min_interval = "2s"', f'''jwks_min_interval = "2s"
+    client_id = "warden-gateway"
+    client_secret_env = "WARDEN_CLIENT_SECRET"
+    introspection = true
+    introspection_rate = {rate}''')
+
+
+def opaque(issuer, url, sub):
+    return issuer.admin("opaque", claims={"sub": sub, "scope": "mcp", "aud": url, "iss": issuer.issuer,
+                                          "exp": int(time.time()) + 300})["token"]
+
+
+def flood(url, tokens, threads=20):
+    """An initialize with each token, `threads` at once over one connection pool:
+    (status, WWW-Authenticate) of each."""
+    with httpx2.Client(timeout=30) as http:
+        def one(token):
+            r = http.post(url, json=INIT, headers={
+                "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"})
+            return r.status_code, r.headers.get("www-authenticate", "")
+
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(one, tokens))
+
+
+async def test_made_up_opaque_tokens_reach_the_issuer_at_the_introspection_rate(issuer, tmp_path):
+    port = free_port()
+    issuer.admin("client", client_id="warden-gateway", client_secret="gw-secret")
+    with gateway(introspecting_config(issuer, port, 5), tmp_path, {"WARDEN_CLIENT_SECRET": "gw-secret"}, port) as (url, log):
+        before = issuer.stats()["introspections"]
+        tokens = [secrets.token_urlsafe(24) for _ in range(500)]
+        started = time.monotonic()
+        answers = flood(url, tokens)
+        elapsed = time.monotonic() - started
+        asked = issuer.stats()["introspections"] - before
+        for status, challenge in answers:
+            assert status == 401 and why(challenge) in (INACTIVE, UNCHECKED), (status, challenge)
+        # 5 a second, and 5 at once after the quiet second before the flood.
+        assert 1 <= asked <= 5 + 5 * elapsed, (asked, elapsed)
+        print(f"\n500 made-up opaque tokens in {elapsed:.1f} s: {asked} introspection requests at the issuer")
+        assert logged(log, "token introspection is at oauth.introspection_rate (5 a second): opaque tokens the "
+                           "gateway holds no answer for are refused until the rate allows more"), "".join(log)
+        # A token the issuer called inactive is remembered: not asked about again.
+        made_up = secrets.token_urlsafe(24)
+        assert until(lambda: why(post(url, made_up)[1]) == INACTIVE, 5), "".join(log)
+        asked = issuer.stats()["introspections"]
+        assert why(post(url, made_up)[1]) == INACTIVE
+        assert issuer.stats()["introspections"] == asked
+        # Once the flood is over, a real client's new token is checked and let in.
+        fresh = opaque(issuer, url, "erin")
+        assert until(lambda: post(url, fresh)[0] == 200, 5), "".join(log)
+
+
+async def test_at_most_four_introspection_requests_are_at_the_issuer_at_once(issuer, tmp_path):
+    port = free_port()
+    issuer.admin("client", client_id="warden-gateway", client_secret="gw-secret")
+    issuer.admin("introspect_delay", seconds=0.3)
+    with gateway(introspecting_config(issuer, port, 100), tmp_path, {"WARDEN_CLIENT_SECRET": "gw-secret"}, port) as (url, _):
+        tokens = [opaque(issuer, url, f"c{i}") for i in range(24)]
+        answers = flood(url, tokens)
+        assert [a[0] for a in answers] == [200] * 24, answers
+        stats = issuer.stats()
+        assert stats["introspections"] == 24
+        assert stats["introspecting_most"] == 4, stats
