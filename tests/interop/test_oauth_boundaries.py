@@ -8,6 +8,8 @@ test_oauth.py:
 - Opaque tokens made up by the thousand reach the issuer's introspection
   endpoint at oauth.introspection_rate at most, never more than 4 at once; a
   refused token is remembered.
+- The console asks an [oauth] token for the required_scopes as the MCP front
+  does: 403 insufficient_scope with the same challenge.
 """
 
 import concurrent.futures
@@ -160,3 +162,48 @@ async def test_at_most_four_introspection_requests_are_at_the_issuer_at_once(iss
         stats = issuer.stats()
         assert stats["introspections"] == 24
         assert stats["introspecting_most"] == 4, stats
+
+
+# --- the console and required_scopes ------------------------------------------------
+
+
+async def test_the_console_asks_for_the_required_scopes_as_the_front_does(issuer, tmp_path):
+    port, admin_port = free_port(), free_port()
+    config = oauth_config(issuer.issuer, port, f"""
+    [admin]
+    listen = "127.0.0.1:{admin_port}"
+    callers = ["group:ops"]
+    """).replace('scope_groups = { "notes:write" = ["writers"] }',
+                 'scope_groups = { "notes:write" = ["writers"], "admin:all" = ["ops"] }')
+    with gateway(config, tmp_path, port=port) as (url, _):
+        console = f"http://127.0.0.1:{admin_port}"
+        challenge = (f'Bearer realm="mcp-warden", resource_metadata="http://127.0.0.1:{port}'
+                     '/.well-known/oauth-protected-resource/mcp", scope="mcp", error="insufficient_scope", '
+                     'error_description="Forbidden: the token lacks a scope this request needs; ask for: mcp"')
+        message = "Forbidden: the token lacks a scope this request needs; ask for: mcp."
+        admin_only = access(issuer, url, sub="olga", scope="admin:all")
+        status, front_challenge, body = post(url, admin_only)
+        assert (status, front_challenge, json.loads(body)["error"]["message"]) == (403, challenge, message)
+        bearer = {"Authorization": f"Bearer {admin_only}"}
+        r = httpx2.get(console + "/api/overview", headers=bearer, timeout=20)
+        assert (r.status_code, r.headers.get("www-authenticate"), r.json()) == (403, challenge, {"error": message})
+        # The page, and the token as the password of HTTP Basic, the same.
+        for path, auth in (("/", None), ("/calls", ("olga", admin_only))):
+            r = httpx2.get(console + path, headers=None if auth else bearer, auth=auth, timeout=20)
+            assert (r.status_code, r.headers.get("www-authenticate")) == (403, challenge), path
+            assert message in r.text and "notes" not in r.text
+        # With the required scope beside it, the console opens; without admin:all
+        # the caller is no admin.
+        both = access(issuer, url, sub="olga", scope="mcp admin:all")
+        r = httpx2.get(console + "/api/overview", headers={"Authorization": f"Bearer {both}"}, timeout=20)
+        assert r.status_code == 200, r.text
+        r = httpx2.get(console + "/api/overview", headers={"Authorization": f"Bearer {access(issuer, url)}"}, timeout=20)
+        assert (r.status_code, r.headers.get("www-authenticate"), r.json()) == (
+            403, None, {"error": "This caller is not one of the [admin] callers."})
+        # No credential, or one that names nobody: 401 with the console's Basic challenge.
+        for headers in ({}, {"Authorization": "Bearer made-up"}):
+            r = httpx2.get(console + "/api/overview", headers=headers, timeout=20)
+            assert (r.status_code, r.headers.get("www-authenticate"), r.json()) == (
+                401, 'Basic realm="mcp-warden admin", charset="UTF-8"', {"error": (
+                    "Credentials are needed: an admin caller's API key or JWT, as a bearer token or as the "
+                    "password of HTTP Basic.")})
