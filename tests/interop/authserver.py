@@ -15,7 +15,8 @@ Serves, over https with the test certificate in tests/tls (or plain http):
   another algorithm, a header `alg` its key is not for, or any claims), issue
   opaque tokens, make /jwks huge, take /jwks down (HTTP 503), serve OpenID
   Connect discovery only (no RFC 8414 document), set the lifetime of exchanged
-  tokens, and read counters (key set fetches, exchanges).
+  tokens, slow introspection down, and read counters (key set fetches,
+  exchanges, introspection requests and the most of them at once).
 
 Run: `python authserver.py [--tls] [--port N]`; prints `listening on URL` once ready.
 Tokens are JWTs signed with PyJWT (cryptography keys); nothing here is for real use.
@@ -103,6 +104,10 @@ class State:
         self.huge_jwks = False
         self.oidc_only = False
         self.exchange_ttl = 300
+        self.introspections = 0
+        self.introspecting = 0
+        self.introspecting_most = 0
+        self.introspect_delay = 0.0
         self.key_counter = 1
 
     @property
@@ -218,7 +223,9 @@ def make_handler(state: State):
             if url.path == "/authorize":
                 return self.authorize(q)
             if url.path == "/admin/stats":
-                return self.send(200, {"jwks_fetches": state.jwks_fetches, "exchanges": state.exchanges})
+                return self.send(200, {"jwks_fetches": state.jwks_fetches, "exchanges": state.exchanges,
+                                       "introspections": state.introspections,
+                                       "introspecting_most": state.introspecting_most})
             self.error("not_found", url.path, 404)
 
         def authorize(self, q):
@@ -258,19 +265,31 @@ def make_handler(state: State):
             if url.path == "/token":
                 return self.token(form)
             if url.path == "/introspect":
-                if self.client(form) is None:
-                    return self.error("invalid_client", "client authentication failed", 401)
-                token = form.get("token", "")
-                if token in state.opaque:
-                    return self.send(200, dict(state.opaque[token], active=True))
+                with state.lock:
+                    state.introspections += 1
+                    state.introspecting += 1
+                    state.introspecting_most = max(state.introspecting_most, state.introspecting)
                 try:
-                    claims = state.verify(token)
-                    return self.send(200, dict(claims, active=True))
-                except Exception:
-                    return self.send(200, {"active": False})
+                    time.sleep(state.introspect_delay)
+                    return self.introspect(form)
+                finally:
+                    with state.lock:
+                        state.introspecting -= 1
             if url.path.startswith("/admin/"):
                 return self.admin(url.path[7:], form)
             self.error("not_found", url.path, 404)
+
+        def introspect(self, form):
+            if self.client(form) is None:
+                return self.error("invalid_client", "client authentication failed", 401)
+            token = form.get("token", "")
+            if token in state.opaque:
+                return self.send(200, dict(state.opaque[token], active=True))
+            try:
+                claims = state.verify(token)
+                return self.send(200, dict(claims, active=True))
+            except Exception:
+                return self.send(200, {"active": False})
 
         def token(self, form):
             grant = form.get("grant_type")
@@ -338,6 +357,10 @@ def make_handler(state: State):
             if what == "oidc_only":
                 # Metadata only at /.well-known/openid-configuration: the RFC 8414 path answers 404.
                 state.oidc_only = bool(form.get("on"))
+                return self.send(200, {})
+            if what == "introspect_delay":
+                # Each introspection request is answered this many seconds late.
+                state.introspect_delay = float(form["seconds"])
                 return self.send(200, {})
             if what == "exchange_ttl":
                 # The `expires_in` (and token lifetime) of exchanged tokens from now on.

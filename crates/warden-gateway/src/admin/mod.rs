@@ -44,6 +44,12 @@ enum Refusal {
     Unauthenticated,
     /// 403: a caller who is no admin, or (no admins configured) a remote client.
     Forbidden(&'static str),
+    /// 403 insufficient_scope: an `[oauth]` token without the `required_scopes`,
+    /// refused as the MCP front refuses it; `scope` is what to ask for.
+    Scope {
+        challenge: crate::front::auth::Challenge,
+        scope: String,
+    },
 }
 
 const NOT_LOOPBACK: &str =
@@ -72,6 +78,15 @@ impl Gate {
             .identify(Some(bearer.as_bytes()), &gw.current_config())
             .await
             .map_err(|_| Refusal::Unauthenticated)?;
+        if let (Some(rs), Some(held)) = (self.auth.oauth(), &identity.scopes) {
+            if let Some(scope) = rs.missing_scopes(held, None) {
+                tracing::info!(caller = %crate::logged::logged(&identity.caller.name), scope = %scope, "a token lacks scopes the console needs (403 insufficient_scope)");
+                return Err(Refusal::Scope {
+                    challenge: rs.challenge(),
+                    scope,
+                });
+            }
+        }
         if self.admins.iter().any(|s| s.matches(&identity.caller)) {
             Ok(())
         } else {
@@ -223,25 +238,7 @@ async fn answer(
     let api = path.starts_with("/api/");
     let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
     if let Err(refusal) = gate.check(peer, authorization, gw).await {
-        let (status, text) = match refusal {
-            Refusal::Unauthenticated => (
-                StatusCode::UNAUTHORIZED,
-                "Credentials are needed: an admin caller's API key or JWT, as a bearer token or as the password of HTTP Basic.",
-            ),
-            Refusal::Forbidden(text) => (StatusCode::FORBIDDEN, text),
-        };
-        let mut r = if api {
-            json_reply(status, &serde_json::json!({"error": text}))
-        } else {
-            reply(status, HTML, html::message("Not allowed", text))
-        };
-        if status == StatusCode::UNAUTHORIZED {
-            r.headers_mut().insert(
-                WWW_AUTHENTICATE,
-                HeaderValue::from_static("Basic realm=\"mcp-warden admin\", charset=\"UTF-8\""),
-            );
-        }
-        return r;
+        return refused(refusal, api);
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = reply(
@@ -334,6 +331,35 @@ async fn answer(
             }
         }
     }
+}
+
+/// The 401 or 403 of a request the gate refused, as a page or as JSON.
+fn refused(refusal: Refusal, api: bool) -> Reply {
+    let (status, text, challenge) = match refusal {
+        Refusal::Unauthenticated => (
+            StatusCode::UNAUTHORIZED,
+            "Credentials are needed: an admin caller's API key or JWT, as a bearer token or as the password of HTTP Basic.".to_owned(),
+            Some("Basic realm=\"mcp-warden admin\", charset=\"UTF-8\"".to_owned()),
+        ),
+        Refusal::Forbidden(text) => (StatusCode::FORBIDDEN, text.to_owned(), None),
+        Refusal::Scope { challenge, scope } => (
+            StatusCode::FORBIDDEN,
+            crate::texts::http_insufficient_scope(&scope),
+            Some(crate::front::auth::refused::insufficient_scope(
+                &challenge, &scope,
+            )),
+        ),
+    };
+    let mut r = if api {
+        json_reply(status, &serde_json::json!({"error": text}))
+    } else {
+        reply(status, HTML, html::message("Not allowed", &text))
+    };
+    // Scopes are checked to be header-safe when the configuration is read.
+    if let Some(v) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        r.headers_mut().insert(WWW_AUTHENTICATE, v);
+    }
+    r
 }
 
 /// `a=1&b=x%20y` → pairs, percent- and plus-decoded.

@@ -450,6 +450,9 @@ pub struct OAuthConfig {
     /// Opaque (non-JWT) tokens are checked at the issuer's introspection endpoint (RFC 7662).
     #[serde(default)]
     pub introspection: bool,
+    /// Introspection requests a second at most (as many at once after a quiet second).
+    #[serde(default = "default_introspection_rate")]
+    pub introspection_rate: u32,
     /// The least time between two fetches of the issuer's keys (an unknown `kid`
     /// triggers one).
     #[serde(default = "default_jwks_min_interval")]
@@ -477,11 +480,16 @@ impl Default for OAuthConfig {
             client_id: None,
             client_secret_env: None,
             introspection: false,
+            introspection_rate: default_introspection_rate(),
             jwks_min_interval: default_jwks_min_interval(),
             jwks_max_age: default_jwks_max_age(),
             timeout_ms: default_oauth_timeout(),
         }
     }
+}
+
+fn default_introspection_rate() -> u32 {
+    20
 }
 
 fn default_jwks_min_interval() -> String {

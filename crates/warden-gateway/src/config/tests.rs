@@ -407,6 +407,10 @@ fn oauth_and_credential_settings_that_cannot_work_are_errors() {
             e("[oauth]\nissuer = \"https://id.example\"\njwks_min_interval = \"0s\"\n"),
             "w.toml: oauth.jwks_min_interval: must be at least 1s: the issuer's keys would be fetched for every token"
         );
+    assert_eq!(
+        e("[oauth]\nissuer = \"https://id.example\"\nintrospection_rate = 0\n"),
+        "w.toml: oauth.introspection_rate: must be at least 1: no opaque token could ever be checked"
+    );
     let up = "[[upstream]]\nname = \"u\"\nurl = \"http://127.0.0.1:1/mcp\"\n[[upstream.credential]]\ncallers = [\"alice\"]\n";
     assert_eq!(
         e(&format!("{up}token_env = \"A\"\ntoken_file = \"a\"\n")),

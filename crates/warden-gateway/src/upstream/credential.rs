@@ -2,14 +2,16 @@
 //! (`[[upstream.credential]]`): the first entry whose callers match decides. A
 //! static entry is a bearer token from the environment or a file, read at start;
 //! an exchange entry trades the caller's own `[oauth]` token at the issuer for one
-//! meant for this upstream (RFC 8693 token exchange) and keeps it, per caller,
-//! until shortly before it expires. The caller's own token never goes upstream.
+//! meant for this upstream (RFC 8693 token exchange) and keeps it, per token it
+//! was exchanged from, until shortly before it expires. The caller's own token
+//! never goes upstream.
 //! A caller no entry matches gets the upstream's `bearer_token_env`, as before.
 //!
 //! What a call presented is named in its audit record by the entry's name, never
 //! by the secret.
 
 use crate::config::UpstreamConfig;
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -37,8 +39,14 @@ const UNSAID_LIFETIME: Duration = Duration::from_secs(60);
 /// on its way upstream.
 const RENEW_BEFORE: Duration = Duration::from_secs(30);
 
-/// (entry, caller) → an exchanged token and when to stop using it.
-type Exchanges = HashMap<(usize, String), (Arc<str>, Instant)>;
+/// Exchanged tokens held at most (those expiring soonest go first when full).
+const EXCHANGES_HELD: usize = 10_000;
+
+/// (entry, SHA-256 of the caller's `[oauth]` token) → an exchanged token and when
+/// to stop using it. Keyed by the token it was exchanged from, never by the
+/// caller's name: an API-key caller or an `[auth]` JWT may carry the same name
+/// as an OAuth subject, and must not be handed that subject's token.
+type Exchanges = HashMap<(usize, [u8; 32]), (Arc<str>, Instant)>;
 
 enum Source {
     /// A token read at start (`None`: its variable or file was empty or missing).
@@ -75,7 +83,6 @@ impl std::fmt::Debug for Presented {
 pub struct Credentials {
     entries: Vec<Entry>,
     exchanger: OnceLock<Arc<dyn TokenExchange>>,
-    /// (entry, caller) → exchanged token and when to stop using it.
     exchanged: Mutex<Exchanges>,
 }
 
@@ -170,7 +177,7 @@ impl Credentials {
                 ))
             }
             Source::Exchange { audience, scope } => {
-                self.exchange(i, caller, subject, audience, scope.as_deref())
+                self.exchange(i, subject, audience, scope.as_deref())
                     .await?
             }
         };
@@ -183,20 +190,21 @@ impl Credentials {
     async fn exchange(
         &self,
         i: usize,
-        caller: &Caller,
         subject: Option<&str>,
         audience: &str,
         scope: Option<&str>,
     ) -> Result<Arc<str>, String> {
-        let key = (i, caller.name.clone());
+        // Checked before the cache: a caller who showed no OAuth token gets no
+        // exchanged one, whoever held its name before.
+        let Some(subject) = subject else {
+            return Err("token exchange needs the caller's OAuth token, and this caller showed none (an API key, an [auth] JWT, a local caller)".into());
+        };
+        let key = (i, Sha256::digest(subject.as_bytes()).into());
         if let Some((token, until)) = self.lock().get(&key) {
             if Instant::now() < *until {
                 return Ok(token.clone());
             }
         }
-        let Some(subject) = subject else {
-            return Err("token exchange needs the caller's OAuth token, and this caller showed none (an API key, a local caller)".into());
-        };
         let Some(x) = self.exchanger.get() else {
             return Err("token exchange needs [oauth] on the HTTP front".into());
         };
@@ -205,17 +213,29 @@ impl Credentials {
         let until = Instant::now() + lifetime.saturating_sub(RENEW_BEFORE);
         let token: Arc<str> = Arc::from(token);
         let mut cache = self.lock();
-        // Entries of callers gone for good would pile up; expired ones go first.
-        if cache.len() >= 10_000 {
-            let now = Instant::now();
-            cache.retain(|_, (_, u)| *u > now);
-        }
+        make_room(&mut cache, EXCHANGES_HELD);
         cache.insert(key, (token.clone(), until));
         Ok(token)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Exchanges> {
         self.exchanged.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Below `held` entries: expired ones go first (tokens of callers gone for good,
+/// tokens refreshed since), then those expiring soonest, one by one.
+fn make_room(cache: &mut Exchanges, held: usize) {
+    if cache.len() < held {
+        return;
+    }
+    let now = Instant::now();
+    cache.retain(|_, (_, until)| *until > now);
+    while cache.len() >= held {
+        let Some(soonest) = cache.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) else {
+            break;
+        };
+        cache.remove(&soonest);
     }
 }
 
@@ -275,5 +295,84 @@ mod tests {
             .await
             .unwrap_err()
             .starts_with("token exchange needs the caller's OAuth token"));
+    }
+}
+
+#[cfg(test)]
+mod exchange_tests {
+    use super::*;
+    use crate::config::Config;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// An issuer that names each exchanged token after the token it came from.
+    #[derive(Default)]
+    struct Issuer(AtomicUsize);
+
+    impl TokenExchange for Issuer {
+        fn exchange<'a>(
+            &'a self,
+            subject: &'a str,
+            _audience: &'a str,
+            _scope: Option<&'a str>,
+        ) -> Pin<Box<dyn Future<Output = Exchanged> + Send + 'a>> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+            Box::pin(async move { Ok((format!("for-{subject}-{n}"), Some(300))) })
+        }
+    }
+
+    #[tokio::test]
+    async fn an_exchanged_token_serves_only_the_token_it_came_from() {
+        let c = Config::parse(
+            "[oauth]\nissuer = \"https://id.example\"\nclient_id = \"gw\"\nclient_secret_env = \"GW\"\n[[upstream]]\nname = \"u\"\nurl = \"http://127.0.0.1:1/mcp\"\n\
+             [[upstream.credential]]\ncallers = [\"*\"]\nexchange = { audience = \"https://u.example\" }\n",
+            "t.toml",
+        )
+        .unwrap();
+        let creds = Credentials::from_config(&c.upstream[0]);
+        let issuer = Arc::new(Issuer::default());
+        creds.set_exchanger(issuer.clone());
+        let carol = Caller {
+            name: "carol".into(),
+            groups: vec![],
+        };
+        let token = |subject| {
+            let creds = &creds;
+            let carol = &carol;
+            async move {
+                creds
+                    .for_caller(Some(carol), subject)
+                    .await
+                    .map(|p| p.unwrap().token.to_string())
+            }
+        };
+        assert_eq!(token(Some("oauth-1")).await.unwrap(), "for-oauth-1-1");
+        assert_eq!(token(Some("oauth-1")).await.unwrap(), "for-oauth-1-1");
+        // Another `carol` without an OAuth token (an API key, an [auth] JWT, a
+        // local caller) is refused, not handed the first carol's token.
+        assert!(token(None)
+            .await
+            .unwrap_err()
+            .starts_with("token exchange needs the caller's OAuth token"));
+        // A token of its own is exchanged for itself.
+        assert_eq!(token(Some("oauth-2")).await.unwrap(), "for-oauth-2-2");
+        assert_eq!(issuer.0.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_full_cache_drops_what_expires_soonest_not_everything() {
+        let now = Instant::now();
+        let mut cache = Exchanges::new();
+        for n in 0..4u8 {
+            let until = now + Duration::from_secs(10 * (n as u64 + 1));
+            cache.insert((0, [n; 32]), (Arc::from("t"), until));
+        }
+        cache.insert(
+            (0, [9; 32]),
+            (Arc::from("gone"), now - Duration::from_secs(1)),
+        );
+        make_room(&mut cache, 4);
+        let mut left: Vec<u8> = cache.keys().map(|k| k.1[0]).collect();
+        left.sort();
+        assert_eq!(left, [1, 2, 3]);
     }
 }

@@ -67,6 +67,12 @@ pub(super) fn oauth(o: &OAuthConfig) -> Result<(), Invalid> {
     if o.timeout_ms == 0 {
         return Err(invalid("oauth.timeout_ms", "must be more than 0"));
     }
+    if o.introspection_rate == 0 {
+        return Err(invalid(
+            "oauth.introspection_rate",
+            "must be at least 1: no opaque token could ever be checked",
+        ));
+    }
     // Scopes go into WWW-Authenticate between quotes: only RFC 6749 scope tokens.
     let scopes = o
         .scopes_supported

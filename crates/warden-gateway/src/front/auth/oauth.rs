@@ -20,12 +20,15 @@
 //!   token that passed is remembered (by its SHA-256) until it expires or new
 //!   keys are fetched, so each request does not pay for a signature check.
 //! - Opaque tokens go to the issuer's introspection endpoint (RFC 7662) when
-//!   `introspection = true`; answers are cached for at most [`INTROSPECTION_TTL`]
-//!   and never past the token's expiry.
+//!   `introspection = true`, at a bounded rate, their answers reused for a while
+//!   ([`introspection`]).
 //! - Scopes (`scope`, or a `scp` list) and a groups claim put the caller into
 //!   groups (`scope_groups`, `groups_claim`), so access rules decide on them.
 
+mod introspection;
 mod issuer;
+
+pub use introspection::{INTROSPECTION_TTL, REFUSAL_TTL};
 
 use super::refused::{Challenge, Refused};
 use crate::config::{parse_duration, Config};
@@ -47,10 +50,6 @@ use tokio_rustls::TlsConnector;
 pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
 /// The most keys taken from one key set.
 const MAX_KEYS: usize = 64;
-/// How long an introspection answer is reused.
-pub const INTROSPECTION_TTL: Duration = Duration::from_secs(30);
-/// Introspection answers held at most (the oldest half goes when full).
-const INTROSPECTION_CACHE: usize = 10_000;
 /// Verified JWTs remembered at most (expired ones go first when full).
 const VERIFIED_CACHE: usize = 10_000;
 /// Clock skew tolerated on `exp`, `nbf` and `iat` (as for `[auth]` JWTs).
@@ -141,13 +140,11 @@ pub struct ResourceServer {
     state: Mutex<State>,
     /// One key fetch at a time; the others wait for its outcome.
     fetching: tokio::sync::Mutex<()>,
-    introspected: Mutex<HashMap<[u8; 32], Introspected>>,
+    /// Answers about opaque tokens, and the bounds on asking.
+    introspector: introspection::Introspector,
     /// JWTs that passed (by SHA-256): the key generation they passed under, `exp`.
     verified: Mutex<HashMap<[u8; 32], (u64, u64, Verified)>>,
 }
-
-/// An introspection answer (by the token's SHA-256) and until when it is reused.
-type Introspected = (Instant, Result<Verified, Refused>);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -273,7 +270,7 @@ impl ResourceServer {
             max_age: parse_duration(&o.jwks_max_age)?,
             state: Mutex::new(State::default()),
             fetching: tokio::sync::Mutex::new(()),
-            introspected: Mutex::new(HashMap::new()),
+            introspector: introspection::Introspector::new(o.introspection_rate),
             verified: Mutex::new(HashMap::new()),
         })))
     }
@@ -413,98 +410,6 @@ impl ResourceServer {
             })?;
         super::check_issued_at(data.claims.get("iat"), now_secs())?;
         self.identity(&data.claims)
-    }
-
-    /// Checks an opaque token at the introspection endpoint (cached briefly).
-    pub async fn introspect(&self, token: &str) -> Result<Verified, Refused> {
-        if !self.introspection {
-            return Err(Refused::Invalid);
-        }
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Some((until, answer)) = lock(&self.introspected).get(&digest) {
-            if Instant::now() < *until {
-                return answer.clone();
-            }
-        }
-        let endpoint = match self.endpoints().await {
-            Some(e) => e,
-            None => return Err(Refused::Unchecked),
-        };
-        let Some(target) = &endpoint.introspection else {
-            tracing::warn!(
-                "the issuer's metadata names no introspection_endpoint: opaque tokens are refused"
-            );
-            return Err(Refused::Invalid);
-        };
-        let answer = match self
-            .post(
-                target,
-                form(&[("token", token), ("token_type_hint", "access_token")]),
-            )
-            .await
-        {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!("token introspection failed: {e}");
-                return Err(Refused::Unchecked);
-            }
-        };
-        let verdict = self.introspected_identity(&answer);
-        let mut until = Instant::now() + INTROSPECTION_TTL;
-        if let Ok(Verified {
-            expires: Some(exp), ..
-        }) = &verdict
-        {
-            let left = exp.saturating_sub(now_secs());
-            until = until.min(Instant::now() + Duration::from_secs(left));
-        }
-        let mut cache = lock(&self.introspected);
-        if cache.len() >= INTROSPECTION_CACHE {
-            let now = Instant::now();
-            cache.retain(|_, (u, _)| *u > now);
-            if cache.len() >= INTROSPECTION_CACHE {
-                cache.clear();
-            }
-        }
-        cache.insert(digest, (until, verdict.clone()));
-        verdict
-    }
-
-    fn introspected_identity(&self, answer: &Value) -> Result<Verified, Refused> {
-        if answer.get("active") != Some(&Value::Bool(true)) {
-            return Err(Refused::Inactive);
-        }
-        let claims = answer.as_object().ok_or(Refused::Invalid)?;
-        if let Some(iss) = claims.get("iss") {
-            if iss.as_str() != Some(self.issuer.as_str()) {
-                return Err(Refused::WrongIssuer);
-            }
-        }
-        // RFC 8707: a token for another resource is not for this one, however
-        // active it is. An answer without `aud` leaves the binding to the issuer.
-        if let Some(aud) = claims.get("aud") {
-            let ok = match aud {
-                Value::String(s) => *s == self.resource,
-                Value::Array(a) => a.iter().any(|v| v.as_str() == Some(&self.resource)),
-                _ => false,
-            };
-            if !ok {
-                return Err(Refused::WrongAudience);
-            }
-        }
-        let now = now_secs();
-        if let Some(exp) = claims.get("exp").and_then(Value::as_f64) {
-            if exp + (LEEWAY_SECS as f64) < now as f64 {
-                return Err(Refused::Expired);
-            }
-        }
-        if let Some(nbf) = claims.get("nbf").and_then(Value::as_f64) {
-            if nbf > (now + LEEWAY_SECS) as f64 {
-                return Err(Refused::NotYetValid);
-            }
-        }
-        super::check_issued_at(claims.get("iat"), now)?;
-        self.identity(claims)
     }
 
     /// The caller, scopes and groups a verified token's claims give.
