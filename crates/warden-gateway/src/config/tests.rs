@@ -517,7 +517,7 @@ fn flows_that_cannot_apply_or_cannot_be_shared_are_warned_about() {
             Config::parse(&unshared, "w.toml").unwrap().warnings(),
             [
                 never,
-            "flows: replicas sharing gateway.state_secret_env without a PostgreSQL store keep flow trails per process: an HTTP session another replica takes up, or a 2026-07-28 client that drops its flow context and moves, starts afresh (F3)"
+            "flows: replicas sharing gateway.state_secret_env without a PostgreSQL store keep flow trails per process: an HTTP session is not taken up from its id (at another replica, after a restart or once idle it gets 404), and a 2026-07-28 client that drops its flow context and moves starts afresh (F3)"
             ]
         );
 }

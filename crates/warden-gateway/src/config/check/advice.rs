@@ -39,7 +39,7 @@ pub(in crate::config) fn warnings(s: Settings<'_>) -> Vec<String> {
         .is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"));
     if !shared && !s.limits.flows.is_empty() && s.gateway.state_secret_env.is_some() {
         out.push(
-            "flows: replicas sharing gateway.state_secret_env without a PostgreSQL store keep flow trails per process: an HTTP session another replica takes up, or a 2026-07-28 client that drops its flow context and moves, starts afresh (F3)"
+            "flows: replicas sharing gateway.state_secret_env without a PostgreSQL store keep flow trails per process: an HTTP session is not taken up from its id (at another replica, after a restart or once idle it gets 404), and a 2026-07-28 client that drops its flow context and moves starts afresh (F3)"
                 .into(),
         );
     }
