@@ -107,7 +107,7 @@ fn a_session_opened_at_one_replica_goes_on_at_another() {
         lost.messages(),
         vec![
             json!({"jsonrpc": "2.0", "id": "slow-1", "error": {"code": -32603,
-            "message": "The gateway replica that was answering this request stopped before its answer was sent, so the answer is lost. The call may or may not have run: send it again (with the same idempotency key it runs at most once)."}})
+            "message": "The gateway replica that was answering this request stopped before its answer was sent, so the answer is lost. The call may or may not have run. Sent again with the same idempotency key, it answers with its result if it finished, and otherwise says that its outcome is unknown instead of running twice."}})
         ]
     );
     // The same resumption at A, which carried it, goes on where it left off.

@@ -43,6 +43,23 @@ pub(in crate::config) fn warnings(s: Settings<'_>) -> Vec<String> {
                 .into(),
         );
     }
+    for up in s.upstream {
+        let tools = up
+            .tools
+            .iter()
+            .filter(|(_, t)| t.rerun_abandoned == Some(true));
+        let named: Vec<String> = tools
+            .map(|(name, _)| format!("'{}.{name}'", up.name))
+            .collect();
+        let what = match (up.rerun_abandoned == Some(true), named.is_empty()) {
+            (true, _) => format!("upstream '{}'", up.name),
+            (false, false) => named.join(", "),
+            (false, true) => continue,
+        };
+        out.push(format!(
+            "{what}: rerun_abandoned = true runs a keyed call again once the gateway that ran it stopped mid-call, so it may take effect twice; only for tools safe to repeat (I1)"
+        ));
+    }
     if s.defaults.validate == Some(false) {
         out.push(
             "defaults.validate = false: arguments reach upstreams without schema validation (A5)"
