@@ -27,8 +27,13 @@ ALREADY_RUNNING = "This call is already running. Retry once it finished."
 # The gateway's answer to a request whose stream is resumed at a replica other
 # than the one that was answering it (docs/fleet.md, "What cannot move").
 STREAM_LOST = ("The gateway replica that was answering this request stopped before its answer was sent, so "
-               "the answer is lost. The call may or may not have run: send it again (with the same idempotency "
-               "key it runs at most once).")
+               "the answer is lost. The call may or may not have run. Sent again with the same idempotency key, "
+               "it answers with its result if it finished, and otherwise says that its outcome is unknown instead "
+               "of running twice.")
+# The ledger's answer to a key whose attempt died with its replica (I1).
+OUTCOME_UNKNOWN = ("Error: The outcome of this call is unknown: it may have run, but the gateway running it "
+                   "stopped before recording how it ended. Check whether it took effect, or send it with a new "
+                   "idempotency key.")
 INTERNAL_ERROR = -32603
 REQUEST_TIMEOUT = -32001
 # A call that has no answer after this long is counted as hanging, not as failed.
@@ -45,7 +50,8 @@ class Call:
     start: float
     end: float = 0.0
     # "ok" (the upstream's answer or its stored copy), "running" (the ledger's
-    # refusal of a key whose call is still running), "failed" (an error), "hung".
+    # refusal of a key whose call is still running), "unknown" (the ledger's answer
+    # to a key whose attempt died with its replica), "failed" (an error), "hung".
     outcome: str = ""
     detail: str = ""
     code: int | None = None  # a JSON-RPC error's code and message
@@ -113,6 +119,8 @@ def judge(call: Call, args: dict, is_error: bool, texts: list[str]):
         call.outcome = "ok"
     elif is_error and texts == [ALREADY_RUNNING]:
         call.outcome = "running"
+    elif is_error and texts == [OUTCOME_UNKNOWN]:
+        call.outcome = "unknown"
     else:
         call.outcome, call.detail = "failed", f"unexpected answer (isError={is_error}): {texts!r}"[:300]
 

@@ -107,7 +107,7 @@ fn a_session_opened_at_one_replica_goes_on_at_another() {
         lost.messages(),
         vec![
             json!({"jsonrpc": "2.0", "id": "slow-1", "error": {"code": -32603,
-            "message": "The gateway replica that was answering this request stopped before its answer was sent, so the answer is lost. The call may or may not have run: send it again (with the same idempotency key it runs at most once)."}})
+            "message": "The gateway replica that was answering this request stopped before its answer was sent, so the answer is lost. The call may or may not have run. Sent again with the same idempotency key, it answers with its result if it finished, and otherwise says that its outcome is unknown instead of running twice."}})
         ]
     );
     // The same resumption at A, which carried it, goes on where it left off.
@@ -286,4 +286,99 @@ fn a_session_taken_up_is_held_once_however_many_requests_follow() {
     // The caller's count at B is that one session: it may open more there.
     let own = b.session(&[]);
     assert_ne!(own, sid);
+}
+
+/// A config for replicas sharing the secret and `db`, with more `[gateway]` settings.
+fn capped_config(db: &PgDb, gateway: &str) -> String {
+    format!(
+        "[gateway]\nanonymous_caller = \"dev\"\nstate_secret_env = \"{}\"\n{gateway}\n[store]\nurl = \"{}\"\n{}",
+        SECRET.0,
+        db.url(),
+        fixture_config("", "")
+    )
+}
+
+/// Calls `fx.echo` in session `sid` at `w`: its status, and the body of a refusal.
+fn echo_in(w: &HttpWarden, sid: &str, id: i64) -> (u16, String) {
+    let r = w.post(
+        &[("Mcp-Session-Id", sid)],
+        &call(id, "fx.echo", json!({"text": "x"})),
+    );
+    let body = if r.status == 200 {
+        String::new()
+    } else {
+        r.body
+    };
+    (r.status, body)
+}
+
+/// The 429 of a caller holding `open` sessions, `gateway.max_sessions_per_caller`.
+fn over_cap(open: usize) -> (u16, String) {
+    let text = format!("Too many requests: this caller already has {open} open sessions; end unused ones with DELETE or let them expire.");
+    (429, error_body(&text))
+}
+
+/// Issue 24, item 7: `max_sessions_per_caller` held at `initialize` only, so one
+/// replica took up as many of a caller's sessions as it presented ids for. A
+/// session taken up from its id now counts against the cap the same way: the
+/// ids a caller opened at B and C are refused at A past the cap (429, Retry-After),
+/// a DELETE still ends one, and ending one makes room for the next.
+#[test]
+fn a_replica_takes_up_no_more_of_a_callers_sessions_than_its_cap() {
+    let db = PgDb::create("fleet_cap");
+    let config = capped_config(&db, "max_sessions_per_caller = 2");
+    let a = HttpWarden::start("fleet-cap-a", &config, &[SECRET]);
+    let b = HttpWarden::start("fleet-cap-b", &config, &[SECRET]);
+    let at_a: Vec<String> = (0..2).map(|_| a.session(&[])).collect();
+    let c = HttpWarden::start("fleet-cap-c", &config, &[SECRET]);
+    let at_b = [b.session(&[]), b.session(&[]), c.session(&[])];
+    assert_eq!(echo_in(&a, &at_a[0], 1).0, 200);
+    let r = a.post(
+        &[("Mcp-Session-Id", at_b[0].as_str())],
+        &call(2, "fx.echo", json!({"text": "x"})),
+    );
+    assert_eq!((r.status, r.body.clone()), over_cap(2));
+    assert!(r.header("retry-after").is_some(), "{:?}", r.headers);
+    assert_eq!(echo_in(&a, &at_b[1], 3), over_cap(2));
+    // A DELETE of one of them is not refused: it ends it.
+    let with = [("Mcp-Session-Id", at_b[1].as_str())];
+    assert_eq!(request(&a.addr, "DELETE", &with, "").status, 200);
+    assert_eq!(echo_in(&a, &at_b[1], 4), (404, session_not_found()));
+    // Ending one of A's own makes room for one more.
+    let with = [("Mcp-Session-Id", at_a[1].as_str())];
+    assert_eq!(request(&a.addr, "DELETE", &with, "").status, 200);
+    assert_eq!(echo_in(&a, &at_b[0], 5).0, 200);
+    assert_eq!(echo_in(&a, &at_b[2], 6), over_cap(2));
+}
+
+/// Issue 24, item 7, after a restart: sessions opened one after another while
+/// the earlier ones idled out (each `initialize` within the cap) are all still
+/// valid ids. A restarted replica with the same secret takes up only as many of
+/// them as the cap allows.
+#[test]
+fn a_restarted_replica_takes_up_no_more_of_a_callers_sessions_than_its_cap() {
+    let db = PgDb::create("fleet_cap_restart");
+    let config = capped_config(&db, "max_sessions_per_caller = 2\nsession_idle = \"1s\"");
+    let a = HttpWarden::start("fleet-cap-restart-1", &config, &[SECRET]);
+    let mut ids = vec![a.session(&[]), a.session(&[])];
+    assert_eq!(a.post(&[], &common::http::initialize()).status, 429);
+    // Idle, they are let go here (not ended): two more fit.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while a.post(&[], &common::http::initialize()).status == 429 {
+        assert!(std::time::Instant::now() < deadline, "never idled out");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    ids.push(a.session(&[]));
+    drop(a);
+    let restarted = HttpWarden::start("fleet-cap-restart-2", &config, &[SECRET]);
+    let answers: Vec<(u16, String)> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, sid)| echo_in(&restarted, sid, i as i64 + 1))
+        .collect();
+    assert_eq!(
+        answers,
+        [(200, String::new()), (200, String::new()), over_cap(2)],
+        "the first two taken up, the third refused"
+    );
 }

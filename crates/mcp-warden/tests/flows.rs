@@ -571,3 +571,82 @@ fn an_http_session_taken_up_by_another_replica_keeps_its_trail() {
     let other = b.session(&[]);
     assert_eq!(call(&a, &other, 6, "mail.echo"), r#"{"n":6}"#);
 }
+
+/// Issue 24, item 6: after private data and untrusted content a send was
+/// refused, and once the session had idled out (`session_idle`) the same
+/// `Mcp-Session-Id` sent it. With PostgreSQL a session's trail is kept as long
+/// as its id can be taken up, so the session comes back with it: at the
+/// replica where it idled and at another.
+#[test]
+fn an_http_session_taken_up_after_it_idled_out_comes_back_with_its_trail() {
+    const SECRET: (&str, &str) = ("WARDEN_FLOW_IDLE_SECRET", "sixteen or more characters");
+    let db = PgDb::create("flowidle");
+    let config = format!(
+        "[gateway]\nanonymous_caller = \"dev\"\nsession_idle = \"1s\"\nstate_secret_env = \"{}\"\n[store]\nurl = \"{}\"\n{}",
+        SECRET.0,
+        db.url(),
+        labelled("deny", "")
+    );
+    let a = HttpWarden::start("flow-idle-a", &config, &[SECRET]);
+    let sid = a.session(&[]);
+    let call = |w: &HttpWarden, id: i64, tool: &str| {
+        let r = w.post(
+            &[("Mcp-Session-Id", sid.as_str())],
+            &common::http::call(id, tool, json!({"n": id})),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        text(&r.json()).to_owned()
+    };
+    assert_eq!(call(&a, 2, "drive.echo"), r#"{"n":2}"#);
+    assert_eq!(call(&a, 3, "web.echo"), r#"{"n":3}"#);
+    assert_eq!(call(&a, 4, "mail.echo"), DENIED);
+    // Idle for longer than session_idle (the sweep runs every half of it).
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(
+        call(&a, 5, "mail.echo"),
+        DENIED,
+        "taken up again where it idled"
+    );
+    let b = HttpWarden::start("flow-idle-b", &config, &[SECRET]);
+    assert_eq!(call(&b, 6, "mail.echo"), DENIED, "and at another replica");
+}
+
+/// Issue 24, item 6, without PostgreSQL: no store keeps the trail outside the
+/// process, so a session id is not taken up without it: once the session idled
+/// out, or at another replica sharing the secret, the id is not found (404) and
+/// the client starts a new session, whose trail starts empty on purpose.
+#[test]
+fn without_a_shared_store_a_session_with_flow_rules_ends_when_it_idles_out() {
+    const SECRET: (&str, &str) = (
+        "WARDEN_FLOW_IDLE_LOCAL_SECRET",
+        "sixteen or more characters",
+    );
+    let dir = scratch("flow-idle-local-db");
+    let config = format!(
+        "[gateway]\nanonymous_caller = \"dev\"\nsession_idle = \"1s\"\nstate_secret_env = \"{}\"\n[store]\nurl = \"sqlite://{}\"\n{}",
+        SECRET.0,
+        dir.join("warden.db").display(),
+        labelled("deny", "")
+    );
+    let a = HttpWarden::start("flow-idle-local-a", &config, &[SECRET]);
+    let b = HttpWarden::start("flow-idle-local-b", &config, &[SECRET]);
+    let sid = a.session(&[]);
+    let post = |w: &HttpWarden, id: i64, tool: &str| {
+        w.post(
+            &[("Mcp-Session-Id", sid.as_str())],
+            &common::http::call(id, tool, json!({"n": id})),
+        )
+    };
+    let not_found = common::http::error_body(
+        "Session not found: it ended or expired. Start a new one with initialize.",
+    );
+    assert_eq!(text(&post(&a, 2, "drive.echo").json()), r#"{"n":2}"#);
+    assert_eq!(text(&post(&a, 3, "web.echo").json()), r#"{"n":3}"#);
+    assert_eq!(text(&post(&a, 4, "mail.echo").json()), DENIED);
+    let r = post(&b, 5, "mail.echo");
+    assert_eq!((r.status, r.body), (404, not_found.clone()), "not at b");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let r = post(&a, 6, "mail.echo");
+    assert_eq!((r.status, r.body), (404, not_found), "idled out at a");
+    let _ = std::fs::remove_dir_all(dir);
+}

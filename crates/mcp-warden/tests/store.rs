@@ -440,10 +440,12 @@ fn gone(pid: u32) -> bool {
 
 /// Finding 6: a gateway killed mid-call left its idempotency key "running" until
 /// the retention ended. Two gateways share a store; A is killed (-9) in the middle
-/// of a keyed call. B refuses the key while A's lease holds, and runs the call once
-/// the lease ran out (upstream timeout 2 s: a 4 s lease); the trail records A's
-/// attempt as abandoned. The upstream ran twice, the second attempt only after the
-/// first had ended.
+/// of a keyed call of a tool declared safe to repeat (`rerun_abandoned`; without
+/// it the key answers that its outcome is unknown, see abandoned.rs). B refuses
+/// the key while A's lease holds, and runs the call once the lease ran out
+/// (upstream timeout 2 s: a 4 s lease); the trail records A's attempt as
+/// abandoned. The upstream ran twice, the second attempt only after the first
+/// had ended.
 fn a_killed_gateways_key_is_taken_over_once_its_lease_ran_out(
     config: &str,
     count: &std::path::Path,
@@ -542,23 +544,24 @@ fn a_killed_gateways_key_is_taken_over_once_its_lease_ran_out(
 }
 
 #[test]
-fn a_killed_gateways_key_is_retryable_once_its_lease_ran_out() {
+fn a_killed_gateways_key_of_a_tool_safe_to_repeat_is_retryable_once_its_lease_ran_out() {
     let dir = scratch("lease-sqlite");
     let count = dir.join("count.txt");
-    let config = stored(&dir, &counted_fixture(&count, "timeout_ms = 2000"));
+    let safe = "timeout_ms = 2000\n[upstream.tools.slow]\nrerun_abandoned = true";
+    let config = stored(&dir, &counted_fixture(&count, safe));
     a_killed_gateways_key_is_taken_over_once_its_lease_ran_out(&config, &count);
     let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
-fn a_killed_gateways_key_is_retryable_once_its_lease_ran_out_on_postgres() {
+fn a_killed_gateways_key_of_an_upstream_safe_to_repeat_is_retryable_on_postgres() {
     let db = PgDb::create("lease");
     let dir = scratch("pg-lease");
     let count = dir.join("count.txt");
     let config = format!(
         "[store]\nurl = \"{}\"\n{}",
         db.url(),
-        counted_fixture(&count, "timeout_ms = 2000")
+        counted_fixture(&count, "timeout_ms = 2000\nrerun_abandoned = true")
     );
     a_killed_gateways_key_is_taken_over_once_its_lease_ran_out(&config, &count);
     let _ = std::fs::remove_dir_all(dir);

@@ -99,6 +99,7 @@ impl McpClient {
             validate: None,
             reasons: None,
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            rerun_abandoned: None,
             restart_after_timeouts: 0,
             ping_interval_ms: 0,
             // A host's client takes answers as 2025-11-25 results.

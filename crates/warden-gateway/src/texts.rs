@@ -241,8 +241,11 @@ pub const HTTP_STREAM_OPEN: &str = "Conflict: this session already has a GET str
 pub const HTTP_BATCH: &str =
     "JSON-RPC batches are not supported by MCP; send one message per request";
 /// An event on a stream resumed at a replica other than the one that carried
-/// it: the answer the client waits for is gone with that replica.
-pub const HTTP_STREAM_LOST: &str = "The gateway replica that was answering this request stopped before its answer was sent, so the answer is lost. The call may or may not have run: send it again (with the same idempotency key it runs at most once).";
+/// it: the answer the client waits for is gone with that replica. Sent again
+/// with the same idempotency key, the call is not run a second time (I1): it
+/// answers its stored result, that it is still running, or that its outcome is
+/// unknown ([`OUTCOME_UNKNOWN`]).
+pub const HTTP_STREAM_LOST: &str = "The gateway replica that was answering this request stopped before its answer was sent, so the answer is lost. The call may or may not have run. Sent again with the same idempotency key, it answers with its result if it finished, and otherwise says that its outcome is unknown instead of running twice.";
 /// 400: a Last-Event-ID this gateway never issued for the session.
 pub const HTTP_BAD_EVENT_ID: &str = "Bad request: Last-Event-ID names no stream of this session.";
 
@@ -317,6 +320,10 @@ pub fn ledger_unavailable(tool: &str, retry_s: u64) -> String {
         shown(tool)
     )
 }
+
+/// I1: a keyed call whose earlier attempt was abandoned (its gateway stopped, or
+/// lost the store, before recording how it ended): it is not run again.
+pub const OUTCOME_UNKNOWN: &str = "Error: The outcome of this call is unknown: it may have run, but the gateway running it stopped before recording how it ended. Check whether it took effect, or send it with a new idempotency key.";
 
 /// Q4: a strict quota could not be counted (the shared store did not answer).
 pub fn quota_unverifiable(kind: &str, tool: &str, retry_s: u64) -> String {

@@ -7,22 +7,28 @@
 //!
 //! A running claim belongs to the store that took it (each [`Store`] has a random
 //! owner id: one per gateway process) and holds a lease, renewed while the call
-//! runs. A claim whose lease ran out is taken over by the next claimant, so a
-//! gateway that died mid-call does not block its key until the retention ends.
+//! runs. A claim whose lease ran out was abandoned (its gateway died or lost the
+//! store mid-call): nobody knows whether the call took effect. The next claimant
+//! marks the key abandoned, and from then on it answers [`Claim::Abandoned`]
+//! until its retention ends, so a key still runs at most once; only a claimant
+//! that says the call is safe to repeat ([`OnAbandoned::Rerun`]) takes it over
+//! and runs it again.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), warden_store::StoreError> {
 //! use std::time::Duration;
-//! use warden_store::{Claim, Finish, Store};
+//! use warden_store::{Claim, Finish, OnAbandoned, Store};
 //! let store = Store::open("warden.db".as_ref())?;
 //! let (retention, lease) = (Duration::from_secs(86400), Duration::from_secs(90));
-//! match store.claim_leased("alice", "key-1", "fingerprint", retention, lease).await? {
+//! let keep = OnAbandoned::Keep;
+//! match store.claim_leased("alice", "key-1", "fingerprint", retention, lease, keep).await? {
 //!     Claim::Run | Claim::TakenOver => {
 //!         // … run the call, renewing the lease every lease / 3 …
 //!         store.renew("alice", "key-1", lease).await?;
 //!         store.finish("alice", "key-1", Finish::Completed(serde_json::json!({"content": []}))).await?;
 //!     }
 //!     Claim::Replay(result) => println!("stored: {result}"),
+//!     Claim::Abandoned { .. } => println!("it may have run: the outcome is unknown"),
 //!     Claim::Running | Claim::Mismatch => {}
 //! }
 //! # Ok(()) }
@@ -64,7 +70,7 @@ pub enum Claim {
     Run,
     /// The key is now ours, taken over from a claim whose lease ran out (its
     /// owner died or lost the store mid-call): that first attempt is abandoned.
-    /// Run the call, then [`Store::finish`] it.
+    /// Run the call, then [`Store::finish`] it. Only with [`OnAbandoned::Rerun`].
     TakenOver,
     /// The call completed before: here is its result; do not run it again.
     Replay(Value),
@@ -72,7 +78,33 @@ pub enum Claim {
     Running,
     /// The key was used for a different call (another tool or other arguments).
     Mismatch,
+    /// The key's attempt was abandoned: its lease ran out before it finished, so
+    /// it may or may not have taken effect. It is not run again (until the key
+    /// is forgotten). `first`: this claim found the lease run out and marked the
+    /// key so; every later claim gets `first: false`, so the abandoned attempt
+    /// is recorded once.
+    Abandoned { first: bool },
 }
+
+/// What a claim does with a key whose attempt was abandoned (I1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnAbandoned {
+    /// The key answers [`Claim::Abandoned`]: at most one execution per key.
+    #[default]
+    Keep,
+    /// The claim takes the key over ([`Claim::TakenOver`], or [`Claim::Run`] for
+    /// a key already marked abandoned) and the call runs again: for tools whose
+    /// operator declared them safe to repeat.
+    Rerun,
+}
+
+/// The owner a key whose attempt was abandoned is left under (its lease cleared):
+/// no store's id (those are 32 hex digits), so nobody renews or finishes the
+/// attempt, and without a lease nothing takes it over by mistake. The row stays
+/// `running`, the one state earlier versions know for it: a gateway of an
+/// earlier version that meets it refuses the key as running rather than run the
+/// call again, and no schema change is needed.
+pub(crate) const ABANDONED: &str = "abandoned";
 
 /// How a claimed call ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -218,7 +250,8 @@ impl Store {
         fingerprint: &str,
         retention: Duration,
     ) -> Result<Claim, StoreError> {
-        self.claim_leased(scope, key, fingerprint, retention, retention)
+        let keep = OnAbandoned::Keep;
+        self.claim_leased(scope, key, fingerprint, retention, retention, keep)
             .await
     }
 
@@ -230,16 +263,12 @@ impl Store {
         fingerprint: &str,
         retention: Duration,
         lease: Duration,
+        abandoned: OnAbandoned,
     ) -> Result<Claim, StoreError> {
+        let (fp, r) = (fingerprint, retention);
         match self {
-            Store::Sqlite(s) => {
-                s.claim_leased(scope, key, fingerprint, retention, lease)
-                    .await
-            }
-            Store::Postgres(p) => {
-                p.claim_leased(scope, key, fingerprint, retention, lease)
-                    .await
-            }
+            Store::Sqlite(s) => s.claim_leased(scope, key, fp, r, lease, abandoned).await,
+            Store::Postgres(p) => p.claim_leased(scope, key, fp, r, lease, abandoned).await,
         }
     }
 
@@ -398,7 +427,12 @@ pub(crate) async fn lease_semantics(a: &Store, b: &Store) {
 
     let claim = |s: &Store, key: &'static str, fp: &'static str, lease: Duration| {
         let s = s.clone();
-        async move { s.claim_leased("c", key, fp, DAY, lease).await.unwrap() }
+        let rerun = OnAbandoned::Rerun;
+        async move {
+            s.claim_leased("c", key, fp, DAY, lease, rerun)
+                .await
+                .unwrap()
+        }
     };
     assert_eq!(claim(a, "k", "f", SHORT).await, Claim::Run);
     assert_eq!(
@@ -467,34 +501,91 @@ pub(crate) async fn lease_semantics(a: &Store, b: &Store) {
     assert_eq!(claim(b, "m", "f", SHORT).await, Claim::TakenOver);
 }
 
-/// For the stores' tests: 100 concurrent claims of one key whose lease ran out,
-/// alternating between two stores on the same data; how many took it over.
+/// For the stores' tests: by default a key whose lease ran out is abandoned for
+/// good, across two stores on the same data (as two gateway processes): the
+/// claim that finds it so says so first, every later one after it, the first
+/// owner can neither renew nor finish it, and only a claim that may rerun it
+/// runs it again. It is forgotten with its retention like any key.
 #[cfg(test)]
-pub(crate) async fn concurrent_takeovers(a: &Store, b: &Store) -> usize {
+pub(crate) async fn abandon_semantics(a: &Store, b: &Store) {
+    use serde_json::json;
     const DAY: Duration = Duration::from_secs(86_400);
-    let first = a
-        .claim_leased("c", "expired", "f", DAY, Duration::from_millis(100))
+    const SHORT: Duration = Duration::from_millis(200);
+    let run_out = || tokio::time::sleep(Duration::from_millis(400));
+    let claim = |s: &Store, fp: &'static str, then: OnAbandoned| {
+        let s = s.clone();
+        async move {
+            s.claim_leased("c", "ab", fp, DAY, SHORT, then)
+                .await
+                .unwrap()
+        }
+    };
+    use OnAbandoned::{Keep, Rerun};
+    assert_eq!(claim(a, "f", Keep).await, Claim::Run);
+    assert_eq!(claim(b, "f", Keep).await, Claim::Running, "the lease holds");
+    run_out().await;
+    assert_eq!(claim(b, "f", Keep).await, Claim::Abandoned { first: true });
+    assert_eq!(claim(a, "f", Keep).await, Claim::Abandoned { first: false });
+    assert_eq!(claim(b, "g", Keep).await, Claim::Mismatch);
+    // The first owner comes back late: its end is not recorded over the mark.
+    assert!(!a.renew("c", "ab", DAY).await.unwrap());
+    let done = Finish::Completed(json!("late"));
+    assert!(!a.finish("c", "ab", done).await.unwrap());
+    assert!(!a
+        .finish("c", "ab", Finish::Failed("late".into()))
         .await
-        .unwrap();
-    assert_eq!(first, Claim::Run);
+        .unwrap());
+    run_out().await;
+    assert_eq!(claim(b, "f", Keep).await, Claim::Abandoned { first: false });
+    // A claim that may rerun it runs it once more; then it is a key as any other.
+    assert_eq!(claim(a, "f", Rerun).await, Claim::Run);
+    assert_eq!(claim(b, "f", Rerun).await, Claim::Running);
+    assert!(a
+        .finish("c", "ab", Finish::Completed(json!(2)))
+        .await
+        .unwrap());
+    assert_eq!(claim(b, "f", Keep).await, Claim::Replay(json!(2)));
+    // Forgotten with its retention.
+    let (key, fp) = ("ab-gone", "f");
+    let first = a.claim_leased("c", key, fp, SHORT, Duration::from_millis(50), Keep);
+    assert_eq!(first.await.unwrap(), Claim::Run);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let next = b.claim_leased("c", key, fp, DAY, SHORT, Keep);
+    assert_eq!(next.await.unwrap(), Claim::Abandoned { first: true });
+    run_out().await;
+    let later = b.claim_leased("c", key, fp, SHORT, SHORT, Keep);
+    assert_eq!(later.await.unwrap(), Claim::Run, "past its retention");
+}
+
+/// For the stores' tests: 100 concurrent claims of one key whose lease ran out,
+/// alternating between two stores on the same data; how many took it over
+/// (`Rerun`) or found it abandoned first (`Keep`).
+#[cfg(test)]
+pub(crate) async fn concurrent_takeovers(a: &Store, b: &Store, then: OnAbandoned) -> usize {
+    const DAY: Duration = Duration::from_secs(86_400);
+    let key = format!("expired-{then:?}");
+    let lease = Duration::from_millis(100);
+    let first = a.claim_leased("c", &key, "f", DAY, lease, then).await;
+    assert_eq!(first.unwrap(), Claim::Run);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let tasks: Vec<_> = (0..100)
         .map(|i| {
             let s = if i % 2 == 0 { a.clone() } else { b.clone() };
-            tokio::spawn(
-                async move { s.claim_leased("c", "expired", "f", DAY, DAY).await.unwrap() },
-            )
+            let key = key.clone();
+            tokio::spawn(async move { s.claim_leased("c", &key, "f", DAY, DAY, then).await })
         })
         .collect();
-    let mut takeovers = 0;
+    let mut firsts = 0;
     for t in tasks {
-        match t.await.unwrap() {
-            Claim::TakenOver => takeovers += 1,
-            Claim::Running => {}
+        match (t.await.unwrap().unwrap(), then) {
+            (Claim::TakenOver, OnAbandoned::Rerun) => firsts += 1,
+            (Claim::Running, OnAbandoned::Rerun) => {}
+            (Claim::Abandoned { first: true }, OnAbandoned::Keep) => firsts += 1,
+            (Claim::Abandoned { first: false }, OnAbandoned::Keep) => {}
             other => panic!("a claim of an expired running key got {other:?}"),
         }
     }
-    takeovers
+    firsts
 }
 
 #[cfg(test)]

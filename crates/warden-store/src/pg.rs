@@ -8,7 +8,8 @@
 //! on hosts whose clocks disagree still agree on when a lease ran out.
 
 use crate::{
-    millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, MinuteCount, StoreError,
+    millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, MinuteCount, OnAbandoned,
+    StoreError, ABANDONED,
 };
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -263,7 +264,8 @@ impl Postgres {
         fingerprint: &str,
         retention: Duration,
     ) -> Result<Claim, StoreError> {
-        self.claim_leased(scope, key, fingerprint, retention, retention)
+        let keep = OnAbandoned::Keep;
+        self.claim_leased(scope, key, fingerprint, retention, retention, keep)
             .await
     }
 
@@ -275,6 +277,7 @@ impl Postgres {
         fingerprint: &str,
         retention: Duration,
         lease: Duration,
+        abandoned: OnAbandoned,
     ) -> Result<Claim, StoreError> {
         let mut client = self.client().await?;
         let now = now_ms();
@@ -307,39 +310,28 @@ impl Postgres {
             // this transaction ends, then sees the row as it left it.
             let row = tx
                 .query_one(
-                    "SELECT fingerprint, state, result FROM warden_ledger WHERE scope = $1 AND key = $2 FOR UPDATE",
+                    "SELECT fingerprint, state, result, owner FROM warden_ledger WHERE scope = $1 AND key = $2 FOR UPDATE",
                     &[&scope, &key],
                 )
                 .await
                 .map_err(unavailable)?;
-            let (fp, state, result): (String, String, Option<String>) =
-                (row.get(0), row.get(1), row.get(2));
+            let (fp, state, result, held_by): (String, String, Option<String>, Option<String>) =
+                (row.get(0), row.get(1), row.get(2), row.get(3));
+            let abandoned_before = held_by.as_deref() == Some(ABANDONED);
             match state.as_str() {
                 _ if fp != fingerprint => Claim::Mismatch,
-                "running" => {
-                    // Only a lease that ran out is taken; a row without one
-                    // (written before leases) waits for its retention.
-                    let taken = tx
-                        .execute(
-                            &format!(
-                                "UPDATE warden_ledger SET owner = $3, lease_until_ms = {NOW_MS} + $4, created_ms = $5
-                                 WHERE scope = $1 AND key = $2 AND state = 'running' AND lease_until_ms < {NOW_MS}"
-                            ),
-                            &[&scope, &key, &owner, &lease, &now],
-                        )
-                        .await
-                        .map_err(unavailable)?;
-                    if taken == 1 {
-                        Claim::TakenOver
-                    } else {
-                        Claim::Running
-                    }
+                "running" if abandoned_before && abandoned == OnAbandoned::Keep => {
+                    Claim::Abandoned { first: false }
+                }
+                "running" if !abandoned_before => {
+                    claim_running(&tx, (scope, key), owner, (now, lease), abandoned).await?
                 }
                 "completed" => Claim::Replay(
                     result
                         .and_then(|r| serde_json::from_str(&r).ok())
                         .unwrap_or(Value::Null),
                 ),
+                // Failed, or abandoned and may be run again.
                 _ => {
                     tx.execute(
                         &format!(
@@ -562,6 +554,46 @@ impl Postgres {
             .filter_map(|r| serde_json::from_str(r.get::<_, &str>(0)).ok())
             .collect())
     }
+}
+
+/// See the SQLite store's `claim_running`: the same, with the lease stamped and
+/// compared on the server's clock.
+async fn claim_running(
+    tx: &tokio_postgres::Transaction<'_>,
+    (scope, key): (&str, &str),
+    owner: &str,
+    (now, lease): (i64, i64),
+    abandoned: OnAbandoned,
+) -> Result<Claim, StoreError> {
+    let (taken, ran_out) = match abandoned {
+        OnAbandoned::Keep => (
+            tx.execute(
+                &format!(
+                    "UPDATE warden_ledger SET owner = $3, lease_until_ms = NULL
+                     WHERE scope = $1 AND key = $2 AND state = 'running' AND lease_until_ms < {NOW_MS}"
+                ),
+                &[&scope, &key, &ABANDONED],
+            )
+            .await,
+            Claim::Abandoned { first: true },
+        ),
+        OnAbandoned::Rerun => (
+            tx.execute(
+                &format!(
+                    "UPDATE warden_ledger SET owner = $3, lease_until_ms = {NOW_MS} + $4, created_ms = $5
+                     WHERE scope = $1 AND key = $2 AND state = 'running' AND lease_until_ms < {NOW_MS}"
+                ),
+                &[&scope, &key, &owner, &lease, &now],
+            )
+            .await,
+            Claim::TakenOver,
+        ),
+    };
+    Ok(if taken.map_err(unavailable)? == 1 {
+        ran_out
+    } else {
+        Claim::Running
+    })
 }
 
 /// A URL without its password, for messages.

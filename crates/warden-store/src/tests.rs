@@ -110,7 +110,17 @@ async fn exactly_one_of_many_concurrent_claims_takes_over_an_expired_lease() {
     let dir = scratch("takeover");
     let path = dir.join("ledger.db");
     let (a, b) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
-    assert_eq!(concurrent_takeovers(&a, &b).await, 1);
+    assert_eq!(concurrent_takeovers(&a, &b, OnAbandoned::Rerun).await, 1);
+    assert_eq!(concurrent_takeovers(&a, &b, OnAbandoned::Keep).await, 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_whose_lease_ran_out_is_abandoned_for_good_unless_it_may_rerun() {
+    let dir = scratch("abandon");
+    let path = dir.join("ledger.db");
+    let (a, b) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+    abandon_semantics(&a, &b).await;
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -143,23 +153,25 @@ async fn a_database_of_the_previous_version_is_migrated_and_keeps_its_keys() {
     tokio::time::sleep(Duration::from_millis(5)).await;
     // A running row without a lease is never taken over: it lasts its retention, as before.
     assert_eq!(
-        s.claim_leased("a", "running", "f", hour, short)
+        s.claim_leased("a", "running", "f", hour, short, OnAbandoned::Keep)
             .await
             .unwrap(),
         Claim::Running
     );
     assert_eq!(
-        s.claim_leased("a", "stale", "f", hour, short)
+        s.claim_leased("a", "stale", "f", hour, short, OnAbandoned::Keep)
             .await
             .unwrap(),
         Claim::Run
     );
     assert_eq!(
-        s.claim_leased("a", "done", "f", hour, short).await.unwrap(),
+        s.claim_leased("a", "done", "f", hour, short, OnAbandoned::Keep)
+            .await
+            .unwrap(),
         Claim::Replay(json!({"x": 1}))
     );
     assert_eq!(
-        s.claim_leased("a", "failed", "f", hour, short)
+        s.claim_leased("a", "failed", "f", hour, short, OnAbandoned::Keep)
             .await
             .unwrap(),
         Claim::Run

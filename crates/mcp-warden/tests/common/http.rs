@@ -314,6 +314,12 @@ impl HttpWarden {
         }
     }
 
+    /// Kills the gateway with SIGKILL (a replica dying mid-call) and waits for it.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("kill -9");
+        self.wait_exit();
+    }
+
     /// Sends the gateway process SIGHUP (reload the configuration).
     pub fn hangup(&self) {
         let status = Command::new("kill")

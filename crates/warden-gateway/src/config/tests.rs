@@ -521,9 +521,32 @@ fn flows_that_cannot_apply_or_cannot_be_shared_are_warned_about() {
             Config::parse(&unshared, "w.toml").unwrap().warnings(),
             [
                 never,
-            "flows: replicas sharing gateway.state_secret_env without a PostgreSQL store keep flow trails per process: an HTTP session another replica takes up, or a 2026-07-28 client that drops its flow context and moves, starts afresh (F3)"
+            "flows: replicas sharing gateway.state_secret_env without a PostgreSQL store keep flow trails per process: an HTTP session is not taken up from its id (at another replica, after a restart or once idle it gets 404), and a 2026-07-28 client that drops its flow context and moves starts afresh (F3)"
             ]
         );
+}
+
+#[test]
+fn rerun_abandoned_is_a_switch_per_upstream_and_tool_and_is_warned_about() {
+    let toml = "[[upstream]]\nname = \"pay\"\ncommand = [\"x\"]\n[upstream.tools.refund]\nrerun_abandoned = false\n\
+        [upstream.tools.lookup]\nrerun_abandoned = true\n\
+        [[upstream]]\nname = \"search\"\ncommand = [\"x\"]\nrerun_abandoned = true\n[upstream.tools.index]\nrerun_abandoned = false\n";
+    let c = Config::parse(toml, "w.toml").unwrap();
+    let (pay, search) = (&c.upstream[0], &c.upstream[1]);
+    assert!(pay.reruns_abandoned("lookup"));
+    assert!(!pay.reruns_abandoned("refund") && !pay.reruns_abandoned("charge"));
+    assert!(search.reruns_abandoned("query"), "the upstream's setting");
+    assert!(!search.reruns_abandoned("index"), "the tool's wins");
+    assert_eq!(
+        c.warnings(),
+        [
+            "'pay.lookup': rerun_abandoned = true runs a keyed call again once the gateway that ran it stopped mid-call, so it may take effect twice; only for tools safe to repeat (I1)",
+            "upstream 'search': rerun_abandoned = true runs a keyed call again once the gateway that ran it stopped mid-call, so it may take effect twice; only for tools safe to repeat (I1)"
+        ]
+    );
+    let bad = "[[upstream]]\nname = \"pay\"\ncommand = [\"x\"]\nrerun_abandoned = \"yes\"\n";
+    let err = Config::parse(bad, "w.toml").expect_err("a string is refused");
+    assert!(err.to_string().contains("expected a boolean"), "{err}");
 }
 
 #[test]

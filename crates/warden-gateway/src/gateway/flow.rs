@@ -41,6 +41,9 @@ use warden_store::{Postgres, StoreError};
 /// results from the gateway and in requests back to it.
 pub const FLOW_META_KEY: &str = "warden/flowContext";
 
+/// How an HTTP session's trail is named in the shared store (then `http:<sid>`).
+const SESSION_SCOPE: &str = "session:";
+
 /// The labels a session has touched.
 pub type Trail = BTreeSet<String>;
 
@@ -67,6 +70,10 @@ pub struct Flows {
     /// A stateless trail not used for this long is forgotten (and its sealed
     /// context expires with it).
     idle: Duration,
+    /// How long an HTTP session's id is good for (`gateway.session_lifetime`):
+    /// its trail in the shared store is kept as long after its last labelled
+    /// call, so whenever the id is taken up again its trail comes back with it.
+    lifetime: Duration,
     /// Where replicas keep stateless trails together.
     shared: Option<Postgres>,
 }
@@ -75,7 +82,7 @@ impl Flows {
     pub fn new(
         rules: Vec<Flow>,
         labels: Labels,
-        idle: Duration,
+        (idle, lifetime): (Duration, Duration),
         shared: Option<Postgres>,
     ) -> Flows {
         Flows {
@@ -83,6 +90,7 @@ impl Flows {
             labels,
             stateless: Mutex::new(HashMap::new()),
             idle,
+            lifetime,
             shared,
         }
     }
@@ -95,7 +103,7 @@ impl Flows {
         if stateless {
             Some(format!("caller:{caller}"))
         } else if session.starts_with("http:") && session != "http:stateless" {
-            Some(format!("session:{session}"))
+            Some(format!("{SESSION_SCOPE}{session}"))
         } else {
             None
         }
@@ -110,10 +118,17 @@ impl Flows {
     }
 
     /// Adds a call's labels to a trail in the shared store; the whole trail there.
+    /// A stateless caller's is kept `session_idle`, as its sealed context; an
+    /// HTTP session's as long as its id may still be taken up (F3).
     pub async fn touch_shared(&self, scope: &str, labels: &[String]) -> Result<Trail, StoreError> {
+        let keep = if scope.starts_with(SESSION_SCOPE) {
+            self.lifetime
+        } else {
+            self.idle
+        };
         match &self.shared {
             Some(pg) => Ok(pg
-                .touch_flow(scope, labels, self.idle)
+                .touch_flow(scope, labels, keep)
                 .await?
                 .into_iter()
                 .collect()),
@@ -226,7 +241,7 @@ mod tests {
         Flows::new(
             c.limits.flows,
             c.limits.labels,
-            Duration::from_secs(60),
+            (Duration::from_secs(60), Duration::from_secs(600)),
             None,
         )
     }
@@ -275,7 +290,12 @@ mod tests {
         let f = flows();
         let key = StateKey::random();
         let sealed = f.remember_stateless(&key, "alice", &trail(&["private_data"]));
-        let fresh = Flows::new(Vec::new(), Labels::default(), Duration::from_secs(60), None);
+        let fresh = Flows::new(
+            Vec::new(),
+            Labels::default(),
+            (Duration::from_secs(60), Duration::from_secs(600)),
+            None,
+        );
         // Another replica with the same key reads the context.
         let v = Value::String(sealed.clone());
         assert_eq!(

@@ -5,7 +5,10 @@
 //!
 //! A claim is held under a lease that this gateway renews while the call runs
 //! ([`Held`]). Should the gateway die mid-call, the renewals stop, and once the
-//! lease has run out the next claim of the key takes it over and runs the call.
+//! lease has run out the attempt is abandoned: nobody knows whether it took
+//! effect, so the key answers that its outcome is unknown and never runs again,
+//! unless its tool is declared safe to repeat (`rerun_abandoned`): then the next
+//! claim takes the key over and runs the call.
 
 use crate::config::{parse_duration, IdempotencyConfig};
 use crate::logged::logged;
@@ -13,7 +16,7 @@ use serde_json::Value;
 use std::time::Duration;
 use tokio::task::AbortHandle;
 use warden_core::Meta;
-use warden_store::{Claim, Finish, Store, StoreError};
+use warden_store::{Claim, Finish, OnAbandoned, Store, StoreError};
 
 /// (scope, key): the caller the key is scoped to, and the key.
 pub type LedgerKey = (String, String);
@@ -79,13 +82,14 @@ impl Ledger {
             .map(|k| (caller.to_owned(), k.to_owned()))
     }
 
-    /// I1: claims the key for this call, under a lease of `lease` (see [`lease_for`]).
+    /// I1: claims the key for this call, under a lease of `lease` (see [`lease_for`]);
+    /// `abandoned` says what becomes of a key whose attempt was abandoned.
     pub async fn claim(
         &self,
         key: &LedgerKey,
-        tool: &str,
-        args: &Value,
+        (tool, args): (&str, &Value),
         lease: Duration,
+        abandoned: OnAbandoned,
     ) -> Result<Claim, StoreError> {
         let store = self
             .store
@@ -93,7 +97,14 @@ impl Ledger {
             .ok_or_else(|| StoreError::Unavailable("no store".into()))?;
         let fingerprint = fingerprint(tool, args);
         store
-            .claim_leased(&key.0, &key.1, &fingerprint, self.retention, lease)
+            .claim_leased(
+                &key.0,
+                &key.1,
+                &fingerprint,
+                self.retention,
+                lease,
+                abandoned,
+            )
             .await
     }
 
@@ -108,7 +119,7 @@ impl Ledger {
                     match store.renew(&scope, &k, lease).await {
                         Ok(true) => {}
                         Ok(false) => {
-                            tracing::warn!(scope = %logged(&scope), key = %logged(&k), "a running call lost its idempotency key: its lease ran out and another claim took the key over");
+                            tracing::warn!(scope = %logged(&scope), key = %logged(&k), "a running call lost its idempotency key: its lease ran out, and a later claim found the call abandoned");
                             return;
                         }
                         // The next renewal may get through before the lease runs out.
@@ -125,7 +136,8 @@ impl Ledger {
 
     /// Records how a claimed call ended, and stops renewing its lease. A failure
     /// to record it is logged: the key then stays "running" until its lease runs
-    /// out, after which a retry runs the call again.
+    /// out, after which it answers that the outcome is unknown (or, for a tool
+    /// declared safe to repeat, a retry runs the call again).
     pub async fn settle(&self, held: &Held, finish: Finish) {
         held.stop_renewal();
         let Some(store) = &self.store else { return };
@@ -133,7 +145,7 @@ impl Ledger {
         match store.finish(scope, key, finish).await {
             Ok(true) => {}
             Ok(false) => {
-                tracing::warn!(scope = %logged(scope), key = %logged(key), "a call's end is not recorded in the ledger: its lease ran out and another claim took the key over")
+                tracing::warn!(scope = %logged(scope), key = %logged(key), "a call's end is not recorded in the ledger: its lease ran out, and a later claim found the call abandoned")
             }
             Err(e) => {
                 tracing::error!(scope = %logged(scope), key = %logged(key), "the ledger could not record a call's end: {e}")
@@ -213,10 +225,14 @@ mod tests {
         let other = Store::open(&path).unwrap();
         let (lease, day) = (Duration::from_millis(300), Duration::from_secs(86_400));
         let fp = fingerprint("t", &json!({}));
-        let theirs = |key: &'static str| other.claim_leased("alice", key, &fp, day, lease);
+        let rerun = OnAbandoned::Rerun;
+        let theirs = |key: &'static str| other.claim_leased("alice", key, &fp, day, lease, rerun);
 
         let key = ("alice".to_owned(), "settled".to_owned());
-        let claim = mine.claim(&key, "t", &json!({}), lease).await.unwrap();
+        let claim = mine
+            .claim(&key, ("t", &json!({})), lease, rerun)
+            .await
+            .unwrap();
         assert_eq!(claim, Claim::Run);
         let held = mine.hold(key, lease);
         tokio::time::sleep(Duration::from_millis(1000)).await;
@@ -232,7 +248,10 @@ mod tests {
         );
 
         let key = ("alice".to_owned(), "dropped".to_owned());
-        let claim = mine.claim(&key, "t", &json!({}), lease).await.unwrap();
+        let claim = mine
+            .claim(&key, ("t", &json!({})), lease, rerun)
+            .await
+            .unwrap();
         assert_eq!(claim, Claim::Run);
         let held = mine.hold(key, lease);
         tokio::time::sleep(Duration::from_millis(500)).await;

@@ -290,6 +290,14 @@ impl Gateway {
         self.calls.settle.audit.store()
     }
 
+    /// Flow rules are on and no shared store keeps HTTP sessions' trails: a
+    /// session's trail lives only in the process that holds it, so a session
+    /// cannot be taken up from its id (after idle, a restart, or at another
+    /// replica) without losing it (F3).
+    pub fn trails_stay_here(&self) -> bool {
+        self.shared.is_none() && self.calls.snapshot().0.flows.on()
+    }
+
     pub fn add_session(&self, session: &Arc<ClientSession>) {
         self.sessions.add(session);
     }

@@ -80,12 +80,15 @@ impl Policy {
         let flows = match kept.flows {
             Some(p) => p.flows.clone(),
             None => {
-                let idle = crate::config::parse_duration(&config.gateway.session_idle)
+                let g = &config.gateway;
+                let idle = crate::config::parse_duration(&g.session_idle)
                     .unwrap_or(Duration::from_secs(1800));
+                let lifetime = crate::config::parse_duration(&g.session_lifetime)
+                    .unwrap_or(Duration::from_secs(86_400));
                 Arc::new(Flows::new(
                     config.limits.flows.clone(),
                     config.limits.labels.clone(),
-                    idle,
+                    (idle, lifetime),
                     shared,
                 ))
             }

@@ -208,13 +208,13 @@ impl Postgres {
         Ok(row.map(|r| r.get(0)).unwrap_or_default())
     }
 
-    /// Adds `labels` to a session's trail and keeps it for `idle` from now (an
+    /// Adds `labels` to a session's trail and keeps it for `keep` from now (an
     /// expired trail starts afresh); returns the whole trail, sorted.
     pub async fn touch_flow(
         &self,
         scope: &str,
         labels: &[String],
-        idle: Duration,
+        keep: Duration,
     ) -> Result<Vec<String>, StoreError> {
         let client = self.client().await?;
         let row = client
@@ -228,7 +228,7 @@ impl Postgres {
                        until_ms = EXCLUDED.until_ms
                      RETURNING labels"
                 ),
-                &[&scope, &labels, &millis(idle)],
+                &[&scope, &labels, &millis(keep)],
             )
             .await
             .map_err(unavailable)?;

@@ -90,7 +90,10 @@ async fn leases_and_one_takeover_across_two_connections() {
         crate::Store::Postgres(Postgres::connect(&db.url()).await.unwrap()),
     );
     crate::lease_semantics(&a, &b).await;
-    assert_eq!(crate::concurrent_takeovers(&a, &b).await, 1);
+    crate::abandon_semantics(&a, &b).await;
+    let (rerun, keep) = (crate::OnAbandoned::Rerun, crate::OnAbandoned::Keep);
+    assert_eq!(crate::concurrent_takeovers(&a, &b, rerun).await, 1);
+    assert_eq!(crate::concurrent_takeovers(&a, &b, keep).await, 1);
     drop((a, b));
     db.drop_db().await;
 }
@@ -141,7 +144,8 @@ async fn a_database_of_the_previous_version_is_migrated_and_keeps_its_keys() {
     let (hour, short) = (Duration::from_secs(3600), Duration::from_millis(1));
     tokio::time::sleep(Duration::from_millis(5)).await;
     // A running row without a lease is never taken over: it lasts its retention, as before.
-    let claim = |key: &'static str| s.claim_leased("a", key, "f", hour, short);
+    let claim =
+        |key: &'static str| s.claim_leased("a", key, "f", hour, short, crate::OnAbandoned::Keep);
     assert_eq!(claim("running").await.unwrap(), Claim::Running);
     assert_eq!(claim("stale").await.unwrap(), Claim::Run);
     assert_eq!(claim("done").await.unwrap(), Claim::Replay(json!({"x": 1})));

@@ -2,7 +2,8 @@
 //! first use; every operation runs on Tokio's blocking pool behind one connection.
 
 use crate::{
-    millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, MinuteCount, StoreError,
+    millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, MinuteCount, OnAbandoned,
+    StoreError, ABANDONED,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
@@ -107,15 +108,23 @@ impl Sqlite {
         fingerprint: &str,
         retention: Duration,
     ) -> Result<Claim, StoreError> {
-        self.claim_leased(scope, key, fingerprint, retention, retention)
-            .await
+        self.claim_leased(
+            scope,
+            key,
+            fingerprint,
+            retention,
+            retention,
+            OnAbandoned::Keep,
+        )
+        .await
     }
 
     /// I1: claims `key` for a call (`fingerprint` identifies tool and arguments)
     /// in this store's name, for `lease`. Exactly one concurrent claimant gets
     /// [`Claim::Run`] (or [`Claim::TakenOver`]). Entries older than `retention`
     /// are gone (I2), unless still running under a live lease; a failed entry may
-    /// be claimed again, and so may a running one whose lease ran out.
+    /// be claimed again. A running one whose lease ran out was abandoned: what
+    /// happens to it is `abandoned`'s to say ([`OnAbandoned`]).
     pub async fn claim_leased(
         &self,
         scope: &str,
@@ -123,6 +132,7 @@ impl Sqlite {
         fingerprint: &str,
         retention: Duration,
         lease: Duration,
+        abandoned: OnAbandoned,
     ) -> Result<Claim, StoreError> {
         let (scope, key, fingerprint) = (scope.to_owned(), key.to_owned(), fingerprint.to_owned());
         let owner = self.owner.clone();
@@ -146,38 +156,30 @@ impl Sqlite {
             let claim = if inserted == 1 {
                 Claim::Run
             } else {
-                let (fp, state, result): (String, String, Option<String>) = tx.query_row(
-                    "SELECT fingerprint, state, result FROM ledger WHERE scope = ?1 AND key = ?2",
+                let (fp, state, result, held_by): (String, String, Option<String>, Option<String>) = tx.query_row(
+                    "SELECT fingerprint, state, result, owner FROM ledger WHERE scope = ?1 AND key = ?2",
                     params![scope, key],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
                 )?;
+                let rerun = |tx: &rusqlite::Transaction| {
+                    tx.execute(
+                        "UPDATE ledger SET state = 'running', result = NULL, created_ms = ?3, owner = ?4, lease_until_ms = ?5
+                         WHERE scope = ?1 AND key = ?2",
+                        params![scope, key, now, &*owner, until],
+                    )
+                    .map(|_| Claim::Run)
+                };
                 match state.as_str() {
                     _ if fp != fingerprint => Claim::Mismatch,
-                    "running" => {
-                        // Only a lease that ran out is taken; a row without one
-                        // (written before leases) waits for its retention.
-                        let taken = tx.execute(
-                            "UPDATE ledger SET owner = ?3, lease_until_ms = ?4, created_ms = ?5
-                             WHERE scope = ?1 AND key = ?2 AND state = 'running' AND lease_until_ms < ?5",
-                            params![scope, key, &*owner, until, now],
-                        )?;
-                        if taken == 1 {
-                            Claim::TakenOver
-                        } else {
-                            Claim::Running
-                        }
-                    }
+                    "running" if held_by.as_deref() == Some(ABANDONED) => match abandoned {
+                        OnAbandoned::Keep => Claim::Abandoned { first: false },
+                        OnAbandoned::Rerun => rerun(&tx)?,
+                    },
+                    "running" => claim_running(&tx, (&scope, &key), &owner, (now, until), abandoned)?,
                     "completed" => Claim::Replay(
                         result.and_then(|r| serde_json::from_str(&r).ok()).unwrap_or(Value::Null),
                     ),
-                    _ => {
-                        tx.execute(
-                            "UPDATE ledger SET state = 'running', result = NULL, created_ms = ?3, owner = ?4, lease_until_ms = ?5
-                             WHERE scope = ?1 AND key = ?2",
-                            params![scope, key, now, &*owner, until],
-                        )?;
-                        Claim::Run
-                    }
+                    _ => rerun(&tx)?,
                 }
             };
             tx.commit()?;
@@ -394,4 +396,36 @@ impl Sqlite {
         })
         .await
     }
+}
+
+/// A claim of a key another claim is running: [`Claim::Running`] while its
+/// lease holds. One that ran out was abandoned: the key is marked so
+/// ([`ABANDONED`]) or, when it may rerun, taken over under `owner`'s lease. A
+/// row without a lease (written before leases) waits for its retention.
+fn claim_running(
+    tx: &rusqlite::Transaction,
+    (scope, key): (&str, &str),
+    owner: &str,
+    (now, until): (i64, i64),
+    abandoned: OnAbandoned,
+) -> rusqlite::Result<Claim> {
+    let (taken, ran_out) = match abandoned {
+        OnAbandoned::Keep => (
+            tx.execute(
+                "UPDATE ledger SET owner = ?3, lease_until_ms = NULL
+                 WHERE scope = ?1 AND key = ?2 AND state = 'running' AND lease_until_ms < ?4",
+                params![scope, key, ABANDONED, now],
+            )?,
+            Claim::Abandoned { first: true },
+        ),
+        OnAbandoned::Rerun => (
+            tx.execute(
+                "UPDATE ledger SET owner = ?3, lease_until_ms = ?4, created_ms = ?5
+                 WHERE scope = ?1 AND key = ?2 AND state = 'running' AND lease_until_ms < ?5",
+                params![scope, key, owner, until, now],
+            )?,
+            Claim::TakenOver,
+        ),
+    };
+    Ok(if taken == 1 { ran_out } else { Claim::Running })
 }

@@ -39,9 +39,26 @@ pub(in crate::config) fn warnings(s: Settings<'_>) -> Vec<String> {
         .is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"));
     if !shared && !s.limits.flows.is_empty() && s.gateway.state_secret_env.is_some() {
         out.push(
-            "flows: replicas sharing gateway.state_secret_env without a PostgreSQL store keep flow trails per process: an HTTP session another replica takes up, or a 2026-07-28 client that drops its flow context and moves, starts afresh (F3)"
+            "flows: replicas sharing gateway.state_secret_env without a PostgreSQL store keep flow trails per process: an HTTP session is not taken up from its id (at another replica, after a restart or once idle it gets 404), and a 2026-07-28 client that drops its flow context and moves starts afresh (F3)"
                 .into(),
         );
+    }
+    for up in s.upstream {
+        let tools = up
+            .tools
+            .iter()
+            .filter(|(_, t)| t.rerun_abandoned == Some(true));
+        let named: Vec<String> = tools
+            .map(|(name, _)| format!("'{}.{name}'", up.name))
+            .collect();
+        let what = match (up.rerun_abandoned == Some(true), named.is_empty()) {
+            (true, _) => format!("upstream '{}'", up.name),
+            (false, false) => named.join(", "),
+            (false, true) => continue,
+        };
+        out.push(format!(
+            "{what}: rerun_abandoned = true runs a keyed call again once the gateway that ran it stopped mid-call, so it may take effect twice; only for tools safe to repeat (I1)"
+        ));
     }
     if s.defaults.validate == Some(false) {
         out.push(

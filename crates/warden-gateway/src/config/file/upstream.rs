@@ -65,6 +65,10 @@ pub struct UpstreamConfig {
     /// Per call; past it the caller gets the internal-error answer and the upstream a cancellation.
     #[serde(default = "default_timeout")]
     pub timeout_ms: u64,
+    /// I1: a keyed call whose gateway stopped mid-call runs again once its lease
+    /// ran out (true), instead of answering that its outcome is unknown (false,
+    /// the default). Only for tools that are safe to repeat.
+    pub rerun_abandoned: Option<bool>,
     /// After this many calls in a row time out, the upstream counts as stuck and is
     /// restarted as after a crash (0: never).
     #[serde(default = "default_restart_after_timeouts")]
@@ -194,4 +198,19 @@ pub struct ToolConfig {
     pub validate: Option<bool>,
     /// This tool's R1 switch, over its upstream's.
     pub reasons: Option<bool>,
+    /// This tool's I1 `rerun_abandoned`, over its upstream's.
+    pub rerun_abandoned: Option<bool>,
+}
+
+impl UpstreamConfig {
+    /// Whether a keyed call of `tool` (this upstream's own name for it) whose
+    /// attempt was abandoned runs again (I1): the tool's `rerun_abandoned`, else
+    /// the upstream's, else not.
+    pub fn reruns_abandoned(&self, tool: &str) -> bool {
+        self.tools
+            .get(tool)
+            .and_then(|t| t.rerun_abandoned)
+            .or(self.rerun_abandoned)
+            .unwrap_or(false)
+    }
 }

@@ -17,7 +17,8 @@
 //! (`Mcp-Session-Id`: missing 400, unknown 404, another caller's 404), protocol
 //! version header (400), content type (415), Accept (406), body size (413), JSON.
 //! An initialize beyond the session caps gets 503 (the gateway's) or 429 with
-//! `Retry-After` (the caller's, `gateway.max_sessions_per_caller`). A
+//! `Retry-After` (the caller's, `gateway.max_sessions_per_caller`), and so does
+//! a request whose session id would be taken up here past them (not a DELETE). A
 //! `tools/call` of a tool `oauth.tool_scopes` guards, with a token that lacks the
 //! scope, gets 403 `insufficient_scope` naming it (step-up). While the gateway
 //! drains (SIGTERM), a request or a new GET stream gets 503 ([`super::drain`]).
@@ -48,7 +49,8 @@ use super::reply::{
     too_many_sessions, unauthorized, Reply, VERSION_HEADER,
 };
 use super::session::{
-    Attached, Full, HttpSession, SessionTable, StreamRefused, Watch, MAX_SESSIONS, SINK_CAPACITY,
+    Attached, Full, HttpSession, Missing, SessionTable, StreamRefused, Watch, MAX_SESSIONS,
+    SINK_CAPACITY,
 };
 use super::sse::{frame, priming, SseBody};
 use super::streams::Event;
@@ -329,11 +331,13 @@ impl Front {
         }
     }
 
-    /// The session a request names, checked against its caller and version header.
+    /// The session a request names, checked against its caller and version
+    /// header. `ending`: the request ends it (DELETE), which no cap refuses.
     async fn session_of(
         &self,
         headers: &HeaderMap,
         caller: &str,
+        ending: bool,
     ) -> Result<Arc<HttpSession>, Box<Reply>> {
         let Some(id) = header_str(headers, SESSION_HEADER) else {
             return Err(Box::new(refuse(
@@ -342,12 +346,16 @@ impl Front {
                 answer::HTTP_NO_SESSION,
             )));
         };
-        let Some(session) = self.sessions.find(id, caller).await else {
-            return Err(Box::new(refuse(
-                StatusCode::NOT_FOUND,
-                jsonrpc::INVALID_REQUEST,
-                answer::HTTP_UNKNOWN_SESSION,
-            )));
+        let session = match self.sessions.find(id, caller, ending).await {
+            Ok(session) => session,
+            Err(Missing::NotFound) => {
+                return Err(Box::new(refuse(
+                    StatusCode::NOT_FOUND,
+                    jsonrpc::INVALID_REQUEST,
+                    answer::HTTP_UNKNOWN_SESSION,
+                )))
+            }
+            Err(Missing::Full(full)) => return Err(Box::new(session_refused(full, caller))),
         };
         check_version(headers)?;
         session.touch();
@@ -473,23 +481,10 @@ impl Front {
                         session.client.update_caller(&who, token);
                         (session, true)
                     }
-                    Err(Full::Gateway) => {
-                        tracing::warn!(
-                            "{MAX_SESSIONS} HTTP sessions are open; a new one is refused"
-                        );
-                        return refuse(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            jsonrpc::INTERNAL_ERROR,
-                            answer::HTTP_TOO_MANY_SESSIONS,
-                        );
-                    }
-                    Err(Full::Caller { open, retry_after }) => {
-                        tracing::info!(caller = %crate::logged::logged(&name), "the caller holds {open} HTTP sessions (gateway.max_sessions_per_caller); a new one is refused");
-                        return too_many_sessions(open, retry_after);
-                    }
+                    Err(full) => return session_refused(full, &name),
                 }
             }
-            _ => match self.session_of(&headers, &caller.name).await {
+            _ => match self.session_of(&headers, &caller.name, false).await {
                 Ok(s) => {
                     s.client.update_caller(&caller, token);
                     (s, false)
@@ -614,7 +609,7 @@ impl Front {
 
     /// DELETE: ends the session; its running calls are cancelled.
     async fn delete(&self, req: Request<Incoming>, caller: &str) -> Reply {
-        let session = match self.session_of(req.headers(), caller).await {
+        let session = match self.session_of(req.headers(), caller, true).await {
             Ok(s) => s,
             Err(r) => return *r,
         };
@@ -627,5 +622,25 @@ impl Front {
     /// How many sessions are open (for tests and logs).
     pub fn session_count(&self) -> usize {
         self.sessions.count()
+    }
+}
+
+/// The answer to a request that would open a session, or take one up from its
+/// id, past a cap: 503 when the gateway holds [`MAX_SESSIONS`], 429 with
+/// Retry-After when the caller holds `gateway.max_sessions_per_caller`.
+fn session_refused(full: Full, caller: &str) -> Reply {
+    match full {
+        Full::Gateway => {
+            tracing::warn!("{MAX_SESSIONS} HTTP sessions are open; another one is refused");
+            refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                jsonrpc::INTERNAL_ERROR,
+                answer::HTTP_TOO_MANY_SESSIONS,
+            )
+        }
+        Full::Caller { open, retry_after } => {
+            tracing::info!(caller = %crate::logged::logged(caller), "the caller holds {open} HTTP sessions (gateway.max_sessions_per_caller); another one is refused");
+            too_many_sessions(open, retry_after)
+        }
     }
 }

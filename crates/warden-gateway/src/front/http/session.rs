@@ -316,7 +316,7 @@ impl Open {
     }
 }
 
-/// Why an initialize got no session.
+/// Why an initialize, or a session id not held here, got no session.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Full {
     /// The gateway holds [`MAX_SESSIONS`].
@@ -324,6 +324,15 @@ pub(super) enum Full {
     /// The caller holds `open` sessions, its cap; the one it used longest ago can
     /// idle out in `retry_after` (a hint: one kept busy never does).
     Caller { open: usize, retry_after: Duration },
+}
+
+/// Why a request's `Mcp-Session-Id` found no session to serve it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Missing {
+    /// Not the caller's, ended, expired, or never issued (404).
+    NotFound,
+    /// Taking the session up here would put the gateway or the caller over its cap.
+    Full(Full),
 }
 
 impl SessionTable {
@@ -357,34 +366,44 @@ impl SessionTable {
         self.lock().by_caller.get(caller).copied().unwrap_or(0)
     }
 
-    /// A session found again by its Mcp-Session-Id, unless the gateway or the
-    /// caller already holds as many as it may. The caps are checked and the
-    /// session added under one lock: parallel initializes cannot overshoot them.
+    /// Why `caller` may not hold one more session here, if it may not: the
+    /// gateway holds [`MAX_SESSIONS`], or the caller its cap. The same caps for
+    /// a session opened by `initialize` and one taken up from its id.
+    fn full(&self, open: &Open, caller: &str) -> Option<Full> {
+        if open.by_id.len() >= MAX_SESSIONS {
+            return Some(Full::Gateway);
+        }
+        let held = open.by_caller.get(caller).copied().unwrap_or(0);
+        if held < self.per_caller {
+            return None;
+        }
+        let retry_after = open
+            .by_id
+            .values()
+            .filter(|s| s.caller == caller)
+            .map(|s| {
+                let used = *s.last_used.lock().unwrap_or_else(|e| e.into_inner());
+                self.idle.saturating_sub(used.elapsed())
+            })
+            .min()
+            .unwrap_or(self.idle);
+        Some(Full::Caller {
+            open: held,
+            retry_after,
+        })
+    }
+
+    /// A new session for `caller`, unless the gateway or the caller already
+    /// holds as many as it may. The caps are checked and the session added under
+    /// one lock: parallel initializes cannot overshoot them.
     pub(super) fn open(
         &self,
         caller: Caller,
         init: Option<&Value>,
     ) -> Result<Arc<HttpSession>, Full> {
         let mut open = self.lock();
-        if open.by_id.len() >= MAX_SESSIONS {
-            return Err(Full::Gateway);
-        }
-        let held = open.by_caller.get(&caller.name).copied().unwrap_or(0);
-        if held >= self.per_caller {
-            let retry_after = open
-                .by_id
-                .values()
-                .filter(|s| s.caller == caller.name)
-                .map(|s| {
-                    let used = *s.last_used.lock().unwrap_or_else(|e| e.into_inner());
-                    self.idle.saturating_sub(used.elapsed())
-                })
-                .min()
-                .unwrap_or(self.idle);
-            return Err(Full::Caller {
-                open: held,
-                retry_after,
-            });
+        if let Some(full) = self.full(&open, &caller.name) {
+            return Err(full);
         }
         let token = SessionToken {
             sid: random_hex(16),
@@ -453,12 +472,20 @@ impl SessionTable {
     }
 
     /// The session `id`, when it is `caller`'s and neither ended nor expired: held
-    /// here, or (replicas sharing the secret) taken up from its id.
-    pub(super) async fn find(&self, id: &str, caller: &str) -> Option<Arc<HttpSession>> {
+    /// here, or (replicas sharing the secret) taken up from its id. A session
+    /// taken up counts against the caps as one opened by `initialize` does
+    /// ([`SessionTable::full`]), except for a request that ends it (`ending`: a
+    /// DELETE), so a caller at its cap can always end sessions.
+    pub(super) async fn find(
+        &self,
+        id: &str,
+        caller: &str,
+        ending: bool,
+    ) -> Result<Arc<HttpSession>, Missing> {
         let held = self.lock().by_id.get(id).cloned();
         if let Some(s) = held {
             if s.caller != caller || s.until < unix_now() {
-                return None;
+                return Err(Missing::NotFound);
             }
             let recheck = self.shared && {
                 let mut checked = s.checked.lock().unwrap_or_else(|e| e.into_inner());
@@ -471,28 +498,31 @@ impl SessionTable {
             if recheck && self.ended_elsewhere(&s.sid).await {
                 self.end(&s, "the client ended it at another replica", false)
                     .await;
-                return None;
+                return Err(Missing::NotFound);
             }
-            return Some(s);
+            return Ok(s);
         }
-        if !self.shared {
-            return None;
+        // Without a store every replica reads trails from, a session taken up
+        // would go on without the flow trail it had: its id ends with the copy
+        // held (F3), and the client starts a new session.
+        if !self.shared || self.gateway.trails_stay_here() {
+            return Err(Missing::NotFound);
         }
-        let token = SessionToken::open(self.gateway.state_key(), id)?;
+        let token = SessionToken::open(self.gateway.state_key(), id).ok_or(Missing::NotFound)?;
         if token.caller != caller || token.until < unix_now() {
-            return None;
+            return Err(Missing::NotFound);
         }
         if self.ended_here(&token.sid) || self.ended_elsewhere(&token.sid).await {
-            return None;
+            return Err(Missing::NotFound);
         }
         let sid = token.sid.clone();
         let session = {
             let mut open = self.lock();
             if let Some(s) = open.by_id.get(id) {
-                return Some(s.clone()); // taken up by a request beside this one
+                return Ok(s.clone()); // taken up by a request beside this one
             }
-            if open.by_id.len() >= MAX_SESSIONS {
-                return None;
+            if let Some(full) = self.full(&open, caller).filter(|_| !ending) {
+                return Err(Missing::Full(full));
             }
             // Kept under the id the client holds (sealing again would give
             // another id, and every request would take the session up anew).
@@ -502,7 +532,7 @@ impl SessionTable {
             session
         };
         tracing::info!(session = %sid, caller = %logged(caller), "HTTP session taken up from its id (opened at another replica or before a restart)");
-        Some(session)
+        Ok(session)
     }
 
     fn ended_here(&self, sid: &str) -> bool {
@@ -612,7 +642,8 @@ impl SessionTable {
             .cloned()
             .collect();
         // Idle here is not ended everywhere: a client may be busy at another
-        // replica. Without a shared secret nothing can take it up again.
+        // replica. Without a shared secret, or with flow trails kept only here,
+        // nothing takes it up again.
         for s in idle {
             self.forget(&s, "idle for longer than gateway.session_idle");
         }

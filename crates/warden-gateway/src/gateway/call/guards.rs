@@ -236,54 +236,8 @@ impl Calls {
             return self.settle.settle(&a.record, end).await;
         }
         // The ledger last: only a call that will run claims its key (I1).
-        if let Some(key) = a.ledger.take() {
-            let args = Value::Object(ctx.arguments.clone());
-            let lease = ledger::lease_for(a.up.timeout_ms());
-            let claim = self.settle.ledger.claim(&key, &ctx.tool, &args, lease);
-            let mut span = child(&a.record, "warden.ledger", Kind::Internal);
-            let claim = claim.await;
-            if let Some(s) = &mut span {
-                match &claim {
-                    Ok(c) => s.set("warden.ledger.claim", claim_name(c)),
-                    Err(_) => s.fail("the store is unavailable"),
-                }
-            }
-            drop(span);
-            let end = match claim {
-                Ok(claim @ (Claim::Run | Claim::TakenOver)) => {
-                    if claim == Claim::TakenOver {
-                        // The key's holder stopped renewing its lease mid-call (its
-                        // gateway died): that attempt goes on the record before this
-                        // one runs.
-                        tracing::warn!(tool = %ctx.tool, key = %key.1, "an idempotency key's lease ran out mid-call; the key is taken over and the call runs again");
-                        self.settle.abandoned(&a.record).await;
-                    }
-                    // From here on the call's end is the ledger's to record, and
-                    // its lease is renewed until then.
-                    a.record.ledger = Some(self.settle.ledger.hold(key, lease));
-                    None
-                }
-                Ok(Claim::Replay(result)) => Some(End::Replayed(result)),
-                Ok(Claim::Running) => Some(refused(answer::ALREADY_RUNNING)),
-                Ok(Claim::Mismatch) => Some(refused(&answer::idempotency_mismatch(&key.1))),
-                Err(e) => {
-                    // A call that needs the ledger fails closed when the store is
-                    // unavailable (down, or its disk full): it did not run.
-                    tracing::error!(tool = %logged(&ctx.tool), "the ledger is unavailable; the call is refused: {}", logged(&e));
-                    if a.counted {
-                        // It did not run: the retry its answer advises is not charged twice.
-                        policy.quotas.refund(ctx.caller.as_ref(), &ctx.tool);
-                    }
-                    Some(End::NotRun {
-                        why: e.to_string(),
-                        text: texts::ledger_unavailable(&ctx.tool, 1),
-                        retry_ms: 1000,
-                    })
-                }
-            };
-            if let Some(end) = end {
-                return self.settle.settle(&a.record, end).await;
-            }
+        if let Some(end) = self.claim_key(&mut a, &ctx, &policy).await {
+            return self.settle.settle(&a.record, end).await;
         }
         // Let through: from now on the session has touched the call's labels (F4).
         if let (Some((labels, _)), Some(mut after)) = (&a.flow, after) {
@@ -316,6 +270,79 @@ impl Calls {
         match self.relay(session, a).await {
             Ok(relayed) => self.answer(session, relayed).await,
             Err(body) => body,
+        }
+    }
+
+    /// I1: claims the call's idempotency key, if it has one; `Some`: how the call
+    /// ends instead of running (a stored answer, or a refusal). A key whose
+    /// attempt was abandoned (its gateway stopped mid-call) answers that its
+    /// outcome is unknown, and the call does not run again, unless its tool is
+    /// declared safe to repeat (`rerun_abandoned`): then this call takes the key
+    /// over and runs. Either way the abandoned attempt is audited once.
+    async fn claim_key(&self, a: &mut Accepted, ctx: &CallContext, policy: &Policy) -> Option<End> {
+        let key = a.ledger.take()?;
+        let refused = |text: &str| End::Refused {
+            decision: Decision::Denied,
+            text: text.to_owned(),
+        };
+        let args = Value::Object(ctx.arguments.clone());
+        let lease = ledger::lease_for(a.up.timeout_ms());
+        let own_name = a.params["name"].as_str().unwrap_or_default();
+        let abandoned = match a.up.config.reruns_abandoned(own_name) {
+            true => OnAbandoned::Rerun,
+            false => OnAbandoned::Keep,
+        };
+        let claim = self
+            .settle
+            .ledger
+            .claim(&key, (&ctx.tool, &args), lease, abandoned);
+        let mut span = child(&a.record, "warden.ledger", Kind::Internal);
+        let claim = claim.await;
+        if let Some(s) = &mut span {
+            match &claim {
+                Ok(c) => s.set("warden.ledger.claim", claim_name(c)),
+                Err(_) => s.fail("the store is unavailable"),
+            }
+        }
+        drop(span);
+        match claim {
+            Ok(claim @ (Claim::Run | Claim::TakenOver)) => {
+                if claim == Claim::TakenOver {
+                    // The key's holder stopped renewing its lease mid-call (its
+                    // gateway died): that attempt goes on the record before this
+                    // one runs.
+                    tracing::warn!(tool = %logged(&ctx.tool), key = %logged(&key.1), "an idempotency key's lease ran out mid-call; its tool may run again (rerun_abandoned), so the key is taken over and the call runs again");
+                    self.settle.abandoned(&a.record).await;
+                }
+                // From here on the call's end is the ledger's to record, and
+                // its lease is renewed until then.
+                a.record.ledger = Some(self.settle.ledger.hold(key, lease));
+                None
+            }
+            Ok(Claim::Abandoned { first }) => {
+                if first {
+                    tracing::warn!(tool = %logged(&ctx.tool), key = %logged(&key.1), "an idempotency key's lease ran out mid-call; the outcome of its call is unknown, and it is not run again");
+                    self.settle.abandoned(&a.record).await;
+                }
+                Some(refused(texts::OUTCOME_UNKNOWN))
+            }
+            Ok(Claim::Replay(result)) => Some(End::Replayed(result)),
+            Ok(Claim::Running) => Some(refused(answer::ALREADY_RUNNING)),
+            Ok(Claim::Mismatch) => Some(refused(&answer::idempotency_mismatch(&key.1))),
+            Err(e) => {
+                // A call that needs the ledger fails closed when the store is
+                // unavailable (down, or its disk full): it did not run.
+                tracing::error!(tool = %logged(&ctx.tool), "the ledger is unavailable; the call is refused: {}", logged(&e));
+                if a.counted {
+                    // It did not run: the retry its answer advises is not charged twice.
+                    policy.quotas.refund(ctx.caller.as_ref(), &ctx.tool);
+                }
+                Some(End::NotRun {
+                    why: e.to_string(),
+                    text: texts::ledger_unavailable(&ctx.tool, 1),
+                    retry_ms: 1000,
+                })
+            }
         }
     }
 

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use warden_core::hooks::{self, BeforeOutcome, CallContext};
 use warden_core::{answer, CallReport, Caller, Catalogue, Forward, Refusal, Verdict};
-use warden_store::{Claim, Finish};
+use warden_store::{Claim, Finish, OnAbandoned};
 
 /// How long a quota credit redeems: as long as the state that carries it opens.
 const CREDIT_TTL: Duration = Duration::from_secs(rev2026::STATE_TTL_SECS);
@@ -536,6 +536,7 @@ fn claim_name(c: &Claim) -> &'static str {
         Claim::Replay(_) => "replay",
         Claim::Running => "running",
         Claim::Mismatch => "mismatch",
+        Claim::Abandoned { .. } => "abandoned",
     }
 }
 

@@ -16,7 +16,7 @@ impl Front {
                 answer::HTTP_ACCEPT_GET,
             );
         }
-        let session = match self.session_of(headers, caller).await {
+        let session = match self.session_of(headers, caller, false).await {
             Ok(s) => s,
             Err(r) => return *r,
         };

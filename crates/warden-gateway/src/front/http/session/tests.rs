@@ -59,12 +59,15 @@ async fn the_idle_sweep_gives_a_caller_its_sessions_back() {
 async fn without_a_shared_secret_a_session_lives_and_dies_in_its_process() {
     let table = table(Duration::from_millis(1), 4).await;
     let s = table.open(Caller::new("alice"), None).unwrap();
-    assert!(table.find(&s.id, "alice").await.is_some());
-    assert!(table.find(&s.id, "bob").await.is_none(), "another caller's");
+    assert!(table.find(&s.id, "alice", false).await.is_ok());
+    assert!(
+        table.find(&s.id, "bob", false).await.is_err(),
+        "another caller's"
+    );
     tokio::time::sleep(Duration::from_millis(20)).await;
     table.sweep();
     assert!(
-        table.find(&s.id, "alice").await.is_none(),
+        table.find(&s.id, "alice", false).await.is_err(),
         "idled out for good"
     );
 }
@@ -77,7 +80,9 @@ async fn replicas_sharing_the_secret_take_up_each_others_sessions() {
     let b = table_with(toml, Duration::from_millis(1), 4).await;
     let init = json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}});
     let s = a.open(Caller::new("alice"), Some(&init)).unwrap();
-    let taken = b.find(&s.id, "alice").await.expect("taken up at b");
+    let Ok(taken) = b.find(&s.id, "alice", false).await else {
+        panic!("not found")
+    };
     assert_eq!(
         (taken.sid.as_str(), taken.caller.as_str()),
         (s.sid.as_str(), "alice")
@@ -85,13 +90,74 @@ async fn replicas_sharing_the_secret_take_up_each_others_sessions() {
     assert!(taken.client.client_can("sampling") && !taken.client.client_can("elicitation"));
     assert_eq!(taken.client.version(), Some("2025-06-18"));
     assert_eq!(taken.client.label, format!("http:{}", s.sid));
-    assert!(b.find(&s.id, "bob").await.is_none(), "bound to its caller");
+    assert!(
+        b.find(&s.id, "bob", false).await.is_err(),
+        "bound to its caller"
+    );
     // Idle here is not ended: it comes back from its id.
     tokio::time::sleep(Duration::from_millis(20)).await;
     a.sweep();
-    assert!(a.find(&s.id, "alice").await.is_some());
+    assert!(a.find(&s.id, "alice", false).await.is_ok());
     // A DELETE ends it for good here (without a shared store, only here).
-    let held = a.find(&s.id, "alice").await.unwrap();
+    let Ok(held) = a.find(&s.id, "alice", false).await else {
+        panic!("not found")
+    };
     a.end(&held, "the client ended the session", true).await;
-    assert!(a.find(&s.id, "alice").await.is_none());
+    assert!(a.find(&s.id, "alice", false).await.is_err());
+}
+
+#[tokio::test]
+async fn a_session_taken_up_from_its_id_counts_against_the_callers_cap() {
+    std::env::set_var("WARDEN_TEST_CAP_SECRET", "a secret the fleet shares");
+    let toml = "[gateway]\nstate_secret_env = \"WARDEN_TEST_CAP_SECRET\"\n";
+    let a = table_with(toml, Duration::from_secs(60), 2).await;
+    let b = table_with(toml, Duration::from_secs(60), 2).await;
+    let ids: Vec<String> = (0..2)
+        .map(|_| a.open(Caller::new("alice"), None).unwrap().id.clone())
+        .chain((0..2).map(|_| b.open(Caller::new("alice"), None).unwrap().id.clone()))
+        .collect();
+    // At a, alice holds her two: a third id, opened at b, is not taken up.
+    assert!(a.find(&ids[0], "alice", false).await.is_ok(), "held here");
+    match a.find(&ids[2], "alice", false).await.err() {
+        Some(Missing::Full(Full::Caller { open: 2, .. })) => {}
+        other => panic!("a third of alice's sessions taken up: {other:?}"),
+    }
+    assert_eq!(a.held_by("alice"), 2);
+    // A DELETE of it is taken up all the same, to end it.
+    let Ok(ending) = a.find(&ids[2], "alice", true).await else {
+        panic!("not found")
+    };
+    a.end(&ending, "the client ended the session", true).await;
+    assert_eq!(a.held_by("alice"), 2);
+    // Once one of hers here ends, the other id is taken up.
+    let Ok(first) = a.find(&ids[0], "alice", false).await else {
+        panic!("not found")
+    };
+    a.end(&first, "the client ended the session", true).await;
+    assert!(a.find(&ids[3], "alice", false).await.is_ok());
+    assert_eq!(a.held_by("alice"), 2);
+}
+
+#[tokio::test]
+async fn with_flow_rules_and_no_shared_store_a_session_is_not_taken_up_without_its_trail() {
+    std::env::set_var("WARDEN_TEST_TRAIL_SECRET", "a secret the fleet shares");
+    let toml = "[gateway]\nstate_secret_env = \"WARDEN_TEST_TRAIL_SECRET\"\n\
+        [[upstream]]\nname = \"m\"\ncommand = [\"x\"]\nlabels = { send = [\"external_sink\"], read = [\"private_data\"] }\n\
+        [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\n";
+    let a = table_with(toml, Duration::from_millis(1), 4).await;
+    let b = table_with(toml, Duration::from_millis(1), 4).await;
+    let s = a.open(Caller::new("alice"), None).unwrap();
+    assert!(a.find(&s.id, "alice", false).await.is_ok(), "held here");
+    assert_eq!(
+        b.find(&s.id, "alice", false).await.err(),
+        Some(Missing::NotFound),
+        "its trail is at a only"
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    a.sweep();
+    assert_eq!(
+        a.find(&s.id, "alice", false).await.err(),
+        Some(Missing::NotFound),
+        "idle, its trail is gone: so is the session"
+    );
 }
