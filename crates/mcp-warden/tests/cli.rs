@@ -32,7 +32,7 @@ fn check_names_file_key_and_fix() {
     assert_eq!(
         err,
         format!(
-            "error: {}: upstream[0].unknown_argument: unknown key in [upstream]. Did you mean 'unknown_arguments'? Known keys: name, command, url, bearer_token_env, tls_ca_file, env, prefix, unknown_arguments, validate, reasons, timeout_ms, restart_after_timeouts, ping_interval_ms, protocol, pins, tools, labels, credential, credential_env, max_caller_processes, caller_process_idle_ms.\n",
+            "error: {}: upstream[0].unknown_argument: unknown key in [upstream]. Did you mean 'unknown_arguments'? Known keys: name, command, url, bearer_token_env, tls_ca_file, env, prefix, unknown_arguments, validate, reasons, timeout_ms, rerun_abandoned, restart_after_timeouts, ping_interval_ms, protocol, pins, tools, labels, credential, credential_env, max_caller_processes, caller_process_idle_ms.\n",
             path.display()
         )
     );
