@@ -256,12 +256,15 @@ fn check_is_loud_about_anonymous_http_callers() {
     let dir = scratch("http-check");
     let config = write_config(
         &dir,
-        "[gateway]\nfront = \"http\"\nanonymous_caller = \"dev\"\n",
+        "[gateway]\nfront = \"http\"\nanonymous_caller = \"dev\"\n[[upstream]]\nname = \"fx\"\ncommand = [\"{fixture}\"]\n",
     );
     let (code, out, _) = cli(&["check", "--config", config.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(out.contains("warning: gateway.anonymous_caller = 'dev': HTTP requests without credentials act as 'dev' (authentication is off for them; development and test suites only)"), "{out}");
-    let config = write_config(&dir, "[gateway]\nfront = \"http\"\n");
+    let config = write_config(
+        &dir,
+        "[gateway]\nfront = \"http\"\n[[upstream]]\nname = \"fx\"\ncommand = [\"{fixture}\"]\n",
+    );
     let (_, out, _) = cli(&["check", "--config", config.to_str().unwrap()]);
     assert!(out.contains("every request will get 401"), "{out}");
 }
@@ -274,7 +277,7 @@ fn check_explains_an_oauth_issuer_that_cannot_work() {
     let dir = scratch("oauth-check");
     let issuer = format!("https://127.0.0.1:{}", free_port());
     let oauth = |extra: &str| {
-        format!("[gateway]\nfront = \"http\"\n[oauth]\nissuer = \"{issuer}\"\n{extra}")
+        format!("[gateway]\nfront = \"http\"\n[oauth]\nissuer = \"{issuer}\"\n{extra}\n[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n")
     };
     let config = write_config(&dir, &oauth(""));
     let (code, out, err) = cli(&["check", "--config", config.to_str().unwrap()]);
