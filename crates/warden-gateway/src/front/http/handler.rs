@@ -425,6 +425,14 @@ impl Front {
         // missing: it is told what is wrong with it rather than asked for a
         // session it never meant to have. `initialize` without an envelope stays
         // the handshake of the older revisions.
+        if carries_envelope(&msg) || sent_as_2026 {
+            // Outside a session, as inside one: a message that is no JSON-RPC
+            // request (a wrong `jsonrpc`, an id that is null, an object, an array or
+            // a boolean) is answered 400 at once, never served as a stream that waits.
+            if let Kind::Invalid(why) = jsonrpc::classify(&msg) {
+                return invalid_message(&msg, why);
+            }
+        }
         let stateless_request = carries_envelope(&msg)
             || (sent_as_2026
                 && matches!(jsonrpc::classify(&msg),
