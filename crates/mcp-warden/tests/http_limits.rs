@@ -107,6 +107,56 @@ fn a_stalled_request_head_is_cut_off_while_others_are_served() {
 }
 
 #[test]
+fn a_dripping_request_body_is_cut_off_with_408_while_others_are_served() {
+    let w = HttpWarden::start(
+        "http-body-timeout",
+        &anonymous("http_body_timeout = \"1s\""),
+        &[],
+    );
+    let mut drip = TcpStream::connect(&w.addr).unwrap();
+    let body = initialize().to_string();
+    // A whole head promising a body of 4000 bytes, then a trickle of it.
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 4000\r\n\r\n{}",
+        &body[..10]
+    );
+    drip.write_all(head.as_bytes()).unwrap();
+    let mut dripper = drip.try_clone().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dripping = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // One byte every 100 ms: 400 s for the whole body, never idle for long.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if dripper.write_all(b" ").is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    // Meanwhile a normal client is served.
+    let sid = w.session(&[]);
+    let r = w.post(
+        &[("Mcp-Session-Id", &sid)],
+        &call(1, "fx.echo", json!({"text": "served"})),
+    );
+    assert_eq!(r.json()["result"]["structuredContent"]["text"], "served");
+    let (_, said) = wait_closed(&mut drip, Duration::from_secs(10))
+        .expect("a connection dripping its body was still open after 10 s");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    dripping.join().unwrap();
+    let text = "Request timeout: the request body did not arrive in time; nothing was run. Send the whole body at once and retry.";
+    let expected = error_body(text);
+    assert!(
+        said.starts_with("HTTP/1.1 408 Request Timeout\r\n"),
+        "{said}"
+    );
+    assert!(said.contains("\r\nconnection: close\r\n"), "{said}");
+    assert!(said.ends_with(&format!("\r\n\r\n{expected}")), "{said}");
+}
+
+#[test]
 fn connections_over_the_cap_get_503_and_a_freed_place_is_taken_again() {
     let port = free_port();
     let toml = anonymous(&format!(
@@ -272,6 +322,26 @@ fn check_refuses_nonsense_connection_limits() {
             "http_idle_timeout = \"0s\"",
             "gateway.http_idle_timeout: must be at least 1s: a zero timeout would close every connection at once",
         ),
+        (
+            "http_body_timeout = \"0s\"",
+            "gateway.http_body_timeout: must be at least 1s: a zero timeout would close every connection at once",
+        ),
+        (
+            "[admin]\nmax_connections = 0",
+            "admin.max_connections: must be at least 1: 0 would refuse everyone",
+        ),
+        (
+            "[admin]\nmax_connections_per_client = 0",
+            "admin.max_connections_per_client: must be at least 1: 0 would refuse everyone",
+        ),
+        (
+            "[admin]\nhttp_head_timeout = \"0s\"",
+            "admin.http_head_timeout: must be at least 1s: a zero timeout would close every connection at once",
+        ),
+        (
+            "[admin]\nhttp_idle_timeout = \"1 minute\"",
+            "admin.http_idle_timeout: '1 minute' is not a duration; write a number and a unit: 90s, 15m, 24h, 7d",
+        ),
     ] {
         let config = write_config(&dir, &format!("[gateway]\n{gateway}\n"));
         let (code, out, err) = cli(&["check", "--config", config.to_str().unwrap()]);
@@ -281,7 +351,7 @@ fn check_refuses_nonsense_connection_limits() {
     let config = write_config(
         &dir,
         &format!(
-            "[gateway]\nhttp_head_timeout = \"5s\"\nhttp_idle_timeout = \"2m\"\nmax_connections = 3\nmax_connections_per_client = 1\nmax_sessions_per_caller = 1\n{}",
+            "[gateway]\nhttp_head_timeout = \"5s\"\nhttp_idle_timeout = \"2m\"\nhttp_body_timeout = \"5s\"\nmax_connections = 3\nmax_connections_per_client = 1\nmax_sessions_per_caller = 1\n[admin]\nhttp_head_timeout = \"5s\"\nhttp_idle_timeout = \"10s\"\nmax_connections = 8\nmax_connections_per_client = 2\n{}",
             fixture_config("", "")
         ),
     );

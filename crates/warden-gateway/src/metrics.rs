@@ -34,7 +34,10 @@ pub struct Metrics {
     pub http_sessions: AtomicU64,
     /// HTTP front: connections open now.
     pub http_connections: AtomicU64,
-    /// HTTP front: connections refused at accept, by the cap they hit.
+    /// The admin listener: connections open now.
+    pub admin_connections: AtomicU64,
+    /// HTTP front: connections refused at accept, by the cap they hit (the admin
+    /// listener's as `admin.max_connections…`).
     http_connections_refused: Mutex<BTreeMap<&'static str, u64>>,
     /// HTTP front: connections closed for a timeout, by which ("head", "idle").
     http_connections_timed_out: Mutex<BTreeMap<&'static str, u64>>,
@@ -245,7 +248,7 @@ impl Metrics {
             .clone();
         let _ = writeln!(
             out,
-            "# HELP warden_http_connections_refused_total HTTP connections answered 503 and closed at accept, by the cap they hit.\n# TYPE warden_http_connections_refused_total counter"
+            "# HELP warden_http_connections_refused_total HTTP connections answered 503 and closed at accept, by the cap they hit (admin.*: the admin listener's).\n# TYPE warden_http_connections_refused_total counter"
         );
         for (limit, n) in refused {
             let _ = writeln!(
@@ -260,7 +263,7 @@ impl Metrics {
             .clone();
         let _ = writeln!(
             out,
-            "# HELP warden_http_connections_timed_out_total HTTP connections closed because a request head came too slowly (head) or none came (idle).\n# TYPE warden_http_connections_timed_out_total counter"
+            "# HELP warden_http_connections_timed_out_total HTTP connections closed because a request head came too slowly (head), none came (idle) or a request body came too slowly (body); admin.*: the admin listener's.\n# TYPE warden_http_connections_timed_out_total counter"
         );
         for (timeout, n) in timed_out {
             let _ = writeln!(
@@ -280,6 +283,12 @@ impl Metrics {
                 "gauge",
                 "HTTP connections open.",
                 self.http_connections.load(Ordering::Relaxed),
+            ),
+            (
+                "warden_admin_connections",
+                "gauge",
+                "Connections open to the admin listener.",
+                self.admin_connections.load(Ordering::Relaxed),
             ),
         ]);
         for (name, kind, help, v) in gauges {

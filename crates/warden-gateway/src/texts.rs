@@ -205,6 +205,10 @@ pub const HTTP_TOO_MANY_CONNECTIONS: &str =
 /// 503 before a request is read: this address holds `gateway.max_connections_per_client`.
 pub const HTTP_TOO_MANY_CLIENT_CONNECTIONS: &str =
     "Service unavailable: too many open connections from this address; close idle ones or retry later.";
+/// 408: a request body that did not come whole within `gateway.http_body_timeout`
+/// of the front starting to read it; nothing of it ran, and the connection closes.
+pub const HTTP_BODY_TIMEOUT: &str =
+    "Request timeout: the request body did not arrive in time; nothing was run. Send the whole body at once and retry.";
 /// 503 while draining (SIGTERM): a request, a new session or a GET stream the
 /// gateway will not take on any more. Nothing of it ran, so it is safe to retry.
 pub const HTTP_DRAINING: &str =
@@ -517,6 +521,10 @@ mod tests {
         assert_eq!(
             HTTP_TOO_MANY_CLIENT_CONNECTIONS,
             "Service unavailable: too many open connections from this address; close idle ones or retry later."
+        );
+        assert_eq!(
+            HTTP_BODY_TIMEOUT,
+            "Request timeout: the request body did not arrive in time; nothing was run. Send the whole body at once and retry."
         );
     }
 

@@ -4,176 +4,44 @@
 //! `/calls/<id>`, `/pins`, `/quotas`) and the admin API (the same data as JSON
 //! under `/api/`).
 //!
-//! Closed by default: with no `[admin] callers`, only loopback clients get the
+//! Its connections are bounded as the MCP front's are, with caps and timeouts
+//! of their own (`[admin] max_connections`, …; see [`listen`]), so the admin
+//! port can never take the front's file descriptors.
+//!
+//! The console and the API answer only the Host and Origin values the MCP front
+//! answers (loopback names, the listen address, `gateway.allowed_hosts` and
+//! `allowed_origins`): 403 otherwise, so a page on a rebinding domain reads
+//! nothing. Closed by default: with no `[admin] callers`, only loopback clients get the
 //! console and the API (403 otherwise). With admin callers configured, every
 //! console and API request must authenticate as one of them, with the
 //! credentials of the HTTP front (an API key or a JWT) as a bearer token or as
 //! the password of HTTP Basic (which browsers ask for): 401 without, 403 for a
 //! caller who is no admin. Loopback alone is then not enough. `/metrics` keeps the
-//! access it always had (anyone who can reach the listener), so scrapers need no
-//! change; so do the health probes.
+//! access it always had (anyone who can reach the listener, whatever the Host),
+//! so scrapers that reach it by the pod's address need no change; so do the
+//! health probes.
 
 pub mod data;
+mod gate;
 pub mod html;
+mod listen;
 
-use crate::front::auth::Auth;
+use crate::front::http::hosts::HostCheck;
 use crate::gateway::Gateway;
-use base64::Engine as _;
 use bytes::Bytes;
+use gate::{Gate, Refusal};
 use http_body_util::Full;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+pub use listen::serve;
 use serde_json::Value;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
-use tokio::net::TcpListener;
-use warden_core::CallerSelector;
+use std::net::IpAddr;
 
-/// Who may use the console and the admin API.
-struct Gate {
-    auth: Auth,
-    admins: Vec<CallerSelector>,
-}
-
-/// Why a request is refused.
-#[derive(Debug, PartialEq, Eq)]
-enum Refusal {
-    /// 401: no credential, or one that names nobody.
-    Unauthenticated,
-    /// 403: a caller who is no admin, or (no admins configured) a remote client.
-    Forbidden(&'static str),
-    /// 403 insufficient_scope: an `[oauth]` token without the `required_scopes`,
-    /// refused as the MCP front refuses it; `scope` is what to ask for.
-    Scope {
-        challenge: crate::front::auth::Challenge,
-        scope: String,
-    },
-}
-
-const NOT_LOOPBACK: &str =
-    "The console is open to loopback clients only; configure [admin] callers to open it to others.";
-const NOT_ADMIN: &str = "This caller is not one of the [admin] callers.";
-
-impl Gate {
-    async fn check(
-        &self,
-        peer: IpAddr,
-        authorization: Option<&[u8]>,
-        gw: &Gateway,
-    ) -> Result<(), Refusal> {
-        if self.admins.is_empty() {
-            return if is_loopback(peer) {
-                Ok(())
-            } else {
-                Err(Refusal::Forbidden(NOT_LOOPBACK))
-            };
-        }
-        // Never the anonymous caller: the console needs a credential.
-        let header = authorization.ok_or(Refusal::Unauthenticated)?;
-        let bearer = as_bearer(header).ok_or(Refusal::Unauthenticated)?;
-        let identity = self
-            .auth
-            .identify(Some(bearer.as_bytes()), &gw.current_config())
-            .await
-            .map_err(|_| Refusal::Unauthenticated)?;
-        if let (Some(rs), Some(held)) = (self.auth.oauth(), &identity.scopes) {
-            if let Some(scope) = rs.missing_scopes(held, None) {
-                tracing::info!(caller = %crate::logged::logged(&identity.caller.name), scope = %scope, "a token lacks scopes the console needs (403 insufficient_scope)");
-                return Err(Refusal::Scope {
-                    challenge: rs.challenge(),
-                    scope,
-                });
-            }
-        }
-        if self.admins.iter().any(|s| s.matches(&identity.caller)) {
-            Ok(())
-        } else {
-            Err(Refusal::Forbidden(NOT_ADMIN))
-        }
-    }
-}
-
-/// `Bearer X` as it is; `Basic base64(user:X)` as `Bearer X` (the user name is not read).
-fn as_bearer(header: &[u8]) -> Option<String> {
-    let header = std::str::from_utf8(header).ok()?.trim();
-    let (scheme, credential) = header.split_once(' ')?;
-    if scheme.eq_ignore_ascii_case("bearer") {
-        return Some(format!("Bearer {}", credential.trim()));
-    }
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return None;
-    }
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(credential.trim())
-        .ok()?;
-    let decoded = String::from_utf8(decoded).ok()?;
-    let (_, password) = decoded.split_once(':')?;
-    (!password.is_empty()).then(|| format!("Bearer {password}"))
-}
-
-/// The MCP front's own URL, as the configuration names it.
-fn front_url(config: &crate::config::Config) -> String {
-    let scheme = if config.gateway.tls_cert.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    format!("{scheme}://{}/mcp", config.gateway.listen)
-}
-
-fn is_loopback(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_loopback(),
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map_or(v6.is_loopback(), |v4| v4.is_loopback()),
-    }
-}
-
-/// Serves the admin listener on `addr` until the process ends.
-pub async fn serve(addr: &str, gw: Arc<Gateway>) -> Result<SocketAddr, String> {
-    let admins = gw
-        .config
-        .admin
-        .callers
-        .iter()
-        .map(|s| CallerSelector::parse(s).map_err(|e| format!("admin.callers: {e}")))
-        .collect::<Result<Vec<_>, _>>()?;
-    let gate = Arc::new(Gate {
-        // An `[oauth]` token's audience is the MCP front's URL (or `oauth.resource`).
-        auth: Auth::from_config(&gw.config, &front_url(&gw.config))?,
-        admins,
-    });
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("admin.listen: cannot listen on {addr}: {e}"))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, peer)) = listener.accept().await else {
-                continue;
-            };
-            let (gw, gate) = (gw.clone(), gate.clone());
-            tokio::spawn(async move {
-                let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                    let (gw, gate) = (gw.clone(), gate.clone());
-                    async move {
-                        // Health probes, like /metrics, need no credentials.
-                        if let Some(probe) = gw.probe(req.uri().path()).await {
-                            return Ok(health(req.method(), probe));
-                        }
-                        Ok::<_, std::convert::Infallible>(answer(&gw, &gate, peer.ip(), req).await)
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    Ok(local)
+/// What every admin request is answered from.
+struct Site {
+    gw: std::sync::Arc<Gateway>,
+    gate: Gate,
+    hosts: HostCheck,
 }
 
 type Reply = Response<Full<Bytes>>;
@@ -220,38 +88,85 @@ fn json_reply(status: StatusCode, v: &Value) -> Reply {
     reply(status, JSON, body + "\n")
 }
 
-async fn answer(
-    gw: &Gateway,
-    gate: &Gate,
-    peer: IpAddr,
-    req: Request<hyper::body::Incoming>,
-) -> Reply {
-    let path = req.uri().path().to_owned();
-    let query = req.uri().query().unwrap_or_default().to_owned();
-    if path == "/metrics" {
-        return reply(
-            StatusCode::OK,
-            "text/plain; version=0.0.4",
-            gw.metrics_text(),
+impl Site {
+    /// Every request: the probes and `/metrics` first, then Host and Origin, then
+    /// who asks; the console is read-only.
+    async fn respond(&self, peer: IpAddr, req: Request<hyper::body::Incoming>) -> Reply {
+        let gw = &self.gw;
+        // Health probes, like /metrics, need no credentials and no listed Host.
+        if let Some(probe) = gw.probe(req.uri().path()).await {
+            return health(req.method(), probe);
+        }
+        let path = req.uri().path().to_owned();
+        if path == "/metrics" {
+            return reply(
+                StatusCode::OK,
+                "text/plain; version=0.0.4",
+                gw.metrics_text(),
+            );
+        }
+        let api = path.starts_with("/api/");
+        if let Some(text) = self.hosts.refusal(req.headers()) {
+            tracing::debug!(client = %peer, "an admin request with a Host or Origin that is not allowed was refused");
+            return refusal(StatusCode::FORBIDDEN, text, api);
+        }
+        let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
+        if let Err(refused) = self.gate.check(peer, authorization, gw).await {
+            return match refused {
+                Refusal::Unauthenticated => refusal(
+                    StatusCode::UNAUTHORIZED,
+                    "Credentials are needed: an admin caller's API key or JWT, as a bearer token or as the password of HTTP Basic.",
+                    api,
+                ),
+                Refusal::Forbidden(text) => refusal(StatusCode::FORBIDDEN, text, api),
+                Refusal::Scope { challenge, scope } => {
+                    let text = crate::texts::http_insufficient_scope(&scope);
+                    let mut r = refusal(StatusCode::FORBIDDEN, &text, api);
+                    let value = crate::front::auth::refused::insufficient_scope(&challenge, &scope);
+                    // Scopes are checked to be header-safe when the configuration is read.
+                    if let Ok(v) = HeaderValue::from_str(&value) {
+                        r.headers_mut().insert(WWW_AUTHENTICATE, v);
+                    }
+                    r
+                }
+            };
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            let mut r = reply(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "text/plain; charset=utf-8",
+                "the console is read-only: GET only\n".into(),
+            );
+            r.headers_mut()
+                .insert("allow", HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        let query = req.uri().query().unwrap_or_default().to_owned();
+        page(gw, &path, &query).await
+    }
+}
+
+/// A 401 or 403: JSON under `/api/`, a page elsewhere; a 401 asks for Basic.
+fn refusal(status: StatusCode, text: &str, api: bool) -> Reply {
+    let mut r = if api {
+        json_reply(status, &serde_json::json!({"error": text}))
+    } else {
+        reply(status, HTML, html::message("Not allowed", text))
+    };
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"mcp-warden admin\", charset=\"UTF-8\""),
         );
     }
+    r
+}
+
+/// A console page or its JSON, for a request that passed every check.
+async fn page(gw: &Gateway, path: &str, query: &str) -> Reply {
     let api = path.starts_with("/api/");
-    let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
-    if let Err(refusal) = gate.check(peer, authorization, gw).await {
-        return refused(refusal, api);
-    }
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = reply(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain; charset=utf-8",
-            "the console is read-only: GET only\n".into(),
-        );
-        r.headers_mut()
-            .insert("allow", HeaderValue::from_static("GET, HEAD"));
-        return r;
-    }
-    let pairs = query_pairs(&query);
-    let page = path.strip_prefix("/api").unwrap_or(&path);
+    let pairs = query_pairs(query);
+    let page = path.strip_prefix("/api").unwrap_or(path);
     let page = if page == "/overview" && api {
         "/"
     } else {
@@ -291,7 +206,7 @@ async fn answer(
             } else {
                 let older = d["next_before"].as_i64().map(|id| q.page(Some(id)));
                 let newest = q.before.map(|_| q.page(None));
-                let page = html::calls(&d, &query, older.as_deref(), newest.as_deref());
+                let page = html::calls(&d, query, older.as_deref(), newest.as_deref());
                 reply(StatusCode::OK, HTML, page)
             }
         }
@@ -311,55 +226,29 @@ async fn answer(
                 reply(StatusCode::OK, HTML, html::quotas(&d))
             }
         }
-        p => {
-            let call = match p.strip_prefix("/calls/").map(str::parse::<i64>) {
-                Some(Ok(id)) => data::call(gw, id).await,
-                _ => None,
-            };
-            match (call, api) {
-                (Some(d), true) => json_reply(StatusCode::OK, &d),
-                (Some(d), false) => reply(StatusCode::OK, HTML, html::call(&d)),
-                (None, true) => json_reply(
-                    StatusCode::NOT_FOUND,
-                    &serde_json::json!({"error": "no such page or call"}),
-                ),
-                (None, false) => reply(
-                    StatusCode::NOT_FOUND,
-                    HTML,
-                    html::message("Not found", "No such page or call."),
-                ),
-            }
-        }
+        p => call_page(gw, p, api).await,
     }
 }
 
-/// The 401 or 403 of a request the gate refused, as a page or as JSON.
-fn refused(refusal: Refusal, api: bool) -> Reply {
-    let (status, text, challenge) = match refusal {
-        Refusal::Unauthenticated => (
-            StatusCode::UNAUTHORIZED,
-            "Credentials are needed: an admin caller's API key or JWT, as a bearer token or as the password of HTTP Basic.".to_owned(),
-            Some("Basic realm=\"mcp-warden admin\", charset=\"UTF-8\"".to_owned()),
-        ),
-        Refusal::Forbidden(text) => (StatusCode::FORBIDDEN, text.to_owned(), None),
-        Refusal::Scope { challenge, scope } => (
-            StatusCode::FORBIDDEN,
-            crate::texts::http_insufficient_scope(&scope),
-            Some(crate::front::auth::refused::insufficient_scope(
-                &challenge, &scope,
-            )),
-        ),
+/// `/calls/<id>`, or 404 for it and for any other path.
+async fn call_page(gw: &Gateway, p: &str, api: bool) -> Reply {
+    let call = match p.strip_prefix("/calls/").map(str::parse::<i64>) {
+        Some(Ok(id)) => data::call(gw, id).await,
+        _ => None,
     };
-    let mut r = if api {
-        json_reply(status, &serde_json::json!({"error": text}))
-    } else {
-        reply(status, HTML, html::message("Not allowed", &text))
-    };
-    // Scopes are checked to be header-safe when the configuration is read.
-    if let Some(v) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
-        r.headers_mut().insert(WWW_AUTHENTICATE, v);
+    match (call, api) {
+        (Some(d), true) => json_reply(StatusCode::OK, &d),
+        (Some(d), false) => reply(StatusCode::OK, HTML, html::call(&d)),
+        (None, true) => json_reply(
+            StatusCode::NOT_FOUND,
+            &serde_json::json!({"error": "no such page or call"}),
+        ),
+        (None, false) => reply(
+            StatusCode::NOT_FOUND,
+            HTML,
+            html::message("Not found", "No such page or call."),
+        ),
     }
-    r
 }
 
 /// `a=1&b=x%20y` → pairs, percent- and plus-decoded.
@@ -404,26 +293,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn basic_passwords_and_bearer_tokens_are_both_credentials() {
-        let basic = format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode("admin:s3cret")
-        );
-        assert_eq!(
-            as_bearer(basic.as_bytes()).as_deref(),
-            Some("Bearer s3cret")
-        );
-        assert_eq!(as_bearer(b"bearer tok").as_deref(), Some("Bearer tok"));
-        let empty = format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode("admin:")
-        );
-        assert_eq!(as_bearer(empty.as_bytes()), None);
-        assert_eq!(as_bearer(b"Digest x"), None);
-        assert_eq!(as_bearer(b"Basic !!"), None);
-    }
-
-    #[test]
     fn queries_are_decoded() {
         assert_eq!(
             query_pairs("caller=a%20b&tool=x+y&bad=%zz&end=%4"),
@@ -434,14 +303,5 @@ mod tests {
                 ("end".to_owned(), "%4".to_owned()),
             ]
         );
-    }
-
-    #[test]
-    fn loopback_includes_mapped_addresses() {
-        assert!(is_loopback("127.0.0.1".parse().unwrap()));
-        assert!(is_loopback("::1".parse().unwrap()));
-        assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));
-        assert!(!is_loopback("10.0.0.1".parse().unwrap()));
-        assert!(!is_loopback("::ffff:10.0.0.1".parse().unwrap()));
     }
 }

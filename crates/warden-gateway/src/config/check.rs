@@ -9,8 +9,8 @@ mod advice;
 mod auth;
 
 use super::file::{
-    AuthConfig, CallerConfig, ConditionConfig, ConfigFile, DefaultsConfig, Front, GatewayConfig,
-    OAuthConfig, Phase, RuleConfig, StoreConfig, UpstreamConfig,
+    AdminConfig, AuthConfig, CallerConfig, ConditionConfig, ConfigFile, DefaultsConfig, Front,
+    GatewayConfig, OAuthConfig, Phase, RuleConfig, StoreConfig, UpstreamConfig,
 };
 use super::limits::{Flow, Labels, Limits, Quota, Rate};
 use crate::net::target::HttpTarget;
@@ -116,7 +116,7 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     }
     // 0s is allowed: SIGTERM then ends every call in flight at once.
     parse_duration(&gateway.drain_timeout).map_err(|m| invalid("gateway.drain_timeout", m))?;
-    http_limits(gateway)?;
+    http_limits(gateway, &file.admin)?;
     if gateway.tls_cert.is_some() != gateway.tls_key.is_some() {
         return Err(invalid(
             "gateway",
@@ -296,34 +296,43 @@ fn limits(file: &ConfigFile) -> Result<Limits, Invalid> {
     })
 }
 
-/// The HTTP front's caps and timeouts. A zero would refuse every connection or
-/// session, or close every connection at once: never what was meant.
-fn http_limits(gateway: &GatewayConfig) -> Result<(), Invalid> {
+/// The HTTP front's caps and timeouts, and the admin listener's. A zero would
+/// refuse every connection or session, or close every connection at once: never
+/// what was meant.
+fn http_limits(gateway: &GatewayConfig, admin: &AdminConfig) -> Result<(), Invalid> {
     for (key, text) in [
-        ("http_head_timeout", &gateway.http_head_timeout),
-        ("http_idle_timeout", &gateway.http_idle_timeout),
+        ("gateway.http_head_timeout", &gateway.http_head_timeout),
+        ("gateway.http_idle_timeout", &gateway.http_idle_timeout),
+        ("gateway.http_body_timeout", &gateway.http_body_timeout),
+        ("admin.http_head_timeout", &admin.http_head_timeout),
+        ("admin.http_idle_timeout", &admin.http_idle_timeout),
     ] {
-        let d = parse_duration(text).map_err(|m| invalid(format!("gateway.{key}"), m))?;
+        let d = parse_duration(text).map_err(|m| invalid(key, m))?;
         if d.is_zero() {
             return Err(invalid(
-                format!("gateway.{key}"),
+                key,
                 "must be at least 1s: a zero timeout would close every connection at once",
             ));
         }
     }
     for (key, n) in [
-        ("max_connections", gateway.max_connections),
+        ("gateway.max_connections", gateway.max_connections),
         (
-            "max_connections_per_client",
+            "gateway.max_connections_per_client",
             gateway.max_connections_per_client,
         ),
-        ("max_sessions_per_caller", gateway.max_sessions_per_caller),
+        (
+            "gateway.max_sessions_per_caller",
+            gateway.max_sessions_per_caller,
+        ),
+        ("admin.max_connections", admin.max_connections),
+        (
+            "admin.max_connections_per_client",
+            admin.max_connections_per_client,
+        ),
     ] {
         if n == 0 {
-            return Err(invalid(
-                format!("gateway.{key}"),
-                "must be at least 1: 0 would refuse everyone",
-            ));
+            return Err(invalid(key, "must be at least 1: 0 would refuse everyone"));
         }
     }
     Ok(())

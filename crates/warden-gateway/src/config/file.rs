@@ -3,9 +3,11 @@
 //! only list of known keys; the loader turns serde's complaint into the
 //! did-you-mean error.
 
+mod admin;
 mod gateway;
 mod upstream;
 
+pub use admin::*;
 pub use gateway::*;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
@@ -248,19 +250,6 @@ pub struct MetricsConfig {
     /// Where Prometheus scrapes `/metrics` (`127.0.0.1:9464`); off when absent.
     /// Kept for configurations written before `admin.listen`, which is the same listener.
     pub listen: Option<String>,
-}
-
-/// The admin listener: `/metrics`, the operator console (`/`) and the admin API (`/api/`).
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct AdminConfig {
-    /// Where the admin listener listens (`127.0.0.1:9464`); off when absent (and
-    /// `metrics.listen` is absent too).
-    pub listen: Option<String>,
-    /// Who may open the console and the admin API: caller names or `group:NAME`,
-    /// authenticated as on the HTTP front (API key or JWT). Empty: loopback clients only.
-    #[serde(default)]
-    pub callers: Vec<String>,
 }
 
 /// OpenTelemetry traces, sent over OTLP/HTTP (protobuf). Off unless an endpoint is

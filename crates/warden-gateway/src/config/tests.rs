@@ -133,7 +133,7 @@ fn unknown_key_names_file_key_and_fix() {
     let e = Config::parse("[gateway]\nstdio_caler = \"x\"\n", "w.toml").unwrap_err();
     assert_eq!(
             e.to_string(),
-            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, max_sessions_per_caller, http_head_timeout, http_idle_timeout, max_connections, max_connections_per_client, drain_timeout, tls_cert, tls_key, state_secret_env, state_secret_previous_env, session_lifetime, upstream_error_data, http_caller_rate, http_caller_burst."
+            "w.toml: gateway.stdio_caler: unknown key in [gateway]. Did you mean 'stdio_caller'? Known keys: front, stdio_caller, max_message_bytes, listen, anonymous_caller, allowed_origins, allowed_hosts, session_idle, max_sessions_per_caller, http_head_timeout, http_idle_timeout, http_body_timeout, max_connections, max_connections_per_client, drain_timeout, tls_cert, tls_key, state_secret_env, state_secret_previous_env, session_lifetime, upstream_error_data, http_caller_rate, http_caller_burst."
         );
     let e = Config::parse(
         "[[upstream]]\nname=\"a\"\ncommand=[\"x\"]\n[upstream.tools.t]\npinn = {}\n",

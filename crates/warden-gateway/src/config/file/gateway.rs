@@ -63,6 +63,10 @@ pub struct GatewayConfig {
     /// (`60s`); SSE streams and running calls count as in flight.
     #[serde(default = "default_http_idle_timeout")]
     pub http_idle_timeout: String,
+    /// A request body must come whole within this long of the front starting to
+    /// read it (`30s`); one that drips is answered 408 and its connection closed.
+    #[serde(default = "default_http_body_timeout")]
+    pub http_body_timeout: String,
     /// Open HTTP connections at most; one beyond it is answered 503 and closed.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
@@ -163,6 +167,7 @@ impl Default for GatewayConfig {
             max_sessions_per_caller: DEFAULT_MAX_SESSIONS_PER_CALLER,
             http_head_timeout: default_http_head_timeout(),
             http_idle_timeout: default_http_idle_timeout(),
+            http_body_timeout: default_http_body_timeout(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
             drain_timeout: default_drain_timeout(),
@@ -196,6 +201,9 @@ fn default_http_head_timeout() -> String {
 }
 fn default_http_idle_timeout() -> String {
     "60s".into()
+}
+fn default_http_body_timeout() -> String {
+    "30s".into()
 }
 fn default_drain_timeout() -> String {
     "30s".into()

@@ -1,5 +1,6 @@
-//! The HTTP front's connections: how many may be open, in total and from one
-//! client address, and how long one may hold a socket without a request.
+//! The connections of an HTTP listener (the MCP front's, and the admin
+//! listener's with its own smaller caps): how many may be open, in total and
+//! from one client address, and how long one may hold a socket without a request.
 //!
 //! A connection over a cap is refused at accept, before anything of it is read
 //! (the answer is built in [`super::handler`]). An admitted one is watched:
@@ -18,7 +19,7 @@
 //! connections after the head timeout. It is kept only as a backstop, at the sum of
 //! both timeouts, which the watch here always reaches first.
 
-use crate::config::{parse_duration, GatewayConfig};
+use crate::config::{parse_duration, AdminConfig, GatewayConfig};
 use crate::metrics::Metrics;
 use hyper::body::{Body, Frame, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -34,9 +35,55 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// The caps and timeouts of `[gateway]`, parsed.
+/// Which listener a connection came to: its caps are in its own table, and its
+/// refusals and timeouts are counted apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Limits {
+pub(crate) enum Listener {
+    /// The MCP front: `[gateway]`.
+    Front,
+    /// The admin listener: `[admin]`.
+    Admin,
+}
+
+impl Listener {
+    /// The config table its caps and timeouts are read from.
+    pub(crate) fn table(self) -> &'static str {
+        match self {
+            Listener::Front => "gateway",
+            Listener::Admin => "admin",
+        }
+    }
+
+    /// The metric label of a refusal at accept.
+    fn refused_label(self, over: OverCap) -> &'static str {
+        match (self, over) {
+            (Listener::Front, over) => over.key(),
+            (Listener::Admin, OverCap::Total) => "admin.max_connections",
+            (Listener::Admin, OverCap::PerClient) => "admin.max_connections_per_client",
+        }
+    }
+
+    /// The metric label of a timeout (`head`, `idle`).
+    pub(crate) fn timeout_label(self, head: bool) -> &'static str {
+        match (self, head) {
+            (Listener::Front, true) => "head",
+            (Listener::Front, false) => "idle",
+            (Listener::Admin, true) => "admin.head",
+            (Listener::Admin, false) => "admin.idle",
+        }
+    }
+
+    fn gauge(self, metrics: &Metrics) -> &std::sync::atomic::AtomicU64 {
+        match self {
+            Listener::Front => &metrics.http_connections,
+            Listener::Admin => &metrics.admin_connections,
+        }
+    }
+}
+
+/// The caps and timeouts of `[gateway]` or `[admin]`, parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
     /// `http_head_timeout`.
     pub head: Duration,
     /// `http_idle_timeout`.
@@ -45,29 +92,60 @@ pub(super) struct Limits {
     pub max: usize,
     /// `max_connections_per_client`.
     pub per_client: usize,
+    /// Whose they are.
+    pub listener: Listener,
 }
 
 impl Limits {
-    pub(super) fn from_config(g: &GatewayConfig) -> Result<Limits, String> {
+    pub(crate) fn from_config(g: &GatewayConfig) -> Result<Limits, String> {
+        let (head, idle) = (&g.http_head_timeout, &g.http_idle_timeout);
+        Limits::parse(
+            Listener::Front,
+            head,
+            idle,
+            g.max_connections,
+            g.max_connections_per_client,
+        )
+    }
+
+    pub(crate) fn from_admin(a: &AdminConfig) -> Result<Limits, String> {
+        let (head, idle) = (&a.http_head_timeout, &a.http_idle_timeout);
+        Limits::parse(
+            Listener::Admin,
+            head,
+            idle,
+            a.max_connections,
+            a.max_connections_per_client,
+        )
+    }
+
+    fn parse(
+        listener: Listener,
+        head: &str,
+        idle: &str,
+        max: usize,
+        per_client: usize,
+    ) -> Result<Limits, String> {
         let duration = |key: &str, text: &str| {
             parse_duration(text)
-                .map_err(|m| format!("gateway.{key}: {m}"))
+                .map_err(|m| format!("{}.{key}: {m}", listener.table()))
                 // `check` refuses 0; a library caller who skipped it gets 1 s, not a
-                // front that closes every connection at once.
+                // listener that closes every connection at once.
                 .map(|d| d.max(Duration::from_secs(1)))
         };
         Ok(Limits {
-            head: duration("http_head_timeout", &g.http_head_timeout)?,
-            idle: duration("http_idle_timeout", &g.http_idle_timeout)?,
-            max: g.max_connections.max(1),
-            per_client: g.max_connections_per_client.max(1),
+            head: duration("http_head_timeout", head)?,
+            idle: duration("http_idle_timeout", idle)?,
+            max: max.max(1),
+            per_client: per_client.max(1),
+            listener,
         })
     }
 }
 
 /// Which cap a refused connection hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum OverCap {
+pub(crate) enum OverCap {
     /// `max_connections`: the front holds as many as it will.
     Total,
     /// `max_connections_per_client`: this address holds as many as it may.
@@ -76,7 +154,7 @@ pub(super) enum OverCap {
 
 impl OverCap {
     /// The config key, as the refusal's metric label and log line name it.
-    pub(super) fn key(self) -> &'static str {
+    pub(crate) fn key(self) -> &'static str {
         match self {
             OverCap::Total => "max_connections",
             OverCap::PerClient => "max_connections_per_client",
@@ -99,8 +177,8 @@ pub(super) fn client_of(ip: IpAddr) -> IpAddr {
 }
 
 /// The open connections: how many, and from which clients.
-pub(super) struct Connections {
-    pub(super) limits: Limits,
+pub(crate) struct Connections {
+    pub(crate) limits: Limits,
     open: Mutex<Counts>,
     metrics: Arc<Metrics>,
 }
@@ -113,7 +191,7 @@ struct Counts {
 }
 
 impl Connections {
-    pub(super) fn new(limits: Limits, metrics: Arc<Metrics>) -> Arc<Connections> {
+    pub(crate) fn new(limits: Limits, metrics: Arc<Metrics>) -> Arc<Connections> {
         Arc::new(Connections {
             limits,
             open: Mutex::new(Counts::default()),
@@ -128,7 +206,7 @@ impl Connections {
     /// A place for a connection from `peer`, held until the [`Slot`] drops; or
     /// the cap it would exceed (counted in the metrics). The client's own cap is
     /// checked first, so a client that floods is told it is the one over.
-    pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, OverCap> {
+    pub(crate) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, OverCap> {
         let client = client_of(peer);
         let mut counts = self.counts();
         let held = counts.by_client.get(&client).copied().unwrap_or(0);
@@ -141,7 +219,8 @@ impl Connections {
         };
         if let Some(over) = over {
             drop(counts);
-            self.metrics.http_connection_refused(over.key());
+            let label = self.limits.listener.refused_label(over);
+            self.metrics.http_connection_refused(label);
             return Err(over);
         }
         counts.by_client.insert(client, held + 1);
@@ -154,8 +233,9 @@ impl Connections {
     }
 
     fn publish(&self, counts: &Counts) {
-        self.metrics
-            .http_connections
+        self.limits
+            .listener
+            .gauge(&self.metrics)
             .store(counts.total as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -169,7 +249,7 @@ impl Connections {
 }
 
 /// One admitted connection's place; dropping it (the connection ended) frees it.
-pub(super) struct Slot {
+pub(crate) struct Slot {
     connections: Arc<Connections>,
     client: IpAddr,
 }
@@ -376,7 +456,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 /// accepted (the first head's time runs from there, TLS handshake included).
 /// Once `drain` turns true the connection closes as an idle one does: at once
 /// when nothing is in flight, else right after its answer.
-pub(super) async fn serve<S, B, F, Fut>(
+pub(crate) async fn serve<S, B, F, Fut>(
     io: S,
     accepted: Instant,
     limits: Limits,
@@ -453,13 +533,13 @@ pub(super) async fn serve<S, B, F, Fut>(
                 match why {
                     Expiry::Head => {
                         // Half a head is not worth a graceful close: the socket goes.
-                        tracing::debug!("an HTTP connection sent no whole request head within gateway.http_head_timeout; closed");
-                        metrics.http_connection_timed_out("head");
+                        tracing::debug!("an HTTP connection sent no whole request head within {}.http_head_timeout; closed", limits.listener.table());
+                        metrics.http_connection_timed_out(limits.listener.timeout_label(true));
                         return;
                     }
                     Expiry::Idle => {
-                        tracing::debug!("an HTTP connection was idle for gateway.http_idle_timeout; closing");
-                        metrics.http_connection_timed_out("idle");
+                        tracing::debug!("an HTTP connection was idle for {}.http_idle_timeout; closing", limits.listener.table());
+                        metrics.http_connection_timed_out(limits.listener.timeout_label(false));
                         // Nothing is in flight, so hyper closes at once; should a
                         // request slip in first, it is answered and then the
                         // connection closes.
@@ -474,7 +554,7 @@ pub(super) async fn serve<S, B, F, Fut>(
 }
 
 /// The process's limit on open files (the soft one), where the OS tells it.
-pub(super) fn open_file_limit() -> Option<u64> {
+pub(crate) fn open_file_limit() -> Option<u64> {
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
     limits
         .lines()
@@ -495,6 +575,7 @@ mod tests {
             idle: Duration::from_secs(60),
             max,
             per_client,
+            listener: Listener::Front,
         }
     }
 
@@ -598,7 +679,8 @@ mod tests {
                 head: Duration::from_secs(10),
                 idle: Duration::from_secs(60),
                 max: 1024,
-                per_client: 64
+                per_client: 64,
+                listener: Listener::Front,
             }
         );
         let bad = GatewayConfig {

@@ -43,10 +43,11 @@ mod get_stream;
 mod stateless;
 
 use super::drain::Drain;
+use super::hosts::HostCheck;
 use super::reply::{
-    accepts, check_version, header_str, health_reply, host_part, insufficient_scope,
-    is_loopback_name, json_reply, message_reply, refuse, reply, sse_reply, too_many_requests,
-    too_many_sessions, unauthorized, Reply, VERSION_HEADER,
+    accepts, check_version, header_str, health_reply, insufficient_scope, json_reply,
+    message_reply, refuse, reply, sse_reply, too_many_requests, too_many_sessions, unauthorized,
+    Reply, VERSION_HEADER,
 };
 use super::session::{
     Attached, Full, HttpSession, Missing, SessionTable, StreamRefused, Watch, MAX_SESSIONS,
@@ -87,10 +88,11 @@ pub struct Front {
     pub(super) gateway: Arc<Gateway>,
     auth: Auth,
     pub(super) sessions: SessionTable,
-    hosts: Vec<String>,
-    any_host: bool,
-    origins: Vec<String>,
+    /// Host and Origin (DNS rebinding).
+    hosts: HostCheck,
     max_body: usize,
+    /// `gateway.http_body_timeout`: how long a body may take to come whole.
+    body_timeout: Duration,
     /// Where the protected resource metadata is served, under `[oauth]`.
     metadata_paths: Vec<String>,
     /// Requests per caller, counted before any work (Q5).
@@ -116,20 +118,12 @@ impl Front {
         if let Some(anon) = auth.anonymous() {
             tracing::warn!(caller = %anon.name, "AUTHENTICATION IS OFF for requests without credentials: they act as '{}' (gateway.anonymous_caller); use this for development and test suites only", anon.name);
         }
-        let mut hosts: Vec<String> = config
-            .gateway
-            .allowed_hosts
-            .iter()
-            .map(|h| h.to_ascii_lowercase())
-            .collect();
-        let listen_host = host_part(listen).to_ascii_lowercase();
-        let any_host = hosts.iter().any(|h| h == "*");
-        if !listen_host.is_empty() && !matches!(listen_host.as_str(), "0.0.0.0" | "[::]") {
-            hosts.push(listen_host);
-        }
         let idle = crate::config::parse_duration(&config.gateway.session_idle)?;
         let drain_timeout = crate::config::parse_duration(&config.gateway.drain_timeout)
             .map_err(|m| format!("gateway.drain_timeout: {m}"))?;
+        let body_timeout = crate::config::parse_duration(&config.gateway.http_body_timeout)
+            .map_err(|m| format!("gateway.http_body_timeout: {m}"))?
+            .max(Duration::from_secs(1));
         Ok(Arc::new(Front {
             auth,
             sessions: SessionTable::new(
@@ -137,15 +131,9 @@ impl Front {
                 idle,
                 config.gateway.max_sessions_per_caller.max(1),
             ),
-            hosts,
-            any_host,
-            origins: config
-                .gateway
-                .allowed_origins
-                .iter()
-                .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
-                .collect(),
+            hosts: HostCheck::new(&config.gateway, listen),
             max_body: config.gateway.max_message_bytes,
+            body_timeout,
             metadata_paths,
             budget: config.limits.http_caller_rate.map(RequestBudget::new),
             drain: Drain::new(drain_timeout),
@@ -160,36 +148,14 @@ impl Front {
 
     /// DNS rebinding protection: the Host header and any Origin must be allowed.
     fn check_origin(&self, headers: &HeaderMap) -> Result<(), Box<Reply>> {
-        let forbidden = |m: &str| {
-            Err(Box::new(refuse(
+        match self.hosts.refusal(headers) {
+            None => Ok(()),
+            Some(text) => Err(Box::new(refuse(
                 StatusCode::FORBIDDEN,
                 jsonrpc::INVALID_REQUEST,
-                m,
-            )))
-        };
-        if !self.any_host {
-            let host = header_str(headers, header::HOST).unwrap_or_default();
-            let name = host_part(host).to_ascii_lowercase();
-            let ok = is_loopback_name(&name)
-                || self
-                    .hosts
-                    .iter()
-                    .any(|h| *h == name || *h == host.to_ascii_lowercase());
-            if !ok {
-                return forbidden(answer::HTTP_BAD_HOST);
-            }
+                text,
+            ))),
         }
-        if let Some(origin) = headers.get(header::ORIGIN) {
-            let origin = origin.to_str().unwrap_or_default().to_ascii_lowercase();
-            let authority = origin
-                .strip_prefix("http://")
-                .or_else(|| origin.strip_prefix("https://"));
-            let loopback = authority.is_some_and(|a| is_loopback_name(host_part(a)));
-            if !loopback && !self.origins.contains(&origin) {
-                return forbidden(answer::HTTP_BAD_ORIGIN);
-            }
-        }
-        Ok(())
     }
 
     pub(super) async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Reply {
@@ -398,10 +364,18 @@ impl Front {
         {
             return too_large();
         }
-        let body = match http_body_util::Limited::new(incoming, self.max_body)
-            .collect()
-            .await
-        {
+        let collect = http_body_util::Limited::new(incoming, self.max_body).collect();
+        let Ok(collected) = tokio::time::timeout(self.body_timeout, collect).await else {
+            // A body that drips holds a connection, and a place under the caps.
+            tracing::debug!("a request body did not come whole within gateway.http_body_timeout; 408, and the connection closes");
+            self.gateway.metrics.http_connection_timed_out("body");
+            return refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                jsonrpc::INVALID_REQUEST,
+                answer::HTTP_BODY_TIMEOUT,
+            );
+        };
+        let body = match collected {
             Ok(b) => {
                 if let Some(read) = parts.extensions.get::<BodyRead>() {
                     read.0.store(true, Ordering::Relaxed);
@@ -459,6 +433,14 @@ impl Front {
         // missing: it is told what is wrong with it rather than asked for a
         // session it never meant to have. `initialize` without an envelope stays
         // the handshake of the older revisions.
+        if carries_envelope(&msg) || sent_as_2026 {
+            // Outside a session, as inside one: a message that is no JSON-RPC
+            // request (a wrong `jsonrpc`, an id that is null, an object, an array or
+            // a boolean) is answered 400 at once, never served as a stream that waits.
+            if let Kind::Invalid(why) = jsonrpc::classify(&msg) {
+                return invalid_message(&msg, why);
+            }
+        }
         let stateless_request = carries_envelope(&msg)
             || (sent_as_2026
                 && matches!(jsonrpc::classify(&msg),
@@ -498,12 +480,7 @@ impl Front {
                 self.request(&session, id, msg, header_str(&headers, "traceparent"))
                     .await
             }
-            Kind::Invalid(why) => {
-                let id = jsonrpc::usable_id(&msg);
-                let body =
-                    jsonrpc::error(id, jsonrpc::INVALID_REQUEST, &answer::invalid_request(why));
-                message_reply(StatusCode::BAD_REQUEST, &body)
-            }
+            Kind::Invalid(why) => invalid_message(&msg, why),
             _ => {
                 if let Some(w) = self.gateway.handle(&session.client, msg).await {
                     self.drain.spawn(w);
@@ -643,4 +620,12 @@ fn session_refused(full: Full, caller: &str) -> Reply {
             too_many_sessions(open, retry_after)
         }
     }
+}
+
+/// 400 / -32600 for a message that is no valid JSON-RPC message, with its id
+/// when that is usable (else null).
+fn invalid_message(msg: &Value, why: &str) -> Reply {
+    let id = jsonrpc::usable_id(msg);
+    let body = jsonrpc::error(id, jsonrpc::INVALID_REQUEST, &answer::invalid_request(why));
+    message_reply(StatusCode::BAD_REQUEST, &body)
 }

@@ -7,15 +7,17 @@
 //! - [`streams`]: a session's streams and the sorting of its messages onto them;
 //! - [`sse`]: response bodies, JSON or server-sent events;
 //! - [`conn`]: connections: the caps on how many, the head and idle timeouts;
+//! - [`hosts`]: the Host and Origin check (DNS rebinding), shared with the admin listener;
 //! - [`drain`]: the graceful stop on SIGTERM;
 //! - [`server`]: the listener.
 //!
 //! `/healthz` and `/readyz` are answered on the same listener, before any other
 //! check (see [`handler`]).
 
-mod conn;
+pub(crate) mod conn;
 mod drain;
 pub mod handler;
+pub(crate) mod hosts;
 mod reply;
 mod sealed;
 pub mod server;

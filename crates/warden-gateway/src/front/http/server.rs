@@ -37,8 +37,13 @@ impl Server {
         if let Some(files) = conn::open_file_limit() {
             // Upstream pipes, the store and the log need descriptors too: with too
             // few, accept fails before the cap is reached and nobody is told why.
-            if limits.max as u64 + 64 > files {
-                tracing::warn!("gateway.max_connections = {} leaves too few of this process's {files} file descriptors (ulimit -n) for everything else: lower it, or raise the limit", limits.max);
+            // The admin listener's connections have a budget of their own, beside it.
+            let admin = gateway
+                .config
+                .admin_listen()
+                .map_or(0, |_| gateway.config.admin.max_connections);
+            if (limits.max + admin) as u64 + 64 > files {
+                tracing::warn!("gateway.max_connections = {} (and admin.max_connections = {admin}) leave too few of this process's {files} file descriptors (ulimit -n) for everything else: lower them, or raise the limit", limits.max);
             }
         }
         let connections = Connections::new(limits, gateway.metrics.clone());
@@ -164,7 +169,8 @@ impl Server {
                             Ok(Err(e)) => tracing::debug!("a TLS handshake failed: {e}"),
                             Err(_) => {
                                 tracing::debug!("a TLS handshake timed out");
-                                metrics.http_connection_timed_out("head");
+                                metrics
+                                    .http_connection_timed_out(limits.listener.timeout_label(true));
                             }
                         }
                     }
