@@ -343,7 +343,7 @@ fn metrics_count_calls_unknown_keys_and_latency() {
         let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics endpoint");
         write!(
             s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
         )
         .unwrap();
         let mut out = String::new();
