@@ -16,10 +16,11 @@ WARDEN = os.environ.get("MCP_WARDEN_BIN", str(ROOT / "target" / "debug" / "mcp-w
 MODULES = HERE / "node_modules" / "@modelcontextprotocol"
 EVERYTHING = MODULES / "server-everything" / "dist" / "index.js"
 FILESYSTEM = MODULES / "server-filesystem" / "dist" / "index.js"
+TYPESCRIPT_SDK = MODULES / "sdk" / "package.json"  # servers/legacy_upstream.mjs
 
 
 def pytest_sessionstart(session):
-    for need in (pathlib.Path(WARDEN), EVERYTHING, FILESYSTEM):
+    for need in (pathlib.Path(WARDEN), EVERYTHING, FILESYSTEM, TYPESCRIPT_SDK):
         if not need.exists():
             raise pytest.UsageError(f"{need} is missing: run `cargo build` and `npm install` in tests/interop (see .ci/run)")
 

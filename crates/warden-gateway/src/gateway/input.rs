@@ -155,8 +155,8 @@ pub async fn ask_client(
             tracing::info!(method = %crate::logged::logged(method), "an upstream's input request the client cannot take; left unanswered");
             continue;
         }
-        let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
         let id = sessions.next_request_id();
+        let params = as_older_request(method, request.get("params"), &id);
         let answer = session.ask(call.clone(), id, method, params, timeout).await;
         match answer.as_ref().and_then(|a| a.get("result")) {
             Some(r) => {
@@ -179,6 +179,23 @@ pub async fn ask_client(
         responses,
         state: result.get("requestState").cloned(),
     })
+}
+
+/// An input request's params as a client of an older revision takes them. A
+/// URL-mode elicitation carries an `elicitationId` up to 2025-11-25 (required
+/// there; 2026-07-28 dropped it): one is made up from the gateway's own id for
+/// the request, unique in the gateway, where the upstream gave none.
+fn as_older_request(method: &str, params: Option<&Value>, id: &Value) -> Value {
+    let mut params = params.cloned().unwrap_or_else(|| json!({}));
+    if method == "elicitation/create" && params.get("mode").and_then(Value::as_str) == Some("url") {
+        if let Some(p) = params.as_object_mut() {
+            if !p.contains_key("elicitationId") {
+                let id = id.as_str().map_or_else(|| id.to_string(), str::to_owned);
+                p.insert("elicitationId".into(), Value::String(id));
+            }
+        }
+    }
+    params
 }
 
 /// The params of the next round: the request as first sent, with the answers
@@ -381,6 +398,31 @@ mod tests {
             );
         }
         assert_eq!(open_state(&key, &envelope(None, None), &b).unwrap(), None);
+    }
+
+    #[test]
+    fn a_url_elicitation_reaches_an_older_client_with_an_elicitation_id() {
+        let id = json!("warden-7");
+        let url = json!({"mode": "url", "message": "Sign in", "url": "https://example.com/"});
+        assert_eq!(
+            as_older_request("elicitation/create", Some(&url), &id),
+            json!({"mode": "url", "message": "Sign in", "url": "https://example.com/",
+                "elicitationId": "warden-7"})
+        );
+        // The upstream's own id is kept; form mode and other requests are left alone.
+        let own = json!({"mode": "url", "message": "m", "url": "u", "elicitationId": "e1"});
+        assert_eq!(as_older_request("elicitation/create", Some(&own), &id), own);
+        let form = json!({"mode": "form", "message": "m", "requestedSchema": {}});
+        assert_eq!(
+            as_older_request("elicitation/create", Some(&form), &id),
+            form
+        );
+        let bare = json!({"message": "m", "requestedSchema": {}});
+        assert_eq!(
+            as_older_request("elicitation/create", Some(&bare), &id),
+            bare
+        );
+        assert_eq!(as_older_request("roots/list", None, &id), json!({}));
     }
 
     #[test]
