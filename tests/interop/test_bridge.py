@@ -42,28 +42,6 @@ pytestmark = [
     pytest.mark.parametrize("upstream", UPSTREAMS, ids=lambda u: f"{u}-server"),
 ]
 
-# Round trips the gateway does not make yet: (test, client, upstream) -> why. Each
-# fails the way the reason says (the awaited message never comes: TimeoutError).
-GAPS = {
-    ("test_logging", "old", "modern"): (
-        "an older client's logging/setLevel goes to one upstream only: the one that "
-        "declared `logging` (here the legacy one; a 2026-07-28 server does not announce "
-        "it in server/discover), so the gateway never records the level and the modern "
-        "upstream gets no io.modelcontextprotocol/logLevel, and logs nothing. With the "
-        "modern upstream alone the same client gets its log messages."
-    ),
-}
-
-
-@pytest.fixture(autouse=True)
-def known_gap(request):
-    """Marks a pair in GAPS as a strict xfail."""
-    params = request.node.callspec.params
-    why = GAPS.get((request.node.originalname, params["peer"], params["upstream"]))
-    if why:
-        request.node.add_marker(pytest.mark.xfail(strict=True, raises=TimeoutError, reason=why))
-
-
 def text(result):
     return [c.text for c in result.content if getattr(c, "type", "") == "text"]
 

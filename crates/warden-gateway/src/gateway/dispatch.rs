@@ -206,6 +206,13 @@ impl Gateway {
                     .begin(session, Some(id), params, envelope, span)
                     .await
             }
+            "logging/setLevel" if envelope.is_none() => {
+                self.connect(None).await;
+                match self.set_log_level(session, params.as_ref()).await {
+                    Some(done) => Begun::Done(Some(done)),
+                    None => err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method)),
+                }
+            }
             _ => {
                 self.connect(None).await;
                 if let Some((field, ups)) = self.upstreams.merging(method) {
@@ -224,7 +231,7 @@ impl Gateway {
                 };
                 if envelope.is_none() && up.stateless_for(true) {
                     if let Some(done) = self
-                        .removed_at_2026(session, &up, method, params.as_ref())
+                        .removed_at_2026(&up, method, params.as_ref())
                         .await
                     {
                         return Begun::Done(Some(done));
@@ -306,12 +313,11 @@ impl Gateway {
     }
 
     /// What an older client asks of a 2026-07-28 upstream by a method that
-    /// revision removed, done the revision's way: the log level rides the
-    /// client's later requests, a resource subscription the gateway's own
-    /// subscription stream. `None`: not such a method.
+    /// revision removed, done the revision's way: a resource subscription rides
+    /// the gateway's own subscription stream (the log level: `log_level.rs`).
+    /// `None`: not such a method.
     pub(super) async fn removed_at_2026(
         &self,
-        session: &ClientSession,
         up: &crate::upstream::Upstream,
         method: &str,
         params: Option<&Value>,
@@ -320,16 +326,6 @@ impl Gateway {
             Err(json!({"code": jsonrpc::INVALID_PARAMS, "message": texts::invalid_param(what)}))
         };
         match method {
-            "logging/setLevel" => {
-                let level = params.and_then(|p| p.get("level"));
-                match level.and_then(Value::as_str).and_then(rev2026::log_rank) {
-                    Some(_) => {
-                        *session::lock(&session.log_level) = level.cloned();
-                        Some(Ok(json!({})))
-                    }
-                    None => Some(invalid("level")),
-                }
-            }
             "resources/subscribe" | "resources/unsubscribe" => {
                 let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
                     return Some(invalid("uri"));

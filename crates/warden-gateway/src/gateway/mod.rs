@@ -30,6 +30,7 @@ mod inbound;
 mod input;
 pub mod ledger;
 mod listen;
+mod log_level;
 pub mod policy;
 pub mod quota;
 mod relay;
