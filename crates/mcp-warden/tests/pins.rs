@@ -622,3 +622,28 @@ fn a_pins_lock_that_does_not_verify_refuses_the_start_instead_of_serving_unpinne
         "{out}"
     );
 }
+
+#[test]
+fn a_drifted_name_never_moves_to_another_upstream_offering_it() {
+    // Two unprefixed upstreams offer the same names; the first serves them.
+    let both = "[[upstream]]\nname = \"a\"\ncommand = [\"{fixture}\"]\nprefix = false\n\
+                env = { FIXTURE_RUG_PULL = \"1\" }\n\n\
+                [[upstream]]\nname = \"b\"\ncommand = [\"{fixture}\"]\nprefix = false\n\
+                env = { FIXTURE_RUG_PULL = \"1\" }\n";
+    let mut w = Warden::start("pins-owner", both);
+    let config = w.dir.join("warden.toml");
+    let (code, _, err) = cli(&["pins", "lock", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(w.tool_names().contains(&"lookup".to_owned()));
+    // a's rug is pulled: its lookup drifts and is hidden (P2). b's lookup, as
+    // locked, must not take its place.
+    assert_eq!(w.call_text("rug_pull", json!({})), "rug_pull");
+    w.wait_for("list_changed", |m| {
+        m["method"] == "notifications/tools/list_changed"
+    });
+    assert!(!w.tool_names().contains(&"lookup".to_owned()));
+    let r = w.call("lookup", json!({"word": "x"}));
+    assert_eq!(r["error"]["message"], "Unknown tool 'lookup'.", "{r}");
+    // Names a still serves as locked stay with a.
+    assert!(w.tool_names().contains(&"echo".to_owned()));
+}

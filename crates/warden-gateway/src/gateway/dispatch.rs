@@ -230,10 +230,7 @@ impl Gateway {
                     return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
                 };
                 if envelope.is_none() && up.stateless_for(true) {
-                    if let Some(done) = self
-                        .removed_at_2026(&up, method, params.as_ref())
-                        .await
-                    {
+                    if let Some(done) = self.removed_at_2026(&up, method, params.as_ref()).await {
                         return Begun::Done(Some(done));
                     }
                 }

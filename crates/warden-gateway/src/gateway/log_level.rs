@@ -37,15 +37,27 @@ impl Gateway {
             return None;
         }
         let level = params.and_then(|p| p.get("level"));
-        if level.and_then(Value::as_str).and_then(rev2026::log_rank).is_none() {
+        if level
+            .and_then(Value::as_str)
+            .and_then(rev2026::log_rank)
+            .is_none()
+        {
             let message = texts::invalid_param("level");
-            return Some(Err(json!({"code": jsonrpc::INVALID_PARAMS, "message": message})));
+            return Some(Err(
+                json!({"code": jsonrpc::INVALID_PARAMS, "message": message}),
+            ));
         }
         *session::lock(&session.log_level) = level.cloned();
         for up in logging {
-            let Some(conn) = up.conn_for(true) else { continue };
+            let Some(conn) = up.conn_for(true) else {
+                continue;
+            };
             let answer = conn
-                .request("logging/setLevel", Some(json!({"level": level})), up.timeout_ms())
+                .request(
+                    "logging/setLevel",
+                    Some(json!({"level": level})),
+                    up.timeout_ms(),
+                )
                 .await;
             let refused = match &answer {
                 Ok(a) => a.get("error").map(Value::to_string),

@@ -42,13 +42,20 @@ impl Upstreams {
         let list = self.list();
         let mut asks = HashMap::new();
         let mut drifted = Vec::new();
+        let owners = lock
+            .as_ref()
+            .map(|l| name_owners(l, &list))
+            .unwrap_or_default();
         let served: Vec<Option<Cow<'_, [Arc<Value>]>>> = list
             .iter()
             .map(|up| {
                 let tools = listings.get(&up.index)?;
                 Some(match &lock {
                     None => Cow::Borrowed(tools.as_slice()),
-                    Some(lock) => Cow::Owned(self.pinned(lock, up, tools, &mut asks, &mut drifted)),
+                    Some(lock) => {
+                        let pinned = self.pinned(lock, up, tools, &mut asks, &mut drifted);
+                        Cow::Owned(owned_only(pinned, up, &owners))
+                    }
                 })
             })
             .collect();
@@ -166,6 +173,48 @@ impl Upstreams {
             .cloned()
             .collect()
     }
+}
+
+/// The name callers see → the upstream it was locked to: the first upstream
+/// (in config order) whose section of the pins lock holds a tool of that name,
+/// the one that served it when the lock was written.
+fn name_owners(lock: &Lock, list: &[Arc<Upstream>]) -> HashMap<String, usize> {
+    let mut owners = HashMap::new();
+    for up in list {
+        for name in lock
+            .upstreams
+            .get(&up.name)
+            .into_iter()
+            .flatten()
+            .map(|(n, _)| n)
+        {
+            owners
+                .entry(seen_name(&up.name, name, up.config.prefix))
+                .or_insert(up.index);
+        }
+    }
+    owners
+}
+
+/// P2: `tools` of `up` without those whose name callers see was locked to
+/// another upstream. A name locked to one upstream never moves to another
+/// offering the same name (unprefixed): while its own tool is hidden for a
+/// drift, the name is absent until the drift is reviewed.
+fn owned_only(
+    tools: Vec<Arc<Value>>,
+    up: &Upstream,
+    owners: &HashMap<String, usize>,
+) -> Vec<Arc<Value>> {
+    tools
+        .into_iter()
+        .filter(|t| {
+            let Some(name) = t.get("name").and_then(Value::as_str) else {
+                return true;
+            };
+            let seen = seen_name(&up.name, name, up.config.prefix);
+            owners.get(&seen).is_none_or(|owner| *owner == up.index)
+        })
+        .collect()
 }
 
 /// A drift a catalogue build found: (upstream, tool, mode, what).
