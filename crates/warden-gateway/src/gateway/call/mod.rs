@@ -8,6 +8,7 @@
 //! upstream, and guards that may wait for a human or a webhook, run in the future
 //! it returns. Every exit goes through [`Settle::settle`] exactly once.
 
+mod content;
 mod guards;
 mod relaying;
 
@@ -20,7 +21,7 @@ use super::quota::{Admission, Quotas, CREDIT_KEY};
 use super::relay::{self, Pending};
 use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls, Sealed};
 use super::session::{self, CallKey, ClientSession, Sessions};
-use super::settle::{Body, CallRecord, Decision, End, Settle};
+use super::settle::{self, Body, CallRecord, Decision, End, Settle};
 use super::upstreams::Upstreams;
 use crate::logged::logged;
 use crate::otel::{self, Kind, Span};
@@ -95,6 +96,8 @@ struct Accepted {
     flow: Option<(Vec<String>, Option<Value>)>,
     /// What the 2026-07-28 state the call brought back holds.
     sealed: Option<Sealed>,
+    /// The guards over its result (S2; `None`: none apply).
+    guards: Option<content::ResultGuards>,
 }
 
 /// A call queued upstream.
@@ -116,6 +119,8 @@ pub struct Relayed {
     counted: bool,
     /// How long an input round may wait, as the call's policy says.
     approval_timeout: Duration,
+    /// The guards over its result (S2; `None`: none apply).
+    guards: Option<content::ResultGuards>,
 }
 
 impl Calls {
@@ -418,6 +423,15 @@ impl Calls {
             )
         });
         let limited = policy.quotas.any_for(caller, &tool.name);
+        let guards =
+            policy
+                .guards
+                .for_results(caller, &tool.name)
+                .map(|guards| content::ResultGuards {
+                    guards,
+                    flows: policy.flows.clone(),
+                    stateless: envelope.is_some(),
+                });
         // The flow context is the gateway's: it never goes upstream.
         let context = obj
             .get_mut("_meta")
@@ -477,6 +491,7 @@ impl Calls {
             counted: false,
             flow,
             sealed,
+            guards,
         })
     }
 }

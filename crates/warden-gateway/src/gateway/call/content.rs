@@ -1,0 +1,151 @@
+//! Guards over what a tool returned (S2-S4): between the upstream's answer and
+//! its settling, so the audit record, the ledger (and so a replay), the after
+//! hooks and the client all get the result as the guards left it.
+//!
+//! A call no guard applies to carries `None` from `prepare` and pays nothing
+//! here. Guards run in file order over the result as the ones before left it:
+//! `redact` replaces matches, `block` withholds the whole result (the first
+//! blocking guard is named), `label` adds labels to the session's flow trail,
+//! `report` only records. Findings go to the audit record, the metrics, the log
+//! and the span: kind, path, count and action, never the matched text.
+
+use super::*;
+use crate::config::guards::{Guard, GuardAction};
+use crate::gateway::flow::Flows;
+use warden_store::GuardFinding;
+
+/// The guards that apply to a call, with the flow trail their labels go to.
+#[derive(Clone)]
+pub(super) struct ResultGuards {
+    pub guards: Arc<[Arc<Guard>]>,
+    pub flows: Arc<Flows>,
+    /// A 2026-07-28 call: its caller's trail is remembered per caller.
+    pub stateless: bool,
+}
+
+/// What the guards did to one result.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Governed {
+    pub findings: Vec<GuardFinding>,
+    /// The first `block` guard with a finding, and the kinds it found.
+    pub blocked: Option<(String, Vec<String>)>,
+    /// Labels `label` guards add to the session's trail.
+    pub labels: Vec<String>,
+}
+
+/// Runs `guards` over `result` in order, changing it where they redact or strip.
+pub(super) fn govern_result(guards: &[Arc<Guard>], result: &mut Value) -> Governed {
+    let mut out = Governed::default();
+    for g in guards {
+        let found = match g.action {
+            GuardAction::Redact => g.scanner.redact(result),
+            _ => g.scanner.scan(result),
+        };
+        if found.is_empty() {
+            continue;
+        }
+        match g.action {
+            GuardAction::Block if out.blocked.is_none() => {
+                let mut kinds: Vec<String> = found.iter().map(|f| f.kind.clone()).collect();
+                kinds.sort();
+                kinds.dedup();
+                out.blocked = Some((g.name.clone(), kinds));
+            }
+            GuardAction::Label => out.labels.extend(g.labels.iter().cloned()),
+            _ => {}
+        }
+        out.findings.extend(found.into_iter().map(|f| GuardFinding {
+            guard: g.name.clone(),
+            detector: f.detector,
+            kind: f.kind,
+            path: f.path,
+            count: f.count,
+            action: g.action.as_str().to_owned(),
+        }));
+    }
+    out
+}
+
+impl Calls {
+    /// The end of a call after its result guards: a result redacted, or withheld,
+    /// and the session's trail labelled. Other ends pass unchanged.
+    pub(super) async fn govern(
+        &self,
+        session: &ClientSession,
+        record: &mut CallRecord,
+        rg: &ResultGuards,
+        end: End,
+    ) -> End {
+        let End::Upstream {
+            body: Ok(mut result),
+            error,
+        } = end
+        else {
+            return end;
+        };
+        let governed = govern_result(&rg.guards, &mut result);
+        if governed.findings.is_empty() {
+            return End::Upstream {
+                body: Ok(result),
+                error,
+            };
+        }
+        self.observe_findings(record, &governed.findings);
+        if !governed.labels.is_empty() {
+            self.label_trail(session, rg, &governed.labels).await;
+            if let Some(r) = record.audit.as_mut() {
+                r.touched.extend(governed.labels.iter().cloned());
+                r.touched.sort();
+                r.touched.dedup();
+            }
+        }
+        if let Some((guard, kinds)) = &governed.blocked {
+            result = settle::tool_error(&texts::guard_blocked(&record.tool, guard, kinds));
+        }
+        End::Upstream {
+            body: Ok(result),
+            error,
+        }
+    }
+
+    /// Findings into the audit record, the metrics, the log and the span.
+    fn observe_findings(&self, record: &mut CallRecord, findings: &[GuardFinding]) {
+        for f in findings {
+            self.settle
+                .metrics
+                .guard_found(&f.guard, &f.kind, &f.action, f.count as u64);
+            tracing::info!(tool = %logged(&record.tool), guard = %logged(&f.guard), kind = %logged(&f.kind), path = %logged(&f.path), count = f.count, action = %f.action, "a guard found something in a tool result");
+        }
+        if let Some(span) = &record.span {
+            let mut span = span.lock().unwrap_or_else(|e| e.into_inner());
+            let kinds = findings
+                .iter()
+                .map(|f| otel::bounded(&f.kind))
+                .collect::<Vec<_>>();
+            span.set("warden.guard.kinds", kinds);
+        }
+        if let Some(r) = record.audit.as_mut() {
+            r.findings = findings.to_vec();
+        }
+    }
+
+    /// A `label` guard's labels join the session's trail (F1): the process's
+    /// for a session, this gateway's memory for a 2026-07-28 caller, and the
+    /// shared store's where replicas share trails.
+    async fn label_trail(&self, session: &ClientSession, rg: &ResultGuards, labels: &[String]) {
+        let (flows, stateless) = (&rg.flows, rg.stateless);
+        let caller = session.caller();
+        let caller = caller.as_deref().map_or("", |c| c.name.as_str());
+        if stateless {
+            let trail = labels.iter().cloned().collect();
+            flows.remember_stateless(self.state_key(), caller, &trail);
+        } else {
+            session::lock(&session.flow).extend(labels.iter().cloned());
+        }
+        if let Some(scope) = flows.shared_scope(stateless, caller, &session.label) {
+            if let Err(e) = flows.touch_shared(&scope, labels).await {
+                tracing::warn!(caller = %logged(caller), "a guard's labels could not be added to the shared flow trail: {}", logged(&e));
+            }
+        }
+    }
+}
