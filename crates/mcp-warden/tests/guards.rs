@@ -147,29 +147,95 @@ fn an_injected_instruction_labels_the_session_and_a_flow_rule_stops_the_send() {
     assert_eq!(text(&r), denied);
 }
 
+/// S6: guards over a call's arguments: a key on its way out is refused before
+/// the call goes anywhere, an email is redacted before the upstream sees it, and
+/// the audit record's arguments hold neither.
+#[test]
+fn a_key_in_outbound_arguments_is_refused_and_an_email_redacted() {
+    let config = "[[upstream]]\nname = \"mail\"\ncommand = [\"{fixture}\"]\n[store]\nurl = \"sqlite://warden.db\"\n\
+         [[guard]]\nname = \"no-keys-out\"\non = [\"arguments\"]\ndetect = [\"secrets\"]\ntools = [\"mail.*\"]\naction = \"block\"\n\
+         [[guard]]\nname = \"emails-masked\"\non = [\"arguments\"]\ndetect = [\"pii.email\"]\naction = \"redact\"\n";
+    let mut w = Warden::start("guard-arguments", config);
+    let r = w.call(
+        "mail.echo",
+        json!({"text": format!("send {KEY} to {EMAIL}")}),
+    );
+    assert_eq!(
+        r["result"],
+        json!({"content": [{"type": "text", "text": "Error: Tool 'mail.echo' was not called: guard 'no-keys-out' found secrets.aws_access_key in its arguments. Do not send it in another form; ask the user how to proceed."}], "isError": true})
+    );
+    // What the upstream got (echoed back): the email redacted.
+    assert_eq!(
+        w.call_text("mail.echo", json!({"text": format!("reply to {EMAIL}")})),
+        r#"{"text":"reply to [redacted:pii.email]"}"#
+    );
+    let (out, records) = audit(&w);
+    assert!(!out.contains(KEY) && !out.contains(EMAIL), "{out}");
+    assert_eq!(records[0]["decision"], "denied");
+    assert_eq!(records[0]["outcome"], "refused");
+    assert_eq!(
+        records[0]["arguments"]["text"],
+        "send [redacted:secrets.aws_access_key] to [redacted:pii.email]"
+    );
+    let actions: Vec<_> = records[0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["guard"].as_str().unwrap(),
+                f["kind"].as_str().unwrap(),
+                f["path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("no-keys-out", "secrets.aws_access_key", "/text"),
+            ("emails-masked", "pii.email", "/text")
+        ]
+    );
+    assert_eq!(records[1]["outcome"], "ok");
+    assert_eq!(
+        records[1]["arguments"]["text"],
+        "reply to [redacted:pii.email]"
+    );
+}
+
 /// S1: `check` refuses what guards cannot do yet or what does not exist.
 #[test]
 fn check_refuses_unknown_detectors_bad_patterns_and_ask() {
     for (guard, key, message) in [
         (
-            "detect = [\"pii.passport\"]\naction = \"report\"",
+            "on = [\"results\"]\ndetect = [\"pii.passport\"]\naction = \"report\"",
             "guard[0].detect",
             "'pii.passport' is no detector; use a group (secrets, pii, injection) or a kind: ",
         ),
         (
-            "patterns = [{ name = \"ticket\", regex = \"INC-(\" }]\naction = \"report\"",
+            "on = [\"results\"]\npatterns = [{ name = \"ticket\", regex = \"INC-(\" }]\naction = \"report\"",
             "guard[0].patterns",
             "pattern 'ticket' does not compile: ",
         ),
         (
-            "detect = [\"secrets\"]\naction = \"ask\"",
+            "on = [\"results\"]\ndetect = [\"secrets\"]\naction = \"ask\"",
             "guard[0].action",
             "action 'ask' is not available for guards yet; use redact, block, label or report",
         ),
         (
-            "detect = [\"secrets\"]\naction = \"label\"",
+            "on = [\"results\"]\ndetect = [\"secrets\"]\naction = \"label\"",
             "guard[0].labels",
             "action = \"label\" needs the labels to add",
+        ),
+        (
+            "on = [\"arguments\"]\ndetect = [\"secrets\"]\naction = \"label\"\nlabels = [\"x\"]",
+            "guard[0].action",
+            "action = \"label\" looks at results only; a guard on arguments may redact, block or report",
+        ),
+        (
+            "on = [\"descriptions\"]\ndetect = [\"secrets\"]\naction = \"report\"",
+            "guard[0].on",
+            "'descriptions' is not available for guards yet; use results or arguments",
         ),
     ] {
         let dir = scratch("guard-check");
@@ -177,7 +243,7 @@ fn check_refuses_unknown_detectors_bad_patterns_and_ask() {
             &dir,
             &fixture_config(
                 "",
-                &format!("[[guard]]\nname = \"g\"\non = [\"results\"]\n{guard}\n"),
+                &format!("[[guard]]\nname = \"g\"\n{guard}\n"),
             ),
         );
         let (code, out, err) = cli(&["check", "--config", path.to_str().unwrap()]);

@@ -375,6 +375,16 @@ pub fn guard_blocked(tool: &str, guard: &str, kinds: &[String]) -> String {
     )
 }
 
+/// S6: a `block` guard found `kinds` in a call's arguments; the call went nowhere.
+pub fn guard_blocked_arguments(tool: &str, guard: &str, kinds: &[String]) -> String {
+    format!(
+        "Error: Tool '{}' was not called: guard '{}' found {} in its arguments. Do not send it in another form; ask the user how to proceed.",
+        shown(tool),
+        shown(guard),
+        kinds.join(", ")
+    )
+}
+
 /// Q5: 429, an HTTP caller is over `gateway.http_caller_rate`.
 pub fn http_caller_rate(retry_s: u64) -> String {
     format!("Too many requests: this caller is over its request rate (gateway.http_caller_rate); retry in {retry_s} s.")
@@ -389,6 +399,10 @@ mod tests {
         assert_eq!(
             guard_blocked("crm.lookup", "cards", &["pii.card".into(), "pii.iban".into()]),
             "Error: The result of tool 'crm.lookup' was withheld: guard 'cards' found pii.card, pii.iban in it. Do not retry the same call; ask the user how to proceed."
+        );
+        assert_eq!(
+            guard_blocked_arguments("mail.send", "no-keys-out", &["secrets.aws_access_key".into()]),
+            "Error: Tool 'mail.send' was not called: guard 'no-keys-out' found secrets.aws_access_key in its arguments. Do not send it in another form; ask the user how to proceed."
         );
     }
 

@@ -59,6 +59,9 @@ pub struct Guard {
     selects: Rule,
     /// The tool globs as written (for `check`).
     pub tools: Vec<String>,
+    /// It looks at tool results (S3) and/or at calls' arguments (S6).
+    pub results: bool,
+    pub arguments: bool,
 }
 
 impl fmt::Debug for Guard {
@@ -78,20 +81,23 @@ impl Guard {
                 "a guard needs a name (it is in audit records and metrics)".into(),
             ));
         }
+        let (mut results, mut arguments) = (false, false);
         for on in &g.on {
             match on.as_str() {
-                "results" => {}
-                "arguments" | "descriptions" => {
+                "results" => results = true,
+                "arguments" => arguments = true,
+                "descriptions" => {
                     return Err((
                         "on",
-                        format!("'{on}' is not available for guards yet; use on = [\"results\"]"),
+                        "'descriptions' is not available for guards yet; use results or arguments"
+                            .into(),
                     ))
                 }
                 other => {
                     return Err((
                         "on",
                         format!(
-                            "'{other}' is not something a guard looks at; use on = [\"results\"]"
+                            "'{other}' is not something a guard looks at; use results or arguments"
                         ),
                     ))
                 }
@@ -100,7 +106,7 @@ impl Guard {
         if g.on.is_empty() {
             return Err((
                 "on",
-                "say what the guard looks at: on = [\"results\"]".into(),
+                "say what the guard looks at: on = [\"results\"], [\"arguments\"] or both".into(),
             ));
         }
         if g.detect.is_empty() && g.patterns.is_empty() {
@@ -133,6 +139,9 @@ impl Guard {
             (a, false) if a != GuardAction::Label => {
                 return Err(("labels", "labels apply only with action = \"label\"".into()))
             }
+            (GuardAction::Label, false) if arguments => {
+                return Err(("action", "action = \"label\" looks at results only; a guard on arguments may redact, block or report".into()))
+            }
             _ => {}
         }
         let selects = Rule::new(&g.callers, &g.tools, Effect::Allow).map_err(|m| ("tools", m))?;
@@ -143,6 +152,8 @@ impl Guard {
             labels: g.labels.clone(),
             selects,
             tools: g.tools.clone(),
+            results,
+            arguments,
         })
     }
 
@@ -184,15 +195,19 @@ impl Guards {
 
     /// The guards over `caller`'s results of `tool`.
     pub fn for_results(&self, caller: Option<&Caller>, tool: &str) -> Applied {
+        self.select(|g| g.results && g.applies(caller, tool))
+    }
+
+    /// The guards over `caller`'s arguments to `tool` (S6).
+    pub fn for_arguments(&self, caller: Option<&Caller>, tool: &str) -> Applied {
+        self.select(|g| g.arguments && g.applies(caller, tool))
+    }
+
+    fn select(&self, wanted: impl Fn(&Guard) -> bool) -> Applied {
         if self.list.is_empty() {
             return None;
         }
-        let applied: Vec<_> = self
-            .list
-            .iter()
-            .filter(|g| g.applies(caller, tool))
-            .cloned()
-            .collect();
+        let applied: Vec<_> = self.list.iter().filter(|g| wanted(g)).cloned().collect();
         (!applied.is_empty()).then(|| applied.into())
     }
 }

@@ -90,7 +90,7 @@ impl Calls {
                 error,
             };
         }
-        self.observe_findings(record, &governed.findings);
+        self.observe_findings(record, &governed.findings, "a tool result");
         if !governed.labels.is_empty() {
             self.label_trail(session, rg, &governed.labels).await;
             if let Some(r) = record.audit.as_mut() {
@@ -109,12 +109,12 @@ impl Calls {
     }
 
     /// Findings into the audit record, the metrics, the log and the span.
-    fn observe_findings(&self, record: &mut CallRecord, findings: &[GuardFinding]) {
+    fn observe_findings(&self, record: &mut CallRecord, findings: &[GuardFinding], what: &str) {
         for f in findings {
             self.settle
                 .metrics
                 .guard_found(&f.guard, &f.kind, &f.action, f.count as u64);
-            tracing::info!(tool = %logged(&record.tool), guard = %logged(&f.guard), kind = %logged(&f.kind), path = %logged(&f.path), count = f.count, action = %f.action, "a guard found something in a tool result");
+            tracing::info!(tool = %logged(&record.tool), guard = %logged(&f.guard), kind = %logged(&f.kind), path = %logged(&f.path), count = f.count, action = %f.action, "a guard found something in {what}");
         }
         if let Some(span) = &record.span {
             let mut span = span.lock().unwrap_or_else(|e| e.into_inner());
@@ -125,8 +125,51 @@ impl Calls {
             span.set("warden.guard.kinds", kinds);
         }
         if let Some(r) = record.audit.as_mut() {
-            r.findings = findings.to_vec();
+            r.findings.extend(findings.iter().cloned());
         }
+    }
+
+    /// S6: the guards over a call's `arguments` (as they will go upstream),
+    /// redacting there; `None`: none apply. The caller of this hands the result
+    /// to [`Calls::arguments_end`] once the call's record exists.
+    pub(super) fn govern_arguments(
+        policy: &Policy,
+        caller: Option<&Caller>,
+        tool: &str,
+        arguments: &mut Map<String, Value>,
+    ) -> Option<(Governed, Arc<[Arc<Guard>]>)> {
+        let guards = policy.guards.for_arguments(caller, tool)?;
+        let mut v = Value::Object(std::mem::take(arguments));
+        let governed = govern_result(&guards, &mut v);
+        if let Value::Object(m) = v {
+            *arguments = m;
+        }
+        Some((governed, guards))
+    }
+
+    /// S6: records what the argument guards found (the audit record's
+    /// arguments redacted by every one of them, whatever its action); `Some`:
+    /// the call is refused, before any flow rule, quota, approval or hook.
+    pub(super) fn arguments_end(
+        &self,
+        record: &mut CallRecord,
+        (governed, guards): (Governed, Arc<[Arc<Guard>]>),
+    ) -> Option<End> {
+        if governed.findings.is_empty() {
+            return None;
+        }
+        self.observe_findings(record, &governed.findings, "a call's arguments");
+        if let Some(r) = record.audit.as_mut() {
+            for g in guards.iter() {
+                g.scanner.redact(&mut r.arguments);
+            }
+        }
+        let (guard, kinds) = governed.blocked?;
+        Some(End::Policy {
+            decision: Decision::Denied,
+            text: texts::guard_blocked_arguments(&record.tool, &guard, &kinds),
+            retry_ms: None,
+        })
     }
 
     /// A `label` guard's labels join the session's trail (F1): the process's

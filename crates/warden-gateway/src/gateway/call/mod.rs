@@ -252,7 +252,7 @@ impl Calls {
             .metrics
             .unknown_keys
             .fetch_add(verdict.report.unknown_keys.len() as u64, Ordering::Relaxed);
-        let forward = match verdict.outcome {
+        let mut forward = match verdict.outcome {
             warden_core::Outcome::Forward(f) => f,
             warden_core::Outcome::Answer { answer, refusal } => {
                 tracing::info!(caller = %logged(session.caller().as_deref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(verdict.report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
@@ -280,6 +280,12 @@ impl Calls {
         if !verdict.report.unknown_keys.is_empty() {
             tracing::info!(tool = %logged(&forward.tool.name), mode = ?verdict.report.unknown_mode, keys = %logged(verdict.report.unknown_keys.join(", ")), "undeclared argument keys");
         }
+        let outbound = Calls::govern_arguments(
+            &policy,
+            session.caller().as_deref(),
+            &forward.tool.name.clone(),
+            &mut forward.arguments,
+        );
         let accepted = self.prepare(
             &policy,
             session,
@@ -304,6 +310,9 @@ impl Calls {
             }
         };
         accepted.record.span = span.map(|s| Box::new(Mutex::new(s)));
+        if let Some(end) = outbound.and_then(|o| self.arguments_end(&mut accepted.record, o)) {
+            return Begun::Done(self.settle.settle(&accepted.record, end).await);
+        }
         let guarded = accepted.approval
             || !policy.before_hooks.is_empty()
             || accepted.ledger.is_some()
