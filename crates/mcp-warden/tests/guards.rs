@@ -263,3 +263,40 @@ fn check_refuses_unknown_detectors_bad_patterns_and_ask() {
         "{out}"
     );
 }
+
+/// S1, S4: a guard added by a reload scans the next call's result, and the
+/// metrics count its findings by guard, kind and action.
+#[test]
+fn a_guard_added_by_reload_applies_to_the_next_call_and_is_counted() {
+    let port = free_port();
+    let base = format!(
+        "[[upstream]]\nname = \"fx\"\ncommand = [\"{{fixture}}\"]\n[admin]\nlisten = \"127.0.0.1:{port}\"\n"
+    );
+    let mut w = Warden::start("guard-reload", &base);
+    let card = json!({"text": format!("card {CARD}")});
+    assert_eq!(
+        w.call_text("fx.echo", card.clone()),
+        format!(r#"{{"text":"card {CARD}"}}"#)
+    );
+    assert!(!metrics_text(port).contains("warden_guard_findings_total{"));
+    write_config(
+        &w.dir,
+        &format!("{base}[[guard]]\nname = \"cards\"\non = [\"results\"]\ndetect = [\"pii\"]\naction = \"block\"\n"),
+    );
+    w.hangup();
+    wait_for_reloads(port, "ok", 1);
+    let r = w.call("fx.echo", card);
+    assert_eq!(
+        text(&r),
+        "Error: The result of tool 'fx.echo' was withheld: guard 'cards' found pii.card in it. Do not retry the same call; ask the user how to proceed."
+    );
+    // Two matches: the fixture echoes into text content and structuredContent.
+    let metrics = metrics_text(port);
+    assert!(
+        metrics.contains(
+            "warden_guard_findings_total{guard=\"cards\",kind=\"pii.card\",action=\"block\"} 2\n"
+        ),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(CARD));
+}

@@ -43,7 +43,7 @@ pub struct Metrics {
     http_connections_timed_out: Mutex<BTreeMap<&'static str, u64>>,
     /// Upstream restarts begun, by upstream and why it ended ("stopped", "stuck").
     upstream_restarts: Mutex<BTreeMap<(String, &'static str), u64>>,
-    /// Guard findings in tool results, by (guard, kind, action) (S4).
+    /// Guard findings in tool results and arguments, by (guard, kind, action) (S4).
     guard_findings: Mutex<BTreeMap<(String, String, String), u64>>,
     /// Configuration reloads and the configuration in force.
     pub config: ConfigMetrics,
@@ -248,7 +248,7 @@ impl Metrics {
             .clone();
         let _ = writeln!(
             out,
-            "# HELP warden_guard_findings_total Matches guards found in tool results, by guard, kind and action.\n# TYPE warden_guard_findings_total counter"
+            "# HELP warden_guard_findings_total Matches guards found in tool results and arguments, by guard, kind and action.\n# TYPE warden_guard_findings_total counter"
         );
         for ((guard, kind, action), n) in findings {
             let (guard, kind) = (escaped(&guard), escaped(&kind));
