@@ -59,9 +59,10 @@ pub struct Guard {
     selects: Rule,
     /// The tool globs as written (for `check`).
     pub tools: Vec<String>,
-    /// It looks at tool results (S3) and/or at calls' arguments (S6).
+    /// It looks at tool results (S3), calls' arguments (S6), tool definitions (S7).
     pub results: bool,
     pub arguments: bool,
+    pub descriptions: bool,
 }
 
 impl fmt::Debug for Guard {
@@ -81,23 +82,17 @@ impl Guard {
                 "a guard needs a name (it is in audit records and metrics)".into(),
             ));
         }
-        let (mut results, mut arguments) = (false, false);
+        let (mut results, mut arguments, mut descriptions) = (false, false, false);
         for on in &g.on {
             match on.as_str() {
                 "results" => results = true,
                 "arguments" => arguments = true,
-                "descriptions" => {
-                    return Err((
-                        "on",
-                        "'descriptions' is not available for guards yet; use results or arguments"
-                            .into(),
-                    ))
-                }
+                "descriptions" => descriptions = true,
                 other => {
                     return Err((
                         "on",
                         format!(
-                            "'{other}' is not something a guard looks at; use results or arguments"
+                            "'{other}' is not something a guard looks at; use results, arguments or descriptions"
                         ),
                     ))
                 }
@@ -106,7 +101,7 @@ impl Guard {
         if g.on.is_empty() {
             return Err((
                 "on",
-                "say what the guard looks at: on = [\"results\"], [\"arguments\"] or both".into(),
+                "say what the guard looks at: on = [\"results\"], [\"arguments\"], [\"descriptions\"]".into(),
             ));
         }
         if g.detect.is_empty() && g.patterns.is_empty() {
@@ -139,6 +134,9 @@ impl Guard {
             (a, false) if a != GuardAction::Label => {
                 return Err(("labels", "labels apply only with action = \"label\"".into()))
             }
+            (GuardAction::Block | GuardAction::Label, _) if descriptions => {
+                return Err(("action", "a guard on descriptions may redact or report (block and label: not yet)".into()))
+            }
             (GuardAction::Label, false) if arguments => {
                 return Err(("action", "action = \"label\" looks at results only; a guard on arguments may redact, block or report".into()))
             }
@@ -154,6 +152,7 @@ impl Guard {
             tools: g.tools.clone(),
             results,
             arguments,
+            descriptions,
         })
     }
 
@@ -201,6 +200,11 @@ impl Guards {
     /// The guards over `caller`'s arguments to `tool` (S6).
     pub fn for_arguments(&self, caller: Option<&Caller>, tool: &str) -> Applied {
         self.select(|g| g.arguments && g.applies(caller, tool))
+    }
+
+    /// The guards over the definition of `tool` listed to `caller` (S7).
+    pub fn for_descriptions(&self, caller: Option<&Caller>, tool: &str) -> Applied {
+        self.select(|g| g.descriptions && g.applies(caller, tool))
     }
 
     fn select(&self, wanted: impl Fn(&Guard) -> bool) -> Applied {
