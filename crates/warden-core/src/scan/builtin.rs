@@ -27,26 +27,34 @@ pub const INVISIBLE: &str =
 pub const BUILTINS: &[Builtin] = &[
     d(
         "secrets.aws_access_key",
-        r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b",
+        r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?-u:\b)",
         None,
     ),
     d(
         "secrets.github_token",
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})\b",
+        r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})(?-u:\b)",
         None,
     ),
-    d("secrets.gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20}", None),
+    d(
+        "secrets.gitlab_token",
+        r"(?-u:\b)glpat-[A-Za-z0-9_-]{20}",
+        None,
+    ),
     d(
         "secrets.slack_token",
-        r"\bxox[abposr]-[0-9A-Za-z]{8,}(?:-[0-9A-Za-z]+)+",
+        r"(?-u:\b)xox[abposr]-[0-9A-Za-z]{8,}(?:-[0-9A-Za-z]+)+",
         None,
     ),
     d(
         "secrets.stripe_key",
-        r"\b[sr]k_live_[0-9A-Za-z]{24,99}\b",
+        r"(?-u:\b)[sr]k_live_[0-9A-Za-z]{24,99}(?-u:\b)",
         None,
     ),
-    d("secrets.google_api_key", r"\bAIza[0-9A-Za-z_-]{35}", None),
+    d(
+        "secrets.google_api_key",
+        r"(?-u:\b)AIza[0-9A-Za-z_-]{35}",
+        None,
+    ),
     d(
         "secrets.private_key",
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
@@ -54,7 +62,7 @@ pub const BUILTINS: &[Builtin] = &[
     ),
     d(
         "secrets.jwt",
-        r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        r"(?-u:\b)eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
         Some(checks::jwt),
     ),
     d(
@@ -64,32 +72,32 @@ pub const BUILTINS: &[Builtin] = &[
     ),
     d(
         "pii.email",
-        r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}\b",
+        r"(?-u:\b)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?-u:\b)",
         None,
     ),
     d(
         "pii.phone",
-        r"(?:\+[1-9][0-9]{0,2}[ .-]?(?:\([0-9]{1,4}\)[ .-]?)?[0-9]{1,4}(?:[ .-][0-9]{2,4}){1,4}\b|\([0-9]{3}\) ?[0-9]{3}-[0-9]{4}\b)",
+        r"(?:\+[1-9][0-9]{0,2}[ .-]?(?:\([0-9]{1,4}\)[ .-]?)?[0-9]{1,4}(?:[ .-][0-9]{2,4}){1,4}(?-u:\b)|\([0-9]{3}\) ?[0-9]{3}-[0-9]{4}(?-u:\b))",
         Some(checks::phone),
     ),
     d(
         "pii.card",
-        r"\b[0-9](?:[ -]?[0-9]){12,18}\b",
+        r"(?-u:\b)[0-9](?:[ -]?[0-9]){12,18}(?-u:\b)",
         Some(checks::card),
     ),
     d(
         "pii.iban",
-        r"\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b",
+        r"(?-u:\b)[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?-u:\b)",
         Some(checks::iban),
     ),
     d(
         "pii.ssn",
-        r"\b[0-9]{3}-[0-9]{2}-[0-9]{4}\b",
+        r"(?-u:\b)[0-9]{3}-[0-9]{2}-[0-9]{4}(?-u:\b)",
         Some(checks::ssn),
     ),
     d(
         "injection.override",
-        r"(?i)\b(?:ignore|disregard|forget|override)\s+(?:(?:all|any|the|your|my|of|previous|prior|earlier|above|preceding|system|original)\s+){1,4}(?:instructions?|prompts?|rules|directions|guidelines|directives)\b|(?i)\bnew\s+(?:system\s+)?instructions?\s*:|(?i)\byou\s+are\s+now\s+(?:in\s+)?(?:developer|DAN|jailbreak|unrestricted)\b",
+        r"(?i)(?-u:\b)(?:ignore|disregard|forget|override)\s+(?:(?:all|any|the|your|my|of|previous|prior|earlier|above|preceding|system|original)\s+){1,4}(?:instructions?|prompts?|rules|directions|guidelines|directives)(?-u:\b)|(?i)(?-u:\b)new\s+(?:system\s+)?instructions?\s*:|(?i)(?-u:\b)you\s+are\s+now\s+(?:in\s+)?(?:developer|DAN|jailbreak|unrestricted)(?-u:\b)",
         None,
     ),
     d(

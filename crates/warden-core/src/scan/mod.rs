@@ -162,13 +162,21 @@ impl Scanner {
         for i in hits.iter() {
             let d = &self.detectors[i];
             let mut count = 0;
-            for c in d.regex.captures_iter(s) {
-                let m = c.get(1).or_else(|| c.get(0)).expect("a match has group 0");
-                if d.check.is_some_and(|check| !check(m.as_str())) {
+            // find_iter stays on the fast engines; only a detector with a
+            // group looks again, within its match, for the part to redact.
+            for m in d.regex.find_iter(s) {
+                let (start, end) = match d.regex.captures_len() {
+                    1 => (m.start(), m.end()),
+                    _ => match d.regex.captures(m.as_str()).and_then(|c| c.get(1)) {
+                        Some(g) => (m.start() + g.start(), m.start() + g.end()),
+                        None => (m.start(), m.end()),
+                    },
+                };
+                if d.check.is_some_and(|check| !check(&s[start..end])) {
                     continue;
                 }
                 count += 1;
-                spans.push((m.start(), m.end(), i));
+                spans.push((start, end, i));
             }
             if count > 0 {
                 out.push(Finding {
