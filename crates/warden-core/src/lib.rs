@@ -77,6 +77,7 @@ pub mod meta;
 pub mod pipeline;
 pub mod policy;
 pub mod provider;
+pub mod scan;
 pub mod stage;
 
 pub use access::{CallerSelector, Effect, Rule, RuleProblem, Rules};

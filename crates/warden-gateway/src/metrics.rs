@@ -43,6 +43,8 @@ pub struct Metrics {
     http_connections_timed_out: Mutex<BTreeMap<&'static str, u64>>,
     /// Upstream restarts begun, by upstream and why it ended ("stopped", "stuck").
     upstream_restarts: Mutex<BTreeMap<(String, &'static str), u64>>,
+    /// Guard findings in tool results and arguments, by (guard, kind, action) (S4).
+    guard_findings: Mutex<BTreeMap<(String, String, String), u64>>,
     /// Configuration reloads and the configuration in force.
     pub config: ConfigMetrics,
 }
@@ -109,6 +111,16 @@ impl Metrics {
             .unwrap_or_else(|e| e.into_inner())
             .entry((upstream.to_owned(), reason))
             .or_default() += 1;
+    }
+
+    /// Counts `n` matches of `kind` a guard found (S4).
+    pub fn guard_found(&self, guard: &str, kind: &str, action: &str, n: u64) {
+        *self
+            .guard_findings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((guard.to_owned(), kind.to_owned(), action.to_owned()))
+            .or_default() += n;
     }
 
     /// Restarts of `upstream` so far, for every reason.
@@ -229,6 +241,22 @@ impl Metrics {
                 "warden_upstream_restarts_total{{upstream=\"{upstream}\",reason=\"{reason}\"}} {n}"
             );
         }
+        let findings = self
+            .guard_findings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let _ = writeln!(
+            out,
+            "# HELP warden_guard_findings_total Matches guards found in tool results and arguments, by guard, kind and action.\n# TYPE warden_guard_findings_total counter"
+        );
+        for ((guard, kind, action), n) in findings {
+            let (guard, kind) = (escaped(&guard), escaped(&kind));
+            let _ = writeln!(
+                out,
+                "warden_guard_findings_total{{guard=\"{guard}\",kind=\"{kind}\",action=\"{action}\"}} {n}"
+            );
+        }
         let refused = self
             .http_refused
             .lock()
@@ -336,6 +364,13 @@ impl ConfigMetrics {
             c(&self.restart_needed)
         );
     }
+}
+
+/// A label value as Prometheus reads it.
+fn escaped(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

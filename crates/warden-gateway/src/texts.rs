@@ -363,6 +363,28 @@ pub fn flow_not_approved(tool: &str, reason: &str, approval: &str) -> String {
     )
 }
 
+// Guards (S): what a model reads in place of a result a guard blocked.
+
+/// S3: a `block` guard found `kinds` in the tool's result; never the matched text.
+pub fn guard_blocked(tool: &str, guard: &str, kinds: &[String]) -> String {
+    format!(
+        "Error: The result of tool '{}' was withheld: guard '{}' found {} in it. Do not retry the same call; ask the user how to proceed.",
+        shown(tool),
+        shown(guard),
+        kinds.join(", ")
+    )
+}
+
+/// S6: a `block` guard found `kinds` in a call's arguments; the call went nowhere.
+pub fn guard_blocked_arguments(tool: &str, guard: &str, kinds: &[String]) -> String {
+    format!(
+        "Error: Tool '{}' was not called: guard '{}' found {} in its arguments. Do not send it in another form; ask the user how to proceed.",
+        shown(tool),
+        shown(guard),
+        kinds.join(", ")
+    )
+}
+
 /// Q5: 429, an HTTP caller is over `gateway.http_caller_rate`.
 pub fn http_caller_rate(retry_s: u64) -> String {
     format!("Too many requests: this caller is over its request rate (gateway.http_caller_rate); retry in {retry_s} s.")
@@ -371,6 +393,18 @@ pub fn http_caller_rate(retry_s: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guard_texts() {
+        assert_eq!(
+            guard_blocked("crm.lookup", "cards", &["pii.card".into(), "pii.iban".into()]),
+            "Error: The result of tool 'crm.lookup' was withheld: guard 'cards' found pii.card, pii.iban in it. Do not retry the same call; ask the user how to proceed."
+        );
+        assert_eq!(
+            guard_blocked_arguments("mail.send", "no-keys-out", &["secrets.aws_access_key".into()]),
+            "Error: Tool 'mail.send' was not called: guard 'no-keys-out' found secrets.aws_access_key in its arguments. Do not send it in another form; ask the user how to proceed."
+        );
+    }
 
     #[test]
     fn pin_texts() {

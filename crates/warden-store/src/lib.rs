@@ -156,6 +156,27 @@ pub struct AuditRecord {
     /// upstream's pins mode (`hidden`, `ask` or `report`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<ToolDrift>,
+    /// What guards found in the call's result (S4): where and how often, never
+    /// the matched text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<GuardFinding>,
+}
+
+/// One guard's finding in a call's result: the kind, where, how many times,
+/// and what the guard did. Never the matched text (S4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardFinding {
+    /// The `[[guard]]`'s name.
+    pub guard: String,
+    /// `secrets`, `pii`, `injection`, or `pattern`.
+    pub detector: String,
+    /// The built-in kind or the pattern's name.
+    pub kind: String,
+    /// A JSON pointer into the result as the upstream sent it.
+    pub path: String,
+    pub count: usize,
+    /// redact | block | label | report.
+    pub action: String,
 }
 
 /// How one tool differs from the pins lock, or that it matches it again (P2).

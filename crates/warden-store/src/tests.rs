@@ -226,6 +226,7 @@ async fn audit_records_are_queried_by_filter() {
         labels: Vec::new(),
         touched: Vec::new(),
         drift: None,
+        findings: Vec::new(),
     };
     s.record(&rec("alice", "notes.create_note", "ok"))
         .await

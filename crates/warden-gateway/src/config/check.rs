@@ -12,6 +12,7 @@ use super::file::{
     AdminConfig, AuthConfig, CallerConfig, ConditionConfig, ConfigFile, DefaultsConfig, Front,
     GatewayConfig, OAuthConfig, Phase, RuleConfig, StoreConfig, UpstreamConfig,
 };
+use super::guards::Guards;
 use super::limits::{Flow, Labels, Limits, Quota, Rate};
 use crate::net::target::HttpTarget;
 pub(super) use advice::warnings;
@@ -61,6 +62,7 @@ pub(super) struct Checked {
     pub access: Access,
     pub hook: Vec<Hook>,
     pub limits: Limits,
+    pub guards: Guards,
     /// `store.url`, or the value of the variable `store.url_env` names.
     pub store_url: Option<String>,
 }
@@ -198,6 +200,7 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
         access,
         hook,
         limits: limits(file)?,
+        guards: Guards::build(&file.guard).map_err(|(k, m)| invalid(k, m))?,
         store_url,
     })
 }
@@ -573,6 +576,7 @@ pub(super) struct Settings<'a> {
     pub auth: &'a AuthConfig,
     pub oauth: &'a OAuthConfig,
     pub limits: &'a Limits,
+    pub guards: &'a Guards,
     pub store_url: Option<&'a str>,
 }
 

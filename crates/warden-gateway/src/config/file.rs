@@ -5,10 +5,12 @@
 
 mod admin;
 mod gateway;
+mod guard;
 mod upstream;
 
 pub use admin::*;
 pub use gateway::*;
+pub use guard::*;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -72,6 +74,9 @@ pub(super) struct ConfigFile {
     /// Session flow rules over tool labels (F1-F4).
     #[serde(default)]
     pub flow: Vec<FlowConfig>,
+    /// Scanners with actions over tool results (S1-S5).
+    #[serde(default)]
+    pub guard: Vec<GuardConfig>,
     /// `[store]`: where the ledger and the audit trail live.
     #[serde(default)]
     pub store: StoreConfig,

@@ -8,6 +8,7 @@
 
 mod check;
 mod file;
+pub mod guards;
 pub mod limits;
 
 pub use check::{loopback_url, parse_duration, toml_to_json, Access, Hook};
@@ -43,6 +44,8 @@ pub struct Config {
     pub hook: Vec<Hook>,
     /// Quotas, flow rules and tool labels, checked (Q, F).
     pub limits: limits::Limits,
+    /// Guards over tool results, checked (S1).
+    pub guards: guards::Guards,
     pub store: StoreConfig,
     pub idempotency: IdempotencyConfig,
     pub audit: AuditConfig,
@@ -129,6 +132,7 @@ impl Config {
             access,
             hook,
             limits,
+            guards,
             store_url,
         } = check::check(&raw).map_err(|Invalid { key, message }| err(key, message))?;
         let ConfigFile {
@@ -141,6 +145,7 @@ impl Config {
             hook: _,
             quota: _,
             flow: _,
+            guard: _,
             store,
             idempotency,
             audit,
@@ -163,6 +168,7 @@ impl Config {
             rule,
             hook,
             limits,
+            guards,
             store,
             idempotency,
             audit,
@@ -221,6 +227,7 @@ impl Config {
             auth: &self.auth,
             oauth: &self.oauth,
             limits: &self.limits,
+            guards: &self.guards,
             store_url: self.store.url.as_deref(),
         })
     }

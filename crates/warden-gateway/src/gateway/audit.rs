@@ -114,6 +114,7 @@ impl AuditTrail {
             labels: Vec::new(),
             touched: Vec::new(),
             drift: None,
+            findings: Vec::new(),
         }
     }
 
@@ -141,6 +142,7 @@ impl AuditTrail {
             labels: Vec::new(),
             touched: Vec::new(),
             drift: Some(drift),
+            findings: Vec::new(),
         }
     }
 

@@ -22,6 +22,7 @@
 mod approval;
 pub mod audit;
 mod call;
+mod descriptions;
 mod dispatch;
 mod flow;
 mod grant;
@@ -321,7 +322,14 @@ impl Gateway {
             .grant
             .list(&policy.pipeline, &catalogue, caller)
             .await;
-        let tools: Vec<Value> = listed.into_iter().cloned().collect();
+        let mut tools: Vec<Value> = listed.into_iter().cloned().collect();
+        // S7: guards over tool definitions see the listing as this caller gets it.
+        descriptions::govern_listing(
+            &policy.guards,
+            caller,
+            &mut tools,
+            &self.calls.settle.metrics,
+        );
         Ok(jsonrpc::object([("tools", Value::Array(tools))]))
     }
 

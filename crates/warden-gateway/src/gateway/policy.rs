@@ -11,6 +11,7 @@ use super::flow::Flows;
 use super::grant::GrantSource;
 use super::quota::Quotas;
 use super::webhooks;
+use crate::config::guards::Guards;
 use crate::config::Config;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +32,8 @@ pub struct Policy {
     pub approval_timeout: Duration,
     pub quotas: Arc<Quotas>,
     pub flows: Arc<Flows>,
+    /// Guards over tool results (S1-S5).
+    pub guards: Guards,
 }
 
 /// The hooks a library user put around every call: they outlive reloads.
@@ -102,6 +105,7 @@ impl Policy {
             approval_timeout: Duration::from_millis(config.access.approval_timeout_ms),
             quotas,
             flows,
+            guards: config.guards.clone(),
         }
     }
 }

@@ -323,6 +323,7 @@ async fn audit_records_round_trip() {
         labels: Vec::new(),
         touched: Vec::new(),
         drift: None,
+        findings: Vec::new(),
     };
     s.record(&rec).await.unwrap();
     let got = s

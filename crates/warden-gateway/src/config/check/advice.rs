@@ -27,6 +27,10 @@ pub(in crate::config) fn warnings(s: Settings<'_>) -> Vec<String> {
             s.upstream
                 .iter()
                 .any(|u| u.labels.values().any(|ls| ls.iter().any(|l| l == label)))
+                || s.guards
+                    .list
+                    .iter()
+                    .any(|g| g.labels.iter().any(|l| l == label))
         };
         if let Some(missing) = f.touched.iter().chain([&f.calling]).find(|l| !carried(l)) {
             out.push(format!(
@@ -34,6 +38,7 @@ pub(in crate::config) fn warnings(s: Settings<'_>) -> Vec<String> {
             ));
         }
     }
+    out.extend(guard_warnings(s.guards, s.upstream));
     let shared = s
         .store_url
         .is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"));
@@ -145,6 +150,31 @@ pub(in crate::config) fn warnings(s: Settings<'_>) -> Vec<String> {
             "gateway.stdio_caller = '{}' is not one of the [[caller]] entries: it has no groups",
             gateway.stdio_caller
         ));
+    }
+    out
+}
+
+/// S1: a guard's tool glob that no tool name can match, because it starts with
+/// no upstream's name (only said when every upstream prefixes its tools).
+fn guard_warnings(guards: &Guards, upstream: &[UpstreamConfig]) -> Vec<String> {
+    if upstream.is_empty() || upstream.iter().any(|u| !u.prefix) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (i, g) in guards.list.iter().enumerate() {
+        for glob in &g.tools {
+            let literal = glob.split(['*', '?', '[', '{']).next().unwrap_or_default();
+            let reachable = upstream.iter().any(|u| {
+                let prefix = format!("{}.", u.name);
+                literal.starts_with(&prefix) || prefix.starts_with(literal)
+            });
+            if !reachable {
+                out.push(format!(
+                    "guard[{i}] ('{}'): the tools glob '{glob}' matches no tool: no upstream's tools start with '{literal}' (S1)",
+                    g.name
+                ));
+            }
+        }
     }
     out
 }

@@ -8,6 +8,7 @@
 //! upstream, and guards that may wait for a human or a webhook, run in the future
 //! it returns. Every exit goes through [`Settle::settle`] exactly once.
 
+mod content;
 mod guards;
 mod relaying;
 
@@ -20,7 +21,7 @@ use super::quota::{Admission, Quotas, CREDIT_KEY};
 use super::relay::{self, Pending};
 use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls, Sealed};
 use super::session::{self, CallKey, ClientSession, Sessions};
-use super::settle::{Body, CallRecord, Decision, End, Settle};
+use super::settle::{self, Body, CallRecord, Decision, End, Settle};
 use super::upstreams::Upstreams;
 use crate::logged::logged;
 use crate::otel::{self, Kind, Span};
@@ -95,6 +96,8 @@ struct Accepted {
     flow: Option<(Vec<String>, Option<Value>)>,
     /// What the 2026-07-28 state the call brought back holds.
     sealed: Option<Sealed>,
+    /// The guards over its result (S2; `None`: none apply).
+    guards: Option<content::ResultGuards>,
 }
 
 /// A call queued upstream.
@@ -116,6 +119,8 @@ pub struct Relayed {
     counted: bool,
     /// How long an input round may wait, as the call's policy says.
     approval_timeout: Duration,
+    /// The guards over its result (S2; `None`: none apply).
+    guards: Option<content::ResultGuards>,
 }
 
 impl Calls {
@@ -247,7 +252,7 @@ impl Calls {
             .metrics
             .unknown_keys
             .fetch_add(verdict.report.unknown_keys.len() as u64, Ordering::Relaxed);
-        let forward = match verdict.outcome {
+        let mut forward = match verdict.outcome {
             warden_core::Outcome::Forward(f) => f,
             warden_core::Outcome::Answer { answer, refusal } => {
                 tracing::info!(caller = %logged(session.caller().as_deref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(verdict.report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
@@ -275,6 +280,12 @@ impl Calls {
         if !verdict.report.unknown_keys.is_empty() {
             tracing::info!(tool = %logged(&forward.tool.name), mode = ?verdict.report.unknown_mode, keys = %logged(verdict.report.unknown_keys.join(", ")), "undeclared argument keys");
         }
+        let outbound = Calls::govern_arguments(
+            &policy,
+            session.caller().as_deref(),
+            &forward.tool.name.clone(),
+            &mut forward.arguments,
+        );
         let accepted = self.prepare(
             &policy,
             session,
@@ -299,6 +310,9 @@ impl Calls {
             }
         };
         accepted.record.span = span.map(|s| Box::new(Mutex::new(s)));
+        if let Some(end) = outbound.and_then(|o| self.arguments_end(&mut accepted.record, o)) {
+            return Begun::Done(self.settle.settle(&accepted.record, end).await);
+        }
         let guarded = accepted.approval
             || !policy.before_hooks.is_empty()
             || accepted.ledger.is_some()
@@ -418,6 +432,15 @@ impl Calls {
             )
         });
         let limited = policy.quotas.any_for(caller, &tool.name);
+        let guards =
+            policy
+                .guards
+                .for_results(caller, &tool.name)
+                .map(|guards| content::ResultGuards {
+                    guards,
+                    flows: policy.flows.clone(),
+                    stateless: envelope.is_some(),
+                });
         // The flow context is the gateway's: it never goes upstream.
         let context = obj
             .get_mut("_meta")
@@ -477,6 +500,7 @@ impl Calls {
             counted: false,
             flow,
             sealed,
+            guards,
         })
     }
 }

@@ -72,6 +72,7 @@ impl Calls {
                 approved: a.approval,
                 counted: a.counted,
                 approval_timeout: a.policy.approval_timeout,
+                guards: a.guards,
             }),
             Err(e) => Err(self.failed(&a.record, &a.up.name, e).await),
         }
@@ -154,7 +155,10 @@ impl Calls {
             ))
         });
         match end {
-            Ok(end) => {
+            Ok(mut end) => {
+                if let Some(rg) = r.guards.take() {
+                    end = self.govern(session, &mut r.record, &rg, end).await;
+                }
                 tracing::debug!(tool = %logged(&r.record.tool), ms = r.record.started.elapsed().as_millis() as u64, "relayed");
                 self.settle.settle(&r.record, end).await
             }

@@ -1,0 +1,129 @@
+//! The built-in detectors: one stable kind name each, its regex, and the check a
+//! candidate match must also pass. Kinds group by their first part (`secrets`,
+//! `pii`, `injection`), and a guard may name a group or a kind.
+
+use super::checks;
+
+/// One built-in detector.
+pub struct Builtin {
+    /// The stable kind name (`secrets.jwt`), in audit records and redactions.
+    pub kind: &'static str,
+    /// Where it looks. With a capture group, only the group is redacted.
+    pub regex: &'static str,
+    /// What a candidate must also pass.
+    pub check: Option<fn(&str) -> bool>,
+}
+
+const fn d(kind: &'static str, regex: &'static str, check: Option<fn(&str) -> bool>) -> Builtin {
+    Builtin { kind, regex, check }
+}
+
+/// The characters no reader sees: Unicode tag characters, bidi overrides and
+/// isolates, zero-width space, word joiner and invisible operators, BOM.
+pub const INVISIBLE: &str =
+    r"[\x{E0000}-\x{E007F}\x{202A}-\x{202E}\x{2066}-\x{2069}\x{200B}\x{2060}-\x{2064}\x{FEFF}]+";
+
+/// Every built-in detector, in a fixed order.
+pub const BUILTINS: &[Builtin] = &[
+    d(
+        "secrets.aws_access_key",
+        r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?-u:\b)",
+        None,
+    ),
+    d(
+        "secrets.github_token",
+        r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})(?-u:\b)",
+        None,
+    ),
+    d(
+        "secrets.gitlab_token",
+        r"(?-u:\b)glpat-[A-Za-z0-9_-]{20}",
+        None,
+    ),
+    d(
+        "secrets.slack_token",
+        r"(?-u:\b)xox[abposr]-[0-9A-Za-z]{8,}(?:-[0-9A-Za-z]+)+",
+        None,
+    ),
+    d(
+        "secrets.stripe_key",
+        r"(?-u:\b)[sr]k_live_[0-9A-Za-z]{24,99}(?-u:\b)",
+        None,
+    ),
+    d(
+        "secrets.google_api_key",
+        r"(?-u:\b)AIza[0-9A-Za-z_-]{35}",
+        None,
+    ),
+    d(
+        "secrets.private_key",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
+        None,
+    ),
+    d(
+        "secrets.jwt",
+        r"(?-u:\b)eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        Some(checks::jwt),
+    ),
+    d(
+        "secrets.assignment",
+        r#"(?i)(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret)["']?\s*[=:]\s*["']?([^\s"'&,;<>(){}\[\]]{8,})"#,
+        Some(checks::assigned),
+    ),
+    d(
+        "pii.email",
+        r"(?-u:\b)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?-u:\b)",
+        None,
+    ),
+    d(
+        "pii.phone",
+        r"(?:\+[1-9][0-9]{0,2}[ .-]?(?:\([0-9]{1,4}\)[ .-]?)?[0-9]{1,4}(?:[ .-][0-9]{2,4}){1,4}(?-u:\b)|\([0-9]{3}\) ?[0-9]{3}-[0-9]{4}(?-u:\b))",
+        Some(checks::phone),
+    ),
+    d(
+        "pii.card",
+        r"(?-u:\b)[0-9](?:[ -]?[0-9]){12,18}(?-u:\b)",
+        Some(checks::card),
+    ),
+    d(
+        "pii.iban",
+        r"(?-u:\b)[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?-u:\b)",
+        Some(checks::iban),
+    ),
+    d(
+        "pii.ssn",
+        r"(?-u:\b)[0-9]{3}-[0-9]{2}-[0-9]{4}(?-u:\b)",
+        Some(checks::ssn),
+    ),
+    d(
+        "injection.override",
+        r"(?i)(?-u:\b)(?:ignore|disregard|forget|override)\s+(?:(?:all|any|the|your|my|of|previous|prior|earlier|above|preceding|system|original)\s+){1,4}(?:instructions?|prompts?|rules|directions|guidelines|directives)(?-u:\b)|(?i)(?-u:\b)new\s+(?:system\s+)?instructions?\s*:|(?i)(?-u:\b)you\s+are\s+now\s+(?:in\s+)?(?:developer|DAN|jailbreak|unrestricted)(?-u:\b)",
+        None,
+    ),
+    d(
+        "injection.template",
+        r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>|\[/?INST\]|<</?SYS>>|</?tool_call>|</?function_calls?>",
+        None,
+    ),
+    d("injection.invisible", INVISIBLE, None),
+    d(
+        "injection.exfil_link",
+        r"!\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]+[^\s)]*\)|\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]{24,}[^\s)]*\)",
+        None,
+    ),
+];
+
+/// The groups a guard may name instead of each kind.
+pub const GROUPS: &[&str] = &["secrets", "pii", "injection"];
+
+/// The kinds a `detect` entry names: a group's kinds, or one kind; `None`: no such thing.
+pub fn expand(name: &str) -> Option<Vec<&'static Builtin>> {
+    let of_group: Vec<_> = BUILTINS
+        .iter()
+        .filter(|b| b.kind.split('.').next() == Some(name))
+        .collect();
+    if GROUPS.contains(&name) {
+        return Some(of_group);
+    }
+    BUILTINS.iter().find(|b| b.kind == name).map(|b| vec![b])
+}

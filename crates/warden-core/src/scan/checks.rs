@@ -1,0 +1,136 @@
+//! The second look a candidate match gets before it counts: checksums (Luhn,
+//! IBAN mod-97), ranges that are never issued (US SSNs), structure (a JWT's
+//! header is JSON naming its `alg`), and shapes that are code, not secrets.
+
+/// A card number: 13 to 19 digits (spaces and dashes ignored), a prefix a
+/// scheme issues, a length it uses, and a valid Luhn check digit.
+pub fn card(m: &str) -> bool {
+    let digits: Vec<u8> = m
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .map(|b| b - b'0')
+        .collect();
+    let n = digits.len();
+    let prefix = |k: usize| digits[..k].iter().fold(0u32, |a, d| a * 10 + u32::from(*d));
+    let scheme = match digits.first() {
+        Some(4) => matches!(n, 13 | 16 | 19),
+        Some(5) => (51..=55).contains(&prefix(2)) && n == 16,
+        Some(2) => (2221..=2720).contains(&prefix(4)) && n == 16,
+        Some(3) => match prefix(2) {
+            34 | 37 => n == 15,
+            35 => (16..=19).contains(&n),
+            30 | 36 | 38 => (14..=16).contains(&n),
+            _ => false,
+        },
+        Some(6) => {
+            (prefix(4) == 6011 || prefix(2) == 65 || (644..=649).contains(&prefix(3)))
+                && (16..=19).contains(&n)
+        }
+        _ => false,
+    };
+    scheme && luhn(&digits)
+}
+
+/// The Luhn mod-10 check over decimal digits.
+pub fn luhn(digits: &[u8]) -> bool {
+    let sum: u32 = digits
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, &d)| {
+            let d = u32::from(d);
+            match i % 2 {
+                0 => d,
+                _ if d * 2 > 9 => d * 2 - 9,
+                _ => d * 2,
+            }
+        })
+        .sum();
+    sum % 10 == 0
+}
+
+/// An IBAN: 15 to 34 characters (spaces ignored) whose mod-97 is 1.
+pub fn iban(m: &str) -> bool {
+    let s: Vec<u8> = m.bytes().filter(|b| *b != b' ').collect();
+    if !(15..=34).contains(&s.len()) {
+        return false;
+    }
+    let rearranged = s[4..].iter().chain(&s[..4]);
+    let mut rem: u32 = 0;
+    for &b in rearranged {
+        let v = match b {
+            b'0'..=b'9' => u32::from(b - b'0'),
+            b'A'..=b'Z' => u32::from(b - b'A') + 10,
+            _ => return false,
+        };
+        rem = if v >= 10 {
+            (rem * 100 + v) % 97
+        } else {
+            (rem * 10 + v) % 97
+        };
+    }
+    rem == 1
+}
+
+/// A US SSN `AAA-GG-SSSS` in a range that is issued: area not 000, 666 or
+/// 900-999, group not 00, serial not 0000.
+pub fn ssn(m: &str) -> bool {
+    let mut parts = m.split('-').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, g, s) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(a), Some(g), Some(s)) => (a, g, s),
+        _ => return false,
+    };
+    a != 0 && a != 666 && a < 900 && g != 0 && s != 0
+}
+
+/// A phone number written internationally: 10 to 15 digits in all.
+pub fn phone(m: &str) -> bool {
+    let n = m.bytes().filter(u8::is_ascii_digit).count();
+    (10..=15).contains(&n)
+}
+
+/// A JWT: its first segment decodes (base64url) to a JSON object with `alg`.
+pub fn jwt(m: &str) -> bool {
+    let header = m.split('.').next().unwrap_or_default();
+    let Some(bytes) = base64url(header) else {
+        return false;
+    };
+    serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .is_some_and(|v| v.get("alg").is_some_and(serde_json::Value::is_string))
+}
+
+/// Decodes unpadded base64url; `None` for any other character.
+fn base64url(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for b in s.bytes() {
+        let v = match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// The value of a `password=`-style assignment is a secret, not code: at least
+/// 8 characters, and not an identifier, a type, a placeholder or a reference.
+pub fn assigned(value: &str) -> bool {
+    let v = value.trim_matches(|c| c == '"' || c == '\'');
+    let identifier = v
+        .chars()
+        .all(|c| c.is_ascii_alphabetic() || c == '_' || c == '.' || c == ':');
+    let reference = v.starts_with(['$', '{', '<', '(', '[', '%', '*', '&']) || v.contains("::");
+    v.chars().count() >= 8 && !identifier && !reference
+}

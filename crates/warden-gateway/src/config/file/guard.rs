@@ -1,0 +1,42 @@
+//! `[[guard]]`: scanners with actions over what comes back from tools (S1-S5).
+
+use super::*;
+
+/// One `[[guard]]` as the file writes it; checked in `config::guards`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardConfig {
+    /// In audit records, metrics and logs.
+    pub name: String,
+    /// What it looks at: `results` (tool results).
+    pub on: Vec<String>,
+    /// Built-in detectors: groups (`secrets`, `pii`, `injection`) or kinds (`pii.card`).
+    #[serde(default)]
+    pub detect: Vec<String>,
+    /// The guard's own named regexes.
+    #[serde(default)]
+    pub patterns: Vec<PatternConfig>,
+    /// Globs over the tool names callers see.
+    #[serde(default = "everything")]
+    pub tools: Vec<String>,
+    /// Caller names, `group:NAME`, or `*`.
+    #[serde(default = "everything")]
+    pub callers: Vec<String>,
+    /// redact | block | label | report.
+    pub action: String,
+    /// With `action = "label"`: the flow labels a finding adds to the session's trail.
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+/// A guard's own pattern: its name is the kind its findings carry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatternConfig {
+    pub name: String,
+    pub regex: String,
+}
+
+fn everything() -> Vec<String> {
+    vec!["*".into()]
+}

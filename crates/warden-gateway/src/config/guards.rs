@@ -1,0 +1,217 @@
+//! `[[guard]]`, checked (S1): detectors exist, patterns compile, globs and
+//! caller selectors parse, the action and its labels agree. Scanning happens in
+//! `warden_core::scan`, acting on findings in `gateway::call::content`.
+
+use super::file::GuardConfig;
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+use warden_core::scan::Scanner;
+use warden_core::{Caller, Effect, Rule};
+
+/// What a guard does with what it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardAction {
+    /// Each match becomes `[redacted:<kind>]`.
+    Redact,
+    /// The result is replaced by a tool error naming the kinds.
+    Block,
+    /// The session's flow trail gains the guard's labels.
+    Label,
+    /// Audited only.
+    Report,
+}
+
+impl GuardAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuardAction::Redact => "redact",
+            GuardAction::Block => "block",
+            GuardAction::Label => "label",
+            GuardAction::Report => "report",
+        }
+    }
+
+    fn parse(s: &str) -> Result<GuardAction, String> {
+        match s {
+            "redact" => Ok(GuardAction::Redact),
+            "block" => Ok(GuardAction::Block),
+            "label" => Ok(GuardAction::Label),
+            "report" => Ok(GuardAction::Report),
+            "ask" => Err(
+                "action 'ask' is not available for guards yet; use redact, block, label or report"
+                    .into(),
+            ),
+            other => Err(format!(
+                "'{other}' is not a guard action; use redact, block, label or report"
+            )),
+        }
+    }
+}
+
+/// One `[[guard]]`, ready to run.
+pub struct Guard {
+    pub name: String,
+    pub scanner: Scanner,
+    pub action: GuardAction,
+    /// With `label`: added to the session's trail on a finding.
+    pub labels: Vec<String>,
+    selects: Rule,
+    /// The tool globs as written (for `check`).
+    pub tools: Vec<String>,
+    /// It looks at tool results (S3), calls' arguments (S6), tool definitions (S7).
+    pub results: bool,
+    pub arguments: bool,
+    pub descriptions: bool,
+}
+
+impl fmt::Debug for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field("name", &self.name)
+            .field("action", &self.action)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Guard {
+    fn build(g: &GuardConfig) -> Result<Guard, (&'static str, String)> {
+        if g.name.trim().is_empty() {
+            return Err((
+                "name",
+                "a guard needs a name (it is in audit records and metrics)".into(),
+            ));
+        }
+        let (mut results, mut arguments, mut descriptions) = (false, false, false);
+        for on in &g.on {
+            match on.as_str() {
+                "results" => results = true,
+                "arguments" => arguments = true,
+                "descriptions" => descriptions = true,
+                other => {
+                    return Err((
+                        "on",
+                        format!(
+                            "'{other}' is not something a guard looks at; use results, arguments or descriptions"
+                        ),
+                    ))
+                }
+            }
+        }
+        if g.on.is_empty() {
+            return Err((
+                "on",
+                "say what the guard looks at: on = [\"results\"], [\"arguments\"], [\"descriptions\"]".into(),
+            ));
+        }
+        if g.detect.is_empty() && g.patterns.is_empty() {
+            return Err((
+                "detect",
+                "a guard needs detectors (detect) or patterns".into(),
+            ));
+        }
+        let patterns: Vec<_> = g
+            .patterns
+            .iter()
+            .map(|p| (p.name.clone(), p.regex.clone()))
+            .collect();
+        let scanner = Scanner::new(&g.detect, &patterns).map_err(|m| {
+            let key = if m.starts_with("pattern ") {
+                "patterns"
+            } else {
+                "detect"
+            };
+            (key, m)
+        })?;
+        let action = GuardAction::parse(&g.action).map_err(|m| ("action", m))?;
+        match (action, g.labels.is_empty()) {
+            (GuardAction::Label, true) => {
+                return Err((
+                    "labels",
+                    "action = \"label\" needs the labels to add".into(),
+                ))
+            }
+            (a, false) if a != GuardAction::Label => {
+                return Err(("labels", "labels apply only with action = \"label\"".into()))
+            }
+            (GuardAction::Block | GuardAction::Label, _) if descriptions => {
+                return Err(("action", "a guard on descriptions may redact or report (block and label: not yet)".into()))
+            }
+            (GuardAction::Label, false) if arguments => {
+                return Err(("action", "action = \"label\" looks at results only; a guard on arguments may redact, block or report".into()))
+            }
+            _ => {}
+        }
+        let selects = Rule::new(&g.callers, &g.tools, Effect::Allow).map_err(|m| ("tools", m))?;
+        Ok(Guard {
+            name: g.name.clone(),
+            scanner,
+            action,
+            labels: g.labels.clone(),
+            selects,
+            tools: g.tools.clone(),
+            results,
+            arguments,
+            descriptions,
+        })
+    }
+
+    /// Whether the guard looks at `caller`'s results of `tool` (the name callers see).
+    pub fn applies(&self, caller: Option<&Caller>, tool: &str) -> bool {
+        match caller {
+            Some(c) => self.selects.applies(c, tool),
+            None => self.selects.applies(&Caller::new(""), tool),
+        }
+    }
+}
+
+/// Every guard of a configuration, in file order.
+#[derive(Debug, Clone, Default)]
+pub struct Guards {
+    pub list: Vec<Arc<Guard>>,
+}
+
+/// The guards that apply to one call (`None`: none, and the call pays nothing).
+pub type Applied = Option<Arc<[Arc<Guard>]>>;
+
+impl Guards {
+    /// Checks every `[[guard]]`; `Err`: the key (`guard[1].detect`) and why.
+    pub(super) fn build(guards: &[GuardConfig]) -> Result<Guards, (String, String)> {
+        let mut names = HashSet::new();
+        let mut list = Vec::new();
+        for (i, g) in guards.iter().enumerate() {
+            let guard = Guard::build(g).map_err(|(k, m)| (format!("guard[{i}].{k}"), m))?;
+            if !names.insert(g.name.clone()) {
+                return Err((
+                    format!("guard[{i}].name"),
+                    format!("'{}' names two guards", g.name),
+                ));
+            }
+            list.push(Arc::new(guard));
+        }
+        Ok(Guards { list })
+    }
+
+    /// The guards over `caller`'s results of `tool`.
+    pub fn for_results(&self, caller: Option<&Caller>, tool: &str) -> Applied {
+        self.select(|g| g.results && g.applies(caller, tool))
+    }
+
+    /// The guards over `caller`'s arguments to `tool` (S6).
+    pub fn for_arguments(&self, caller: Option<&Caller>, tool: &str) -> Applied {
+        self.select(|g| g.arguments && g.applies(caller, tool))
+    }
+
+    /// The guards over the definition of `tool` listed to `caller` (S7).
+    pub fn for_descriptions(&self, caller: Option<&Caller>, tool: &str) -> Applied {
+        self.select(|g| g.descriptions && g.applies(caller, tool))
+    }
+
+    fn select(&self, wanted: impl Fn(&Guard) -> bool) -> Applied {
+        if self.list.is_empty() {
+            return None;
+        }
+        let applied: Vec<_> = self.list.iter().filter(|g| wanted(g)).cloned().collect();
+        (!applied.is_empty()).then(|| applied.into())
+    }
+}
