@@ -177,12 +177,31 @@ impl Gateway {
                     .cloned()
                     .unwrap_or_else(|| json!({}));
                 session.initialized(caps, negotiated_version(params.as_ref()));
-                Begun::Done(Some(Ok(self.initialize(params.as_ref()).await)))
+                let mut result = self.initialize(params.as_ref()).await;
+                // A virtual server says its own instructions (V1).
+                let own = session.server().and_then(|n| {
+                    let policy = self.calls.policy();
+                    policy.server(n).and_then(|s| s.instructions.clone())
+                });
+                match own {
+                    Some(i) => result["instructions"] = Value::String(i),
+                    None if session.server().is_some() => {
+                        if let Some(r) = result.as_object_mut() {
+                            r.shift_remove("instructions");
+                        }
+                    }
+                    None => {}
+                }
+                Begun::Done(Some(Ok(result)))
             }
             "ping" => Begun::Done(Some(Ok(json!({})))),
             "tools/list" => {
                 self.connect(None).await;
-                match self.list_tools(session.caller().as_deref()).await {
+                let caller = session.caller();
+                match self
+                    .list_tools_on(session.server(), caller.as_deref())
+                    .await
+                {
                     Ok(mut result) => {
                         // The shortest lifetime an upstream gave its tools (stamped below).
                         let ttl = self

@@ -36,6 +36,7 @@ pub mod quota;
 mod relay;
 pub mod reload;
 pub mod rev2026;
+mod servers;
 pub mod session;
 pub mod settle;
 mod upstreams;
@@ -312,6 +313,16 @@ impl Gateway {
 
     /// The `tools/list` result for a caller, or the reason listing fails.
     pub async fn list_tools(&self, caller: Option<&Caller>) -> Result<Value, String> {
+        self.list_tools_on(None, caller).await
+    }
+
+    /// The `tools/list` result for a caller on the virtual server `server` (V2,
+    /// V4; `None`: the whole catalogue), or the reason listing fails.
+    pub async fn list_tools_on(
+        &self,
+        server: Option<&str>,
+        caller: Option<&Caller>,
+    ) -> Result<Value, String> {
         let down = self.upstreams.unavailable();
         if !down.is_empty() {
             return Err(texts::listing_failed(&down));
@@ -321,7 +332,14 @@ impl Gateway {
             .grant
             .list(&policy.pipeline, &catalogue, caller)
             .await;
-        let tools: Vec<Value> = listed.into_iter().cloned().collect();
+        let tools: Vec<Value> = match server {
+            None => listed.into_iter().cloned().collect(),
+            // A server a reload took away shows nothing.
+            Some(name) => match policy.server(name) {
+                Some(s) => servers::listing(s, &listed),
+                None => Vec::new(),
+            },
+        };
         Ok(jsonrpc::object([("tools", Value::Array(tools))]))
     }
 

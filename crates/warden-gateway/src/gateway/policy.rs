@@ -31,6 +31,8 @@ pub struct Policy {
     pub approval_timeout: Duration,
     pub quotas: Arc<Quotas>,
     pub flows: Arc<Flows>,
+    /// The virtual servers (V1-V5).
+    pub servers: Vec<Arc<crate::config::servers::VirtualServer>>,
 }
 
 /// The hooks a library user put around every call: they outlive reloads.
@@ -102,6 +104,12 @@ impl Policy {
             approval_timeout: Duration::from_millis(config.access.approval_timeout_ms),
             quotas,
             flows,
+            servers: config.servers.clone(),
         }
+    }
+
+    /// The virtual server `name`, when this policy has one.
+    pub fn server(&self, name: &str) -> Option<&Arc<crate::config::servers::VirtualServer>> {
+        self.servers.iter().find(|s| s.name == name)
     }
 }

@@ -19,6 +19,7 @@ use super::policy::Policy;
 use super::quota::{Admission, Quotas, CREDIT_KEY};
 use super::relay::{self, Pending};
 use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls, Sealed};
+use super::servers::{self, Route};
 use super::session::{self, CallKey, ClientSession, Sessions};
 use super::settle::{Body, CallRecord, Decision, End, Settle};
 use super::upstreams::Upstreams;
@@ -188,6 +189,18 @@ impl Calls {
         // Read once: the whole call runs under this policy and catalogue,
         // whatever a reload does meanwhile.
         let (policy, catalogue) = self.snapshot();
+        // On a virtual server the name is the server's (V2-V4).
+        let routed = match session.server() {
+            None => None,
+            Some(name) => match self
+                .route(&policy, &catalogue, session, name, &mut params)
+                .await
+            {
+                Route::Answer(result) => return Begun::Done(Some(Ok(result))),
+                Route::Real { shown } => Some(Some(shown)),
+                Route::Absent => Some(None),
+            },
+        };
         let call = id.map(crate::jsonrpc::id_key);
         let mut sealed = None;
         if let Some(e) = &envelope {
@@ -232,7 +245,13 @@ impl Calls {
             check.insert("_meta".into(), meta.clone());
         }
         let verdict = self
-            .check((&policy, &catalogue), session, check, span.as_ref())
+            .routed_check(
+                (&policy, &catalogue),
+                session,
+                check,
+                span.as_ref(),
+                &routed,
+            )
             .await;
         if let Some(s) = &mut span {
             if !verdict.report.unknown_keys.is_empty() {
@@ -251,10 +270,14 @@ impl Calls {
             warden_core::Outcome::Forward(f) => f,
             warden_core::Outcome::Answer { answer, refusal } => {
                 tracing::info!(caller = %logged(session.caller().as_deref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(verdict.report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
-                let tool = params
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
+                // A hidden renamed tool is recorded as the absent name it was called by.
+                let tool = match (&routed, refusal) {
+                    (Some(Some(shown)), Refusal::UnknownTool) => shown.as_str(),
+                    _ => params
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                };
                 let mut record =
                     self.refused_record(session, tool, sent, &verdict.report, refusal, started);
                 record.after = policy.after_hooks.clone();
@@ -316,6 +339,63 @@ impl Calls {
         }
     }
 
+    /// How a call on the virtual server `name` goes (V2-V4); a server a reload
+    /// took away has no tools.
+    async fn route(
+        &self,
+        policy: &Policy,
+        catalogue: &Catalogue,
+        session: &ClientSession,
+        name: &str,
+        params: &mut Value,
+    ) -> Route {
+        let Some(server) = policy.server(name) else {
+            return Route::Absent;
+        };
+        let listed = if server.discovery == crate::config::Discovery::Search {
+            let caller = session.caller();
+            policy
+                .grant
+                .list(&policy.pipeline, catalogue, caller.as_deref())
+                .await
+        } else {
+            Vec::new()
+        };
+        servers::route(server, params, &listed)
+    }
+
+    /// [`Calls::check`] for a routed call (`routed`: `None`, not on a virtual
+    /// server; `Some(None)`, no tool by that name there; `Some(Some(shown))`, the
+    /// real tool the server shows as `shown`). A tool the server does not show,
+    /// and a renamed one the caller may not see, get the answer of an absent
+    /// tool by the name the caller used, byte for byte (G2, V2).
+    async fn routed_check(
+        &self,
+        (policy, catalogue): (&Policy, &Catalogue),
+        session: &ClientSession,
+        check: Map<String, Value>,
+        span: Option<&Span>,
+        routed: &Option<Option<String>>,
+    ) -> Verdict {
+        let absent = Catalogue::default();
+        match routed {
+            None => self.check((policy, catalogue), session, check, span).await,
+            Some(None) => self.check((policy, &absent), session, check, span).await,
+            Some(Some(shown)) => {
+                let mut again = check.clone();
+                again.insert("name".into(), Value::String(shown.clone()));
+                let verdict = self.check((policy, catalogue), session, check, span).await;
+                match verdict.outcome {
+                    warden_core::Outcome::Answer {
+                        refusal: Refusal::UnknownTool,
+                        ..
+                    } => self.check((policy, &absent), session, again, span).await,
+                    _ => verdict,
+                }
+            }
+        }
+    }
+
     /// The grant, then the pipeline (G, N, R, A).
     async fn check(
         &self,
@@ -359,6 +439,7 @@ impl Calls {
                 session.caller().as_deref(),
                 tool,
                 None,
+                session.server(),
                 &args,
                 report,
                 None,
@@ -412,6 +493,7 @@ impl Calls {
                 caller,
                 &tool.name,
                 Some(&tool.upstream),
+                session.server(),
                 &forward.arguments,
                 report,
                 ledger.as_ref().map(|(_, k)| k.clone()),
