@@ -490,11 +490,8 @@ impl Front {
             Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("initialize") => {
                 let name = caller.name.clone();
                 let who = caller.clone();
-                match self.sessions.open(caller, o.get("params")) {
+                match self.sessions.open(caller, o.get("params"), on.0.clone()) {
                     Ok(session) => {
-                        if let Some(name) = &on.0 {
-                            session.client.serve(name);
-                        }
                         session.client.update_caller(&who, token);
                         (session, true)
                     }
