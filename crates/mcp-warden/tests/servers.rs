@@ -378,3 +378,26 @@ fn check_refuses_two_renames_to_one_name() {
         "{all}"
     );
 }
+
+#[test]
+fn check_warns_of_a_server_whose_globs_match_nothing_in_the_pins_lock() {
+    let dir = scratch("servers-check-lock");
+    let servers = "[[server]]\nname = \"ghost\"\ntools = [\"fx.nope*\"]\n\
+        [[server]]\nname = \"tiny\"\ntools = [\"fx.echo\"]\n";
+    let path = write_config(&dir, &fixture_config("", servers));
+    let p = path.to_str().unwrap();
+    // Without a lock nothing is known of the tools, and nothing is said.
+    let (code, out, _) = cli(&["check", "--config", p]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("ghost"), "{out}");
+    assert_eq!(cli(&["pins", "lock", "--config", p]).0, 0);
+    let (code, out, err) = cli(&["check", "--config", p]);
+    assert_eq!(code, 0, "{err}");
+    let lock = warden_gateway::pins::lock_path(&path);
+    let expected = format!(
+        "warning: server 'ghost': its tools (fx.nope*) match no tool in the pins lock ({}); it would serve no tool",
+        lock.display()
+    );
+    assert!(out.lines().any(|l| l == expected), "{out}");
+    assert!(!out.contains("server 'tiny'"), "{out}");
+}

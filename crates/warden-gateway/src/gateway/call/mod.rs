@@ -10,6 +10,7 @@
 
 mod guards;
 mod relaying;
+mod routed;
 
 use super::approval::{self, Approval};
 use super::flow::{FlowDecision, Trail, FLOW_META_KEY};
@@ -19,7 +20,7 @@ use super::policy::Policy;
 use super::quota::{Admission, Quotas, CREDIT_KEY};
 use super::relay::{self, Pending};
 use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls, Sealed};
-use super::servers::{self, Route};
+use super::servers::Route;
 use super::session::{self, CallKey, ClientSession, Sessions};
 use super::settle::{Body, CallRecord, Decision, End, Settle};
 use super::upstreams::Upstreams;
@@ -336,63 +337,6 @@ impl Calls {
         match self.relay(&session, accepted).await {
             Ok(relayed) => Begun::Then(Box::pin(async move { me.answer(&session, relayed).await })),
             Err(body) => Begun::Done(body),
-        }
-    }
-
-    /// How a call on the virtual server `name` goes (V2-V4); a server a reload
-    /// took away has no tools.
-    async fn route(
-        &self,
-        policy: &Policy,
-        catalogue: &Catalogue,
-        session: &ClientSession,
-        name: &str,
-        params: &mut Value,
-    ) -> Route {
-        let Some(server) = policy.server(name) else {
-            return Route::Absent;
-        };
-        let listed = if server.discovery == crate::config::Discovery::Search {
-            let caller = session.caller();
-            policy
-                .grant
-                .list(&policy.pipeline, catalogue, caller.as_deref())
-                .await
-        } else {
-            Vec::new()
-        };
-        servers::route(server, params, &listed)
-    }
-
-    /// [`Calls::check`] for a routed call (`routed`: `None`, not on a virtual
-    /// server; `Some(None)`, no tool by that name there; `Some(Some(shown))`, the
-    /// real tool the server shows as `shown`). A tool the server does not show,
-    /// and a renamed one the caller may not see, get the answer of an absent
-    /// tool by the name the caller used, byte for byte (G2, V2).
-    async fn routed_check(
-        &self,
-        (policy, catalogue): (&Policy, &Catalogue),
-        session: &ClientSession,
-        check: Map<String, Value>,
-        span: Option<&Span>,
-        routed: &Option<Option<String>>,
-    ) -> Verdict {
-        let absent = Catalogue::default();
-        match routed {
-            None => self.check((policy, catalogue), session, check, span).await,
-            Some(None) => self.check((policy, &absent), session, check, span).await,
-            Some(Some(shown)) => {
-                let mut again = check.clone();
-                again.insert("name".into(), Value::String(shown.clone()));
-                let verdict = self.check((policy, catalogue), session, check, span).await;
-                match verdict.outcome {
-                    warden_core::Outcome::Answer {
-                        refusal: Refusal::UnknownTool,
-                        ..
-                    } => self.check((policy, &absent), session, again, span).await,
-                    _ => verdict,
-                }
-            }
         }
     }
 
