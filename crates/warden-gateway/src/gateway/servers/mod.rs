@@ -5,6 +5,8 @@
 //! before it looks), renamed and described its way. In search mode it lists
 //! `search_tools` and `call_tool` only; both read that same listing.
 
+#[cfg(test)]
+mod quality;
 mod search;
 
 use crate::config::servers::{VirtualServer, CALL_TOOL, SEARCH_TOOLS};

@@ -7,7 +7,6 @@
 //! name: the same query over the same tools gives the same order.
 
 use serde_json::Value;
-use std::collections::HashMap;
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
@@ -16,45 +15,60 @@ const B: f64 = 0.75;
 /// camelCase humps, lower-cased.
 pub fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
+    each_word(text, &mut |w| out.push(w.to_owned()));
+    out
+}
+
+/// Calls `f` with each word of `text` ([`words`]), without allocating per word.
+fn each_word(text: &str, f: &mut dyn FnMut(&str)) {
     let mut word = String::new();
     let mut prev_lower = false;
     for c in text.chars() {
         if !c.is_alphanumeric() {
-            flush(&mut word, &mut out);
+            flush(&mut word, f);
             prev_lower = false;
             continue;
         }
         if c.is_uppercase() && prev_lower {
-            flush(&mut word, &mut out);
+            flush(&mut word, f);
         }
         prev_lower = c.is_lowercase() || c.is_ascii_digit();
         word.extend(c.to_lowercase());
     }
-    flush(&mut word, &mut out);
-    out
+    flush(&mut word, f);
 }
 
-fn flush(word: &mut String, out: &mut Vec<String>) {
+fn flush(word: &mut String, f: &mut dyn FnMut(&str)) {
     if !word.is_empty() {
-        out.push(std::mem::take(word));
+        f(word);
+        word.clear();
     }
 }
 
-/// The words of one tool definition as the caller sees it.
-fn document(tool: &Value) -> Vec<String> {
+/// One tool definition as the caller sees it, counted: its length in words,
+/// and how often each query term occurs in it.
+fn count(tool: &Value, terms: &[String]) -> (usize, Vec<u32>) {
+    let mut len = 0;
+    let mut tf = vec![0u32; terms.len()];
+    let mut add = |w: &str| {
+        len += 1;
+        if let Some(k) = terms.iter().position(|t| t == w) {
+            tf[k] += 1;
+        }
+    };
     let text = |k: &str| tool.get(k).and_then(Value::as_str).unwrap_or_default();
-    let mut out = words(text("name"));
-    out.extend(words(text("title")));
-    out.extend(words(text("description")));
+    for k in ["name", "title", "description"] {
+        each_word(text(k), &mut add);
+    }
     let props = tool
         .pointer("/inputSchema/properties")
         .and_then(Value::as_object);
     for (param, schema) in props.into_iter().flatten() {
-        out.extend(words(param));
+        each_word(param, &mut add);
         let d = schema.get("description").and_then(Value::as_str);
-        out.extend(words(d.unwrap_or_default()));
+        each_word(d.unwrap_or_default(), &mut add);
     }
-    out
+    (len, tf)
 }
 
 /// The indexes into `tools` of the best `limit` matches for `query`, best
@@ -63,30 +77,20 @@ pub fn rank(tools: &[Value], query: &str, limit: usize) -> Vec<usize> {
     let mut terms = words(query);
     terms.sort();
     terms.dedup();
-    let docs: Vec<Vec<String>> = tools.iter().map(document).collect();
+    let docs: Vec<(usize, Vec<u32>)> = tools.iter().map(|t| count(t, &terms)).collect();
     let n = docs.len() as f64;
-    let avg = docs.iter().map(Vec::len).sum::<usize>() as f64 / n.max(1.0);
-    let mut df: HashMap<&str, f64> = HashMap::new();
-    for doc in &docs {
-        let mut seen: Vec<&str> = doc.iter().map(String::as_str).collect();
-        seen.sort_unstable();
-        seen.dedup();
-        for w in seen {
-            *df.entry(w).or_default() += 1.0;
-        }
-    }
+    let avg = docs.iter().map(|d| d.0).sum::<usize>() as f64 / n.max(1.0);
+    let df: Vec<f64> = (0..terms.len())
+        .map(|k| docs.iter().filter(|d| d.1[k] > 0).count() as f64)
+        .collect();
     let mut scored: Vec<(f64, &str, usize)> = Vec::new();
-    for (i, doc) in docs.iter().enumerate() {
-        let len = doc.len() as f64;
+    for (i, (len, tf)) in docs.iter().enumerate() {
+        let norm = K1 * (1.0 - B + B * *len as f64 / avg.max(1.0));
         let mut score = 0.0;
-        for t in &terms {
-            let tf = doc.iter().filter(|w| *w == t).count() as f64;
-            if tf == 0.0 {
-                continue;
-            }
-            let d = df.get(t.as_str()).copied().unwrap_or(0.0);
-            let idf = ((n - d + 0.5) / (d + 0.5) + 1.0).ln();
-            score += idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg.max(1.0)));
+        for (k, &f) in tf.iter().enumerate().filter(|(_, f)| **f > 0) {
+            let f = f64::from(f);
+            let idf = ((n - df[k] + 0.5) / (df[k] + 0.5) + 1.0).ln();
+            score += idf * f * (K1 + 1.0) / (f + norm);
         }
         if score > 0.0 {
             let name = tools[i]
