@@ -401,3 +401,40 @@ fn check_warns_of_a_server_whose_globs_match_nothing_in_the_pins_lock() {
     assert!(out.lines().any(|l| l == expected), "{out}");
     assert!(!out.contains("server 'tiny'"), "{out}");
 }
+
+#[test]
+fn a_reload_adds_and_changes_virtual_servers() {
+    let w = HttpWarden::start("servers-reload", &config("", TINY), &[]);
+    let (sid, _) = session_at(&w, "/mcp/tiny");
+    assert_eq!(post_at(&w, "/mcp/more", None, &list()).status, 404);
+    let changed = TINY.replace("\"repeat\"", "\"say_again\"");
+    let more = "[[server]]\nname = \"more\"\ntools = [\"fx.slow\"]\n";
+    let text =
+        config("", &format!("{changed}{more}")).replace("{dir}", &w.dir.display().to_string());
+    let text = text.replace("{fixture}", FIXTURE);
+    std::fs::write(w.dir.join("warden.toml"), text).unwrap();
+    w.hangup();
+    // The reload is in force once the new server is served.
+    let started = std::time::Instant::now();
+    while post_at(&w, "/mcp/more", None, &list()).status == 404 {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the reload did not add the server"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // A session already open on a changed server sees it changed.
+    assert_eq!(
+        names(&answer(&w, "/mcp/tiny", &sid, &list())),
+        ["say_again", "fx.fail"]
+    );
+    let (said, _) = text_of(&answer(
+        &w,
+        "/mcp/tiny",
+        &sid,
+        &call(2, "repeat", json!({})),
+    ));
+    assert_eq!(said, "Unknown tool 'repeat'.");
+    let (m, _) = session_at(&w, "/mcp/more");
+    assert_eq!(names(&answer(&w, "/mcp/more", &m, &list())), ["fx.slow"]);
+}
