@@ -438,3 +438,38 @@ fn a_reload_adds_and_changes_virtual_servers() {
     let (m, _) = session_at(&w, "/mcp/more");
     assert_eq!(names(&answer(&w, "/mcp/more", &m, &list())), ["fx.slow"]);
 }
+
+#[test]
+fn a_2026_client_uses_a_virtual_server_without_a_session() {
+    let w = HttpWarden::start("servers-2026", &config("", TINY), &[]);
+    let env = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                     "io.modelcontextprotocol/clientCapabilities": {}});
+    let post = |method: &str, name: Option<&str>, params: Value| {
+        let mut headers = POST.to_vec();
+        headers.push(("MCP-Protocol-Version", "2026-07-28"));
+        headers.push(("Mcp-Method", method));
+        if let Some(n) = name {
+            headers.push(("Mcp-Name", n));
+        }
+        let msg = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let r = request_path(&w.addr, "POST", "/mcp/tiny", &headers, &msg.to_string());
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["result"].clone()
+    };
+    let found = post("server/discover", None, json!({"_meta": env}));
+    assert_eq!(found["instructions"], "Two tools only.");
+    let listed = post("tools/list", None, json!({"_meta": env}));
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["repeat", "fx.fail"]);
+    let ran = post(
+        "tools/call",
+        Some("repeat"),
+        json!({"name": "repeat", "arguments": {"text": "hi"}, "_meta": env}),
+    );
+    assert_eq!(ran["structuredContent"]["text"], "hi", "{ran}");
+}

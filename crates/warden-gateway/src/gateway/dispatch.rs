@@ -163,6 +163,10 @@ impl Gateway {
                 {
                     r.shift_remove("subscribe");
                 }
+                let instructions = match session.server() {
+                    None => instructions,
+                    Some(_) => self.server_instructions(session),
+                };
                 return Begun::Done(Some(Ok(rev2026::discover(capabilities, instructions))));
             }
             if method == "subscriptions/listen" {
@@ -178,19 +182,15 @@ impl Gateway {
                     .unwrap_or_else(|| json!({}));
                 session.initialized(caps, negotiated_version(params.as_ref()));
                 let mut result = self.initialize(params.as_ref()).await;
-                // A virtual server says its own instructions (V1).
-                let own = session.server().and_then(|n| {
-                    let policy = self.calls.policy();
-                    policy.server(n).and_then(|s| s.instructions.clone())
-                });
-                match own {
-                    Some(i) => result["instructions"] = Value::String(i),
-                    None if session.server().is_some() => {
-                        if let Some(r) = result.as_object_mut() {
-                            r.shift_remove("instructions");
+                if session.server().is_some() {
+                    match self.server_instructions(session) {
+                        Some(i) => result["instructions"] = Value::String(i),
+                        None => {
+                            if let Some(r) = result.as_object_mut() {
+                                r.shift_remove("instructions");
+                            }
                         }
                     }
-                    None => {}
                 }
                 Begun::Done(Some(Ok(result)))
             }
@@ -424,6 +424,14 @@ impl Gateway {
             // A listen stream gets no response.
             None
         }))
+    }
+
+    /// A virtual server's own instructions (V1): the upstreams' are about tools
+    /// it may not show.
+    fn server_instructions(&self, session: &ClientSession) -> Option<String> {
+        let policy = self.calls.policy();
+        let server = policy.server(session.server()?)?;
+        server.instructions.clone()
     }
 
     pub(super) async fn initialize(&self, params: Option<&Value>) -> Value {
