@@ -145,6 +145,21 @@ impl VirtualServer {
         (!self.rename.contains_key(shown) && self.exposes(shown)).then_some(shown)
     }
 
+    /// The catalogue tool a `tools/call` with these params runs on this server
+    /// (through `call_tool` in search mode), if any: what per-tool OAuth scopes
+    /// are checked against, so that a new name does not shed them (V2, G7).
+    pub fn called(&self, params: &serde_json::Value) -> Option<String> {
+        let name = params.get("name")?.as_str()?;
+        let shown = match self.discovery {
+            Discovery::List => name,
+            Discovery::Search if name == CALL_TOOL => {
+                params.pointer("/arguments/name")?.as_str()?
+            }
+            Discovery::Search => return None,
+        };
+        self.real(shown).map(str::to_owned)
+    }
+
     /// The listing the server shows from a caller's own (V2): its tools only,
     /// renamed, with their overridden titles and descriptions, in catalogue order.
     pub fn view<'v>(
@@ -198,6 +213,18 @@ mod tests {
         ];
         let view = s.view(listed.iter());
         assert_eq!(view, [json!({"name": "find_notes", "description": "d"})]);
+    }
+
+    #[test]
+    fn a_call_names_the_real_tool_for_its_scopes() {
+        let list = server("name='r'\ntools=['a.*']\nrename={'a.x'='y'}").unwrap();
+        assert_eq!(list.called(&json!({"name": "y"})).as_deref(), Some("a.x"));
+        assert_eq!(list.called(&json!({"name": "a.x"})), None);
+        let search =
+            server("name='s'\ntools=['a.*']\ndiscovery='search'\nrename={'a.x'='y'}").unwrap();
+        let via = json!({"name": "call_tool", "arguments": {"name": "y"}});
+        assert_eq!(search.called(&via).as_deref(), Some("a.x"));
+        assert_eq!(search.called(&json!({"name": "search_tools"})), None);
     }
 
     #[test]

@@ -272,6 +272,16 @@ impl Front {
         Some(OnServer(Some(name.to_owned())))
     }
 
+    /// The tool a `tools/call` runs, by its catalogue name, for its scopes (G7):
+    /// on a virtual server the real tool behind a new name or `call_tool` (V2).
+    fn scoped_tool(&self, on: &OnServer, msg: &Value) -> Option<String> {
+        let params = msg.get("params")?;
+        let Some(server) = &on.0 else {
+            return params.get("name")?.as_str().map(str::to_owned);
+        };
+        self.gateway.current_config().server(server)?.called(params)
+    }
+
     /// GET of the protected resource metadata (RFC 9728 §3).
     fn metadata(&self, method: &Method) -> Reply {
         let Some(rs) = self.auth.oauth() else {
@@ -451,9 +461,9 @@ impl Front {
             }
         }
         if msg.get("method").and_then(Value::as_str) == Some("tools/call") {
-            if let Some(tool) = msg.pointer("/params/name").and_then(Value::as_str) {
+            if let Some(tool) = self.scoped_tool(&on, &msg) {
                 let id = jsonrpc::usable_id(&msg);
-                if let Err(r) = self.check_scopes(&who, Some(tool), id) {
+                if let Err(r) = self.check_scopes(&who, Some(&tool), id) {
                     return *r;
                 }
             }
