@@ -52,6 +52,10 @@ enum Command {
         /// SIGHUP reloads it either way.
         #[arg(long)]
         watch: bool,
+        /// Serve the virtual server NAME (a [[server]] table) on stdin/stdout instead
+        /// of the whole catalogue. Over HTTP it is at /mcp/NAME.
+        #[arg(long, value_name = "NAME", conflicts_with = "http")]
+        server: Option<String>,
     },
     /// Validate the configuration and print warnings; exit 1 on error.
     Check {
@@ -263,9 +267,18 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             stdio,
             http,
             watch,
+            server,
         } => {
             let path = config.config.clone();
             let config = load_to_serve(&config)?;
+            if let Some(name) = &server {
+                if config.server(name).is_none() {
+                    return Err(anyhow!(
+                        "--server {name}: no [[server]] is named '{name}' in the config"
+                    ));
+                }
+            }
+            let stdio = stdio || server.is_some();
             for w in config.warnings() {
                 tracing::warn!("config: {w}");
             }
@@ -301,7 +314,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     eprintln!("mcp-warden: listening on {scheme}://{local}/mcp");
                     server.run(shutdown_signal()).await;
                 }
-                None => warden_gateway::front::stdio::serve(gateway)
+                None => warden_gateway::front::stdio::serve_as(gateway, server)
                     .await
                     .context("serving stdio")?,
             }

@@ -39,7 +39,43 @@ pub async fn check_file(path: &Path) -> Result<Checked, Vec<String>> {
     let mut warnings = config.warnings();
     warnings.extend(check_issuer(&config).await.map_err(|e| vec![e])?);
     warnings.extend(check_lock(&config)?);
+    warnings.extend(check_servers(&config).map_err(|e| vec![e])?);
     Ok(Checked { config, warnings })
+}
+
+/// A virtual server whose globs match no tool the pins lock holds would serve
+/// nothing (V1): a warning, as only the lock tells the tools before the
+/// upstreams start. Without a lock nothing is known and nothing is said.
+fn check_servers(config: &Config) -> Result<Vec<String>, String> {
+    if config.servers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lock_path = pins::lock_path(&config.path);
+    let Some(lock) = pins::Lock::read(&lock_path)? else {
+        return Ok(Vec::new());
+    };
+    let policy = config.policy();
+    let mut builder = warden_core::Catalogue::builder(&policy);
+    for up in &config.upstream {
+        if let Some(tools) = lock.upstreams.get(&up.name) {
+            let tools: Vec<serde_json::Value> = tools.values().cloned().collect();
+            builder.add_upstream(&up.name, up.prefix, &tools);
+        }
+    }
+    let (catalogue, _) = builder.build();
+    Ok(config
+        .servers
+        .iter()
+        .filter(|s| !catalogue.tools().iter().any(|t| s.exposes(&t.name)))
+        .map(|s| {
+            format!(
+                "server '{}': its tools ({}) match no tool in the pins lock ({}); it would serve no tool",
+                s.name,
+                s.patterns.join(", "),
+                lock_path.display()
+            )
+        })
+        .collect())
 }
 
 /// The part of the check that reads the pins lock beside the file: one that

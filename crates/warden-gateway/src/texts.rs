@@ -9,6 +9,39 @@
 
 use warden_core::answer::shown;
 
+// V4: tool search on a virtual server in search mode. Each is a tool error the
+// model can act on; hidden and absent tools get the same one (G2).
+
+/// `search_tools` without a query, or one of blanks only.
+pub const SEARCH_NO_QUERY: &str =
+    "search_tools needs a query: say in a few words what the tool should do, as a string in 'query'.";
+
+/// A query longer than `max` characters.
+pub fn search_query_too_long(max: usize) -> String {
+    format!("The query is too long: use at most {max} characters, a few words about the task.")
+}
+
+/// A `limit` that is no whole number from 1 to `max`.
+pub fn search_bad_limit(max: u64) -> String {
+    format!("'limit' must be a whole number from 1 to {max}; leave it out for 5.")
+}
+
+/// `call_tool` without a tool name.
+pub const CALL_TOOL_NO_NAME: &str =
+    "call_tool needs the name of a tool that search_tools returned, as a string in 'name'.";
+
+/// `call_tool` with `arguments` that are no object.
+pub const CALL_TOOL_BAD_ARGUMENTS: &str =
+    "call_tool's 'arguments' must be an object holding the tool's own arguments.";
+
+/// `call_tool` of a name no tool the caller may see has here.
+pub fn call_tool_unknown(name: &str) -> String {
+    format!(
+        "No tool '{}' is available here; call search_tools to find the tools you can call.",
+        shown(name)
+    )
+}
+
 // P2 `ask`: what opens the approval question for a tool that differs from the
 // pins lock (the question itself is H5's).
 

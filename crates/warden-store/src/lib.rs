@@ -124,6 +124,10 @@ pub struct AuditRecord {
     /// The tool as the caller named it.
     pub tool: String,
     pub upstream: Option<String>,
+    /// The virtual server the call came through (V2): `tool` is then the real
+    /// tool's catalogue name, whatever the server calls it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// The arguments as sent upstream, with configured keys redacted.
     pub arguments: Value,
     pub reason: Option<String>,

@@ -212,6 +212,7 @@ async fn audit_records_are_queried_by_filter() {
         caller: Some(caller.into()),
         tool: tool.into(),
         upstream: Some("notes".into()),
+        server: None,
         arguments: json!({"a": 1}),
         reason: None,
         unknown_keys: vec![],

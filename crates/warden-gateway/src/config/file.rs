@@ -6,6 +6,7 @@
 mod admin;
 mod gateway;
 mod guard;
+mod server;
 mod upstream;
 
 pub use admin::*;
@@ -13,6 +14,7 @@ pub use gateway::*;
 pub use guard::*;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
+pub use server::*;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -101,6 +103,9 @@ pub(super) struct ConfigFile {
     /// `[oauth]`: the HTTP front as an OAuth 2.1 resource server of one issuer.
     #[serde(default)]
     pub oauth: OAuthConfig,
+    /// `[[server]]`: virtual servers, named tool sets (V1-V5).
+    #[serde(default)]
+    pub server: Vec<ServerConfig>,
 }
 
 /// What `[access] default` may say: `ask` needs a rule that names the tools.

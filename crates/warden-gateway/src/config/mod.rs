@@ -10,14 +10,15 @@ mod check;
 mod file;
 pub mod guards;
 pub mod limits;
+pub mod servers;
 
 pub use check::{loopback_url, parse_duration, toml_to_json, Access, Hook};
 pub use file::{
     AccessConfig, AccessDefault, AdminConfig, AuditConfig, AuthConfig, CallerConfig,
-    CredentialConfig, DefaultsConfig, ErrorData, ExchangeConfig, FlowConfig, Front, GatewayConfig,
-    HookConfig, IdempotencyConfig, MetricsConfig, OAuthConfig, Phase, PinMode, QuotaConfig,
-    RuleConfig, StoreConfig, ToolConfig, TracesConfig, UpstreamConfig, UpstreamProtocol,
-    WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS,
+    CredentialConfig, DefaultsConfig, Discovery, ErrorData, ExchangeConfig, FlowConfig, Front,
+    GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, OAuthConfig, Phase, PinMode,
+    QuotaConfig, RuleConfig, ServerConfig, StoreConfig, ToolConfig, TracesConfig, UpstreamConfig,
+    UpstreamProtocol, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS,
     DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
 };
 
@@ -55,6 +56,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// `[oauth]`: the resource server's issuer, scopes and groups.
     pub oauth: OAuthConfig,
+    /// `[[server]]`: the virtual servers, checked (V1-V5).
+    pub servers: Vec<std::sync::Arc<servers::VirtualServer>>,
     /// Where the file was read from; relative upstream commands resolve against its folder.
     pub path: PathBuf,
     /// The file's tables as written, for telling what a reload changed.
@@ -154,7 +157,10 @@ impl Config {
             traces,
             auth,
             oauth,
+            server,
         } = raw;
+        let servers =
+            servers::check(&server).map_err(|Invalid { key, message }| err(key, message))?;
         let store = StoreConfig {
             url: store_url,
             ..store
@@ -177,6 +183,7 @@ impl Config {
             traces,
             auth,
             oauth,
+            servers,
             path: PathBuf::new(),
             source,
             digest: hex(&sha2::Sha256::digest(text.as_bytes())),
@@ -201,6 +208,11 @@ impl Config {
             .iter()
             .filter_map(toml::Value::as_table)
             .find(|t| t.get("name").and_then(toml::Value::as_str) == Some(name))
+    }
+
+    /// The virtual server `name` (V1), when one is configured.
+    pub fn server(&self, name: &str) -> Option<&std::sync::Arc<servers::VirtualServer>> {
+        self.servers.iter().find(|s| s.name == name)
     }
 
     /// Where the admin listener listens: `admin.listen`, or the older `metrics.listen`.

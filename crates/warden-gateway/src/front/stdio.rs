@@ -33,13 +33,19 @@ use warden_core::Caller;
 /// read and write to a blocking thread, which costs a thread hop per message.
 /// Anything else (a file, a terminal) falls back to those handles.
 pub async fn serve(gateway: Arc<Gateway>) -> std::io::Result<()> {
+    serve_as(gateway, None).await
+}
+
+/// [`serve`] the virtual server `server` (V1; `None`: the whole catalogue).
+pub async fn serve_as(gateway: Arc<Gateway>, server: Option<String>) -> std::io::Result<()> {
     let stop = terminate_signal();
     #[cfg(unix)]
     {
         if let (Some(input), Some(output)) = (pipes::stdin(), pipes::stdout()) {
             tracing::debug!("stdin and stdout are pipes; polling them directly");
-            return serve_on(
+            return serve_on_as(
                 gateway,
+                server.as_deref(),
                 BufReader::with_capacity(64 * 1024, input),
                 output,
                 stop,
@@ -48,7 +54,7 @@ pub async fn serve(gateway: Arc<Gateway>) -> std::io::Result<()> {
         }
     }
     let stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
-    serve_on(gateway, stdin, tokio::io::stdout(), stop).await
+    serve_on_as(gateway, server.as_deref(), stdin, tokio::io::stdout(), stop).await
 }
 
 #[cfg(unix)]
@@ -88,6 +94,21 @@ async fn terminate_signal() {
 /// Serves one client on any reader and writer (the tests use pipes).
 pub async fn serve_on<R, W>(
     gateway: Arc<Gateway>,
+    input: R,
+    output: W,
+    stop: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    serve_on_as(gateway, None, input, output, stop).await
+}
+
+/// [`serve_on`] the virtual server `server` (V1; `None`: the whole catalogue).
+pub async fn serve_on_as<R, W>(
+    gateway: Arc<Gateway>,
+    server: Option<&str>,
     mut input: R,
     output: W,
     stop: impl std::future::Future<Output = ()>,
@@ -103,6 +124,9 @@ where
     };
     let (tx, rx) = mpsc::channel::<Outgoing>(1024);
     let session = ClientSession::new(Some(caller), tx);
+    if let Some(name) = server {
+        session.serve(name);
+    }
     gateway.add_session(&session);
     let running = Arc::new(Running::default());
     let writer = tokio::spawn(write_messages(rx, output, running.clone()));

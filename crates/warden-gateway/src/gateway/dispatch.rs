@@ -163,6 +163,10 @@ impl Gateway {
                 {
                     r.shift_remove("subscribe");
                 }
+                let instructions = match session.server() {
+                    None => instructions,
+                    Some(_) => self.server_instructions(session),
+                };
                 return Begun::Done(Some(Ok(rev2026::discover(capabilities, instructions))));
             }
             if method == "subscriptions/listen" {
@@ -177,12 +181,27 @@ impl Gateway {
                     .cloned()
                     .unwrap_or_else(|| json!({}));
                 session.initialized(caps, negotiated_version(params.as_ref()));
-                Begun::Done(Some(Ok(self.initialize(params.as_ref()).await)))
+                let mut result = self.initialize(params.as_ref()).await;
+                if session.server().is_some() {
+                    match self.server_instructions(session) {
+                        Some(i) => result["instructions"] = Value::String(i),
+                        None => {
+                            if let Some(r) = result.as_object_mut() {
+                                r.shift_remove("instructions");
+                            }
+                        }
+                    }
+                }
+                Begun::Done(Some(Ok(result)))
             }
             "ping" => Begun::Done(Some(Ok(json!({})))),
             "tools/list" => {
                 self.connect(None).await;
-                match self.list_tools(session.caller().as_deref()).await {
+                let caller = session.caller();
+                match self
+                    .list_tools_on(session.server(), caller.as_deref())
+                    .await
+                {
                     Ok(mut result) => {
                         // The shortest lifetime an upstream gave its tools (stamped below).
                         let ttl = self
@@ -405,6 +424,14 @@ impl Gateway {
             // A listen stream gets no response.
             None
         }))
+    }
+
+    /// A virtual server's own instructions (V1): the upstreams' are about tools
+    /// it may not show.
+    fn server_instructions(&self, session: &ClientSession) -> Option<String> {
+        let policy = self.calls.policy();
+        let server = policy.server(session.server()?)?;
+        server.instructions.clone()
     }
 
     pub(super) async fn initialize(&self, params: Option<&Value>) -> Value {

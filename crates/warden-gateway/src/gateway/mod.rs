@@ -37,6 +37,7 @@ pub mod quota;
 mod relay;
 pub mod reload;
 pub mod rev2026;
+mod servers;
 pub mod session;
 pub mod settle;
 mod upstreams;
@@ -313,6 +314,16 @@ impl Gateway {
 
     /// The `tools/list` result for a caller, or the reason listing fails.
     pub async fn list_tools(&self, caller: Option<&Caller>) -> Result<Value, String> {
+        self.list_tools_on(None, caller).await
+    }
+
+    /// The `tools/list` result for a caller on the virtual server `server` (V2,
+    /// V4; `None`: the whole catalogue), or the reason listing fails.
+    pub async fn list_tools_on(
+        &self,
+        server: Option<&str>,
+        caller: Option<&Caller>,
+    ) -> Result<Value, String> {
         let down = self.upstreams.unavailable();
         if !down.is_empty() {
             return Err(texts::listing_failed(&down));
@@ -322,7 +333,14 @@ impl Gateway {
             .grant
             .list(&policy.pipeline, &catalogue, caller)
             .await;
-        let mut tools: Vec<Value> = listed.into_iter().cloned().collect();
+        let mut tools: Vec<Value> = match server {
+            None => listed.into_iter().cloned().collect(),
+            // A server a reload took away shows nothing.
+            Some(name) => match policy.server(name) {
+                Some(s) => servers::listing(s, &listed),
+                None => Vec::new(),
+            },
+        };
         // S7: guards over tool definitions see the listing as this caller gets it.
         descriptions::govern_listing(
             &policy.guards,

@@ -34,6 +34,8 @@ pub struct Policy {
     pub flows: Arc<Flows>,
     /// Guards over tool results (S1-S5).
     pub guards: Guards,
+    /// The virtual servers (V1-V5).
+    pub servers: Vec<Arc<crate::config::servers::VirtualServer>>,
 }
 
 /// The hooks a library user put around every call: they outlive reloads.
@@ -106,6 +108,12 @@ impl Policy {
             quotas,
             flows,
             guards: config.guards.clone(),
+            servers: config.servers.clone(),
         }
+    }
+
+    /// The virtual server `name`, when this policy has one.
+    pub fn server(&self, name: &str) -> Option<&Arc<crate::config::servers::VirtualServer>> {
+        self.servers.iter().find(|s| s.name == name)
     }
 }

@@ -141,6 +141,8 @@ pub struct ClientSession {
     stateless: AtomicBool,
     /// The flow labels of the calls this session was let through (F1-F4).
     pub(crate) flow: Mutex<std::collections::BTreeSet<String>>,
+    /// The virtual server the session was opened on (V1), if any.
+    server: std::sync::OnceLock<String>,
 }
 
 impl ClientSession {
@@ -211,7 +213,18 @@ impl ClientSession {
             client: RwLock::new(None),
             stateless: AtomicBool::new(false),
             flow: Mutex::new(Default::default()),
+            server: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Binds the session to the virtual server `name` (V1); set once, at its start.
+    pub fn serve(&self, name: &str) {
+        let _ = self.server.set(name.to_owned());
+    }
+
+    /// The virtual server the session serves, if any (`None`: the whole catalogue).
+    pub fn server(&self) -> Option<&str> {
+        self.server.get().map(String::as_str)
     }
 
     /// Remembers what the client declared in `initialize`.

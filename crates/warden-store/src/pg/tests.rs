@@ -309,6 +309,7 @@ async fn audit_records_round_trip() {
         caller: Some("alice".into()),
         tool: "notes.create_note".into(),
         upstream: Some("notes".into()),
+        server: None,
         arguments: json!({"title": "t"}),
         reason: Some("asked".into()),
         unknown_keys: vec!["x".into()],

@@ -75,6 +75,10 @@ use tokio::sync::mpsc;
 
 /// The endpoint's path.
 pub const ENDPOINT: &str = "/mcp";
+
+/// The virtual server a request's path names (V1; `None`: the whole catalogue).
+#[derive(Clone, Debug)]
+pub(super) struct OnServer(pub Option<String>);
 const SESSION_HEADER: &str = "mcp-session-id";
 /// How long a POST waits for its first message before answering with a stream.
 const JSON_WAIT: Duration = Duration::from_secs(2);
@@ -189,20 +193,21 @@ impl Front {
         reply
     }
 
-    async fn answer(self: Arc<Self>, req: Request<Incoming>) -> Reply {
+    async fn answer(self: Arc<Self>, mut req: Request<Incoming>) -> Reply {
         if self.metadata_paths.iter().any(|p| p == req.uri().path()) {
             if let Err(r) = self.check_origin(req.headers()) {
                 return *r;
             }
             return self.metadata(req.method());
         }
-        if req.uri().path() != ENDPOINT {
+        let Some(on) = self.on_server(req.uri().path()) else {
             return refuse(
                 StatusCode::NOT_FOUND,
                 jsonrpc::INVALID_REQUEST,
                 answer::HTTP_NOT_ENDPOINT,
             );
-        }
+        };
+        req.extensions_mut().insert(on);
         if let Err(r) = self.check_origin(req.headers()) {
             return *r;
         }
@@ -254,6 +259,29 @@ impl Front {
         }
     }
 
+    /// What a path serves: `/mcp` the whole catalogue, `/mcp/<name>` the
+    /// virtual server `name` when one is configured (V1); `None`: nothing.
+    fn on_server(&self, path: &str) -> Option<OnServer> {
+        let rest = path.strip_prefix(ENDPOINT)?;
+        if rest.is_empty() {
+            return Some(OnServer(None));
+        }
+        let name = rest.strip_prefix('/')?;
+        let config = self.gateway.current_config();
+        config.server(name)?;
+        Some(OnServer(Some(name.to_owned())))
+    }
+
+    /// The tool a `tools/call` runs, by its catalogue name, for its scopes (G7):
+    /// on a virtual server the real tool behind a new name or `call_tool` (V2).
+    fn scoped_tool(&self, on: &OnServer, msg: &Value) -> Option<String> {
+        let params = msg.get("params")?;
+        let Some(server) = &on.0 else {
+            return params.get("name")?.as_str().map(str::to_owned);
+        };
+        self.gateway.current_config().server(server)?.called(params)
+    }
+
     /// GET of the protected resource metadata (RFC 9728 §3).
     fn metadata(&self, method: &Method) -> Reply {
         let Some(rs) = self.auth.oauth() else {
@@ -302,6 +330,7 @@ impl Front {
     async fn session_of(
         &self,
         headers: &HeaderMap,
+        on: &OnServer,
         caller: &str,
         ending: bool,
     ) -> Result<Arc<HttpSession>, Box<Reply>> {
@@ -323,6 +352,14 @@ impl Front {
             }
             Err(Missing::Full(full)) => return Err(Box::new(session_refused(full, caller))),
         };
+        // A session is served at the path it was opened on, and only there (V1).
+        if session.client.server() != on.0.as_deref() {
+            return Err(Box::new(refuse(
+                StatusCode::NOT_FOUND,
+                jsonrpc::INVALID_REQUEST,
+                answer::HTTP_UNKNOWN_SESSION,
+            )));
+        }
         check_version(headers)?;
         session.touch();
         Ok(session)
@@ -331,6 +368,11 @@ impl Front {
     async fn post(self: Arc<Self>, req: Request<Incoming>, who: Identity) -> Reply {
         let (parts, incoming) = req.into_parts();
         let headers = parts.headers;
+        let on = parts
+            .extensions
+            .get::<OnServer>()
+            .cloned()
+            .unwrap_or(OnServer(None));
         let json_body = header_str(&headers, header::CONTENT_TYPE).is_some_and(|ct| {
             ct.split(';')
                 .next()
@@ -419,9 +461,9 @@ impl Front {
             }
         }
         if msg.get("method").and_then(Value::as_str) == Some("tools/call") {
-            if let Some(tool) = msg.pointer("/params/name").and_then(Value::as_str) {
+            if let Some(tool) = self.scoped_tool(&on, &msg) {
                 let id = jsonrpc::usable_id(&msg);
-                if let Err(r) = self.check_scopes(&who, Some(tool), id) {
+                if let Err(r) = self.check_scopes(&who, Some(&tool), id) {
                     return *r;
                 }
             }
@@ -446,7 +488,7 @@ impl Front {
                 && matches!(jsonrpc::classify(&msg),
                     Kind::Request { method, .. } if method != "initialize"));
         if stateless_request {
-            return self.stateless(&headers, msg, caller, token).await;
+            return self.stateless(&headers, msg, caller, token, &on).await;
         }
         if sent_as_2026 && msg.get("id").is_none() {
             // A 2026-07-28 notification: there is no session it could be about (a
@@ -458,7 +500,7 @@ impl Front {
             Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("initialize") => {
                 let name = caller.name.clone();
                 let who = caller.clone();
-                match self.sessions.open(caller, o.get("params")) {
+                match self.sessions.open(caller, o.get("params"), on.0.clone()) {
                     Ok(session) => {
                         session.client.update_caller(&who, token);
                         (session, true)
@@ -466,7 +508,7 @@ impl Front {
                     Err(full) => return session_refused(full, &name),
                 }
             }
-            _ => match self.session_of(&headers, &caller.name, false).await {
+            _ => match self.session_of(&headers, &on, &caller.name, false).await {
                 Ok(s) => {
                     s.client.update_caller(&caller, token);
                     (s, false)
@@ -586,7 +628,12 @@ impl Front {
 
     /// DELETE: ends the session; its running calls are cancelled.
     async fn delete(&self, req: Request<Incoming>, caller: &str) -> Reply {
-        let session = match self.session_of(req.headers(), caller, true).await {
+        let on = req
+            .extensions()
+            .get::<OnServer>()
+            .cloned()
+            .unwrap_or(OnServer(None));
+        let session = match self.session_of(req.headers(), &on, caller, true).await {
             Ok(s) => s,
             Err(r) => return *r,
         };

@@ -28,6 +28,8 @@ pub(super) struct SessionToken {
     pub(super) capabilities: Value,
     /// Unix seconds after which the id is refused.
     pub(super) until: u64,
+    /// The virtual server the session was opened on (V1), if any.
+    pub(super) server: Option<String>,
 }
 
 impl SessionToken {
@@ -42,14 +44,18 @@ impl SessionToken {
                     .unwrap_or_default(),
             ),
         };
-        key.seal_value(&json!({
+        let mut sealed = json!({
             "k": "session",
             "s": self.sid,
             "c": self.caller,
             "v": self.version,
             "cap": caps,
             "u": self.until,
-        }))
+        });
+        if let Some(server) = &self.server {
+            sealed["srv"] = json!(server);
+        }
+        key.seal_value(&sealed)
     }
 
     /// The token in `id`, when `key` sealed it as a session id. Whether it is still
@@ -69,6 +75,10 @@ impl SessionToken {
             version: v.get("v")?.as_str()?.to_owned(),
             capabilities: v.get("cap")?.clone(),
             until: v.get("u")?.as_u64()?,
+            server: match v.get("srv") {
+                None => None,
+                Some(s) => Some(s.as_str()?.to_owned()),
+            },
         })
     }
 }
@@ -96,6 +106,7 @@ mod tests {
             version: "2025-11-25".into(),
             capabilities: json!({"sampling": {}, "elicitation": {"form": {}}}),
             until: 2_000_000_000,
+            server: Some("research".into()),
         }
     }
 

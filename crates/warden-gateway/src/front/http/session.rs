@@ -400,6 +400,7 @@ impl SessionTable {
         &self,
         caller: Caller,
         init: Option<&Value>,
+        server: Option<String>,
     ) -> Result<Arc<HttpSession>, Full> {
         let mut open = self.lock();
         if let Some(full) = self.full(&open, &caller.name) {
@@ -414,6 +415,7 @@ impl SessionTable {
                 .cloned()
                 .unwrap_or_else(|| json!({})),
             until: unix_now().saturating_add(self.lifetime.as_secs()),
+            server,
         };
         let session = self.build(caller, Some((token, None)));
         open.insert(session.clone());
@@ -449,6 +451,9 @@ impl SessionTable {
         };
         let token = token.map(|(t, _)| t);
         let client = ClientSession::labelled(Some(caller), tx, label);
+        if let Some(name) = token.as_ref().and_then(|t| t.server.as_deref()) {
+            client.serve(name);
+        }
         if let Some(t) = token {
             let version = negotiated_version(Some(&json!({"protocolVersion": t.version})));
             client.initialized(t.capabilities, version);

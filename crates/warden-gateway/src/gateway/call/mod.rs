@@ -11,6 +11,7 @@
 mod content;
 mod guards;
 mod relaying;
+mod routed;
 
 use super::approval::{self, Approval};
 use super::flow::{FlowDecision, Trail, FLOW_META_KEY};
@@ -20,6 +21,7 @@ use super::policy::Policy;
 use super::quota::{Admission, Quotas, CREDIT_KEY};
 use super::relay::{self, Pending};
 use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls, Sealed};
+use super::servers::Route;
 use super::session::{self, CallKey, ClientSession, Sessions};
 use super::settle::{self, Body, CallRecord, Decision, End, Settle};
 use super::upstreams::Upstreams;
@@ -193,6 +195,18 @@ impl Calls {
         // Read once: the whole call runs under this policy and catalogue,
         // whatever a reload does meanwhile.
         let (policy, catalogue) = self.snapshot();
+        // On a virtual server the name is the server's (V2-V4).
+        let routed = match session.server() {
+            None => None,
+            Some(name) => match self
+                .route(&policy, &catalogue, session, name, &mut params)
+                .await
+            {
+                Route::Answer(result) => return Begun::Done(Some(Ok(result))),
+                Route::Real { shown } => Some(Some(shown)),
+                Route::Absent => Some(None),
+            },
+        };
         let call = id.map(crate::jsonrpc::id_key);
         let mut sealed = None;
         if let Some(e) = &envelope {
@@ -237,7 +251,13 @@ impl Calls {
             check.insert("_meta".into(), meta.clone());
         }
         let verdict = self
-            .check((&policy, &catalogue), session, check, span.as_ref())
+            .routed_check(
+                (&policy, &catalogue),
+                session,
+                check,
+                span.as_ref(),
+                &routed,
+            )
             .await;
         if let Some(s) = &mut span {
             if !verdict.report.unknown_keys.is_empty() {
@@ -256,10 +276,14 @@ impl Calls {
             warden_core::Outcome::Forward(f) => f,
             warden_core::Outcome::Answer { answer, refusal } => {
                 tracing::info!(caller = %logged(session.caller().as_deref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(verdict.report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
-                let tool = params
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
+                // A hidden renamed tool is recorded as the absent name it was called by.
+                let tool = match (&routed, refusal) {
+                    (Some(Some(shown)), Refusal::UnknownTool) => shown.as_str(),
+                    _ => params
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                };
                 let mut record =
                     self.refused_record(session, tool, sent, &verdict.report, refusal, started);
                 record.after = policy.after_hooks.clone();
@@ -373,6 +397,7 @@ impl Calls {
                 session.caller().as_deref(),
                 tool,
                 None,
+                session.server(),
                 &args,
                 report,
                 None,
@@ -426,6 +451,7 @@ impl Calls {
                 caller,
                 &tool.name,
                 Some(&tool.upstream),
+                session.server(),
                 &forward.arguments,
                 report,
                 ledger.as_ref().map(|(_, k)| k.clone()),

@@ -16,7 +16,12 @@ impl Front {
                 answer::HTTP_ACCEPT_GET,
             );
         }
-        let session = match self.session_of(headers, caller, false).await {
+        let on = req
+            .extensions()
+            .get::<OnServer>()
+            .cloned()
+            .unwrap_or(OnServer(None));
+        let session = match self.session_of(headers, &on, caller, false).await {
             Ok(s) => s,
             Err(r) => return *r,
         };

@@ -16,6 +16,7 @@ impl Front {
         msg: Value,
         caller: warden_core::Caller,
         token: Option<Arc<str>>,
+        on: &OnServer,
     ) -> Reply {
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
         let method = msg
@@ -80,6 +81,9 @@ impl Front {
         }
         let who = caller.clone();
         let session = self.sessions.open_stateless(caller);
+        if let Some(name) = &on.0 {
+            session.client.serve(name);
+        }
         self.drain.track_stateless(&session);
         session.client.update_caller(&who, token);
         self.request(&session, id, msg, header_str(headers, "traceparent"))

@@ -14,9 +14,9 @@ async fn table_with(toml: &str, idle: Duration, per_caller: usize) -> SessionTab
 async fn a_caller_holds_at_most_its_share_and_gets_it_back_as_sessions_end() {
     let table = table(Duration::from_secs(60), 2).await;
     let alice = || Caller::new("alice");
-    let first = table.open(alice(), None).unwrap();
-    table.open(alice(), None).unwrap();
-    match table.open(alice(), None).err() {
+    let first = table.open(alice(), None, None).unwrap();
+    table.open(alice(), None, None).unwrap();
+    match table.open(alice(), None, None).err() {
         Some(Full::Caller { open, retry_after }) => {
             assert_eq!(open, 2);
             assert!(retry_after > Duration::from_secs(50), "{retry_after:?}");
@@ -24,7 +24,7 @@ async fn a_caller_holds_at_most_its_share_and_gets_it_back_as_sessions_end() {
         other => panic!("a third session for alice: {other:?}"),
     }
     // Others are not held back by alice, and stateless sessions are not counted.
-    table.open(Caller::new("bob"), None).unwrap();
+    table.open(Caller::new("bob"), None, None).unwrap();
     let _stateless = table.open_stateless(alice());
     assert_eq!((table.held_by("alice"), table.count()), (2, 3));
     // DELETE, even twice, frees one place.
@@ -35,7 +35,7 @@ async fn a_caller_holds_at_most_its_share_and_gets_it_back_as_sessions_end() {
         .end(&first, "the client ended the session", true)
         .await;
     assert_eq!(table.held_by("alice"), 1);
-    table.open(alice(), None).unwrap();
+    table.open(alice(), None, None).unwrap();
     // The gateway's end frees them all.
     table.end_all("the gateway is shutting down");
     assert_eq!(
@@ -47,18 +47,18 @@ async fn a_caller_holds_at_most_its_share_and_gets_it_back_as_sessions_end() {
 #[tokio::test]
 async fn the_idle_sweep_gives_a_caller_its_sessions_back() {
     let table = table(Duration::from_millis(1), 1).await;
-    table.open(Caller::new("alice"), None).unwrap();
-    assert!(table.open(Caller::new("alice"), None).is_err());
+    table.open(Caller::new("alice"), None, None).unwrap();
+    assert!(table.open(Caller::new("alice"), None, None).is_err());
     tokio::time::sleep(Duration::from_millis(20)).await;
     table.sweep();
     assert_eq!(table.held_by("alice"), 0);
-    table.open(Caller::new("alice"), None).unwrap();
+    table.open(Caller::new("alice"), None, None).unwrap();
 }
 
 #[tokio::test]
 async fn without_a_shared_secret_a_session_lives_and_dies_in_its_process() {
     let table = table(Duration::from_millis(1), 4).await;
-    let s = table.open(Caller::new("alice"), None).unwrap();
+    let s = table.open(Caller::new("alice"), None, None).unwrap();
     assert!(table.find(&s.id, "alice", false).await.is_ok());
     assert!(
         table.find(&s.id, "bob", false).await.is_err(),
@@ -79,7 +79,9 @@ async fn replicas_sharing_the_secret_take_up_each_others_sessions() {
     let a = table_with(toml, Duration::from_millis(1), 4).await;
     let b = table_with(toml, Duration::from_millis(1), 4).await;
     let init = json!({"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}});
-    let s = a.open(Caller::new("alice"), Some(&init)).unwrap();
+    let s = a
+        .open(Caller::new("alice"), Some(&init), Some("tiny".into()))
+        .unwrap();
     let Ok(taken) = b.find(&s.id, "alice", false).await else {
         panic!("not found")
     };
@@ -90,6 +92,8 @@ async fn replicas_sharing_the_secret_take_up_each_others_sessions() {
     assert!(taken.client.client_can("sampling") && !taken.client.client_can("elicitation"));
     assert_eq!(taken.client.version(), Some("2025-06-18"));
     assert_eq!(taken.client.label, format!("http:{}", s.sid));
+    // It stays on the virtual server it was opened on (V1).
+    assert_eq!(taken.client.server(), Some("tiny"));
     assert!(
         b.find(&s.id, "bob", false).await.is_err(),
         "bound to its caller"
@@ -113,8 +117,8 @@ async fn a_session_taken_up_from_its_id_counts_against_the_callers_cap() {
     let a = table_with(toml, Duration::from_secs(60), 2).await;
     let b = table_with(toml, Duration::from_secs(60), 2).await;
     let ids: Vec<String> = (0..2)
-        .map(|_| a.open(Caller::new("alice"), None).unwrap().id.clone())
-        .chain((0..2).map(|_| b.open(Caller::new("alice"), None).unwrap().id.clone()))
+        .map(|_| a.open(Caller::new("alice"), None, None).unwrap().id.clone())
+        .chain((0..2).map(|_| b.open(Caller::new("alice"), None, None).unwrap().id.clone()))
         .collect();
     // At a, alice holds her two: a third id, opened at b, is not taken up.
     assert!(a.find(&ids[0], "alice", false).await.is_ok(), "held here");
@@ -146,7 +150,7 @@ async fn with_flow_rules_and_no_shared_store_a_session_is_not_taken_up_without_i
         [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\n";
     let a = table_with(toml, Duration::from_millis(1), 4).await;
     let b = table_with(toml, Duration::from_millis(1), 4).await;
-    let s = a.open(Caller::new("alice"), None).unwrap();
+    let s = a.open(Caller::new("alice"), None, None).unwrap();
     assert!(a.find(&s.id, "alice", false).await.is_ok(), "held here");
     assert_eq!(
         b.find(&s.id, "alice", false).await.err(),

@@ -1,0 +1,49 @@
+//! `[[server]]`: a virtual server, a named tool set across upstreams served at
+//! `/mcp/<name>` and by `run --server NAME` (V1-V5).
+
+use super::*;
+use std::collections::BTreeMap;
+
+/// One virtual server as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Its name: the path `/mcp/<name>` and `run --server NAME`.
+    pub name: String,
+    /// Globs over catalogue names: the tools it exposes.
+    pub tools: Vec<String>,
+    /// `list` (default): its tools are listed; `search`: it lists `search_tools`
+    /// and `call_tool` only (V4).
+    #[serde(default, deserialize_with = "parsed")]
+    pub discovery: Discovery,
+    /// Catalogue name → the name this server gives the tool.
+    #[serde(default)]
+    pub rename: BTreeMap<String, String>,
+    /// Catalogue name → the description this server gives the tool.
+    #[serde(default)]
+    pub describe: BTreeMap<String, String>,
+    /// Catalogue name → the title this server gives the tool.
+    #[serde(default)]
+    pub title: BTreeMap<String, String>,
+    /// What `initialize` tells the client about this server.
+    pub instructions: Option<String>,
+}
+
+/// How a virtual server's tools are found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Discovery {
+    #[default]
+    List,
+    Search,
+}
+
+impl FromStr for Discovery {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "list" => Ok(Discovery::List),
+            "search" => Ok(Discovery::Search),
+            other => Err(format!("'{other}' is not a discovery; use list or search")),
+        }
+    }
+}

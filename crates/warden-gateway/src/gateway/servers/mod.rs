@@ -1,0 +1,178 @@
+//! Virtual servers at run time (V1-V5): what a session opened on one lists, and
+//! how a `tools/call` there reaches the real tool.
+//!
+//! A server shows part of the caller's own listing (hidden tools are gone
+//! before it looks), renamed and described its way. In search mode it lists
+//! `search_tools` and `call_tool` only; both read that same listing.
+
+#[cfg(test)]
+mod quality;
+mod search;
+
+use crate::config::servers::{VirtualServer, CALL_TOOL, SEARCH_TOOLS};
+use crate::config::Discovery;
+use crate::texts;
+use serde_json::{json, Map, Value};
+
+/// The longest query `search_tools` takes, in characters.
+pub const MAX_QUERY_CHARS: usize = 500;
+/// The most results `search_tools` returns, and how many unless asked.
+pub const MAX_LIMIT: u64 = 20;
+pub const DEFAULT_LIMIT: u64 = 5;
+
+/// Where a `tools/call` on a virtual server goes.
+pub enum Route {
+    /// To the pipeline under the real tool's name (the params now carry it);
+    /// `shown` is the name the caller used, for an answer that must not tell
+    /// it apart from an absent tool.
+    Real { shown: String },
+    /// No tool by that name here: answered as an absent tool (G2).
+    Absent,
+    /// Answered by the server itself (a search, or a tool error).
+    Answer(Value),
+}
+
+/// The `tools/list` result of `server` from the caller's own listing.
+pub fn listing(server: &VirtualServer, listed: &[&Value]) -> Vec<Value> {
+    match server.discovery {
+        Discovery::List => server.view(listed.iter().copied()),
+        Discovery::Search => search_mode_tools(),
+    }
+}
+
+/// A tool error the model can act on.
+pub fn tool_error(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": true})
+}
+
+/// Routes one call (`params`: the `tools/call` params, rewritten in place).
+/// `listed`: the caller's own listing, read only in search mode.
+pub fn route(server: &VirtualServer, params: &mut Value, listed: &[&Value]) -> Route {
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if server.discovery == Discovery::Search {
+        let args = params.get("arguments").and_then(Value::as_object);
+        let empty = Map::new();
+        let args = args.unwrap_or(&empty);
+        match name.as_str() {
+            SEARCH_TOOLS => return Route::Answer(search_tools(server, listed, args)),
+            CALL_TOOL => match unwrap_call(server, params, listed) {
+                Ok(()) => {}
+                Err(answer) => return Route::Answer(answer),
+            },
+            _ => return Route::Absent,
+        }
+    }
+    let shown = params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    match server.real(&shown) {
+        Some(real) => {
+            params["name"] = real.into();
+            Route::Real { shown }
+        }
+        None => Route::Absent,
+    }
+}
+
+/// `call_tool`'s own arguments become the call's: the tool named, with its
+/// arguments (the request's `_meta` stays). `Err`: a tool error.
+fn unwrap_call(server: &VirtualServer, params: &mut Value, listed: &[&Value]) -> Result<(), Value> {
+    let args = params
+        .get_mut("arguments")
+        .map(Value::take)
+        .unwrap_or(Value::Null);
+    let Some(name) = args.get("name").and_then(Value::as_str) else {
+        return Err(tool_error(texts::CALL_TOOL_NO_NAME));
+    };
+    let visible = server
+        .view(listed.iter().copied())
+        .iter()
+        .any(|t| t.get("name").and_then(Value::as_str) == Some(name));
+    if !visible {
+        return Err(tool_error(&texts::call_tool_unknown(name)));
+    }
+    let inner = match args.get("arguments") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(a @ Value::Object(_)) => a.clone(),
+        Some(_) => return Err(tool_error(texts::CALL_TOOL_BAD_ARGUMENTS)),
+    };
+    params["name"] = name.into();
+    params["arguments"] = inner;
+    Ok(())
+}
+
+/// `search_tools`: the best matches among the tools the caller may see here.
+fn search_tools(server: &VirtualServer, listed: &[&Value], args: &Map<String, Value>) -> Value {
+    let query = args
+        .get("query")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if query.trim().is_empty() {
+        return tool_error(texts::SEARCH_NO_QUERY);
+    }
+    if query.chars().count() > MAX_QUERY_CHARS {
+        return tool_error(&texts::search_query_too_long(MAX_QUERY_CHARS));
+    }
+    let limit = match args.get("limit") {
+        None | Some(Value::Null) => DEFAULT_LIMIT,
+        Some(v) => match v.as_u64().filter(|n| (1..=MAX_LIMIT).contains(n)) {
+            Some(n) => n,
+            None => return tool_error(&texts::search_bad_limit(MAX_LIMIT)),
+        },
+    };
+    let tools = server.view(listed.iter().copied());
+    let found: Vec<Value> = search::rank(&tools, query, limit as usize)
+        .into_iter()
+        .map(|i| {
+            let t = &tools[i];
+            let mut out = Map::new();
+            for k in ["name", "description", "inputSchema"] {
+                if let Some(v) = t.get(k) {
+                    out.insert(k.into(), v.clone());
+                }
+            }
+            Value::Object(out)
+        })
+        .collect();
+    let structured = json!({"tools": found});
+    json!({
+        "content": [{"type": "text", "text": structured.to_string()}],
+        "structuredContent": structured,
+    })
+}
+
+/// The two tools a server in search mode lists.
+fn search_mode_tools() -> Vec<Value> {
+    vec![
+        json!({
+            "name": SEARCH_TOOLS,
+            "description": "Find the tools for a task. Describe the task in a few words; returns the best-matching tools with their names, descriptions and input schemas. Then run one with call_tool.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What the tool should do, in a few words."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "How many tools to return (default 5)."}
+                },
+                "required": ["query"]
+            }
+        }),
+        json!({
+            "name": CALL_TOOL,
+            "description": "Run one tool that search_tools returned, by its name, with its arguments.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The tool's name as search_tools gave it."},
+                    "arguments": {"type": "object", "description": "The tool's own arguments, as its input schema says."}
+                },
+                "required": ["name"]
+            }
+        }),
+    ]
+}
