@@ -10,9 +10,11 @@
 //!   fixture upstream: it never stops answering, and every request gets exactly one
 //!   answer.
 //!
-//! It is not coverage-guided (nightly toolchains cannot be fetched here; cargo-afl
-//! would need AFL++'s LLVM plugins): mutations are structural (JSON-aware) and
-//! byte-level, from a seed printed at the start so any failure replays exactly.
+//! It is not coverage-guided: mutations are structural (JSON-aware) and byte-level,
+//! from a seed printed at the start so any failure replays exactly. The
+//! coverage-guided targets (cargo-fuzz, libFuzzer, stable toolchain) are in `fuzz/`
+//! at the repository root, with the same oracles for framing and the pipeline and a
+//! config target; docs/fuzzing.md says how to run them. CI runs only this file.
 //! `cargo test -p mcp-warden --test fuzz` runs a short bounded pass (CI);
 //! `FUZZ_CASES=100000 FUZZ_SEED=… cargo test --release -p mcp-warden --test fuzz -- --nocapture`
 //! is the long local run.
