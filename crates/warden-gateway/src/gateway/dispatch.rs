@@ -233,97 +233,110 @@ impl Gateway {
                 }
             }
             _ => {
-                self.connect(None).await;
-                if let Some((field, ups)) = self.upstreams.merging(method) {
-                    let (upstreams, method) = (self.upstreams.clone(), method.to_owned());
-                    let trace = span.map(Span::parent);
-                    return Begun::Then(Box::pin(async move {
-                        Some(
-                            upstreams
-                                .merged_list(&method, field, ups, trace.as_ref())
-                                .await,
-                        )
-                    }));
-                }
-                let Some(up) = self.upstreams.serving(method, params.as_ref()) else {
-                    return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
-                };
-                if envelope.is_none() && up.stateless_for(true) {
-                    if let Some(done) = self.removed_at_2026(&up, method, params.as_ref()).await {
-                        return Begun::Done(Some(done));
+                self.relay_other(session, id, method, params, envelope, span)
+                    .await
+            }
+        }
+    }
+
+    /// A request the gateway does not govern itself: a list merged across
+    /// upstreams, or relayed to the upstream serving it (with its input rounds
+    /// for a 2026-07-28 upstream).
+    async fn relay_other(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        id: &Value,
+        method: &str,
+        params: Option<Value>,
+        envelope: Option<Arc<Envelope>>,
+        span: Option<&Span>,
+    ) -> Begun {
+        let err = |code: i64, message: &str| {
+            Begun::Done(Some(Err(json!({"code": code, "message": message}))))
+        };
+        self.connect(None).await;
+        if let Some((field, ups)) = self.upstreams.merging(method) {
+            let (upstreams, method) = (self.upstreams.clone(), method.to_owned());
+            let trace = span.map(Span::parent);
+            return Begun::Then(Box::pin(async move {
+                Some(
+                    upstreams
+                        .merged_list(&method, field, ups, trace.as_ref())
+                        .await,
+                )
+            }));
+        }
+        let Some(up) = self.upstreams.serving(method, params.as_ref()) else {
+            return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
+        };
+        if envelope.is_none() && up.stateless_for(true) {
+            if let Some(done) = self.removed_at_2026(&up, method, params.as_ref()).await {
+                return Begun::Done(Some(done));
+            }
+        }
+        let mut params = params.unwrap_or_else(|| json!({}));
+        let call = jsonrpc::id_key(id);
+        // A 2026-07-28 client's state is bound to the request as it sent it.
+        let binding = envelope
+            .as_ref()
+            .map(|_| forward_binding(session.caller().as_deref(), method, &params));
+        let mut sealed = None;
+        if let (Some(e), Some(b)) = (&envelope, &binding) {
+            match input::open_state(self.calls.state_key(), e, b) {
+                Ok(s) => sealed = s,
+                Err(error) => return Begun::Done(Some(Err(error))),
+            }
+        }
+        let stateless = up.stateless_for(envelope.is_none());
+        if stateless {
+            input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
+        }
+        let capabilities = match &envelope {
+            Some(e) => Some(e.capabilities.clone()),
+            None => session.capabilities(),
+        };
+        // The upstream round trip's span; the upstream continues the trace
+        // under it (`_meta`, and the header for an HTTP upstream).
+        let mut round_trip = span.map(|s| round_trip_span(&s.parent(), method, &up.name));
+        if let Some(s) = &round_trip {
+            otel::set_traceparent(&mut params, &s.context());
+        }
+        let kept = (stateless && envelope.is_none()).then(|| params.clone());
+        let begun = relay::begin_forward(&up, session, call, method, params, capabilities.as_ref());
+        match begun.await {
+            Ok(mut pending) => {
+                let (me, session) = (self.clone(), session.clone());
+                let started = std::time::Instant::now();
+                Begun::Then(Box::pin(async move {
+                    let mut result = relay::wait(&session, &mut pending).await;
+                    if stateless {
+                        let rounds = input::Rounds {
+                            up: &up,
+                            session: &session,
+                            sessions: &me.sessions,
+                            call: pending.call.clone(),
+                            method: &pending.method,
+                            params: kept,
+                            capabilities,
+                            binding: binding.as_ref(),
+                            key: me.calls.state_key(),
+                            approved: false,
+                            timeout: me.calls.approval_timeout(),
+                        };
+                        result = rounds.finish(result).await;
                     }
-                }
-                let mut params = params.unwrap_or_else(|| json!({}));
-                let call = jsonrpc::id_key(id);
-                // A 2026-07-28 client's state is bound to the request as it sent it.
-                let binding = envelope
-                    .as_ref()
-                    .map(|_| forward_binding(session.caller().as_deref(), method, &params));
-                let mut sealed = None;
-                if let (Some(e), Some(b)) = (&envelope, &binding) {
-                    match input::open_state(self.calls.state_key(), e, b) {
-                        Ok(s) => sealed = s,
-                        Err(error) => return Begun::Done(Some(Err(error))),
+                    let body = relay::forwarded(&pending, result, started, me.upstreams.error_data);
+                    if let (Some(s), Some(Err(_))) = (&mut round_trip, &body) {
+                        s.fail("answered with a JSON-RPC error");
                     }
+                    body
+                }))
+            }
+            Err(body) => {
+                if let Some(s) = &mut round_trip {
+                    s.fail("not sent to the upstream");
                 }
-                let stateless = up.stateless_for(envelope.is_none());
-                if stateless {
-                    input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
-                }
-                let capabilities = match &envelope {
-                    Some(e) => Some(e.capabilities.clone()),
-                    None => session.capabilities(),
-                };
-                // The upstream round trip's span; the upstream continues the trace
-                // under it (`_meta`, and the header for an HTTP upstream).
-                let mut round_trip = span.map(|s| round_trip_span(&s.parent(), method, &up.name));
-                if let Some(s) = &round_trip {
-                    otel::set_traceparent(&mut params, &s.context());
-                }
-                let kept = (stateless && envelope.is_none()).then(|| params.clone());
-                let begun =
-                    relay::begin_forward(&up, session, call, method, params, capabilities.as_ref());
-                match begun.await {
-                    Ok(mut pending) => {
-                        let (me, session) = (self.clone(), session.clone());
-                        let started = std::time::Instant::now();
-                        Begun::Then(Box::pin(async move {
-                            let mut result = relay::wait(&session, &mut pending).await;
-                            if stateless {
-                                let rounds = input::Rounds {
-                                    up: &up,
-                                    session: &session,
-                                    sessions: &me.sessions,
-                                    call: pending.call.clone(),
-                                    method: &pending.method,
-                                    params: kept,
-                                    capabilities,
-                                    binding: binding.as_ref(),
-                                    key: me.calls.state_key(),
-                                    approved: false,
-                                    timeout: me.calls.approval_timeout(),
-                                };
-                                result = rounds.finish(result).await;
-                            }
-                            let body = relay::forwarded(
-                                &pending,
-                                result,
-                                started,
-                                me.upstreams.error_data,
-                            );
-                            if let (Some(s), Some(Err(_))) = (&mut round_trip, &body) {
-                                s.fail("answered with a JSON-RPC error");
-                            }
-                            body
-                        }))
-                    }
-                    Err(body) => {
-                        if let Some(s) = &mut round_trip {
-                            s.fail("not sent to the upstream");
-                        }
-                        Begun::Done(body)
-                    }
-                }
+                Begun::Done(body)
             }
         }
     }
