@@ -5,8 +5,8 @@
 mod common;
 
 use common::http::{
-    anonymous, call, error_body, exchange, initialize, open, request, try_exchange, wait_closed,
-    HttpWarden, POST,
+    anonymous, call, error_body, exchange, initialize, open, request, request_from, try_exchange,
+    wait_closed, HttpWarden, POST,
 };
 use common::*;
 use serde_json::json;
@@ -296,6 +296,32 @@ fn one_caller_cannot_take_every_session() {
     assert_eq!(r.status, 200);
     w.session(&[]);
     assert_eq!(w.post(&[], &initialize()).status, 429);
+}
+
+#[test]
+fn anonymous_clients_each_hold_their_own_share_of_sessions() {
+    let w = HttpWarden::start(
+        "http-sessions-anonymous",
+        &anonymous("max_sessions_per_caller = 2"),
+        &[],
+    );
+    let init = initialize().to_string();
+    let from = |source: &str| request_from(source, &w.addr, "POST", &POST, &init);
+    // One client without credentials takes its share...
+    for _ in 0..2 {
+        assert_eq!(from("127.0.0.1").status, 200);
+    }
+    let r = from("127.0.0.1");
+    assert_eq!(r.status, 429);
+    assert_eq!(
+        r.body,
+        error_body("Too many requests: this caller already has 2 open sessions; end unused ones with DELETE or let them expire.")
+    );
+    // ...and another address, the same anonymous caller, still gets its own.
+    for _ in 0..2 {
+        assert_eq!(from("127.0.0.2").status, 200);
+    }
+    assert_eq!(from("127.0.0.2").status, 429);
 }
 
 #[test]

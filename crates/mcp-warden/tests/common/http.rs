@@ -146,6 +146,38 @@ pub fn open_path(
     body: &str,
 ) -> Open {
     let stream = TcpStream::connect(addr).expect("connect to the HTTP front");
+    send(stream, addr, method, path, headers, body)
+}
+
+/// [`request`] from the loopback address `source` (127.0.0.2, say): the
+/// gateway sees another client address.
+pub fn request_from(
+    source: &str,
+    addr: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Reply {
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+    let local: std::net::SocketAddr = format!("{source}:0").parse().expect("a source address");
+    socket.bind(&local.into()).expect("bind the source address");
+    let to: std::net::SocketAddr = addr.parse().expect("the front's address");
+    socket
+        .connect(&to.into())
+        .expect("connect to the HTTP front");
+    send(socket.into(), addr, method, "/mcp", headers, body).finish()
+}
+
+/// Sends one request on `stream` and reads the answer's head.
+fn send(
+    stream: TcpStream,
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Open {
     stream.set_read_timeout(Some(PATIENCE)).expect("timeout");
     let mut req = format!("{method} {path} HTTP/1.1\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {

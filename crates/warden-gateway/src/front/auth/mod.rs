@@ -34,15 +34,19 @@ pub struct Identity {
     pub token: Option<Arc<str>>,
     /// When that token expires, seconds since the epoch.
     pub expires: Option<u64>,
+    /// The request showed no credential (`gateway.anonymous_caller`): every
+    /// such client is the same caller, told apart only by its address.
+    pub anonymous: bool,
 }
 
 impl Identity {
-    fn plain(caller: Caller) -> Identity {
+    fn plain(caller: Caller, anonymous: bool) -> Identity {
         Identity {
             caller,
             scopes: None,
             token: None,
             expires: None,
+            anonymous,
         }
     }
 }
@@ -50,6 +54,8 @@ impl Identity {
 /// What the quick, local part of identification found.
 enum Local<'a> {
     Caller(Caller),
+    /// No credential, and `gateway.anonymous_caller` lets such requests in.
+    Anonymous(Caller),
     /// A token for the `[oauth]` issuer to check: a JWT, or opaque.
     OAuth {
         token: &'a str,
@@ -174,7 +180,8 @@ impl Auth {
         config: &Config,
     ) -> Result<Identity, Refused> {
         let (token, jwt) = match self.local(authorization, config)? {
-            Local::Caller(c) => return Ok(Identity::plain(c)),
+            Local::Caller(c) => return Ok(Identity::plain(c, false)),
+            Local::Anonymous(c) => return Ok(Identity::plain(c, true)),
             Local::OAuth { token, jwt } => (token, jwt),
         };
         let Some(rs) = &self.oauth else {
@@ -199,6 +206,7 @@ impl Auth {
             scopes: Some(v.scopes),
             token: Some(Arc::from(token)),
             expires: v.expires,
+            anonymous: false,
         })
     }
 
@@ -214,7 +222,7 @@ impl Auth {
             return callers
                 .anonymous
                 .clone()
-                .map(Local::Caller)
+                .map(Local::Anonymous)
                 .ok_or(Refused::Missing);
         };
         let header = std::str::from_utf8(header).map_err(|_| Refused::Invalid)?;

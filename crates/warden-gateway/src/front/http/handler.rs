@@ -50,7 +50,7 @@ use super::reply::{
     Reply, VERSION_HEADER,
 };
 use super::session::{
-    Attached, Full, HttpSession, Missing, SessionTable, StreamRefused, Watch, MAX_SESSIONS,
+    Attached, Full, Holder, HttpSession, Missing, SessionTable, StreamRefused, Watch, MAX_SESSIONS,
     SINK_CAPACITY,
 };
 use super::sse::{frame, priming, SseBody};
@@ -68,6 +68,7 @@ use hyper::{Method, Request, StatusCode};
 use serde_json::{json, Value};
 use stateless::{carries_envelope, stateless_status};
 use std::collections::VecDeque;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -162,7 +163,12 @@ impl Front {
         }
     }
 
-    pub(super) async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Reply {
+    /// A request from `client` (its address, as `conn::client_of` gives it).
+    pub(super) async fn handle(
+        self: Arc<Self>,
+        mut req: Request<Incoming>,
+        client: IpAddr,
+    ) -> Reply {
         // Health probes come from kubelets and load balancers over the pod's own
         // address, with no credentials and a Host header nobody lists: they are
         // answered before the Host/Origin and credential checks, which guard the
@@ -180,7 +186,7 @@ impl Front {
         let unread = !req.body().is_end_stream();
         let read = BodyRead::default();
         req.extensions_mut().insert(read.clone());
-        let mut reply = self.answer(req).await;
+        let mut reply = self.answer(req, client).await;
         if unread && !read.0.load(Ordering::Relaxed) {
             reply
                 .headers_mut()
@@ -193,7 +199,7 @@ impl Front {
         reply
     }
 
-    async fn answer(self: Arc<Self>, mut req: Request<Incoming>) -> Reply {
+    async fn answer(self: Arc<Self>, mut req: Request<Incoming>, client: IpAddr) -> Reply {
         if self.metadata_paths.iter().any(|p| p == req.uri().path()) {
             if let Err(r) = self.check_origin(req.headers()) {
                 return *r;
@@ -228,12 +234,13 @@ impl Front {
             return *r;
         }
         let caller = who.caller.clone();
-        if let Some(Err(wait_ms)) = self.budget.as_ref().map(|b| b.take(&caller.name)) {
+        let holder = Holder::of(&who, client);
+        if let Some(Err(wait_ms)) = self.budget.as_ref().map(|b| b.take(holder.as_str())) {
             return too_many_requests(wait_ms);
         }
         let stateless = header_str(req.headers(), VERSION_HEADER) == Some(rev2026::VERSION);
         match *req.method() {
-            Method::POST => self.post(req, who).await,
+            Method::POST => self.post(req, who, holder).await,
             Method::GET | Method::DELETE if stateless => {
                 let mut r = refuse(
                     StatusCode::METHOD_NOT_ALLOWED,
@@ -244,8 +251,8 @@ impl Front {
                     .insert(header::ALLOW, HeaderValue::from_static("POST"));
                 r
             }
-            Method::GET => self.get(req, &caller.name).await,
-            Method::DELETE => self.delete(req, &caller.name).await,
+            Method::GET => self.get(req, &caller.name, &holder).await,
+            Method::DELETE => self.delete(req, &caller.name, &holder).await,
             _ => {
                 let mut r = refuse(
                     StatusCode::METHOD_NOT_ALLOWED,
@@ -332,6 +339,7 @@ impl Front {
         headers: &HeaderMap,
         on: &OnServer,
         caller: &str,
+        holder: &Holder,
         ending: bool,
     ) -> Result<Arc<HttpSession>, Box<Reply>> {
         let Some(id) = header_str(headers, SESSION_HEADER) else {
@@ -341,7 +349,7 @@ impl Front {
                 answer::HTTP_NO_SESSION,
             )));
         };
-        let session = match self.sessions.find(id, caller, ending).await {
+        let session = match self.sessions.find(id, caller, holder, ending).await {
             Ok(session) => session,
             Err(Missing::NotFound) => {
                 return Err(Box::new(refuse(
@@ -350,7 +358,7 @@ impl Front {
                     answer::HTTP_UNKNOWN_SESSION,
                 )))
             }
-            Err(Missing::Full(full)) => return Err(Box::new(session_refused(full, caller))),
+            Err(Missing::Full(full)) => return Err(Box::new(session_refused(full, holder))),
         };
         // A session is served at the path it was opened on, and only there (V1).
         if session.client.server() != on.0.as_deref() {
@@ -365,7 +373,7 @@ impl Front {
         Ok(session)
     }
 
-    async fn post(self: Arc<Self>, req: Request<Incoming>, who: Identity) -> Reply {
+    async fn post(self: Arc<Self>, req: Request<Incoming>, who: Identity, holder: Holder) -> Reply {
         let (parts, incoming) = req.into_parts();
         let headers = parts.headers;
         let on = parts
@@ -498,17 +506,22 @@ impl Front {
         }
         let (session, new) = match &msg {
             Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("initialize") => {
-                let name = caller.name.clone();
                 let who = caller.clone();
-                match self.sessions.open(caller, o.get("params"), on.0.clone()) {
+                match self
+                    .sessions
+                    .open(caller, &holder, o.get("params"), on.0.clone())
+                {
                     Ok(session) => {
                         session.client.update_caller(&who, token);
                         (session, true)
                     }
-                    Err(full) => return session_refused(full, &name),
+                    Err(full) => return session_refused(full, &holder),
                 }
             }
-            _ => match self.session_of(&headers, &on, &caller.name, false).await {
+            _ => match self
+                .session_of(&headers, &on, &caller.name, &holder, false)
+                .await
+            {
                 Ok(s) => {
                     s.client.update_caller(&caller, token);
                     (s, false)
@@ -627,13 +640,16 @@ impl Front {
     }
 
     /// DELETE: ends the session; its running calls are cancelled.
-    async fn delete(&self, req: Request<Incoming>, caller: &str) -> Reply {
+    async fn delete(&self, req: Request<Incoming>, caller: &str, holder: &Holder) -> Reply {
         let on = req
             .extensions()
             .get::<OnServer>()
             .cloned()
             .unwrap_or(OnServer(None));
-        let session = match self.session_of(req.headers(), &on, caller, true).await {
+        let session = match self
+            .session_of(req.headers(), &on, caller, holder, true)
+            .await
+        {
             Ok(s) => s,
             Err(r) => return *r,
         };
@@ -651,8 +667,9 @@ impl Front {
 
 /// The answer to a request that would open a session, or take one up from its
 /// id, past a cap: 503 when the gateway holds [`MAX_SESSIONS`], 429 with
-/// Retry-After when the caller holds `gateway.max_sessions_per_caller`.
-fn session_refused(full: Full, caller: &str) -> Reply {
+/// Retry-After when the caller (the anonymous caller: its client) holds
+/// `gateway.max_sessions_per_caller`.
+fn session_refused(full: Full, holder: &Holder) -> Reply {
     match full {
         Full::Gateway => {
             tracing::warn!("{MAX_SESSIONS} HTTP sessions are open; another one is refused");
@@ -663,7 +680,7 @@ fn session_refused(full: Full, caller: &str) -> Reply {
             )
         }
         Full::Caller { open, retry_after } => {
-            tracing::info!(caller = %crate::logged::logged(caller), "the caller holds {open} HTTP sessions (gateway.max_sessions_per_caller); another one is refused");
+            tracing::info!(caller = %crate::logged::logged(holder.as_str()), "the caller holds {open} HTTP sessions (gateway.max_sessions_per_caller); another one is refused");
             too_many_sessions(open, retry_after)
         }
     }

@@ -156,7 +156,8 @@ impl Server {
             tokio::spawn(async move {
                 let (_slot, _held) = (slot, held);
                 let metrics = front.gateway.metrics.clone();
-                let answer = move |req| front.clone().handle(req);
+                let client = conn::client_of(peer.ip());
+                let answer = move |req| front.clone().handle(req, client);
                 match tls {
                     None => conn::serve(stream, accepted, limits, &metrics, drain, answer).await,
                     Some(tls) => {

@@ -9,6 +9,7 @@
 
 use super::sealed::{random_hex, SessionToken};
 use super::streams::{Event, Streams};
+use crate::front::auth::Identity;
 use crate::gateway::rev2026::unix_now;
 use crate::gateway::{negotiated_version, ClientSession, Gateway, Outgoing};
 use crate::jsonrpc;
@@ -16,6 +17,7 @@ use crate::logged::logged;
 use bytes::Bytes;
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -50,6 +52,8 @@ pub(super) struct HttpSession {
     /// A 2026-07-28 request's own session: nothing can resume its stream.
     pub(super) stateless: bool,
     pub(super) caller: String,
+    /// Whose cap it counts against.
+    holder: Holder,
     gateway: Arc<Gateway>,
     pub(super) client: Arc<ClientSession>,
     streams: Mutex<Streams>,
@@ -268,7 +272,34 @@ impl HttpSession {
     }
 }
 
-/// The open sessions, by id, and how many each caller holds.
+/// Whose sessions count together against `gateway.max_sessions_per_caller`: a
+/// caller's, except the anonymous caller's (`gateway.anonymous_caller`), which
+/// count per client address (an IPv4 address or an IPv6 /64, as connections
+/// do), so that one client without credentials cannot hold every session the
+/// other anonymous clients could have had.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Holder(String);
+
+impl Holder {
+    /// The holder for a request from `client` by `who`.
+    pub(super) fn of(who: &Identity, client: IpAddr) -> Holder {
+        match who.anonymous {
+            true => Holder(format!("{}@{client}", who.caller.name)),
+            false => Holder(who.caller.name.clone()),
+        }
+    }
+
+    /// A caller with a credential: its sessions count together wherever they come from.
+    pub(super) fn caller(name: &str) -> Holder {
+        Holder(name.to_owned())
+    }
+
+    pub(super) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The open sessions, by id, and how many each holder has.
 pub(super) struct SessionTable {
     gateway: Arc<Gateway>,
     open: Mutex<Open>,
@@ -293,13 +324,13 @@ pub(super) struct SessionTable {
 #[derive(Default)]
 struct Open {
     by_id: HashMap<String, Arc<HttpSession>>,
-    /// Callers holding no session have no entry.
-    by_caller: HashMap<String, usize>,
+    /// Holders of no session have no entry.
+    by_holder: HashMap<Holder, usize>,
 }
 
 impl Open {
     fn insert(&mut self, session: Arc<HttpSession>) {
-        *self.by_caller.entry(session.caller.clone()).or_default() += 1;
+        *self.by_holder.entry(session.holder.clone()).or_default() += 1;
         self.by_id.insert(session.id.clone(), session);
     }
 
@@ -307,10 +338,10 @@ impl Open {
         let Some(session) = self.by_id.remove(id) else {
             return; // ended twice (a DELETE racing the idle sweep, say): counted once
         };
-        match self.by_caller.get_mut(&session.caller) {
+        match self.by_holder.get_mut(&session.holder) {
             Some(n) if *n > 1 => *n -= 1,
             _ => {
-                self.by_caller.remove(&session.caller);
+                self.by_holder.remove(&session.holder);
             }
         }
     }
@@ -360,27 +391,27 @@ impl SessionTable {
         self.lock().by_id.len()
     }
 
-    /// How many sessions `caller` holds.
+    /// How many sessions `holder` holds.
     #[cfg(test)]
-    fn held_by(&self, caller: &str) -> usize {
-        self.lock().by_caller.get(caller).copied().unwrap_or(0)
+    fn held_by(&self, holder: &Holder) -> usize {
+        self.lock().by_holder.get(holder).copied().unwrap_or(0)
     }
 
-    /// Why `caller` may not hold one more session here, if it may not: the
-    /// gateway holds [`MAX_SESSIONS`], or the caller its cap. The same caps for
+    /// Why `holder` may not hold one more session here, if it may not: the
+    /// gateway holds [`MAX_SESSIONS`], or the holder its cap. The same caps for
     /// a session opened by `initialize` and one taken up from its id.
-    fn full(&self, open: &Open, caller: &str) -> Option<Full> {
+    fn full(&self, open: &Open, holder: &Holder) -> Option<Full> {
         if open.by_id.len() >= MAX_SESSIONS {
             return Some(Full::Gateway);
         }
-        let held = open.by_caller.get(caller).copied().unwrap_or(0);
+        let held = open.by_holder.get(holder).copied().unwrap_or(0);
         if held < self.per_caller {
             return None;
         }
         let retry_after = open
             .by_id
             .values()
-            .filter(|s| s.caller == caller)
+            .filter(|s| &s.holder == holder)
             .map(|s| {
                 let used = *s.last_used.lock().unwrap_or_else(|e| e.into_inner());
                 self.idle.saturating_sub(used.elapsed())
@@ -393,17 +424,18 @@ impl SessionTable {
         })
     }
 
-    /// A new session for `caller`, unless the gateway or the caller already
+    /// A new session for `caller`, unless the gateway or `holder` already
     /// holds as many as it may. The caps are checked and the session added under
     /// one lock: parallel initializes cannot overshoot them.
     pub(super) fn open(
         &self,
         caller: Caller,
+        holder: &Holder,
         init: Option<&Value>,
         server: Option<String>,
     ) -> Result<Arc<HttpSession>, Full> {
         let mut open = self.lock();
-        if let Some(full) = self.full(&open, &caller.name) {
+        if let Some(full) = self.full(&open, holder) {
             return Err(full);
         }
         let token = SessionToken {
@@ -417,7 +449,7 @@ impl SessionTable {
             until: unix_now().saturating_add(self.lifetime.as_secs()),
             server,
         };
-        let session = self.build(caller, Some((token, None)));
+        let session = self.build(caller, holder, Some((token, None)));
         open.insert(session.clone());
         self.publish(&open);
         drop(open);
@@ -427,7 +459,8 @@ impl SessionTable {
 
     /// A 2026-07-28 request's own session: not kept, it ends with its request.
     pub(super) fn open_stateless(&self, caller: Caller) -> Arc<HttpSession> {
-        self.build(caller, None)
+        let holder = Holder::caller(&caller.name);
+        self.build(caller, &holder, None)
     }
 
     /// A session for `caller`: addressable by the id its token seals (or, taken
@@ -436,6 +469,7 @@ impl SessionTable {
     fn build(
         &self,
         caller: Caller,
+        holder: &Holder,
         token: Option<(SessionToken, Option<&str>)>,
     ) -> Arc<HttpSession> {
         let (tx, rx) = mpsc::channel::<Outgoing>(1024);
@@ -467,6 +501,7 @@ impl SessionTable {
             checked: Mutex::new(Instant::now()),
             stateless: until == 0,
             caller: name,
+            holder: holder.clone(),
             gateway: self.gateway.clone(),
             client,
             streams: Mutex::new(Streams::new()),
@@ -479,12 +514,13 @@ impl SessionTable {
     /// The session `id`, when it is `caller`'s and neither ended nor expired: held
     /// here, or (replicas sharing the secret) taken up from its id. A session
     /// taken up counts against the caps as one opened by `initialize` does
-    /// ([`SessionTable::full`]), except for a request that ends it (`ending`: a
-    /// DELETE), so a caller at its cap can always end sessions.
+    /// ([`SessionTable::full`], for `holder`), except for a request that ends
+    /// it (`ending`: a DELETE), so a caller at its cap can always end sessions.
     pub(super) async fn find(
         &self,
         id: &str,
         caller: &str,
+        holder: &Holder,
         ending: bool,
     ) -> Result<Arc<HttpSession>, Missing> {
         let held = self.lock().by_id.get(id).cloned();
@@ -526,12 +562,12 @@ impl SessionTable {
             if let Some(s) = open.by_id.get(id) {
                 return Ok(s.clone()); // taken up by a request beside this one
             }
-            if let Some(full) = self.full(&open, caller).filter(|_| !ending) {
+            if let Some(full) = self.full(&open, holder).filter(|_| !ending) {
                 return Err(Missing::Full(full));
             }
             // Kept under the id the client holds (sealing again would give
             // another id, and every request would take the session up anew).
-            let session = self.build(Caller::new(caller), Some((token, Some(id))));
+            let session = self.build(Caller::new(caller), holder, Some((token, Some(id))));
             open.insert(session.clone());
             self.publish(&open);
             session

@@ -7,7 +7,7 @@ use super::*;
 impl Front {
     /// GET: the session's stream for server-initiated messages, or the resumption
     /// of any of its streams after `Last-Event-ID`.
-    pub(super) async fn get(&self, req: Request<Incoming>, caller: &str) -> Reply {
+    pub(super) async fn get(&self, req: Request<Incoming>, caller: &str, holder: &Holder) -> Reply {
         let headers = req.headers();
         if !accepts(headers, "text/event-stream") {
             return refuse(
@@ -21,7 +21,7 @@ impl Front {
             .get::<OnServer>()
             .cloned()
             .unwrap_or(OnServer(None));
-        let session = match self.session_of(headers, &on, caller, false).await {
+        let session = match self.session_of(headers, &on, caller, holder, false).await {
             Ok(s) => s,
             Err(r) => return *r,
         };
