@@ -13,7 +13,7 @@ use crate::policy::{LayeredPolicy, ToolPolicy};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Longest tool name a caller sees (the conformance suite's limit).
 pub const MAX_NAME_LEN: usize = 64;
@@ -59,7 +59,12 @@ pub struct ToolEntry {
     pub(crate) defaulted: HashSet<String>,
     /// For each parameter, what a valid value looks like, in words.
     pub(crate) expected: HashMap<String, String>,
-    pub(crate) validator: Option<jsonschema::Validator>,
+    /// Whether the input schema compiles (decided when the entry is built).
+    compiles: bool,
+    /// The compiled schema, built by the first call that is validated: a
+    /// compiled schema costs about 12 KB, and a catalogue of thousands of tools
+    /// holds only those of the tools called (issue 25).
+    validator: OnceLock<Option<jsonschema::Validator>>,
     /// Whether the declaration itself names `reason` as a parameter.
     pub(crate) declares_reason: bool,
 }
@@ -77,7 +82,18 @@ impl std::fmt::Debug for ToolEntry {
 
 impl ToolEntry {
     pub fn has_validator(&self) -> bool {
-        self.validator.is_some()
+        self.compiles
+    }
+
+    /// The tool's compiled input schema, compiled on first use; `None` when it
+    /// has no usable one.
+    pub(crate) fn validator(&self) -> Option<&jsonschema::Validator> {
+        if !self.compiles {
+            return None;
+        }
+        self.validator
+            .get_or_init(|| compile(self.declaration.get("inputSchema")?).ok())
+            .as_ref()
     }
 
     /// Whether `key` is one of the tool's canonical parameters.
@@ -317,13 +333,14 @@ fn build_entry(
         check = ArgCheck::Open;
     }
 
-    let validator = match (&check, schema) {
-        (ArgCheck::Unusable(_), _) | (_, None) => None,
+    // Compiled here to know that it compiles; kept only by the first call.
+    let compiles = match (&check, schema) {
+        (ArgCheck::Unusable(_), _) | (_, None) => false,
         (_, Some(schema)) => match compile(schema) {
-            Ok(v) => Some(v),
+            Ok(_) => true,
             Err(why) => {
                 check = ArgCheck::Unusable(why);
-                None
+                false
             }
         },
     };
@@ -362,7 +379,8 @@ fn build_entry(
         param_set,
         defaulted,
         expected,
-        validator,
+        compiles,
+        validator: OnceLock::new(),
         declares_reason,
     }
 }
@@ -472,6 +490,18 @@ mod tests {
     }
 
     #[test]
+    fn a_validator_is_held_only_once_a_call_needed_it() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let (c, _) = Catalogue::from_tools(&[tool("t", schema)], &ToolPolicy::default());
+        let t = c.get("t").unwrap();
+        assert!(t.has_validator());
+        assert!(t.validator.get().is_none(), "kept from the build");
+        assert!(t.validator().unwrap().is_valid(&json!({"a": "x"})));
+        assert!(!t.validator().unwrap().is_valid(&json!({"a": 1})));
+        assert!(t.validator.get().is_some());
+    }
+
+    #[test]
     fn edge_case_schemas() {
         let tools = [
             json!({"name": "none"}),
@@ -545,7 +575,7 @@ mod tests {
             &ToolPolicy::default(),
         );
         assert!(problems.is_empty(), "{problems:?}");
-        let v = c.get("t").unwrap().validator.as_ref().unwrap();
+        let v = c.get("t").unwrap().validator().unwrap();
         assert!(v.is_valid(&json!({"pair": ["a", 1]})));
         assert!(!v.is_valid(&json!({"pair": [1, "a"]})));
     }

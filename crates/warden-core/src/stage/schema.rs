@@ -18,7 +18,10 @@ use serde_json::Value;
 
 pub fn apply(call: &mut ArgCall<'_>) -> Step {
     let tool = call.tool;
-    let Some(validator) = tool.validator.as_ref().filter(|_| tool.policy.validate) else {
+    if !tool.policy.validate {
+        return Step::Pass;
+    }
+    let Some(validator) = tool.validator() else {
         return Step::Pass;
     };
     // Validate the arguments in place: move them into a Value and back, no copy.
