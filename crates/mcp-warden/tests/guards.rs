@@ -203,9 +203,9 @@ fn a_key_in_outbound_arguments_is_refused_and_an_email_redacted() {
     );
 }
 
-/// S1: `check` refuses what guards cannot do yet or what does not exist.
+/// S1: `check` refuses what guards cannot do or what does not exist.
 #[test]
-fn check_refuses_unknown_detectors_bad_patterns_and_ask() {
+fn check_refuses_unknown_detectors_bad_patterns_and_what_descriptions_cannot_do() {
     for (guard, key, message) in [
         (
             "on = [\"results\"]\ndetect = [\"pii.passport\"]\naction = \"report\"",
@@ -218,9 +218,9 @@ fn check_refuses_unknown_detectors_bad_patterns_and_ask() {
             "pattern 'ticket' does not compile: ",
         ),
         (
-            "on = [\"results\"]\ndetect = [\"secrets\"]\naction = \"ask\"",
+            "on = [\"results\"]\ndetect = [\"secrets\"]\naction = \"allow\"",
             "guard[0].action",
-            "action 'ask' is not available for guards yet; use redact, block, label or report",
+            "'allow' is not a guard action; use redact, block, label, report or ask",
         ),
         (
             "on = [\"results\"]\ndetect = [\"secrets\"]\naction = \"label\"",
@@ -228,14 +228,14 @@ fn check_refuses_unknown_detectors_bad_patterns_and_ask() {
             "action = \"label\" needs the labels to add",
         ),
         (
-            "on = [\"arguments\"]\ndetect = [\"secrets\"]\naction = \"label\"\nlabels = [\"x\"]",
+            "on = [\"descriptions\"]\ndetect = [\"injection\"]\naction = \"label\"\nlabels = [\"x\"]",
             "guard[0].action",
-            "action = \"label\" looks at results only; a guard on arguments may redact, block or report",
+            "a guard on descriptions may redact, block or report (a listing has no flow trail to label and no call to ask about)",
         ),
         (
-            "on = [\"descriptions\"]\ndetect = [\"injection\"]\naction = \"block\"",
+            "on = [\"descriptions\"]\ndetect = [\"injection\"]\naction = \"ask\"",
             "guard[0].action",
-            "a guard on descriptions may redact or report (block and label: not yet)",
+            "a guard on descriptions may redact, block or report (a listing has no flow trail to label and no call to ask about)",
         ),
     ] {
         let dir = scratch("guard-check");
@@ -382,4 +382,81 @@ fn a_poisoned_description_is_redacted_at_listing_and_in_tools() {
         .unwrap()
         .clone();
     assert_eq!(shown["description"], description);
+}
+
+/// S6 (label), F2: a key in a call's arguments labels the session before the
+/// flow rules look, so a `[[flow]]` rule refuses that very call, and later
+/// ones; a call with nothing in its arguments labels nothing.
+#[test]
+fn a_labelled_argument_lets_a_flow_rule_refuse_that_very_call() {
+    let config = "[[upstream]]\nname = \"web\"\ncommand = [\"{fixture}\"]\n\
+         [[upstream]]\nname = \"mail\"\ncommand = [\"{fixture}\"]\nlabels = { echo = [\"external_sink\"] }\n\
+         [[flow]]\ntouched = [\"secret_in_hand\"]\ncalling = \"external_sink\"\neffect = \"deny\"\nreason = \"A secret is in play.\"\n\
+         [[guard]]\nname = \"keys\"\non = [\"arguments\"]\ndetect = [\"secrets\"]\naction = \"label\"\nlabels = [\"secret_in_hand\"]\n";
+    let denied =
+        "Error: Tool 'mail.echo' cannot be called at this point of the session. A secret is in play.";
+    let mut w = Warden::start("guard-label-arguments", config);
+    assert_eq!(
+        w.call_text("mail.echo", json!({"text": "hi"})),
+        r#"{"text":"hi"}"#
+    );
+    let r = w.call("mail.echo", json!({"text": format!("key {KEY}")}));
+    assert_eq!(r["result"]["isError"], true);
+    assert_eq!(text(&r), denied, "the very call that carried it");
+    assert_eq!(text(&w.call("mail.echo", json!({"text": "hi"}))), denied);
+    // Elsewhere a labelled argument passes: label only.
+    let mut w = Warden::start("guard-label-arguments-web", config);
+    assert_eq!(
+        w.call_text("web.echo", json!({"text": format!("key {KEY}")})),
+        format!(r#"{{"text":"key {KEY}"}}"#)
+    );
+    assert_eq!(text(&w.call("mail.echo", json!({"text": "hi"}))), denied);
+}
+
+/// S7 (block), G2: a tool whose definition a blocking guard flags is absent
+/// for the callers it applies to: not listed, not found by tool search, and a
+/// call to it gets the very bytes a call to a name never registered gets.
+#[test]
+fn a_blocked_definition_is_absent_from_listing_search_and_calls() {
+    let config = "[[upstream]]\nname = \"fx\"\ncommand = [\"{fixture}\"]\nenv = { FIXTURE_POISONED = \"1\" }\n\
+         [[server]]\nname = \"find\"\ntools = [\"fx.*\"]\ndiscovery = \"search\"\n\
+         [[guard]]\nname = \"poison\"\non = [\"descriptions\"]\ndetect = [\"injection\"]\naction = \"block\"\n";
+    let mut w = Warden::start("guard-descriptions-block", config);
+    let names = w.tool_names();
+    assert!(names.contains(&"fx.echo".to_owned()), "{names:?}");
+    assert!(!names.contains(&"fx.weather".to_owned()), "{names:?}");
+    let raw = |w: &mut Warden, name: &str| {
+        w.send(&json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
+            "params": {"name": name, "arguments": {"city": "Oslo"}}}));
+        w.response_line(&json!(900)).0
+    };
+    let hidden = raw(&mut w, "fx.weather");
+    let absent = raw(&mut w, "fx.weathre").replace("fx.weathre", "fx.weather");
+    assert_eq!(hidden, absent);
+    assert!(hidden.contains("Unknown tool 'fx.weather'."), "{hidden}");
+    let (code, out, err) = cli(&[
+        "tools",
+        "--config",
+        w.dir.join("warden.toml").to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains("fx.weather") && out.contains("fx.echo"),
+        "{out}"
+    );
+    // Search mode: search never returns it, call_tool does not reach it.
+    let mut s = Warden::start_with_args(
+        "guard-descriptions-search",
+        config,
+        "warn",
+        &["--server", "find"],
+    );
+    let found = s.call("search_tools", json!({"query": "weather city"}));
+    assert_eq!(found["result"]["structuredContent"], json!({"tools": []}));
+    let r = s.call("call_tool", json!({"name": "fx.weather", "arguments": {}}));
+    assert_eq!(
+        text(&r),
+        "No tool 'fx.weather' is available here; call search_tools to find the tools you can call."
+    );
 }

@@ -418,6 +418,51 @@ pub fn guard_blocked_arguments(tool: &str, guard: &str, kinds: &[String]) -> Str
     )
 }
 
+/// S6 `ask`: what leads the approval question when a guard found `kinds` at
+/// `paths` of a call's arguments (the arguments shown under it are redacted).
+pub fn guard_ask_arguments(guard: &str, kinds: &[String], paths: &[String]) -> String {
+    format!(
+        "Guard '{}' found {} in the arguments (at {}); the matches are hidden below.",
+        shown(guard),
+        kinds.join(", "),
+        paths.join(", ")
+    )
+}
+
+/// S3 `ask`: the question put to the human about a result a guard found
+/// `kinds` in, at `paths`; never the matched text.
+pub fn guard_ask_result(tool: &str, guard: &str, kinds: &[String], paths: &[String]) -> String {
+    format!(
+        "Guard '{}' found {} in the result of tool '{}' (at {}). Pass the result on to the model?",
+        shown(guard),
+        kinds.join(", "),
+        shown(tool),
+        paths.join(", ")
+    )
+}
+
+/// S3 `ask`: the human did not let the result through (declined, cancelled,
+/// no answer in time).
+pub fn guard_ask_refused(tool: &str, guard: &str, kinds: &[String]) -> String {
+    format!(
+        "Error: The result of tool '{}' was withheld: guard '{}' found {} in it, and the user did not let it through. Do not retry the same call; ask the user how to proceed.",
+        shown(tool),
+        shown(guard),
+        kinds.join(", ")
+    )
+}
+
+/// S3 `ask`: nobody can be asked about the result (the client cannot elicit,
+/// or it is a 2026-07-28 client, whose call has run already).
+pub fn guard_ask_unavailable(tool: &str, guard: &str, kinds: &[String]) -> String {
+    format!(
+        "Error: The result of tool '{}' was withheld: guard '{}' found {} in it, and the client cannot ask the user to let it through. Do not retry the same call; ask the user how to proceed.",
+        shown(tool),
+        shown(guard),
+        kinds.join(", ")
+    )
+}
+
 /// Q5: 429, an HTTP caller is over `gateway.http_caller_rate`.
 pub fn http_caller_rate(retry_s: u64) -> String {
     format!("Too many requests: this caller is over its request rate (gateway.http_caller_rate); retry in {retry_s} s.")
@@ -436,6 +481,24 @@ mod tests {
         assert_eq!(
             guard_blocked_arguments("mail.send", "no-keys-out", &["secrets.aws_access_key".into()]),
             "Error: Tool 'mail.send' was not called: guard 'no-keys-out' found secrets.aws_access_key in its arguments. Do not send it in another form; ask the user how to proceed."
+        );
+        let card = ["pii.card".to_owned()];
+        let at = ["/content/0/text".to_owned()];
+        assert_eq!(
+            guard_ask_arguments("cards", &card, &["/text".into()]),
+            "Guard 'cards' found pii.card in the arguments (at /text); the matches are hidden below."
+        );
+        assert_eq!(
+            guard_ask_result("crm.lookup", "cards", &card, &at),
+            "Guard 'cards' found pii.card in the result of tool 'crm.lookup' (at /content/0/text). Pass the result on to the model?"
+        );
+        assert_eq!(
+            guard_ask_refused("crm.lookup", "cards", &card),
+            "Error: The result of tool 'crm.lookup' was withheld: guard 'cards' found pii.card in it, and the user did not let it through. Do not retry the same call; ask the user how to proceed."
+        );
+        assert_eq!(
+            guard_ask_unavailable("crm.lookup", "cards", &card),
+            "Error: The result of tool 'crm.lookup' was withheld: guard 'cards' found pii.card in it, and the client cannot ask the user to let it through. Do not retry the same call; ask the user how to proceed."
         );
     }
 

@@ -20,6 +20,9 @@ pub enum GuardAction {
     Label,
     /// Audited only.
     Report,
+    /// A human decides, as for an `ask` rule (H5): whether the call runs (on
+    /// arguments) or the result passes (on results).
+    Ask,
 }
 
 impl GuardAction {
@@ -29,6 +32,7 @@ impl GuardAction {
             GuardAction::Block => "block",
             GuardAction::Label => "label",
             GuardAction::Report => "report",
+            GuardAction::Ask => "ask",
         }
     }
 
@@ -38,12 +42,9 @@ impl GuardAction {
             "block" => Ok(GuardAction::Block),
             "label" => Ok(GuardAction::Label),
             "report" => Ok(GuardAction::Report),
-            "ask" => Err(
-                "action 'ask' is not available for guards yet; use redact, block, label or report"
-                    .into(),
-            ),
+            "ask" => Ok(GuardAction::Ask),
             other => Err(format!(
-                "'{other}' is not a guard action; use redact, block, label or report"
+                "'{other}' is not a guard action; use redact, block, label, report or ask"
             )),
         }
     }
@@ -134,11 +135,8 @@ impl Guard {
             (a, false) if a != GuardAction::Label => {
                 return Err(("labels", "labels apply only with action = \"label\"".into()))
             }
-            (GuardAction::Block | GuardAction::Label, _) if descriptions => {
-                return Err(("action", "a guard on descriptions may redact or report (block and label: not yet)".into()))
-            }
-            (GuardAction::Label, false) if arguments => {
-                return Err(("action", "action = \"label\" looks at results only; a guard on arguments may redact, block or report".into()))
+            (GuardAction::Label | GuardAction::Ask, _) if descriptions => {
+                return Err(("action", "a guard on descriptions may redact, block or report (a listing has no flow trail to label and no call to ask about)".into()))
             }
             _ => {}
         }
@@ -163,6 +161,17 @@ impl Guard {
             None => self.selects.applies(&Caller::new(""), tool),
         }
     }
+}
+
+/// Whether `g` finds anything in a tool definition, its name aside.
+fn flags(g: &Guard, definition: &serde_json::Value) -> bool {
+    let Some(obj) = definition.as_object() else {
+        return false;
+    };
+    obj.iter().filter(|(k, _)| *k != "name").any(|(_, field)| {
+        // Scanning strips invisible characters: the copy is thrown away.
+        !g.scanner.scan(&mut field.clone()).is_empty()
+    })
 }
 
 /// Every guard of a configuration, in file order.
@@ -205,6 +214,23 @@ impl Guards {
     /// The guards over the definition of `tool` listed to `caller` (S7).
     pub fn for_descriptions(&self, caller: Option<&Caller>, tool: &str) -> Applied {
         self.select(|g| g.descriptions && g.applies(caller, tool))
+    }
+
+    /// S7: the first `block` guard over descriptions that applies to `caller`
+    /// and flags the definition of `tool` (the catalogue's name and the
+    /// definition callers are shown): such a tool is absent for that caller.
+    pub fn blocks_definition(
+        &self,
+        caller: Option<&Caller>,
+        tool: &str,
+        definition: &serde_json::Value,
+    ) -> bool {
+        self.list.iter().any(|g| {
+            g.descriptions
+                && g.action == GuardAction::Block
+                && g.applies(caller, tool)
+                && flags(g, definition)
+        })
     }
 
     fn select(&self, wanted: impl Fn(&Guard) -> bool) -> Applied {

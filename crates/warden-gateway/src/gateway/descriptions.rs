@@ -11,6 +11,29 @@ use crate::metrics::Metrics;
 use serde_json::Value;
 use warden_core::Caller;
 
+/// S7 `block`: `listed` without the tools whose definition a blocking guard
+/// flags for `caller` (they are absent for it, as hidden tools are, G2).
+pub fn unblocked<'c>(
+    guards: &Guards,
+    caller: Option<&Caller>,
+    listed: Vec<&'c Value>,
+) -> Vec<&'c Value> {
+    if guards.list.is_empty() {
+        return listed;
+    }
+    listed
+        .into_iter()
+        .filter(|t| {
+            let name = t.get("name").and_then(Value::as_str).unwrap_or_default();
+            let blocked = guards.blocks_definition(caller, name, t);
+            if blocked {
+                tracing::debug!(tool = %logged(name), "a guard hides a tool whose definition it flags");
+            }
+            !blocked
+        })
+        .collect()
+}
+
 /// Runs the description guards that apply to `caller` over each listed tool.
 pub fn govern_listing(
     guards: &Guards,
@@ -33,7 +56,8 @@ pub fn govern_listing(
         let Some(applied) = guards.for_descriptions(caller, &name) else {
             continue;
         };
-        for g in applied.iter() {
+        // Blocking guards hid their tools already (`unblocked`).
+        for g in applied.iter().filter(|g| g.action != GuardAction::Block) {
             // The name is how the tool is called: never changed.
             for (key, field) in obj.iter_mut().filter(|(k, _)| *k != "name") {
                 let found = match g.action {

@@ -333,6 +333,8 @@ impl Gateway {
             .grant
             .list(&policy.pipeline, &catalogue, caller)
             .await;
+        // S7: a tool a `block` guard flags is absent for the callers it applies to.
+        let listed = descriptions::unblocked(&policy.guards, caller, listed);
         let mut tools: Vec<Value> = match server {
             None => listed.into_iter().cloned().collect(),
             // A server a reload took away shows nothing.

@@ -42,6 +42,18 @@ impl Calls {
             decision: Decision::Denied,
             text: text.to_owned(),
         };
+        // S6: what a label guard found in the arguments is on the trail before
+        // the flow rules look, so they can stop this very call.
+        if !a.labels.is_empty() {
+            let labels = std::mem::take(&mut a.labels);
+            let labelled = self.label_trail(session, &policy.flows, a.envelope.is_some(), &labels);
+            if let Err(e) = labelled.await {
+                return self.flow_unverifiable(&a.record, &ctx.tool, &e).await;
+            }
+            if let Some(r) = a.record.audit.as_mut() {
+                r.touched.extend(labels);
+            }
+        }
         // Flow rules first, then quotas: neither asks a human, runs a hook or
         // claims a key for a call it refuses.
         let caller = ctx.caller.as_ref().map_or("", |c| c.name.as_str());
@@ -137,61 +149,8 @@ impl Calls {
         let held = session.hold(a.call.as_ref());
         let cancelled = |phase: &str| End::Cancelled(format!("cancelled by the client {phase}"));
         if a.approval || flow_ask.is_some() {
-            let mut span = child(&a.record, "warden.approval", Kind::Internal);
-            let asking = approval::approve(
-                session,
-                &self.sessions,
-                a.call.clone(),
-                approval::Question {
-                    ctx: &ctx,
-                    because: a.approval_because.as_deref(),
-                },
-                (
-                    a.envelope.as_deref(),
-                    a.binding.as_deref(),
-                    a.sealed.as_ref(),
-                ),
-                self.state_key(),
-                policy.approval_timeout,
-            );
-            let asked = tokio::select! {
-                asked = asking => asked,
-                _ = held.cancelled.notified() => {
-                    drop(span);
-                    let end = cancelled("while it waited for approval");
-                    return self.settle.settle(&a.record, end).await;
-                }
-            };
-            if let Some(s) = &mut span {
-                let answer = match &asked {
-                    Approval::Approved => "approved",
-                    Approval::Refused(_) => "refused",
-                    Approval::InputRequired(_) => "input_required",
-                };
-                s.set("warden.approval", answer);
-            }
-            drop(span);
-            match asked {
-                Approval::Approved => {}
-                Approval::Refused(text) => {
-                    let text = match &flow_ask {
-                        Some(reason) => texts::flow_not_approved(&ctx.tool, reason, text),
-                        None => text.to_owned(),
-                    };
-                    return self.settle.settle(&a.record, refused(&text)).await;
-                }
-                Approval::InputRequired(mut result) => {
-                    // Not over: the client asks its user and retries the call;
-                    // its place frees now, and a counted call is not counted again.
-                    a.record.slots.release().await;
-                    if let Some(binding) = a.binding.as_deref() {
-                        self.credit(&mut result, binding, a.counted).await;
-                    }
-                    self.settle
-                        .paused(&a.record, Decision::ApprovalRequested)
-                        .await;
-                    return Some(Ok(result));
-                }
+            if let Err(body) = self.ask_human(session, &mut a, &ctx, flow_ask, &held).await {
+                return body;
             }
         }
         let decided = hooks::run_before_observed(
@@ -270,6 +229,82 @@ impl Calls {
         match self.relay(session, a).await {
             Ok(relayed) => self.answer(session, relayed).await,
             Err(body) => body,
+        }
+    }
+
+    /// H5: a call an `ask` rule, an `ask` flow rule (F2) or an `ask` guard on
+    /// its arguments (S6) sends to a human waits for the answer; `Err`: how the
+    /// call ends instead (refused, cancelled, or handed back to a 2026-07-28
+    /// client to ask its user).
+    async fn ask_human(
+        &self,
+        session: &Arc<ClientSession>,
+        a: &mut Accepted,
+        ctx: &CallContext,
+        flow_ask: Option<String>,
+        held: &session::Held<'_>,
+    ) -> Result<(), Option<Body>> {
+        let policy = a.policy.clone();
+        let mut span = child(&a.record, "warden.approval", Kind::Internal);
+        let asking = approval::approve(
+            session,
+            &self.sessions,
+            a.call.clone(),
+            approval::Question {
+                ctx,
+                because: a.approval_because.as_deref(),
+                shown: a.approval_shown.as_ref(),
+            },
+            (
+                a.envelope.as_deref(),
+                a.binding.as_deref(),
+                a.sealed.as_ref(),
+            ),
+            self.state_key(),
+            policy.approval_timeout,
+        );
+        let asked = tokio::select! {
+            asked = asking => asked,
+            _ = held.cancelled.notified() => {
+                drop(span);
+                let end = End::Cancelled("cancelled by the client while it waited for approval".into());
+                return Err(self.settle.settle(&a.record, end).await);
+            }
+        };
+        if let Some(s) = &mut span {
+            let answer = match &asked {
+                Approval::Approved => "approved",
+                Approval::Refused(_) => "refused",
+                Approval::InputRequired(_) => "input_required",
+            };
+            s.set("warden.approval", answer);
+        }
+        drop(span);
+        match asked {
+            Approval::Approved => Ok(()),
+            Approval::Refused(text) => {
+                let text = match &flow_ask {
+                    Some(reason) => texts::flow_not_approved(&ctx.tool, reason, text),
+                    None => text.to_owned(),
+                };
+                let end = End::Refused {
+                    decision: Decision::Denied,
+                    text,
+                };
+                Err(self.settle.settle(&a.record, end).await)
+            }
+            Approval::InputRequired(mut result) => {
+                // Not over: the client asks its user and retries the call;
+                // its place frees now, and a counted call is not counted again.
+                a.record.slots.release().await;
+                if let Some(binding) = a.binding.as_deref() {
+                    self.credit(&mut result, binding, a.counted).await;
+                }
+                self.settle
+                    .paused(&a.record, Decision::ApprovalRequested)
+                    .await;
+                Err(Some(Ok(result)))
+            }
         }
     }
 
