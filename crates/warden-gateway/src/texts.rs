@@ -463,6 +463,42 @@ pub fn guard_ask_unavailable(tool: &str, guard: &str, kinds: &[String]) -> Strin
     )
 }
 
+/// S8: why a read's result was withheld.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Withheld {
+    /// A `block` guard found something.
+    Blocked,
+    /// An `ask` guard found something and the human did not let it through.
+    NotLetThrough,
+    /// An `ask` guard found something and nobody can be asked.
+    CannotAsk,
+    /// A `label` guard found something and the shared trail could not take it.
+    Unrecorded,
+}
+
+/// S8: a `resources/read` or `prompts/get` result withheld (`what`:
+/// `resource '<uri>'` or `prompt '<name>'`); never the matched text.
+pub fn guard_withheld_read(what: &str, guard: &str, kinds: &[String], why: Withheld) -> String {
+    let guard = shown(guard);
+    let kinds = kinds.join(", ");
+    match why {
+        Withheld::Blocked => format!("The {what} was withheld: guard '{guard}' found {kinds} in it. Do not retry the same request; ask the user how to proceed."),
+        Withheld::NotLetThrough => format!("The {what} was withheld: guard '{guard}' found {kinds} in it, and the user did not let it through. Do not retry the same request; ask the user how to proceed."),
+        Withheld::CannotAsk => format!("The {what} was withheld: guard '{guard}' found {kinds} in it, and the client cannot ask the user to let it through. Do not retry the same request; ask the user how to proceed."),
+        Withheld::Unrecorded => format!("The {what} was withheld: guard '{guard}' labelled it, and what this session has touched could not be recorded. Retry in 1 s."),
+    }
+}
+
+/// S8 `ask`: the question about a read's result.
+pub fn guard_ask_read(what: &str, guard: &str, kinds: &[String], paths: &[String]) -> String {
+    format!(
+        "Guard '{}' found {} in the {what} (at {}). Pass it on to the model?",
+        shown(guard),
+        kinds.join(", "),
+        paths.join(", ")
+    )
+}
+
 /// Q5: 429, an HTTP caller is over `gateway.http_caller_rate`.
 pub fn http_caller_rate(retry_s: u64) -> String {
     format!("Too many requests: this caller is over its request rate (gateway.http_caller_rate); retry in {retry_s} s.")
@@ -483,6 +519,27 @@ mod tests {
             "Error: Tool 'mail.send' was not called: guard 'no-keys-out' found secrets.aws_access_key in its arguments. Do not send it in another form; ask the user how to proceed."
         );
         let card = ["pii.card".to_owned()];
+        let r = "resource 'fx://a/r1'";
+        assert_eq!(
+            guard_withheld_read(r, "cards", &card, Withheld::Blocked),
+            "The resource 'fx://a/r1' was withheld: guard 'cards' found pii.card in it. Do not retry the same request; ask the user how to proceed."
+        );
+        assert_eq!(
+            guard_withheld_read("prompt 'p'", "cards", &card, Withheld::NotLetThrough),
+            "The prompt 'p' was withheld: guard 'cards' found pii.card in it, and the user did not let it through. Do not retry the same request; ask the user how to proceed."
+        );
+        assert_eq!(
+            guard_withheld_read(r, "cards", &card, Withheld::CannotAsk),
+            "The resource 'fx://a/r1' was withheld: guard 'cards' found pii.card in it, and the client cannot ask the user to let it through. Do not retry the same request; ask the user how to proceed."
+        );
+        assert_eq!(
+            guard_withheld_read(r, "taint", &[], Withheld::Unrecorded),
+            "The resource 'fx://a/r1' was withheld: guard 'taint' labelled it, and what this session has touched could not be recorded. Retry in 1 s."
+        );
+        assert_eq!(
+            guard_ask_read(r, "cards", &card, &["/contents/0/text".into()]),
+            "Guard 'cards' found pii.card in the resource 'fx://a/r1' (at /contents/0/text). Pass it on to the model?"
+        );
         let at = ["/content/0/text".to_owned()];
         assert_eq!(
             guard_ask_arguments("cards", &card, &["/text".into()]),

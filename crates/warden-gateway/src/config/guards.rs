@@ -9,6 +9,10 @@ use std::sync::Arc;
 use warden_core::scan::Scanner;
 use warden_core::{Caller, Effect, Rule};
 
+/// S8: the reads whose results guards on results look at, by these names in
+/// their `tools` globs (`*` matches them too).
+pub const READS: [&str; 2] = ["resources/read", "prompts/get"];
+
 /// What a guard does with what it finds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GuardAction {

@@ -10,8 +10,11 @@
 
 mod content;
 mod guards;
+mod reads;
 mod relaying;
 mod routed;
+
+pub use reads::Read;
 
 use super::approval::{self, Approval};
 use super::flow::{FlowDecision, Trail, FLOW_META_KEY};
