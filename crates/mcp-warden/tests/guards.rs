@@ -382,6 +382,29 @@ fn a_poisoned_description_is_redacted_at_listing_and_in_tools() {
         .unwrap()
         .clone();
     assert_eq!(shown["description"], description);
+    let paths: Vec<_> = shown["warden/findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap(), f["path"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            ("injection.override", "/description"),
+            ("injection.invisible", "/description"),
+            ("pii.email", "/inputSchema/properties/city/description")
+        ]
+    );
+    let (code, out, _) = cli(&[
+        "tools",
+        "--config",
+        w.dir.join("warden.toml").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    let tail = "\nGuards found in tool definitions:\n  fx.weather: guard 'poison' found injection.override at /description (1x, redact)\n  fx.weather: guard 'poison' found injection.invisible at /description (1x, redact)\n  fx.weather: guard 'poison' found pii.email at /inputSchema/properties/city/description (1x, redact)\n";
+    assert!(out.ends_with(tail), "{out}");
+    assert!(!out.contains("ops@example.org"), "{out}");
 }
 
 /// S6 (label), F2: a key in a call's arguments labels the session before the
@@ -441,10 +464,18 @@ fn a_blocked_definition_is_absent_from_listing_search_and_calls() {
         "--json",
     ]);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        !out.contains("fx.weather") && out.contains("fx.echo"),
+    let shown: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let weather: Vec<_> = shown.iter().filter(|t| t["name"] == "fx.weather").collect();
+    assert_eq!(
+        weather,
+        [
+            &json!({"name": "fx.weather", "warden/hidden": true, "warden/findings": [
+            {"tool": "fx.weather", "guard": "poison", "kind": "injection.override", "path": "/description", "count": 1, "action": "block"},
+            {"tool": "fx.weather", "guard": "poison", "kind": "injection.invisible", "path": "/description", "count": 1, "action": "block"}]})
+        ],
         "{out}"
     );
+    assert!(!out.contains("read ~/.ssh"), "{out}");
     // Search mode: search never returns it, call_tool does not reach it.
     let mut s = Warden::start_with_args(
         "guard-descriptions-search",

@@ -6,7 +6,7 @@ use super::file::GuardConfig;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
-use warden_core::scan::Scanner;
+use warden_core::scan::{Finding, Scanner};
 use warden_core::{Caller, Effect, Rule};
 
 /// S8: the reads whose results guards on results look at, by these names in
@@ -167,15 +167,21 @@ impl Guard {
     }
 }
 
-/// Whether `g` finds anything in a tool definition, its name aside.
-fn flags(g: &Guard, definition: &serde_json::Value) -> bool {
+/// What `g` finds in a tool definition, its name aside (paths from the
+/// definition's root: `/description`).
+fn flags(g: &Guard, definition: &serde_json::Value) -> Vec<Finding> {
     let Some(obj) = definition.as_object() else {
-        return false;
+        return Vec::new();
     };
-    obj.iter().filter(|(k, _)| *k != "name").any(|(_, field)| {
+    let mut out = Vec::new();
+    for (key, field) in obj.iter().filter(|(k, _)| *k != "name") {
         // Scanning strips invisible characters: the copy is thrown away.
-        !g.scanner.scan(&mut field.clone()).is_empty()
-    })
+        for mut f in g.scanner.scan(&mut field.clone()) {
+            f.path = format!("/{key}{}", f.path);
+            out.push(f);
+        }
+    }
+    out
 }
 
 /// Every guard of a configuration, in file order.
@@ -229,12 +235,24 @@ impl Guards {
         tool: &str,
         definition: &serde_json::Value,
     ) -> bool {
-        self.list.iter().any(|g| {
-            g.descriptions
-                && g.action == GuardAction::Block
-                && g.applies(caller, tool)
-                && flags(g, definition)
-        })
+        self.blocking(caller, tool, definition).is_some()
+    }
+
+    /// [`Guards::blocks_definition`], with the guard and what it found.
+    pub fn blocking(
+        &self,
+        caller: Option<&Caller>,
+        tool: &str,
+        definition: &serde_json::Value,
+    ) -> Option<(&Guard, Vec<Finding>)> {
+        self.list
+            .iter()
+            .filter(|g| g.descriptions && g.action == GuardAction::Block)
+            .filter(|g| g.applies(caller, tool))
+            .find_map(|g| {
+                let found = flags(g, definition);
+                (!found.is_empty()).then_some((&**g, found))
+            })
     }
 
     fn select(&self, wanted: impl Fn(&Guard) -> bool) -> Applied {

@@ -31,7 +31,7 @@ impl Calls {
                 .list(&policy.pipeline, catalogue, caller.as_deref())
                 .await;
             // S7: search and `call_tool` never reach a tool a guard hides.
-            descriptions::unblocked(&policy.guards, caller.as_deref(), listed)
+            descriptions::unblocked(&policy.guards, caller.as_deref(), listed).0
         } else {
             Vec::new()
         };
