@@ -491,3 +491,30 @@ fn a_blocked_definition_is_absent_from_listing_search_and_calls() {
         "No tool 'fx.weather' is available here; call search_tools to find the tools you can call."
     );
 }
+
+/// S3 (label), F3: where replicas share trails and the store cannot take a
+/// guard's labels, the result is withheld (flows fail closed) rather than
+/// passed on with a trail that missed it.
+#[test]
+fn a_label_the_shared_store_cannot_take_withholds_the_result() {
+    let db = PgDb::create("guardlabel");
+    let config = format!("[store]\nurl = \"{}\"\n{LABEL_CONFIG}", db.url());
+    let mut w = Warden::spawn("guard-label-lost", &config);
+    let modern = |tool: &str, t: &str| {
+        json!({"name": tool, "arguments": {"text": t}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}})
+    };
+    let r = w.request("tools/call", modern("web.echo", "a plain page"));
+    assert_eq!(text(&r), r#"{"text":"a plain page"}"#);
+    db.lose();
+    let r = w.request("tools/call", modern("web.echo", INJECTED));
+    assert_eq!(r["result"]["isError"], true);
+    assert_eq!(
+        text(&r),
+        "Error: The result of tool 'web.echo' was withheld: guard 'injected' labelled it, and what this session has touched could not be recorded. Retry in 1 s."
+    );
+    // A result with nothing in it still passes.
+    let r = w.request("tools/call", modern("web.echo", "plain again"));
+    assert_eq!(text(&r), r#"{"text":"plain again"}"#);
+}

@@ -463,6 +463,16 @@ pub fn guard_ask_unavailable(tool: &str, guard: &str, kinds: &[String]) -> Strin
     )
 }
 
+/// S3 `label`: the shared store could not take the labels a guard found cause
+/// to add, so the result is withheld (flows fail closed).
+pub fn guard_label_unrecorded(tool: &str, guard: &str, retry_s: u64) -> String {
+    format!(
+        "Error: The result of tool '{}' was withheld: guard '{}' labelled it, and what this session has touched could not be recorded. Retry in {retry_s} s.",
+        shown(tool),
+        shown(guard)
+    )
+}
+
 /// S8: why a read's result was withheld.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Withheld {
@@ -517,6 +527,10 @@ mod tests {
         assert_eq!(
             guard_blocked_arguments("mail.send", "no-keys-out", &["secrets.aws_access_key".into()]),
             "Error: Tool 'mail.send' was not called: guard 'no-keys-out' found secrets.aws_access_key in its arguments. Do not send it in another form; ask the user how to proceed."
+        );
+        assert_eq!(
+            guard_label_unrecorded("web.fetch", "injected", 1),
+            "Error: The result of tool 'web.fetch' was withheld: guard 'injected' labelled it, and what this session has touched could not be recorded. Retry in 1 s."
         );
         let card = ["pii.card".to_owned()];
         let r = "resource 'fx://a/r1'";

@@ -168,8 +168,10 @@ impl Calls {
     ) -> Option<String> {
         self.observe_findings(record, &governed.findings, "a tool result");
         if !governed.labels.is_empty() {
-            self.label_result(session, record, rg, &governed.labels)
-                .await;
+            let unrecorded = self.label_result(session, record, rg, governed).await;
+            if unrecorded.is_some() {
+                return unrecorded;
+            }
         }
         if let Some((guard, kinds)) = &governed.blocked {
             return Some(texts::guard_blocked(&record.tool, guard, kinds));
@@ -216,24 +218,32 @@ impl Calls {
     }
 
     /// A result's labels join the trail, and the audit record's `touched`.
+    /// `Some`: the shared store could not take them, and the result is
+    /// withheld with this text (flows fail closed: a trail that missed them
+    /// would let a later send through).
     async fn label_result(
         &self,
         session: &ClientSession,
         record: &mut CallRecord,
         rg: &ResultGuards,
-        labels: &[String],
-    ) {
+        governed: &Governed,
+    ) -> Option<String> {
+        let labels = &governed.labels;
         if let Err(e) = self
             .label_trail(session, &rg.flows, rg.stateless, labels)
             .await
         {
-            tracing::warn!(tool = %logged(&record.tool), "a guard's labels could not be added to the shared flow trail: {}", logged(&e));
+            tracing::error!(tool = %logged(&record.tool), "a guard's labels could not be added to the shared flow trail; the result is withheld: {}", logged(&e));
+            let guard = governed.findings.iter().find(|f| f.action == "label");
+            let guard = guard.map_or("", |f| f.guard.as_str());
+            return Some(texts::guard_label_unrecorded(&record.tool, guard, 1));
         }
         if let Some(r) = record.audit.as_mut() {
             r.touched.extend(labels.iter().cloned());
             r.touched.sort();
             r.touched.dedup();
         }
+        None
     }
 
     /// Findings into the audit record, the metrics, the log and the span.
