@@ -518,3 +518,45 @@ fn a_label_the_shared_store_cannot_take_withholds_the_result() {
     let r = w.request("tools/call", modern("web.echo", "plain again"));
     assert_eq!(text(&r), r#"{"text":"plain again"}"#);
 }
+
+/// S2: object keys are read too: a key that is a secret is redacted like a
+/// string, and no finding's path names it, with `report` as with `redact`.
+#[test]
+fn a_secret_as_an_object_key_is_redacted_and_no_path_names_it() {
+    let config = fixture_config(
+        "",
+        "[store]\nurl = \"sqlite://warden.db\"\n[audit]\nredact = [\"text\"]\n\
+         [[guard]]\nname = \"seen\"\non = [\"results\"]\ndetect = [\"pii.email\"]\naction = \"report\"\n\
+         [[guard]]\nname = \"keys\"\non = [\"results\"]\ndetect = [\"secrets\"]\naction = \"redact\"\n",
+    );
+    let mut w = Warden::start("guard-keys", &config);
+    let r = w.call("fx.echo", json!({KEY: {"to": EMAIL}}));
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"[redacted:secrets.aws_access_key]": {"to": EMAIL}})
+    );
+    let (out, records) = audit(&w);
+    let paths: Vec<_> = records[0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["guard"].as_str().unwrap(), f["path"].as_str().unwrap()))
+        .collect();
+    assert!(
+        paths.contains(&(
+            "keys",
+            "/structuredContent/[redacted:secrets.aws_access_key]"
+        )),
+        "{paths:?}"
+    );
+    assert!(
+        paths.contains(&(
+            "seen",
+            "/structuredContent/[redacted:secrets.aws_access_key]/to"
+        )),
+        "{paths:?}"
+    );
+    // (The audit's `arguments` and `unknown_keys` are the call as sent: S6.)
+    let findings = records[0]["findings"].to_string();
+    assert!(!findings.contains(KEY), "{out}");
+}

@@ -9,6 +9,7 @@
 //! `report` only records. Findings go to the audit record, the metrics, the log
 //! and the span: kind, path, count and action, never the matched text.
 
+use super::keys;
 use super::*;
 use crate::config::guards::{Guard, GuardAction};
 use crate::gateway::flow::Flows;
@@ -53,11 +54,16 @@ fn distinct(
 /// Runs `guards` over `result` in order, changing it where they redact or strip.
 pub(super) fn govern_result(guards: &[Arc<Guard>], result: &mut Value) -> Governed {
     let mut out = Governed::default();
+    let mut renamed = keys::Renamed::default();
     for g in guards {
-        let found = match g.action {
+        // Keys first, and every path names a flagged key redacted (below).
+        let keys = keys::scan_keys(g, result, g.action == GuardAction::Redact);
+        let mut found = match g.action {
             GuardAction::Redact => g.scanner.redact(result),
             _ => g.scanner.scan(result),
         };
+        found.extend(keys.found);
+        renamed.extend(keys.renamed);
         if found.is_empty() {
             continue;
         }
@@ -80,6 +86,12 @@ pub(super) fn govern_result(guards: &[Arc<Guard>], result: &mut Value) -> Govern
             count: f.count,
             action: g.action.as_str().to_owned(),
         }));
+    }
+    for f in &mut out.findings {
+        renamed.fix(&mut f.path);
+    }
+    if let Some((_, _, paths)) = &mut out.asked {
+        paths.iter_mut().for_each(|p| renamed.fix(p));
     }
     out
 }
@@ -124,6 +136,7 @@ impl Outbound {
 /// Every guard's matches in `arguments` redacted (for what no one may read whole).
 fn redact_all(guards: &[Arc<Guard>], arguments: &mut Value) {
     for g in guards {
+        keys::scan_keys(g, arguments, true);
         g.scanner.redact(arguments);
     }
 }

@@ -10,6 +10,7 @@
 
 mod content;
 mod guards;
+mod keys;
 mod reads;
 mod relaying;
 mod routed;
