@@ -203,9 +203,9 @@ fn a_key_in_outbound_arguments_is_refused_and_an_email_redacted() {
     );
 }
 
-/// S1: `check` refuses what guards cannot do yet or what does not exist.
+/// S1: `check` refuses what guards cannot do or what does not exist.
 #[test]
-fn check_refuses_unknown_detectors_bad_patterns_and_ask() {
+fn check_refuses_unknown_detectors_bad_patterns_and_what_descriptions_cannot_do() {
     for (guard, key, message) in [
         (
             "on = [\"results\"]\ndetect = [\"pii.passport\"]\naction = \"report\"",
@@ -218,9 +218,9 @@ fn check_refuses_unknown_detectors_bad_patterns_and_ask() {
             "pattern 'ticket' does not compile: ",
         ),
         (
-            "on = [\"results\"]\ndetect = [\"secrets\"]\naction = \"ask\"",
+            "on = [\"results\"]\ndetect = [\"secrets\"]\naction = \"allow\"",
             "guard[0].action",
-            "action 'ask' is not available for guards yet; use redact, block, label or report",
+            "'allow' is not a guard action; use redact, block, label, report or ask",
         ),
         (
             "on = [\"results\"]\ndetect = [\"secrets\"]\naction = \"label\"",
@@ -228,14 +228,14 @@ fn check_refuses_unknown_detectors_bad_patterns_and_ask() {
             "action = \"label\" needs the labels to add",
         ),
         (
-            "on = [\"arguments\"]\ndetect = [\"secrets\"]\naction = \"label\"\nlabels = [\"x\"]",
+            "on = [\"descriptions\"]\ndetect = [\"injection\"]\naction = \"label\"\nlabels = [\"x\"]",
             "guard[0].action",
-            "action = \"label\" looks at results only; a guard on arguments may redact, block or report",
+            "a guard on descriptions may redact, block or report (a listing has no flow trail to label and no call to ask about)",
         ),
         (
-            "on = [\"descriptions\"]\ndetect = [\"injection\"]\naction = \"block\"",
+            "on = [\"descriptions\"]\ndetect = [\"injection\"]\naction = \"ask\"",
             "guard[0].action",
-            "a guard on descriptions may redact or report (block and label: not yet)",
+            "a guard on descriptions may redact, block or report (a listing has no flow trail to label and no call to ask about)",
         ),
     ] {
         let dir = scratch("guard-check");
@@ -382,4 +382,181 @@ fn a_poisoned_description_is_redacted_at_listing_and_in_tools() {
         .unwrap()
         .clone();
     assert_eq!(shown["description"], description);
+    let paths: Vec<_> = shown["warden/findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap(), f["path"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            ("injection.override", "/description"),
+            ("injection.invisible", "/description"),
+            ("pii.email", "/inputSchema/properties/city/description")
+        ]
+    );
+    let (code, out, _) = cli(&[
+        "tools",
+        "--config",
+        w.dir.join("warden.toml").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    let tail = "\nGuards found in tool definitions:\n  fx.weather: guard 'poison' found injection.override at /description (1x, redact)\n  fx.weather: guard 'poison' found injection.invisible at /description (1x, redact)\n  fx.weather: guard 'poison' found pii.email at /inputSchema/properties/city/description (1x, redact)\n";
+    assert!(out.ends_with(tail), "{out}");
+    assert!(!out.contains("ops@example.org"), "{out}");
+}
+
+/// S6 (label), F2: a key in a call's arguments labels the session before the
+/// flow rules look, so a `[[flow]]` rule refuses that very call, and later
+/// ones; a call with nothing in its arguments labels nothing.
+#[test]
+fn a_labelled_argument_lets_a_flow_rule_refuse_that_very_call() {
+    let config = "[[upstream]]\nname = \"web\"\ncommand = [\"{fixture}\"]\n\
+         [[upstream]]\nname = \"mail\"\ncommand = [\"{fixture}\"]\nlabels = { echo = [\"external_sink\"] }\n\
+         [[flow]]\ntouched = [\"secret_in_hand\"]\ncalling = \"external_sink\"\neffect = \"deny\"\nreason = \"A secret is in play.\"\n\
+         [[guard]]\nname = \"keys\"\non = [\"arguments\"]\ndetect = [\"secrets\"]\naction = \"label\"\nlabels = [\"secret_in_hand\"]\n";
+    let denied =
+        "Error: Tool 'mail.echo' cannot be called at this point of the session. A secret is in play.";
+    let mut w = Warden::start("guard-label-arguments", config);
+    assert_eq!(
+        w.call_text("mail.echo", json!({"text": "hi"})),
+        r#"{"text":"hi"}"#
+    );
+    let r = w.call("mail.echo", json!({"text": format!("key {KEY}")}));
+    assert_eq!(r["result"]["isError"], true);
+    assert_eq!(text(&r), denied, "the very call that carried it");
+    assert_eq!(text(&w.call("mail.echo", json!({"text": "hi"}))), denied);
+    // Elsewhere a labelled argument passes: label only.
+    let mut w = Warden::start("guard-label-arguments-web", config);
+    assert_eq!(
+        w.call_text("web.echo", json!({"text": format!("key {KEY}")})),
+        format!(r#"{{"text":"key {KEY}"}}"#)
+    );
+    assert_eq!(text(&w.call("mail.echo", json!({"text": "hi"}))), denied);
+}
+
+/// S7 (block), G2: a tool whose definition a blocking guard flags is absent
+/// for the callers it applies to: not listed, not found by tool search, and a
+/// call to it gets the very bytes a call to a name never registered gets.
+#[test]
+fn a_blocked_definition_is_absent_from_listing_search_and_calls() {
+    let config = "[[upstream]]\nname = \"fx\"\ncommand = [\"{fixture}\"]\nenv = { FIXTURE_POISONED = \"1\" }\n\
+         [[server]]\nname = \"find\"\ntools = [\"fx.*\"]\ndiscovery = \"search\"\n\
+         [[guard]]\nname = \"poison\"\non = [\"descriptions\"]\ndetect = [\"injection\"]\naction = \"block\"\n";
+    let mut w = Warden::start("guard-descriptions-block", config);
+    let names = w.tool_names();
+    assert!(names.contains(&"fx.echo".to_owned()), "{names:?}");
+    assert!(!names.contains(&"fx.weather".to_owned()), "{names:?}");
+    let raw = |w: &mut Warden, name: &str| {
+        w.send(&json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
+            "params": {"name": name, "arguments": {"city": "Oslo"}}}));
+        w.response_line(&json!(900)).0
+    };
+    let hidden = raw(&mut w, "fx.weather");
+    let absent = raw(&mut w, "fx.weathre").replace("fx.weathre", "fx.weather");
+    assert_eq!(hidden, absent);
+    assert!(hidden.contains("Unknown tool 'fx.weather'."), "{hidden}");
+    let (code, out, err) = cli(&[
+        "tools",
+        "--config",
+        w.dir.join("warden.toml").to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let shown: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let weather: Vec<_> = shown.iter().filter(|t| t["name"] == "fx.weather").collect();
+    assert_eq!(
+        weather,
+        [
+            &json!({"name": "fx.weather", "warden/hidden": true, "warden/findings": [
+            {"tool": "fx.weather", "guard": "poison", "kind": "injection.override", "path": "/description", "count": 1, "action": "block"},
+            {"tool": "fx.weather", "guard": "poison", "kind": "injection.invisible", "path": "/description", "count": 1, "action": "block"}]})
+        ],
+        "{out}"
+    );
+    assert!(!out.contains("read ~/.ssh"), "{out}");
+    // Search mode: search never returns it, call_tool does not reach it.
+    let mut s = Warden::start_with_args(
+        "guard-descriptions-search",
+        config,
+        "warn",
+        &["--server", "find"],
+    );
+    let found = s.call("search_tools", json!({"query": "weather city"}));
+    assert_eq!(found["result"]["structuredContent"], json!({"tools": []}));
+    let r = s.call("call_tool", json!({"name": "fx.weather", "arguments": {}}));
+    assert_eq!(
+        text(&r),
+        "No tool 'fx.weather' is available here; call search_tools to find the tools you can call."
+    );
+}
+
+/// S3 (label), F3: where replicas share trails and the store cannot take a
+/// guard's labels, the result is withheld (flows fail closed) rather than
+/// passed on with a trail that missed it.
+#[test]
+fn a_label_the_shared_store_cannot_take_withholds_the_result() {
+    let db = PgDb::create("guardlabel");
+    let config = format!("[store]\nurl = \"{}\"\n{LABEL_CONFIG}", db.url());
+    let mut w = Warden::spawn("guard-label-lost", &config);
+    let modern = |tool: &str, t: &str| {
+        json!({"name": tool, "arguments": {"text": t}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}})
+    };
+    let r = w.request("tools/call", modern("web.echo", "a plain page"));
+    assert_eq!(text(&r), r#"{"text":"a plain page"}"#);
+    db.lose();
+    let r = w.request("tools/call", modern("web.echo", INJECTED));
+    assert_eq!(r["result"]["isError"], true);
+    assert_eq!(
+        text(&r),
+        "Error: The result of tool 'web.echo' was withheld: guard 'injected' labelled it, and what this session has touched could not be recorded. Retry in 1 s."
+    );
+    // A result with nothing in it still passes.
+    let r = w.request("tools/call", modern("web.echo", "plain again"));
+    assert_eq!(text(&r), r#"{"text":"plain again"}"#);
+}
+
+/// S2: object keys are read too: a key that is a secret is redacted like a
+/// string, and no finding's path names it, with `report` as with `redact`.
+#[test]
+fn a_secret_as_an_object_key_is_redacted_and_no_path_names_it() {
+    let config = fixture_config(
+        "",
+        "[store]\nurl = \"sqlite://warden.db\"\n[audit]\nredact = [\"text\"]\n\
+         [[guard]]\nname = \"seen\"\non = [\"results\"]\ndetect = [\"pii.email\"]\naction = \"report\"\n\
+         [[guard]]\nname = \"keys\"\non = [\"results\"]\ndetect = [\"secrets\"]\naction = \"redact\"\n",
+    );
+    let mut w = Warden::start("guard-keys", &config);
+    let r = w.call("fx.echo", json!({KEY: {"to": EMAIL}}));
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"[redacted:secrets.aws_access_key]": {"to": EMAIL}})
+    );
+    let (out, records) = audit(&w);
+    let paths: Vec<_> = records[0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["guard"].as_str().unwrap(), f["path"].as_str().unwrap()))
+        .collect();
+    assert!(
+        paths.contains(&(
+            "keys",
+            "/structuredContent/[redacted:secrets.aws_access_key]"
+        )),
+        "{paths:?}"
+    );
+    assert!(
+        paths.contains(&(
+            "seen",
+            "/structuredContent/[redacted:secrets.aws_access_key]/to"
+        )),
+        "{paths:?}"
+    );
+    // (The audit's `arguments` and `unknown_keys` are the call as sent: S6.)
+    let findings = records[0]["findings"].to_string();
+    assert!(!findings.contains(KEY), "{out}");
 }

@@ -418,6 +418,97 @@ pub fn guard_blocked_arguments(tool: &str, guard: &str, kinds: &[String]) -> Str
     )
 }
 
+/// S6 `ask`: what leads the approval question when a guard found `kinds` at
+/// `paths` of a call's arguments (the arguments shown under it are redacted).
+pub fn guard_ask_arguments(guard: &str, kinds: &[String], paths: &[String]) -> String {
+    format!(
+        "Guard '{}' found {} in the arguments (at {}); the matches are hidden below.",
+        shown(guard),
+        kinds.join(", "),
+        paths.join(", ")
+    )
+}
+
+/// S3 `ask`: the question put to the human about a result a guard found
+/// `kinds` in, at `paths`; never the matched text.
+pub fn guard_ask_result(tool: &str, guard: &str, kinds: &[String], paths: &[String]) -> String {
+    format!(
+        "Guard '{}' found {} in the result of tool '{}' (at {}). Pass the result on to the model?",
+        shown(guard),
+        kinds.join(", "),
+        shown(tool),
+        paths.join(", ")
+    )
+}
+
+/// S3 `ask`: the human did not let the result through (declined, cancelled,
+/// no answer in time).
+pub fn guard_ask_refused(tool: &str, guard: &str, kinds: &[String]) -> String {
+    format!(
+        "Error: The result of tool '{}' was withheld: guard '{}' found {} in it, and the user did not let it through. Do not retry the same call; ask the user how to proceed.",
+        shown(tool),
+        shown(guard),
+        kinds.join(", ")
+    )
+}
+
+/// S3 `ask`: nobody can be asked about the result (the client cannot elicit,
+/// or it is a 2026-07-28 client, whose call has run already).
+pub fn guard_ask_unavailable(tool: &str, guard: &str, kinds: &[String]) -> String {
+    format!(
+        "Error: The result of tool '{}' was withheld: guard '{}' found {} in it, and the client cannot ask the user to let it through. Do not retry the same call; ask the user how to proceed.",
+        shown(tool),
+        shown(guard),
+        kinds.join(", ")
+    )
+}
+
+/// S3 `label`: the shared store could not take the labels a guard found cause
+/// to add, so the result is withheld (flows fail closed).
+pub fn guard_label_unrecorded(tool: &str, guard: &str, retry_s: u64) -> String {
+    format!(
+        "Error: The result of tool '{}' was withheld: guard '{}' labelled it, and what this session has touched could not be recorded. Retry in {retry_s} s.",
+        shown(tool),
+        shown(guard)
+    )
+}
+
+/// S8: why a read's result was withheld.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Withheld {
+    /// A `block` guard found something.
+    Blocked,
+    /// An `ask` guard found something and the human did not let it through.
+    NotLetThrough,
+    /// An `ask` guard found something and nobody can be asked.
+    CannotAsk,
+    /// A `label` guard found something and the shared trail could not take it.
+    Unrecorded,
+}
+
+/// S8: a `resources/read` or `prompts/get` result withheld (`what`:
+/// `resource '<uri>'` or `prompt '<name>'`); never the matched text.
+pub fn guard_withheld_read(what: &str, guard: &str, kinds: &[String], why: Withheld) -> String {
+    let guard = shown(guard);
+    let kinds = kinds.join(", ");
+    match why {
+        Withheld::Blocked => format!("The {what} was withheld: guard '{guard}' found {kinds} in it. Do not retry the same request; ask the user how to proceed."),
+        Withheld::NotLetThrough => format!("The {what} was withheld: guard '{guard}' found {kinds} in it, and the user did not let it through. Do not retry the same request; ask the user how to proceed."),
+        Withheld::CannotAsk => format!("The {what} was withheld: guard '{guard}' found {kinds} in it, and the client cannot ask the user to let it through. Do not retry the same request; ask the user how to proceed."),
+        Withheld::Unrecorded => format!("The {what} was withheld: guard '{guard}' labelled it, and what this session has touched could not be recorded. Retry in 1 s."),
+    }
+}
+
+/// S8 `ask`: the question about a read's result.
+pub fn guard_ask_read(what: &str, guard: &str, kinds: &[String], paths: &[String]) -> String {
+    format!(
+        "Guard '{}' found {} in the {what} (at {}). Pass it on to the model?",
+        shown(guard),
+        kinds.join(", "),
+        paths.join(", ")
+    )
+}
+
 /// Q5: 429, an HTTP caller is over `gateway.http_caller_rate`.
 pub fn http_caller_rate(retry_s: u64) -> String {
     format!("Too many requests: this caller is over its request rate (gateway.http_caller_rate); retry in {retry_s} s.")
@@ -436,6 +527,49 @@ mod tests {
         assert_eq!(
             guard_blocked_arguments("mail.send", "no-keys-out", &["secrets.aws_access_key".into()]),
             "Error: Tool 'mail.send' was not called: guard 'no-keys-out' found secrets.aws_access_key in its arguments. Do not send it in another form; ask the user how to proceed."
+        );
+        assert_eq!(
+            guard_label_unrecorded("web.fetch", "injected", 1),
+            "Error: The result of tool 'web.fetch' was withheld: guard 'injected' labelled it, and what this session has touched could not be recorded. Retry in 1 s."
+        );
+        let card = ["pii.card".to_owned()];
+        let r = "resource 'fx://a/r1'";
+        assert_eq!(
+            guard_withheld_read(r, "cards", &card, Withheld::Blocked),
+            "The resource 'fx://a/r1' was withheld: guard 'cards' found pii.card in it. Do not retry the same request; ask the user how to proceed."
+        );
+        assert_eq!(
+            guard_withheld_read("prompt 'p'", "cards", &card, Withheld::NotLetThrough),
+            "The prompt 'p' was withheld: guard 'cards' found pii.card in it, and the user did not let it through. Do not retry the same request; ask the user how to proceed."
+        );
+        assert_eq!(
+            guard_withheld_read(r, "cards", &card, Withheld::CannotAsk),
+            "The resource 'fx://a/r1' was withheld: guard 'cards' found pii.card in it, and the client cannot ask the user to let it through. Do not retry the same request; ask the user how to proceed."
+        );
+        assert_eq!(
+            guard_withheld_read(r, "taint", &[], Withheld::Unrecorded),
+            "The resource 'fx://a/r1' was withheld: guard 'taint' labelled it, and what this session has touched could not be recorded. Retry in 1 s."
+        );
+        assert_eq!(
+            guard_ask_read(r, "cards", &card, &["/contents/0/text".into()]),
+            "Guard 'cards' found pii.card in the resource 'fx://a/r1' (at /contents/0/text). Pass it on to the model?"
+        );
+        let at = ["/content/0/text".to_owned()];
+        assert_eq!(
+            guard_ask_arguments("cards", &card, &["/text".into()]),
+            "Guard 'cards' found pii.card in the arguments (at /text); the matches are hidden below."
+        );
+        assert_eq!(
+            guard_ask_result("crm.lookup", "cards", &card, &at),
+            "Guard 'cards' found pii.card in the result of tool 'crm.lookup' (at /content/0/text). Pass the result on to the model?"
+        );
+        assert_eq!(
+            guard_ask_refused("crm.lookup", "cards", &card),
+            "Error: The result of tool 'crm.lookup' was withheld: guard 'cards' found pii.card in it, and the user did not let it through. Do not retry the same call; ask the user how to proceed."
+        );
+        assert_eq!(
+            guard_ask_unavailable("crm.lookup", "cards", &card),
+            "Error: The result of tool 'crm.lookup' was withheld: guard 'cards' found pii.card in it, and the client cannot ask the user to let it through. Do not retry the same call; ask the user how to proceed."
         );
     }
 

@@ -6,8 +6,12 @@ use super::file::GuardConfig;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
-use warden_core::scan::Scanner;
+use warden_core::scan::{Finding, Scanner};
 use warden_core::{Caller, Effect, Rule};
+
+/// S8: the reads whose results guards on results look at, by these names in
+/// their `tools` globs (`*` matches them too).
+pub const READS: [&str; 2] = ["resources/read", "prompts/get"];
 
 /// What a guard does with what it finds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +24,9 @@ pub enum GuardAction {
     Label,
     /// Audited only.
     Report,
+    /// A human decides, as for an `ask` rule (H5): whether the call runs (on
+    /// arguments) or the result passes (on results).
+    Ask,
 }
 
 impl GuardAction {
@@ -29,6 +36,7 @@ impl GuardAction {
             GuardAction::Block => "block",
             GuardAction::Label => "label",
             GuardAction::Report => "report",
+            GuardAction::Ask => "ask",
         }
     }
 
@@ -38,12 +46,9 @@ impl GuardAction {
             "block" => Ok(GuardAction::Block),
             "label" => Ok(GuardAction::Label),
             "report" => Ok(GuardAction::Report),
-            "ask" => Err(
-                "action 'ask' is not available for guards yet; use redact, block, label or report"
-                    .into(),
-            ),
+            "ask" => Ok(GuardAction::Ask),
             other => Err(format!(
-                "'{other}' is not a guard action; use redact, block, label or report"
+                "'{other}' is not a guard action; use redact, block, label, report or ask"
             )),
         }
     }
@@ -134,11 +139,8 @@ impl Guard {
             (a, false) if a != GuardAction::Label => {
                 return Err(("labels", "labels apply only with action = \"label\"".into()))
             }
-            (GuardAction::Block | GuardAction::Label, _) if descriptions => {
-                return Err(("action", "a guard on descriptions may redact or report (block and label: not yet)".into()))
-            }
-            (GuardAction::Label, false) if arguments => {
-                return Err(("action", "action = \"label\" looks at results only; a guard on arguments may redact, block or report".into()))
+            (GuardAction::Label | GuardAction::Ask, _) if descriptions => {
+                return Err(("action", "a guard on descriptions may redact, block or report (a listing has no flow trail to label and no call to ask about)".into()))
             }
             _ => {}
         }
@@ -163,6 +165,23 @@ impl Guard {
             None => self.selects.applies(&Caller::new(""), tool),
         }
     }
+}
+
+/// What `g` finds in a tool definition, its name aside (paths from the
+/// definition's root: `/description`).
+fn flags(g: &Guard, definition: &serde_json::Value) -> Vec<Finding> {
+    let Some(obj) = definition.as_object() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (key, field) in obj.iter().filter(|(k, _)| *k != "name") {
+        // Scanning strips invisible characters: the copy is thrown away.
+        for mut f in g.scanner.scan(&mut field.clone()) {
+            f.path = format!("/{key}{}", f.path);
+            out.push(f);
+        }
+    }
+    out
 }
 
 /// Every guard of a configuration, in file order.
@@ -205,6 +224,35 @@ impl Guards {
     /// The guards over the definition of `tool` listed to `caller` (S7).
     pub fn for_descriptions(&self, caller: Option<&Caller>, tool: &str) -> Applied {
         self.select(|g| g.descriptions && g.applies(caller, tool))
+    }
+
+    /// S7: the first `block` guard over descriptions that applies to `caller`
+    /// and flags the definition of `tool` (the catalogue's name and the
+    /// definition callers are shown): such a tool is absent for that caller.
+    pub fn blocks_definition(
+        &self,
+        caller: Option<&Caller>,
+        tool: &str,
+        definition: &serde_json::Value,
+    ) -> bool {
+        self.blocking(caller, tool, definition).is_some()
+    }
+
+    /// [`Guards::blocks_definition`], with the guard and what it found.
+    pub fn blocking(
+        &self,
+        caller: Option<&Caller>,
+        tool: &str,
+        definition: &serde_json::Value,
+    ) -> Option<(&Guard, Vec<Finding>)> {
+        self.list
+            .iter()
+            .filter(|g| g.descriptions && g.action == GuardAction::Block)
+            .filter(|g| g.applies(caller, tool))
+            .find_map(|g| {
+                let found = flags(g, definition);
+                (!found.is_empty()).then_some((&**g, found))
+            })
     }
 
     fn select(&self, wanted: impl Fn(&Guard) -> bool) -> Applied {

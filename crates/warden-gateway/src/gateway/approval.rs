@@ -25,6 +25,9 @@ pub struct Question<'a> {
     pub ctx: &'a CallContext,
     /// G6: the constraint an `ask` rule on the arguments puts first.
     pub because: Option<&'a str>,
+    /// S6: the arguments as the human is shown them (an `ask` guard's matches
+    /// redacted); `None`: as they will be sent.
+    pub shown: Option<&'a Value>,
 }
 
 /// Puts a call to the human. A 2026-07-28 call brings its envelope, what its
@@ -38,7 +41,11 @@ pub async fn approve(
     key: &StateKey,
     timeout: Duration,
 ) -> Approval {
-    let Question { ctx, because } = question;
+    let Question {
+        ctx,
+        because,
+        shown,
+    } = question;
     // Approved in an earlier round of this very call (its state says so).
     if input::approved(sealed) {
         return Approval::Approved;
@@ -51,18 +58,15 @@ pub async fn approve(
         tracing::info!(tool = %logged(&ctx.tool), "approval needed but the client cannot elicit; denied");
         return Approval::Refused(answer::APPROVAL_UNAVAILABLE);
     }
-    let args = serde_json::to_string(&ctx.arguments).unwrap_or_default();
+    let args = match shown {
+        Some(v) => serde_json::to_string(v),
+        None => serde_json::to_string(&ctx.arguments),
+    };
+    let args = args.unwrap_or_default();
     let shown: String = args.chars().take(2000).collect();
-    let mut params = json!({
-        "message": match because {
-            Some(b) => answer::approval_question_because(b, &ctx.tool, &shown),
-            None => answer::approval_question(&ctx.tool, &shown),
-        },
-        "requestedSchema": {
-            "type": "object",
-            "properties": {"approve": {"type": "boolean", "title": "Approve this call", "default": false}},
-            "required": ["approve"]
-        }
+    let mut params = form(&match because {
+        Some(b) => answer::approval_question_because(b, &ctx.tool, &shown),
+        None => answer::approval_question(&ctx.tool, &shown),
     });
     if let (Some(e), Some(binding)) = (envelope, binding) {
         let now = rev2026::unix_now();
@@ -77,6 +81,41 @@ pub async fn approve(
         params["mode"] = json!("form");
         return Approval::InputRequired(rev2026::approval_required(params, key.seal(binding, now)));
     }
+    let approved = elicit(session, sessions, call, params, timeout).await;
+    decided(ctx, approved)
+}
+
+/// The elicitation of one yes-or-no question (flat form: one boolean).
+fn form(message: &str) -> Value {
+    json!({
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"approve": {"type": "boolean", "title": "Approve this call", "default": false}},
+            "required": ["approve"]
+        }
+    })
+}
+
+/// Puts `message` to the human of a session whose client can elicit, as an
+/// approval is put (S3 `ask` on a result); true when they approved in time.
+pub async fn elicit_yes(
+    session: &ClientSession,
+    sessions: &Sessions,
+    call: Option<CallKey>,
+    message: &str,
+    timeout: Duration,
+) -> bool {
+    elicit(session, sessions, call, form(message), timeout).await
+}
+
+async fn elicit(
+    session: &ClientSession,
+    sessions: &Sessions,
+    call: Option<CallKey>,
+    mut params: Value,
+    timeout: Duration,
+) -> bool {
     if session.version() == Some(SUPPORTED_VERSIONS[0]) {
         params["mode"] = json!("form");
     }
@@ -84,11 +123,10 @@ pub async fn approve(
     let answer = session
         .ask(call, id, "elicitation/create", params, timeout)
         .await;
-    let approved = answer.as_ref().is_some_and(|a| {
+    answer.as_ref().is_some_and(|a| {
         a.pointer("/result/action").and_then(Value::as_str) == Some("accept")
             && a.pointer("/result/content/approve") == Some(&Value::Bool(true))
-    });
-    decided(ctx, approved)
+    })
 }
 
 fn decided(ctx: &CallContext, approved: bool) -> Approval {

@@ -11,15 +11,65 @@ use crate::metrics::Metrics;
 use serde_json::Value;
 use warden_core::Caller;
 
-/// Runs the description guards that apply to `caller` over each listed tool.
+/// One thing a guard found in a tool definition: never the matched text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DescriptionFinding {
+    /// The tool, by the name the listing shows (or, hidden, its catalogue name).
+    pub tool: String,
+    pub guard: String,
+    pub kind: String,
+    /// Within the definition: `/description`, `/inputSchema/properties/city/description`.
+    pub path: String,
+    pub count: usize,
+    /// The guard's action; with `block` the tool is hidden.
+    pub action: &'static str,
+}
+
+/// S7 `block`: `listed` without the tools whose definition a blocking guard
+/// flags for `caller` (they are absent for it, as hidden tools are, G2), and
+/// what those guards found.
+pub fn unblocked<'c>(
+    guards: &Guards,
+    caller: Option<&Caller>,
+    listed: Vec<&'c Value>,
+) -> (Vec<&'c Value>, Vec<DescriptionFinding>) {
+    if guards.list.is_empty() {
+        return (listed, Vec::new());
+    }
+    let mut hidden = Vec::new();
+    let kept = listed
+        .into_iter()
+        .filter(|t| {
+            let name = t.get("name").and_then(Value::as_str).unwrap_or_default();
+            let Some((g, found)) = guards.blocking(caller, name, t) else {
+                return true;
+            };
+            tracing::debug!(tool = %logged(name), guard = %logged(&g.name), "a guard hides a tool whose definition it flags");
+            hidden.extend(found.into_iter().map(|f| DescriptionFinding {
+                tool: name.to_owned(),
+                guard: g.name.clone(),
+                kind: f.kind,
+                path: f.path,
+                count: f.count,
+                action: g.action.as_str(),
+            }));
+            false
+        })
+        .collect();
+    (kept, hidden)
+}
+
+/// Runs the description guards that apply to `caller` over each listed tool;
+/// returns what they found.
 pub fn govern_listing(
     guards: &Guards,
     caller: Option<&Caller>,
     tools: &mut [Value],
     metrics: &Metrics,
-) {
+) -> Vec<DescriptionFinding> {
+    let mut out = Vec::new();
     if guards.list.is_empty() {
-        return;
+        return out;
     }
     for tool in tools {
         let Some(obj) = tool.as_object_mut() else {
@@ -33,7 +83,8 @@ pub fn govern_listing(
         let Some(applied) = guards.for_descriptions(caller, &name) else {
             continue;
         };
-        for g in applied.iter() {
+        // Blocking guards hid their tools already (`unblocked`).
+        for g in applied.iter().filter(|g| g.action != GuardAction::Block) {
             // The name is how the tool is called: never changed.
             for (key, field) in obj.iter_mut().filter(|(k, _)| *k != "name") {
                 let found = match g.action {
@@ -44,8 +95,17 @@ pub fn govern_listing(
                     let path = format!("/{key}{}", f.path);
                     metrics.guard_found(&g.name, &f.kind, g.action.as_str(), f.count as u64);
                     tracing::warn!(tool = %logged(&name), guard = %logged(&g.name), kind = %logged(&f.kind), path = %logged(&path), count = f.count, action = g.action.as_str(), "a guard found something in a tool definition");
+                    out.push(DescriptionFinding {
+                        tool: name.clone(),
+                        guard: g.name.clone(),
+                        kind: f.kind,
+                        path,
+                        count: f.count,
+                        action: g.action.as_str(),
+                    });
                 }
             }
         }
     }
+    out
 }

@@ -302,6 +302,8 @@ impl Gateway {
             otel::set_traceparent(&mut params, &s.context());
         }
         let kept = (stateless && envelope.is_none()).then(|| params.clone());
+        // S8: guards on results look at a resource's contents and a prompt too.
+        let read = call::Read::of(method, &params, &call, envelope.is_some());
         let begun = relay::begin_forward(&up, session, call, method, params, capabilities.as_ref());
         match begun.await {
             Ok(mut pending) => {
@@ -325,7 +327,11 @@ impl Gateway {
                         };
                         result = rounds.finish(result).await;
                     }
-                    let body = relay::forwarded(&pending, result, started, me.upstreams.error_data);
+                    let mut body =
+                        relay::forwarded(&pending, result, started, me.upstreams.error_data);
+                    if let Some(read) = read {
+                        body = me.calls.govern_read(&session, read, body).await;
+                    }
                     if let (Some(s), Some(Err(_))) = (&mut round_trip, &body) {
                         s.fail("answered with a JSON-RPC error");
                     }

@@ -43,6 +43,7 @@ pub mod settle;
 mod upstreams;
 pub mod webhooks;
 
+pub use descriptions::DescriptionFinding;
 pub use health::{Health, Probe, HEALTHZ, READYZ};
 pub use reload::Reloaded;
 pub use session::{CallKey, ClientSession, Outgoing};
@@ -324,6 +325,23 @@ impl Gateway {
         server: Option<&str>,
         caller: Option<&Caller>,
     ) -> Result<Value, String> {
+        self.listing(server, caller).await.map(|(listed, _)| listed)
+    }
+
+    /// The `tools/list` result for a caller, with what description guards
+    /// found in it, hidden tools' findings included (`mcp-warden tools`, S7).
+    pub async fn list_tools_found(
+        &self,
+        caller: Option<&Caller>,
+    ) -> Result<(Value, Vec<DescriptionFinding>), String> {
+        self.listing(None, caller).await
+    }
+
+    async fn listing(
+        &self,
+        server: Option<&str>,
+        caller: Option<&Caller>,
+    ) -> Result<(Value, Vec<DescriptionFinding>), String> {
         let down = self.upstreams.unavailable();
         if !down.is_empty() {
             return Err(texts::listing_failed(&down));
@@ -333,6 +351,8 @@ impl Gateway {
             .grant
             .list(&policy.pipeline, &catalogue, caller)
             .await;
+        // S7: a tool a `block` guard flags is absent for the callers it applies to.
+        let (listed, mut found) = descriptions::unblocked(&policy.guards, caller, listed);
         let mut tools: Vec<Value> = match server {
             None => listed.into_iter().cloned().collect(),
             // A server a reload took away shows nothing.
@@ -342,13 +362,13 @@ impl Gateway {
             },
         };
         // S7: guards over tool definitions see the listing as this caller gets it.
-        descriptions::govern_listing(
+        found.extend(descriptions::govern_listing(
             &policy.guards,
             caller,
             &mut tools,
             &self.calls.settle.metrics,
-        );
-        Ok(jsonrpc::object([("tools", Value::Array(tools))]))
+        ));
+        Ok((jsonrpc::object([("tools", Value::Array(tools))]), found))
     }
 
     /// Runs one `tools/call` through the pipeline and the upstream, start to finish.

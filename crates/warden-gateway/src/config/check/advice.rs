@@ -2,6 +2,7 @@
 //! and logged at start-up and on every reload.
 
 use super::*;
+use crate::config::guards::READS;
 
 /// Risky but valid settings, one sentence each. Environment variables are read
 /// now, not when the file was loaded, so a warning reflects the current process.
@@ -167,7 +168,7 @@ fn guard_warnings(guards: &Guards, upstream: &[UpstreamConfig]) -> Vec<String> {
             let reachable = upstream.iter().any(|u| {
                 let prefix = format!("{}.", u.name);
                 literal.starts_with(&prefix) || prefix.starts_with(literal)
-            });
+            }) || (g.results && READS.iter().any(|m| m.starts_with(literal)));
             if !reachable {
                 out.push(format!(
                     "guard[{i}] ('{}'): the tools glob '{glob}' matches no tool: no upstream's tools start with '{literal}' (S1)",

@@ -9,6 +9,7 @@
 //! `report` only records. Findings go to the audit record, the metrics, the log
 //! and the span: kind, path, count and action, never the matched text.
 
+use super::keys;
 use super::*;
 use crate::config::guards::{Guard, GuardAction};
 use crate::gateway::flow::Flows;
@@ -21,6 +22,10 @@ pub(super) struct ResultGuards {
     pub flows: Arc<Flows>,
     /// A 2026-07-28 call: its caller's trail is remembered per caller.
     pub stateless: bool,
+    /// For an `ask` guard: the call its question belongs to, and how long the
+    /// human has to answer.
+    pub call: Option<CallKey>,
+    pub timeout: Duration,
 }
 
 /// What the guards did to one result.
@@ -31,25 +36,44 @@ pub(super) struct Governed {
     pub blocked: Option<(String, Vec<String>)>,
     /// Labels `label` guards add to the session's trail.
     pub labels: Vec<String>,
+    /// The first `ask` guard with a finding, the kinds it found and where.
+    pub asked: Option<(String, Vec<String>, Vec<String>)>,
+}
+
+/// The sorted distinct values of one field of some findings.
+fn distinct(
+    found: &[warden_core::scan::Finding],
+    field: fn(&warden_core::scan::Finding) -> &str,
+) -> Vec<String> {
+    let mut out: Vec<String> = found.iter().map(|f| field(f).to_owned()).collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Runs `guards` over `result` in order, changing it where they redact or strip.
 pub(super) fn govern_result(guards: &[Arc<Guard>], result: &mut Value) -> Governed {
     let mut out = Governed::default();
+    let mut renamed = keys::Renamed::default();
     for g in guards {
-        let found = match g.action {
+        // Keys first, and every path names a flagged key redacted (below).
+        let keys = keys::scan_keys(g, result, g.action == GuardAction::Redact);
+        let mut found = match g.action {
             GuardAction::Redact => g.scanner.redact(result),
             _ => g.scanner.scan(result),
         };
+        found.extend(keys.found);
+        renamed.extend(keys.renamed);
         if found.is_empty() {
             continue;
         }
         match g.action {
             GuardAction::Block if out.blocked.is_none() => {
-                let mut kinds: Vec<String> = found.iter().map(|f| f.kind.clone()).collect();
-                kinds.sort();
-                kinds.dedup();
-                out.blocked = Some((g.name.clone(), kinds));
+                out.blocked = Some((g.name.clone(), distinct(&found, |f| &f.kind)));
+            }
+            GuardAction::Ask if out.asked.is_none() => {
+                let (kinds, paths) = (distinct(&found, |f| &f.kind), distinct(&found, |f| &f.path));
+                out.asked = Some((g.name.clone(), kinds, paths));
             }
             GuardAction::Label => out.labels.extend(g.labels.iter().cloned()),
             _ => {}
@@ -63,7 +87,58 @@ pub(super) fn govern_result(guards: &[Arc<Guard>], result: &mut Value) -> Govern
             action: g.action.as_str().to_owned(),
         }));
     }
+    for f in &mut out.findings {
+        renamed.fix(&mut f.path);
+    }
+    if let Some((_, _, paths)) = &mut out.asked {
+        paths.iter_mut().for_each(|p| renamed.fix(p));
+    }
     out
+}
+
+/// What the guards over a call's arguments found (S6), until the call's
+/// record exists to take it.
+pub(super) struct Outbound {
+    governed: Governed,
+    guards: Arc<[Arc<Guard>]>,
+}
+
+impl Outbound {
+    /// S6 `ask` (unless a guard blocks): the call goes to a human as an `ask`
+    /// rule's would (H5), the question led by the guard, the kinds and the
+    /// paths. The arguments it shows are redacted by every argument guard;
+    /// they are what this returns.
+    pub fn ask(&self, forward: &mut Forward) -> Option<Value> {
+        if self.governed.blocked.is_some() {
+            return None;
+        }
+        let (guard, kinds, paths) = self.governed.asked.as_ref()?;
+        let because = texts::guard_ask_arguments(guard, kinds, paths);
+        forward.approval_because = Some(match forward.approval_because.take() {
+            Some(rule) => format!("{because}\n{rule}"),
+            None => because,
+        });
+        forward.needs_approval = true;
+        let mut shown = Value::Object(forward.arguments.clone());
+        redact_all(&self.guards, &mut shown);
+        Some(shown)
+    }
+
+    /// S6 `label`: the labels the call's arguments add to the session's trail.
+    pub fn labels(&self) -> &[String] {
+        if self.governed.blocked.is_some() {
+            return &[];
+        }
+        &self.governed.labels
+    }
+}
+
+/// Every guard's matches in `arguments` redacted (for what no one may read whole).
+fn redact_all(guards: &[Arc<Guard>], arguments: &mut Value) {
+    for g in guards {
+        keys::scan_keys(g, arguments, true);
+        g.scanner.redact(arguments);
+    }
 }
 
 impl Calls {
@@ -84,28 +159,104 @@ impl Calls {
             return end;
         };
         let governed = govern_result(&rg.guards, &mut result);
-        if governed.findings.is_empty() {
-            return End::Upstream {
-                body: Ok(result),
-                error,
-            };
-        }
-        self.observe_findings(record, &governed.findings, "a tool result");
-        if !governed.labels.is_empty() {
-            self.label_trail(session, rg, &governed.labels).await;
-            if let Some(r) = record.audit.as_mut() {
-                r.touched.extend(governed.labels.iter().cloned());
-                r.touched.sort();
-                r.touched.dedup();
+        if !governed.findings.is_empty() {
+            if let Some(text) = self.act_on_findings(session, record, rg, &governed).await {
+                result = settle::tool_error(&text);
             }
-        }
-        if let Some((guard, kinds)) = &governed.blocked {
-            result = settle::tool_error(&texts::guard_blocked(&record.tool, guard, kinds));
         }
         End::Upstream {
             body: Ok(result),
             error,
         }
+    }
+
+    /// What a result's findings do, in order: recorded, labels added to the
+    /// trail, then the result's fate. `Some`: it is withheld, with this text.
+    async fn act_on_findings(
+        &self,
+        session: &ClientSession,
+        record: &mut CallRecord,
+        rg: &ResultGuards,
+        governed: &Governed,
+    ) -> Option<String> {
+        self.observe_findings(record, &governed.findings, "a tool result");
+        if !governed.labels.is_empty() {
+            let unrecorded = self.label_result(session, record, rg, governed).await;
+            if unrecorded.is_some() {
+                return unrecorded;
+            }
+        }
+        if let Some((guard, kinds)) = &governed.blocked {
+            return Some(texts::guard_blocked(&record.tool, guard, kinds));
+        }
+        let (guard, kinds, paths) = governed.asked.as_ref()?;
+        self.ask_about_result(session, record, rg, (guard, kinds, paths))
+            .await
+    }
+
+    /// S3 `ask`: a human decides whether the result goes on; the question names
+    /// the guard, the kinds and the paths, never the matched text. A client that
+    /// cannot elicit, and a 2026-07-28 client (its call has run; a retry would
+    /// run it again), cannot be asked: the result is withheld.
+    async fn ask_about_result(
+        &self,
+        session: &ClientSession,
+        record: &CallRecord,
+        rg: &ResultGuards,
+        (guard, kinds, paths): (&str, &[String], &[String]),
+    ) -> Option<String> {
+        let tool = &record.tool;
+        if rg.stateless || !session.client_can("elicitation") {
+            tracing::info!(tool = %logged(tool), guard = %logged(guard), "a guard asks about a result, but the client cannot be asked; the result is withheld");
+            return Some(texts::guard_ask_unavailable(tool, guard, kinds));
+        }
+        let question = texts::guard_ask_result(tool, guard, kinds, paths);
+        let mut span = child(record, "warden.approval", Kind::Internal);
+        let approved = approval::elicit_yes(
+            session,
+            &self.sessions,
+            rg.call.clone(),
+            &question,
+            rg.timeout,
+        )
+        .await;
+        if let Some(s) = &mut span {
+            s.set(
+                "warden.approval",
+                if approved { "approved" } else { "refused" },
+            );
+        }
+        tracing::info!(tool = %logged(tool), guard = %logged(guard), approved, "a guard's question about a result was answered");
+        (!approved).then(|| texts::guard_ask_refused(tool, guard, kinds))
+    }
+
+    /// A result's labels join the trail, and the audit record's `touched`.
+    /// `Some`: the shared store could not take them, and the result is
+    /// withheld with this text (flows fail closed: a trail that missed them
+    /// would let a later send through).
+    async fn label_result(
+        &self,
+        session: &ClientSession,
+        record: &mut CallRecord,
+        rg: &ResultGuards,
+        governed: &Governed,
+    ) -> Option<String> {
+        let labels = &governed.labels;
+        if let Err(e) = self
+            .label_trail(session, &rg.flows, rg.stateless, labels)
+            .await
+        {
+            tracing::error!(tool = %logged(&record.tool), "a guard's labels could not be added to the shared flow trail; the result is withheld: {}", logged(&e));
+            let guard = governed.findings.iter().find(|f| f.action == "label");
+            let guard = guard.map_or("", |f| f.guard.as_str());
+            return Some(texts::guard_label_unrecorded(&record.tool, guard, 1));
+        }
+        if let Some(r) = record.audit.as_mut() {
+            r.touched.extend(labels.iter().cloned());
+            r.touched.sort();
+            r.touched.dedup();
+        }
+        None
     }
 
     /// Findings into the audit record, the metrics, the log and the span.
@@ -137,32 +288,27 @@ impl Calls {
         caller: Option<&Caller>,
         tool: &str,
         arguments: &mut Map<String, Value>,
-    ) -> Option<(Governed, Arc<[Arc<Guard>]>)> {
+    ) -> Option<Outbound> {
         let guards = policy.guards.for_arguments(caller, tool)?;
         let mut v = Value::Object(std::mem::take(arguments));
         let governed = govern_result(&guards, &mut v);
         if let Value::Object(m) = v {
             *arguments = m;
         }
-        Some((governed, guards))
+        Some(Outbound { governed, guards })
     }
 
     /// S6: records what the argument guards found (the audit record's
     /// arguments redacted by every one of them, whatever its action); `Some`:
     /// the call is refused, before any flow rule, quota, approval or hook.
-    pub(super) fn arguments_end(
-        &self,
-        record: &mut CallRecord,
-        (governed, guards): (Governed, Arc<[Arc<Guard>]>),
-    ) -> Option<End> {
+    pub(super) fn arguments_end(&self, record: &mut CallRecord, outbound: Outbound) -> Option<End> {
+        let Outbound { governed, guards } = outbound;
         if governed.findings.is_empty() {
             return None;
         }
         self.observe_findings(record, &governed.findings, "a call's arguments");
         if let Some(r) = record.audit.as_mut() {
-            for g in guards.iter() {
-                g.scanner.redact(&mut r.arguments);
-            }
+            redact_all(&guards, &mut r.arguments);
         }
         let (guard, kinds) = governed.blocked?;
         Some(End::Policy {
@@ -174,9 +320,14 @@ impl Calls {
 
     /// A `label` guard's labels join the session's trail (F1): the process's
     /// for a session, this gateway's memory for a 2026-07-28 caller, and the
-    /// shared store's where replicas share trails.
-    async fn label_trail(&self, session: &ClientSession, rg: &ResultGuards, labels: &[String]) {
-        let (flows, stateless) = (&rg.flows, rg.stateless);
+    /// shared store's where replicas share trails (`Err`: it could not take them).
+    pub(super) async fn label_trail(
+        &self,
+        session: &ClientSession,
+        flows: &Flows,
+        stateless: bool,
+        labels: &[String],
+    ) -> Result<(), warden_store::StoreError> {
         let caller = session.caller();
         let caller = caller.as_deref().map_or("", |c| c.name.as_str());
         if stateless {
@@ -185,10 +336,9 @@ impl Calls {
         } else {
             session::lock(&session.flow).extend(labels.iter().cloned());
         }
-        if let Some(scope) = flows.shared_scope(stateless, caller, &session.label) {
-            if let Err(e) = flows.touch_shared(&scope, labels).await {
-                tracing::warn!(caller = %logged(caller), "a guard's labels could not be added to the shared flow trail: {}", logged(&e));
-            }
+        match flows.shared_scope(stateless, caller, &session.label) {
+            Some(scope) => flows.touch_shared(&scope, labels).await.map(|_| ()),
+            None => Ok(()),
         }
     }
 }

@@ -38,16 +38,15 @@ impl Calls {
             };
             return self.settle.settle(&a.record, end).await;
         };
-        let refused = |text: &str| End::Refused {
-            decision: Decision::Denied,
-            text: text.to_owned(),
-        };
+        // S6: what a label guard found in the arguments is on the trail before
+        // the flow rules look, so they can stop this very call.
+        if let Err(body) = self.label_from_arguments(session, &mut a, &ctx.tool).await {
+            return body;
+        }
         // Flow rules first, then quotas: neither asks a human, runs a hook or
         // claims a key for a call it refuses.
         let caller = ctx.caller.as_ref().map_or("", |c| c.name.as_str());
         let stateless = a.envelope.is_some();
-        let mut flow_ask = None;
-        let mut after: Option<Trail> = None;
         // Where replicas share this session's trail (only a labelled call can be
         // stopped or add to it, so only one reads or writes it).
         let scope = a
@@ -55,183 +54,25 @@ impl Calls {
             .as_ref()
             .filter(|(labels, _)| !labels.is_empty())
             .and_then(|_| policy.flows.shared_scope(stateless, caller, &session.label));
-        if let Some((labels, sealed)) = &a.flow {
-            let mut trail = if stateless {
-                policy
-                    .flows
-                    .stateless_trail(self.state_key(), caller, sealed.as_ref())
-            } else {
-                session::lock(&session.flow).clone()
-            };
-            // The shared store's trail, which no client can drop and every replica reads.
-            if let Some(scope) = &scope {
-                match policy.flows.shared_trail(scope).await {
-                    Ok(shared) => trail.extend(shared),
-                    Err(e) => return self.flow_unverifiable(&a.record, &ctx.tool, &e).await,
-                }
-            }
-            if stateless {
-                *context = Some(
-                    policy
-                        .flows
-                        .remember_stateless(self.state_key(), caller, &trail),
-                );
-            }
-            if let Some(r) = a.record.audit.as_mut() {
-                r.labels = labels.clone();
-                r.touched = trail.iter().cloned().collect();
-            }
-            match policy.flows.decide(&trail, labels) {
-                FlowDecision::Pass => {}
-                FlowDecision::Ask(reason) => flow_ask = Some(reason),
-                FlowDecision::Deny(reason) => {
-                    tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), touched = %logged(trail.iter().cloned().collect::<Vec<_>>().join(",")), "a flow rule refused the call");
-                    let end = End::Policy {
-                        decision: Decision::FlowDenied,
-                        text: texts::flow_denied(&ctx.tool, &reason),
-                        retry_ms: None,
-                    };
-                    return self.settle.settle(&a.record, end).await;
-                }
-            }
-            let mut t = trail;
-            t.extend(labels.iter().cloned());
-            after = Some(t);
-        }
-        if a.limited {
-            // A retry of a call that was counted before it paused redeems its credit.
-            let credit = a
-                .sealed
-                .as_ref()
-                .and_then(|s| s.get(CREDIT_KEY))
-                .and_then(Value::as_str);
-            let credited = match credit {
-                Some(id) => policy.quotas.redeem_credit(id).await,
-                None => false,
-            };
-            let lease = ledger::lease_for(a.up.timeout_ms());
-            let admitted = policy
-                .quotas
-                .admit(ctx.caller.as_ref(), &ctx.tool, lease, credited);
-            match admitted.await {
-                Admission::Admitted { slots, counted } => {
-                    a.record.slots = slots;
-                    a.counted = counted;
-                }
-                Admission::Refused { text, retry_ms } => {
-                    if let (true, Some(id)) = (credited, credit) {
-                        // Refused for its concurrency: the credit stands for the next retry.
-                        policy.quotas.issue_credit(id, CREDIT_TTL).await;
-                    }
-                    tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), retry_ms, "a quota refused the call");
-                    let end = End::Policy {
-                        decision: Decision::RateLimited,
-                        text,
-                        retry_ms: Some(retry_ms),
-                    };
-                    return self.settle.settle(&a.record, end).await;
-                }
-            }
+        let (flow_ask, after) = match self
+            .flow_check(session, &mut a, &ctx, scope.as_deref(), context)
+            .await
+        {
+            Ok(decided) => decided,
+            Err(body) => return body,
+        };
+        if let Err(body) = self.admit(&mut a, &ctx).await {
+            return body;
         }
         // From here until the call goes upstream, its client may cancel it.
         let held = session.hold(a.call.as_ref());
-        let cancelled = |phase: &str| End::Cancelled(format!("cancelled by the client {phase}"));
         if a.approval || flow_ask.is_some() {
-            let mut span = child(&a.record, "warden.approval", Kind::Internal);
-            let asking = approval::approve(
-                session,
-                &self.sessions,
-                a.call.clone(),
-                approval::Question {
-                    ctx: &ctx,
-                    because: a.approval_because.as_deref(),
-                },
-                (
-                    a.envelope.as_deref(),
-                    a.binding.as_deref(),
-                    a.sealed.as_ref(),
-                ),
-                self.state_key(),
-                policy.approval_timeout,
-            );
-            let asked = tokio::select! {
-                asked = asking => asked,
-                _ = held.cancelled.notified() => {
-                    drop(span);
-                    let end = cancelled("while it waited for approval");
-                    return self.settle.settle(&a.record, end).await;
-                }
-            };
-            if let Some(s) = &mut span {
-                let answer = match &asked {
-                    Approval::Approved => "approved",
-                    Approval::Refused(_) => "refused",
-                    Approval::InputRequired(_) => "input_required",
-                };
-                s.set("warden.approval", answer);
-            }
-            drop(span);
-            match asked {
-                Approval::Approved => {}
-                Approval::Refused(text) => {
-                    let text = match &flow_ask {
-                        Some(reason) => texts::flow_not_approved(&ctx.tool, reason, text),
-                        None => text.to_owned(),
-                    };
-                    return self.settle.settle(&a.record, refused(&text)).await;
-                }
-                Approval::InputRequired(mut result) => {
-                    // Not over: the client asks its user and retries the call;
-                    // its place frees now, and a counted call is not counted again.
-                    a.record.slots.release().await;
-                    if let Some(binding) = a.binding.as_deref() {
-                        self.credit(&mut result, binding, a.counted).await;
-                    }
-                    self.settle
-                        .paused(&a.record, Decision::ApprovalRequested)
-                        .await;
-                    return Some(Ok(result));
-                }
+            if let Err(body) = self.ask_human(session, &mut a, &ctx, flow_ask, &held).await {
+                return body;
             }
         }
-        let decided = hooks::run_before_observed(
-            &policy.before_hooks,
-            &ctx,
-            |i| {
-                child(&a.record, "warden.hook", Kind::Internal).map(|mut s| {
-                    s.set("warden.hook.index", i as i64);
-                    s
-                })
-            },
-            |span, decision| {
-                if let Some(mut s) = span {
-                    match decision {
-                        Ok(d) => s.set("warden.hook.decision", hook_decision(d)),
-                        Err(_) => s.fail("the hook failed"),
-                    }
-                }
-            },
-        );
-        let decided = tokio::select! {
-            decided = decided => decided,
-            _ = held.cancelled.notified() => {
-                let end = cancelled("while its before hooks ran");
-                return self.settle.settle(&a.record, end).await;
-            }
-        };
+        let end = self.before_hooks(&a, &ctx, &held).await;
         drop(held);
-        let end = match decided {
-            BeforeOutcome::Pass => None,
-            BeforeOutcome::Deny(reason) => Some(refused(reason.as_str())),
-            BeforeOutcome::Answer(result) => Some(End::Hook(result)),
-            BeforeOutcome::Failed(e) => {
-                tracing::error!(tool = %logged(&ctx.tool), "a before hook failed; the tool is not run: {}", logged(&e));
-                Some(End::Failed {
-                    decision: Decision::Denied,
-                    why: format!("before hook failed: {e}"),
-                })
-            }
-        };
         if let Some(end) = end {
             return self.settle.settle(&a.record, end).await;
         }
@@ -270,6 +111,263 @@ impl Calls {
         match self.relay(session, a).await {
             Ok(relayed) => self.answer(session, relayed).await,
             Err(body) => body,
+        }
+    }
+
+    /// F2: the flow rules' decision on a labelled call, over the trail of its
+    /// session (or 2026-07-28 caller, or the shared store's); `Ok`: the
+    /// reason an `ask` rule gives, and the trail once the call ran. `Err`:
+    /// how the call ends instead. `context`: a 2026-07-28 client's sealed
+    /// flow context to hand back.
+    async fn flow_check(
+        &self,
+        session: &ClientSession,
+        a: &mut Accepted,
+        ctx: &CallContext,
+        scope: Option<&str>,
+        context: &mut Option<String>,
+    ) -> Result<(Option<String>, Option<Trail>), Option<Body>> {
+        let policy = a.policy.clone();
+        let caller = ctx.caller.as_ref().map_or("", |c| c.name.as_str());
+        let stateless = a.envelope.is_some();
+        let mut flow_ask = None;
+        let mut after: Option<Trail> = None;
+        if let Some((labels, sealed)) = &a.flow {
+            let mut trail = if stateless {
+                policy
+                    .flows
+                    .stateless_trail(self.state_key(), caller, sealed.as_ref())
+            } else {
+                session::lock(&session.flow).clone()
+            };
+            // The shared store's trail, which no client can drop and every replica reads.
+            if let Some(scope) = scope {
+                match policy.flows.shared_trail(scope).await {
+                    Ok(shared) => trail.extend(shared),
+                    Err(e) => return Err(self.flow_unverifiable(&a.record, &ctx.tool, &e).await),
+                }
+            }
+            if stateless {
+                *context = Some(
+                    policy
+                        .flows
+                        .remember_stateless(self.state_key(), caller, &trail),
+                );
+            }
+            if let Some(r) = a.record.audit.as_mut() {
+                r.labels = labels.clone();
+                r.touched = trail.iter().cloned().collect();
+            }
+            match policy.flows.decide(&trail, labels) {
+                FlowDecision::Pass => {}
+                FlowDecision::Ask(reason) => flow_ask = Some(reason),
+                FlowDecision::Deny(reason) => {
+                    tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), touched = %logged(trail.iter().cloned().collect::<Vec<_>>().join(",")), "a flow rule refused the call");
+                    let end = End::Policy {
+                        decision: Decision::FlowDenied,
+                        text: texts::flow_denied(&ctx.tool, &reason),
+                        retry_ms: None,
+                    };
+                    return Err(self.settle.settle(&a.record, end).await);
+                }
+            }
+            let mut t = trail;
+            t.extend(labels.iter().cloned());
+            after = Some(t);
+        }
+        Ok((flow_ask, after))
+    }
+
+    /// H1-H3: the before hooks, in order; `Some`: how the call ends instead
+    /// (a denial, a hook's own answer, a failed hook, or the client cancelled).
+    async fn before_hooks(
+        &self,
+        a: &Accepted,
+        ctx: &CallContext,
+        held: &session::Held<'_>,
+    ) -> Option<End> {
+        let decided = hooks::run_before_observed(
+            &a.policy.before_hooks,
+            ctx,
+            |i| {
+                child(&a.record, "warden.hook", Kind::Internal).map(|mut s| {
+                    s.set("warden.hook.index", i as i64);
+                    s
+                })
+            },
+            |span, decision| {
+                if let Some(mut s) = span {
+                    match decision {
+                        Ok(d) => s.set("warden.hook.decision", hook_decision(d)),
+                        Err(_) => s.fail("the hook failed"),
+                    }
+                }
+            },
+        );
+        let decided = tokio::select! {
+            decided = decided => decided,
+            _ = held.cancelled.notified() => {
+                return Some(End::Cancelled("cancelled by the client while its before hooks ran".into()));
+            }
+        };
+        match decided {
+            BeforeOutcome::Pass => None,
+            BeforeOutcome::Deny(reason) => Some(End::Refused {
+                decision: Decision::Denied,
+                text: reason.as_str().to_owned(),
+            }),
+            BeforeOutcome::Answer(result) => Some(End::Hook(result)),
+            BeforeOutcome::Failed(e) => {
+                tracing::error!(tool = %logged(&ctx.tool), "a before hook failed; the tool is not run: {}", logged(&e));
+                Some(End::Failed {
+                    decision: Decision::Denied,
+                    why: format!("before hook failed: {e}"),
+                })
+            }
+        }
+    }
+
+    /// Q3: a call a quota applies to is counted, or refused with when to
+    /// retry; `Err`: how the call ends instead.
+    async fn admit(&self, a: &mut Accepted, ctx: &CallContext) -> Result<(), Option<Body>> {
+        if !a.limited {
+            return Ok(());
+        }
+        let policy = a.policy.clone();
+        let caller = ctx.caller.as_ref().map_or("", |c| c.name.as_str());
+        // A retry of a call that was counted before it paused redeems its credit.
+        let credit = a
+            .sealed
+            .as_ref()
+            .and_then(|s| s.get(CREDIT_KEY))
+            .and_then(Value::as_str);
+        let credited = match credit {
+            Some(id) => policy.quotas.redeem_credit(id).await,
+            None => false,
+        };
+        let lease = ledger::lease_for(a.up.timeout_ms());
+        let admitted = policy
+            .quotas
+            .admit(ctx.caller.as_ref(), &ctx.tool, lease, credited);
+        match admitted.await {
+            Admission::Admitted { slots, counted } => {
+                a.record.slots = slots;
+                a.counted = counted;
+            }
+            Admission::Refused { text, retry_ms } => {
+                if let (true, Some(id)) = (credited, credit) {
+                    // Refused for its concurrency: the credit stands for the next retry.
+                    policy.quotas.issue_credit(id, CREDIT_TTL).await;
+                }
+                tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), retry_ms, "a quota refused the call");
+                let end = End::Policy {
+                    decision: Decision::RateLimited,
+                    text,
+                    retry_ms: Some(retry_ms),
+                };
+                return Err(self.settle.settle(&a.record, end).await);
+            }
+        }
+        Ok(())
+    }
+
+    /// S6 `label`: the labels a guard found cause to add from the arguments
+    /// join the trail; `Err`: the shared store could not take them, and the
+    /// call is refused as a trail that cannot be checked is (F3).
+    async fn label_from_arguments(
+        &self,
+        session: &ClientSession,
+        a: &mut Accepted,
+        tool: &str,
+    ) -> Result<(), Option<Body>> {
+        if a.labels.is_empty() {
+            return Ok(());
+        }
+        let labels = std::mem::take(&mut a.labels);
+        let flows = &a.policy.flows;
+        let labelled = self.label_trail(session, flows, a.envelope.is_some(), &labels);
+        if let Err(e) = labelled.await {
+            return Err(self.flow_unverifiable(&a.record, tool, &e).await);
+        }
+        if let Some(r) = a.record.audit.as_mut() {
+            r.touched.extend(labels);
+        }
+        Ok(())
+    }
+
+    /// H5: a call an `ask` rule, an `ask` flow rule (F2) or an `ask` guard on
+    /// its arguments (S6) sends to a human waits for the answer; `Err`: how the
+    /// call ends instead (refused, cancelled, or handed back to a 2026-07-28
+    /// client to ask its user).
+    async fn ask_human(
+        &self,
+        session: &Arc<ClientSession>,
+        a: &mut Accepted,
+        ctx: &CallContext,
+        flow_ask: Option<String>,
+        held: &session::Held<'_>,
+    ) -> Result<(), Option<Body>> {
+        let policy = a.policy.clone();
+        let mut span = child(&a.record, "warden.approval", Kind::Internal);
+        let asking = approval::approve(
+            session,
+            &self.sessions,
+            a.call.clone(),
+            approval::Question {
+                ctx,
+                because: a.approval_because.as_deref(),
+                shown: a.approval_shown.as_ref(),
+            },
+            (
+                a.envelope.as_deref(),
+                a.binding.as_deref(),
+                a.sealed.as_ref(),
+            ),
+            self.state_key(),
+            policy.approval_timeout,
+        );
+        let asked = tokio::select! {
+            asked = asking => asked,
+            _ = held.cancelled.notified() => {
+                drop(span);
+                let end = End::Cancelled("cancelled by the client while it waited for approval".into());
+                return Err(self.settle.settle(&a.record, end).await);
+            }
+        };
+        if let Some(s) = &mut span {
+            let answer = match &asked {
+                Approval::Approved => "approved",
+                Approval::Refused(_) => "refused",
+                Approval::InputRequired(_) => "input_required",
+            };
+            s.set("warden.approval", answer);
+        }
+        drop(span);
+        match asked {
+            Approval::Approved => Ok(()),
+            Approval::Refused(text) => {
+                let text = match &flow_ask {
+                    Some(reason) => texts::flow_not_approved(&ctx.tool, reason, text),
+                    None => text.to_owned(),
+                };
+                let end = End::Refused {
+                    decision: Decision::Denied,
+                    text,
+                };
+                Err(self.settle.settle(&a.record, end).await)
+            }
+            Approval::InputRequired(mut result) => {
+                // Not over: the client asks its user and retries the call;
+                // its place frees now, and a counted call is not counted again.
+                a.record.slots.release().await;
+                if let Some(binding) = a.binding.as_deref() {
+                    self.credit(&mut result, binding, a.counted).await;
+                }
+                self.settle
+                    .paused(&a.record, Decision::ApprovalRequested)
+                    .await;
+                Err(Some(Ok(result)))
+            }
         }
     }
 

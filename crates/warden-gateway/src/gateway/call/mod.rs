@@ -10,8 +10,12 @@
 
 mod content;
 mod guards;
+mod keys;
+mod reads;
 mod relaying;
 mod routed;
+
+pub use reads::Read;
 
 use super::approval::{self, Approval};
 use super::flow::{FlowDecision, Trail, FLOW_META_KEY};
@@ -84,6 +88,11 @@ struct Accepted {
     approval: bool,
     /// G6: the constraint an `ask` rule on the arguments puts to the human.
     approval_because: Option<String>,
+    /// S6: the arguments as the human is shown them, when an `ask` guard
+    /// found something in them (redacted).
+    approval_shown: Option<Value>,
+    /// S6: the labels `label` guards found cause to add from the arguments.
+    labels: Vec<String>,
     ledger: Option<LedgerKey>,
     call: Option<CallKey>,
     envelope: Option<Arc<Envelope>>,
@@ -315,7 +324,7 @@ impl Calls {
             session,
             params,
             had_arguments,
-            forward,
+            (forward, outbound.as_ref()),
             &verdict.report,
             (call, envelope, binding, sealed),
             started,
@@ -337,7 +346,8 @@ impl Calls {
         if let Some(end) = outbound.and_then(|o| self.arguments_end(&mut accepted.record, o)) {
             return Begun::Done(self.settle.settle(&accepted.record, end).await);
         }
-        let guarded = accepted.approval
+        let guarded = !accepted.labels.is_empty()
+            || accepted.approval
             || !policy.before_hooks.is_empty()
             || accepted.ledger.is_some()
             || accepted.limited
@@ -425,12 +435,15 @@ impl Calls {
         session: &Arc<ClientSession>,
         mut params: Value,
         had_arguments: bool,
-        forward: Forward,
+        (mut forward, outbound): (Forward, Option<&content::Outbound>),
         report: &CallReport,
         (call, envelope, binding, sealed): Revision2026,
         started: Instant,
     ) -> Result<Accepted, String> {
         let tool = forward.tool.clone();
+        // S6 `ask` and `label`: the arguments' findings join the guards below.
+        let approval_shown = outbound.and_then(|o| o.ask(&mut forward));
+        let labels = outbound.map_or(Vec::new(), |o| o.labels().to_vec());
         let (Some(up), Some(obj)) = (
             self.upstreams.by_name(&tool.upstream),
             params.as_object_mut(),
@@ -466,6 +479,8 @@ impl Calls {
                     guards,
                     flows: policy.flows.clone(),
                     stateless: envelope.is_some(),
+                    call: call.clone(),
+                    timeout: policy.approval_timeout,
                 });
         // The flow context is the gateway's: it never goes upstream.
         let context = obj
@@ -485,6 +500,7 @@ impl Calls {
             (labels, context)
         });
         let guarded = forward.needs_approval
+            || !labels.is_empty()
             || !policy.before_hooks.is_empty()
             || ledger.is_some()
             || limited
@@ -518,6 +534,8 @@ impl Calls {
             record,
             approval: forward.needs_approval,
             approval_because: forward.approval_because,
+            approval_shown,
+            labels,
             ledger,
             call,
             envelope,

@@ -1,6 +1,7 @@
 //! A `tools/call` on a virtual server (V2-V4): where its name leads, and the
 //! pipeline's verdict for it, with a hidden tool answered as an absent one.
 
+use super::super::descriptions;
 use super::super::policy::Policy;
 use super::super::servers::{self, Route};
 use super::super::session::ClientSession;
@@ -25,10 +26,12 @@ impl Calls {
         };
         let listed = if server.discovery == crate::config::Discovery::Search {
             let caller = session.caller();
-            policy
+            let listed = policy
                 .grant
                 .list(&policy.pipeline, catalogue, caller.as_deref())
-                .await
+                .await;
+            // S7: search and `call_tool` never reach a tool a guard hides.
+            descriptions::unblocked(&policy.guards, caller.as_deref(), listed).0
         } else {
             Vec::new()
         };
@@ -49,6 +52,16 @@ impl Calls {
         routed: &Option<Option<String>>,
     ) -> Verdict {
         let absent = Catalogue::default();
+        // S7: a tool whose definition a `block` guard flags for this caller is
+        // absent for it: the pipeline decides it over an empty catalogue.
+        let name = check.get("name").and_then(Value::as_str);
+        let caller = session.caller();
+        let hidden = name.and_then(|n| catalogue.get(n)).is_some_and(|t| {
+            policy
+                .guards
+                .blocks_definition(caller.as_deref(), &t.name, &t.published)
+        });
+        let catalogue = if hidden { &absent } else { catalogue };
         match routed {
             None => self.check((policy, catalogue), session, check, span).await,
             Some(None) => self.check((policy, &absent), session, check, span).await,
