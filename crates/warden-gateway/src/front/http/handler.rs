@@ -235,7 +235,7 @@ impl Front {
         }
         let caller = who.caller.clone();
         let holder = Holder::of(&who, client);
-        if let Some(Err(wait_ms)) = self.budget.as_ref().map(|b| b.take(holder.as_str())) {
+        if let Some(Err(wait_ms)) = self.budget.as_ref().map(|b| b.take(&holder.key())) {
             return too_many_requests(wait_ms);
         }
         let stateless = header_str(req.headers(), VERSION_HEADER) == Some(rev2026::VERSION);
@@ -680,7 +680,7 @@ fn session_refused(full: Full, holder: &Holder) -> Reply {
             )
         }
         Full::Caller { open, retry_after } => {
-            tracing::info!(caller = %crate::logged::logged(holder.as_str()), "the caller holds {open} HTTP sessions (gateway.max_sessions_per_caller); another one is refused");
+            tracing::info!(caller = %crate::logged::logged(&holder.key()), "the caller holds {open} HTTP sessions (gateway.max_sessions_per_caller); another one is refused");
             too_many_sessions(open, retry_after)
         }
     }

@@ -278,24 +278,35 @@ impl HttpSession {
 /// do), so that one client without credentials cannot hold every session the
 /// other anonymous clients could have had.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct Holder(String);
+pub(super) struct Holder {
+    caller: String,
+    /// The client address, for the anonymous caller only.
+    client: Option<IpAddr>,
+}
 
 impl Holder {
     /// The holder for a request from `client` by `who`.
     pub(super) fn of(who: &Identity, client: IpAddr) -> Holder {
-        match who.anonymous {
-            true => Holder(format!("{}@{client}", who.caller.name)),
-            false => Holder(who.caller.name.clone()),
+        Holder {
+            caller: who.caller.name.clone(),
+            client: who.anonymous.then_some(client),
         }
     }
 
     /// A caller with a credential: its sessions count together wherever they come from.
     pub(super) fn caller(name: &str) -> Holder {
-        Holder(name.to_owned())
+        Holder {
+            caller: name.to_owned(),
+            client: None,
+        }
     }
 
-    pub(super) fn as_str(&self) -> &str {
-        &self.0
+    /// Its key for budgets kept by name (`gateway.http_caller_rate`), and for logs.
+    pub(super) fn key(&self) -> std::borrow::Cow<'_, str> {
+        match self.client {
+            None => std::borrow::Cow::Borrowed(&self.caller),
+            Some(client) => std::borrow::Cow::Owned(format!("{}@{client}", self.caller)),
+        }
     }
 }
 
