@@ -3,6 +3,7 @@
 //! `pii`, `injection`), and a guard may name a group or a kind.
 
 use super::checks;
+use super::find::{self, Find};
 
 /// One built-in detector.
 pub struct Builtin {
@@ -12,10 +13,33 @@ pub struct Builtin {
     pub regex: &'static str,
     /// What a candidate must also pass.
     pub check: Option<fn(&str) -> bool>,
+    /// How its matches are searched for (the same matches, faster).
+    pub find: Find,
 }
 
 const fn d(kind: &'static str, regex: &'static str, check: Option<fn(&str) -> bool>) -> Builtin {
-    Builtin { kind, regex, check }
+    Builtin {
+        kind,
+        regex,
+        check,
+        find: Find::Whole,
+    }
+}
+
+/// A detector whose matches lie in runs of `class` around an `anchor`.
+const fn runs(
+    kind: &'static str,
+    regex: &'static str,
+    check: Option<fn(&str) -> bool>,
+    anchor: fn(&[u8], usize) -> Option<usize>,
+    class: fn(u8) -> bool,
+) -> Builtin {
+    Builtin {
+        kind,
+        regex,
+        check,
+        find: Find::Runs { anchor, class },
+    }
 }
 
 /// The characters no reader sees: Unicode tag characters, bidi overrides and
@@ -33,7 +57,7 @@ pub const BUILTINS: &[Builtin] = &[
     d(
         "secrets.github_token",
         r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})(?-u:\b)",
-        None,
+        Some(checks::github),
     ),
     d(
         "secrets.gitlab_token",
@@ -85,15 +109,19 @@ pub const BUILTINS: &[Builtin] = &[
         r"(?-u:\b)[0-9](?:[ -]?[0-9]){12,18}(?-u:\b)",
         Some(checks::card),
     ),
-    d(
+    runs(
         "pii.iban",
         r"(?-u:\b)[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?-u:\b)",
         Some(checks::iban),
+        find::iban_anchor,
+        find::iban_class,
     ),
-    d(
+    runs(
         "pii.ssn",
         r"(?-u:\b)[0-9]{3}-[0-9]{2}-[0-9]{4}(?-u:\b)",
         Some(checks::ssn),
+        find::ssn_anchor,
+        find::ssn_class,
     ),
     d(
         "injection.override",
@@ -105,7 +133,12 @@ pub const BUILTINS: &[Builtin] = &[
         r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>|\[/?INST\]|<</?SYS>>|</?tool_call>|</?function_calls?>",
         None,
     ),
-    d("injection.invisible", INVISIBLE, None),
+    Builtin {
+        kind: "injection.invisible",
+        regex: INVISIBLE,
+        check: None,
+        find: Find::Invisible,
+    },
     d(
         "injection.exfil_link",
         r"!\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]+[^\s)]*\)|\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]{24,}[^\s)]*\)",

@@ -19,11 +19,11 @@ fn each_secret_format_is_found_by_its_kind() {
     for (text, kind) in [
         ("key AKIAIOSFODNN7EXAMPLE here", "secrets.aws_access_key"),
         (
-            "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+            "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",
             "secrets.github_token",
         ),
         (
-            "gho_0123456789abcdefghijABCDEFGHIJ012345",
+            "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",
             "secrets.github_token",
         ),
         (
@@ -81,6 +81,7 @@ fn look_alikes_that_fail_their_check_are_not_found() {
         "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
         "blob aGVsbG8gd29ybGQgdGhpcyBpcyBhIGJhc2U2NCBibG9i",
         "card 4111 1111 1111 1112",
+        "ghp_0123456789abcdefghijABCDEFGHIJ3mpbCY ghs_0123456789abcdefghijABCDEFGHIJ012345",
         "number 1234567890123456",
         "iban GB82 WEST 1234 5698 7654 33",
         "ssn 000-12-3456 666-12-3456 912-34-5678 123-00-4567 123-45-0000",
@@ -207,4 +208,12 @@ fn checksums() {
     assert!(checks::iban("GB82WEST12345698765432"));
     assert!(!checks::iban("GB82WEST12345698765431"));
     assert!(checks::jwt(JWT));
+    // CRC32 of the 30 characters after the prefix, in base62 (GitHub's format).
+    assert_eq!(
+        checks::github_checksum("0123456789abcdefghijABCDEFGHIJ"),
+        "3mpbCX"
+    );
+    assert_eq!(checks::github_checksum(""), "000000");
+    assert!(checks::github("ghu_0123456789abcdefghijABCDEFGHIJ3mpbCX"));
+    assert!(!checks::github("ghu_0123456789abcdefghijABCDEFGHIj3mpbCX"));
 }

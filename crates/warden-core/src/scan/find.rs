@@ -1,0 +1,141 @@
+//! How a detector's matches are found, fast (S5). Whatever the way, a detector
+//! reports exactly the matches its regex's `find_iter` gives over the whole
+//! string, in order; only the work to get there differs:
+//!
+//! - [`Find::Whole`]: the regex over the whole string, when its own literal
+//!   prefilter already skips most text (a fixed prefix such as `AKIA`).
+//! - [`Find::Runs`]: every match consists of bytes of a class and holds a
+//!   position a cheap anchor finds, so only the runs of that class around
+//!   anchors are searched. Runs of a class cannot overlap, and a match cannot
+//!   cross a run's ends, so searching each such run once from its start gives
+//!   the whole string's matches. Look-around (`\b`) sees past a run's ends.
+//! - [`Find::Invisible`]: the invisible characters, found without a regex.
+
+use regex_automata::{meta::Regex, Input};
+
+/// The way a detector searches; see the module's documentation.
+#[derive(Clone, Copy)]
+pub enum Find {
+    Whole,
+    Runs {
+        /// The first position at or after `from` that a match could hold;
+        /// every match holds one, and its byte is of `class`.
+        anchor: fn(&[u8], usize) -> Option<usize>,
+        /// Whether a byte can be part of a match.
+        class: fn(u8) -> bool,
+    },
+    Invisible,
+}
+
+impl Find {
+    /// Calls `f(start, end)` for each match of `re` (the detector's regex) in `s`.
+    pub fn each(self, re: &Regex, s: &str, f: &mut dyn FnMut(usize, usize)) {
+        let b = s.as_bytes();
+        match self {
+            Find::Whole => re.find_iter(b).for_each(|m| f(m.start(), m.end())),
+            Find::Runs { anchor, class } => {
+                let mut at = 0;
+                while let Some(a) = anchor(b, at) {
+                    let lo = b[at..a].iter().rposition(|&c| !class(c)).map_or(at, |i| at + i + 1);
+                    let hi = b[a..].iter().position(|&c| !class(c)).map_or(b.len(), |i| a + i);
+                    for m in re.find_iter(Input::new(b).range(lo..hi)) {
+                        f(m.start(), m.end());
+                    }
+                    at = hi.max(a + 1);
+                }
+            }
+            Find::Invisible => invisible_runs(b, f),
+        }
+    }
+}
+
+/// The length of the invisible character (S2 `injection.invisible`) at `i`, or 0:
+/// U+200B, U+202A–202E, U+2060–2064, U+2066–2069, U+FEFF, U+E0000–E007F.
+fn invisible_at(b: &[u8], i: usize) -> usize {
+    match b[i..] {
+        [0xE2, 0x80, 0x8B | 0xAA..=0xAE, ..] => 3,
+        [0xE2, 0x81, 0xA0..=0xA4 | 0xA6..=0xA9, ..] => 3,
+        [0xEF, 0xBB, 0xBF, ..] => 3,
+        [0xF3, 0xA0, 0x80 | 0x81, _, ..] => 4,
+        _ => 0,
+    }
+}
+
+/// Each maximal run of invisible characters in `b`, as `[class]+` finds them.
+pub fn invisible_runs(b: &[u8], f: &mut dyn FnMut(usize, usize)) {
+    let mut at = 0;
+    while let Some(i) = memchr::memchr3(0xE2, 0xEF, 0xF3, &b[at..]).map(|i| at + i) {
+        let mut end = i;
+        loop {
+            match invisible_at(b, end) {
+                0 => break,
+                n => end += n,
+            }
+        }
+        if end > i {
+            f(i, end);
+        }
+        at = end.max(i + 1);
+    }
+}
+
+/// Whether `s` holds an invisible character.
+pub fn has_invisible(s: &str) -> bool {
+    let mut found = false;
+    invisible_runs(s.as_bytes(), &mut |_, _| found = true);
+    found
+}
+
+/// `s` without its invisible characters.
+pub fn strip_invisible(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut at = 0;
+    invisible_runs(s.as_bytes(), &mut |start, end| {
+        out.push_str(&s[at..start]);
+        at = end;
+    });
+    out.push_str(&s[at..]);
+    out
+}
+
+/// `pii.ssn`: the first `-` of `000-00-0000`, digits around it.
+pub fn ssn_anchor(b: &[u8], from: usize) -> Option<usize> {
+    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let mut at = from;
+    while let Some(i) = memchr::memchr(b'-', &b[at..]).map(|i| at + i) {
+        if i >= 3 && digits(i - 3..i) && digits(i + 1..i + 3) && b.get(i + 3) == Some(&b'-') {
+            return Some(i);
+        }
+        at = i + 1;
+    }
+    None
+}
+
+/// `pii.ssn`'s class: digits and dashes.
+pub fn ssn_class(c: u8) -> bool {
+    c.is_ascii_digit() || c == b'-'
+}
+
+/// `pii.iban`: two capitals and two digits (`DE89`), where every IBAN starts.
+/// Digits are the rarer bytes, so the fourth byte is tested first and a miss
+/// moves on by two.
+pub fn iban_anchor(b: &[u8], from: usize) -> Option<usize> {
+    let mut p = from;
+    while p + 4 <= b.len() {
+        if !b[p + 3].is_ascii_digit() {
+            p += 2;
+            continue;
+        }
+        if b[p + 2].is_ascii_digit() && b[p + 1].is_ascii_uppercase() && b[p].is_ascii_uppercase()
+        {
+            return Some(p);
+        }
+        p += 1;
+    }
+    None
+}
+
+/// `pii.iban`'s class: capitals, digits and spaces.
+pub fn iban_class(c: u8) -> bool {
+    c.is_ascii_uppercase() || c.is_ascii_digit() || c == b' '
+}
