@@ -33,12 +33,17 @@ const fn runs(
     check: Option<fn(&str) -> bool>,
     anchor: fn(&[u8], usize) -> Option<usize>,
     class: fn(u8) -> bool,
+    enough: fn(&[u8]) -> bool,
 ) -> Builtin {
     Builtin {
         kind,
         regex,
         check,
-        find: Find::Runs { anchor, class },
+        find: Find::Runs {
+            anchor,
+            class,
+            enough,
+        },
     }
 }
 
@@ -99,15 +104,21 @@ pub const BUILTINS: &[Builtin] = &[
         r"(?-u:\b)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?-u:\b)",
         None,
     ),
-    d(
+    runs(
         "pii.phone",
         r"(?:\+[1-9][0-9]{0,2}[ .-]?(?:\([0-9]{1,4}\)[ .-]?)?[0-9]{1,4}(?:[ .-][0-9]{2,4}){1,4}(?-u:\b)|\([0-9]{3}\) ?[0-9]{3}-[0-9]{4}(?-u:\b))",
         Some(checks::phone),
+        find::phone_anchor,
+        find::phone_class,
+        find::phone_enough,
     ),
-    d(
+    runs(
         "pii.card",
         r"(?-u:\b)[0-9](?:[ -]?[0-9]){12,18}(?-u:\b)",
         Some(checks::card),
+        find::card_anchor,
+        find::card_class,
+        find::card_enough,
     ),
     runs(
         "pii.iban",
@@ -115,6 +126,7 @@ pub const BUILTINS: &[Builtin] = &[
         Some(checks::iban),
         find::iban_anchor,
         find::iban_class,
+        find::any_run,
     ),
     runs(
         "pii.ssn",
@@ -122,6 +134,7 @@ pub const BUILTINS: &[Builtin] = &[
         Some(checks::ssn),
         find::ssn_anchor,
         find::ssn_class,
+        find::any_run,
     ),
     d(
         "injection.override",

@@ -9,6 +9,9 @@
 //!   anchors are searched. Runs of a class cannot overlap, and a match cannot
 //!   cross a run's ends, so searching each such run once from its start gives
 //!   the whole string's matches. Look-around (`\b`) sees past a run's ends.
+//!   A run too poor to hold a match that passes the detector's check (too few
+//!   digits for a phone number) is not searched: what is skipped would never
+//!   have been counted.
 //! - [`Find::Invisible`]: the invisible characters, found without a regex.
 
 use regex_automata::{meta::Regex, Input};
@@ -23,6 +26,8 @@ pub enum Find {
         anchor: fn(&[u8], usize) -> Option<usize>,
         /// Whether a byte can be part of a match.
         class: fn(u8) -> bool,
+        /// Whether a run can hold a match that passes the detector's check.
+        enough: fn(&[u8]) -> bool,
     },
     Invisible,
 }
@@ -33,13 +38,25 @@ impl Find {
         let b = s.as_bytes();
         match self {
             Find::Whole => re.find_iter(b).for_each(|m| f(m.start(), m.end())),
-            Find::Runs { anchor, class } => {
+            Find::Runs {
+                anchor,
+                class,
+                enough,
+            } => {
                 let mut at = 0;
                 while let Some(a) = anchor(b, at) {
-                    let lo = b[at..a].iter().rposition(|&c| !class(c)).map_or(at, |i| at + i + 1);
-                    let hi = b[a..].iter().position(|&c| !class(c)).map_or(b.len(), |i| a + i);
-                    for m in re.find_iter(Input::new(b).range(lo..hi)) {
-                        f(m.start(), m.end());
+                    let lo = b[at..a]
+                        .iter()
+                        .rposition(|&c| !class(c))
+                        .map_or(at, |i| at + i + 1);
+                    let hi = b[a..]
+                        .iter()
+                        .position(|&c| !class(c))
+                        .map_or(b.len(), |i| a + i);
+                    if enough(&b[lo..hi]) {
+                        for m in re.find_iter(Input::new(b).range(lo..hi)) {
+                            f(m.start(), m.end());
+                        }
                     }
                     at = hi.max(a + 1);
                 }
@@ -100,7 +117,8 @@ pub fn strip_invisible(s: &str) -> String {
 
 /// `pii.ssn`: the first `-` of `000-00-0000`, digits around it.
 pub fn ssn_anchor(b: &[u8], from: usize) -> Option<usize> {
-    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
     let mut at = from;
     while let Some(i) = memchr::memchr(b'-', &b[at..]).map(|i| at + i) {
         if i >= 3 && digits(i - 3..i) && digits(i + 1..i + 3) && b.get(i + 3) == Some(&b'-') {
@@ -117,20 +135,14 @@ pub fn ssn_class(c: u8) -> bool {
 }
 
 /// `pii.iban`: two capitals and two digits (`DE89`), where every IBAN starts.
-/// Digits are the rarer bytes, so the fourth byte is tested first and a miss
-/// moves on by two.
 pub fn iban_anchor(b: &[u8], from: usize) -> Option<usize> {
-    let mut p = from;
-    while p + 4 <= b.len() {
-        if !b[p + 3].is_ascii_digit() {
-            p += 2;
-            continue;
+    let mut at = from + 2;
+    while let Some(d) = next_digit(b, at) {
+        let upper = |i: usize| b[i].is_ascii_uppercase();
+        if b.get(d + 1).is_some_and(u8::is_ascii_digit) && upper(d - 1) && upper(d - 2) {
+            return Some(d - 2);
         }
-        if b[p + 2].is_ascii_digit() && b[p + 1].is_ascii_uppercase() && b[p].is_ascii_uppercase()
-        {
-            return Some(p);
-        }
-        p += 1;
+        at = d + 1;
     }
     None
 }
@@ -138,4 +150,74 @@ pub fn iban_anchor(b: &[u8], from: usize) -> Option<usize> {
 /// `pii.iban`'s class: capitals, digits and spaces.
 pub fn iban_class(c: u8) -> bool {
     c.is_ascii_uppercase() || c.is_ascii_digit() || c == b' '
+}
+
+/// `pii.card`: any digit; the run is what sorts them out.
+pub fn card_anchor(b: &[u8], from: usize) -> Option<usize> {
+    next_digit(b, from)
+}
+
+/// `pii.card`'s class: digits, spaces and dashes.
+pub fn card_class(c: u8) -> bool {
+    c.is_ascii_digit() || c == b' ' || c == b'-'
+}
+
+/// A card number has 13 digits at least.
+pub fn card_enough(run: &[u8]) -> bool {
+    digits(run) >= 13
+}
+
+/// `pii.phone`: `+` and a digit from 1 to 9, or `(` and a digit.
+pub fn phone_anchor(b: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(i) = memchr::memchr2(b'+', b'(', &b[at..]).map(|i| at + i) {
+        match (b[i], b.get(i + 1)) {
+            (b'+', Some(b'1'..=b'9')) | (b'(', Some(b'0'..=b'9')) => return Some(i),
+            _ => at = i + 1,
+        }
+    }
+    None
+}
+
+/// `pii.phone`'s class: digits and `+ ( ) . -` and spaces.
+pub fn phone_class(c: u8) -> bool {
+    c.is_ascii_digit() || b" .-()+".contains(&c)
+}
+
+/// A phone number passes its check with 10 digits at least.
+pub fn phone_enough(run: &[u8]) -> bool {
+    digits(run) >= 10
+}
+
+/// Any run may hold a match.
+pub fn any_run(_: &[u8]) -> bool {
+    true
+}
+
+fn digits(run: &[u8]) -> usize {
+    run.iter().filter(|c| c.is_ascii_digit()).count()
+}
+
+/// The first ASCII digit at or after `from`, eight bytes at a time: digits
+/// are rare in text, and there is no `memchr` for a range of bytes.
+pub fn next_digit(b: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let mut i = from;
+    while let Some(word) = b.get(i..i + 8) {
+        let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        // The high bit of each byte that is below 128 and between '/' and ':'
+        // (exclusive): each byte's arithmetic stays within the byte.
+        let low = w & (ONES * 0x7F);
+        let below = (ONES * (127 + u64::from(b':'))).wrapping_sub(low);
+        let above = low.wrapping_add(ONES * (127 - u64::from(b'/')));
+        let mask = below & !w & above & (ONES * 0x80);
+        if mask != 0 {
+            return Some(i + (mask.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    b.get(i..)?
+        .iter()
+        .position(u8::is_ascii_digit)
+        .map(|p| i + p)
 }

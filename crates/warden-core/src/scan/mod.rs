@@ -152,7 +152,7 @@ impl Scanner {
             Value::Array(items) => {
                 for (i, item) in items.iter_mut().enumerate() {
                     path.push('/');
-                    path.push_str(&i.to_string());
+                    push_index(path, i);
                     self.walk(item, path, redact, out);
                     path.truncate(len);
                 }
@@ -160,7 +160,7 @@ impl Scanner {
             Value::Object(map) => {
                 for (k, item) in map.iter_mut() {
                     path.push('/');
-                    path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    push_key(path, k);
                     self.walk(item, path, redact, out);
                     path.truncate(len);
                 }
@@ -241,6 +241,33 @@ impl Scanner {
         match invisible {
             true => find::strip_invisible(&text),
             false => text,
+        }
+    }
+}
+
+/// Appends `i` in decimal, without an allocation per element.
+fn push_index(path: &mut String, i: usize) {
+    let mut digits = [0u8; 20];
+    let mut n = i;
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    path.extend(digits[at..].iter().map(|&d| char::from(d)));
+}
+
+/// Appends `key` escaped for a JSON pointer (`~` as `~0`, `/` as `~1`).
+fn push_key(path: &mut String, key: &str) {
+    for c in key.chars() {
+        match c {
+            '~' => path.push_str("~0"),
+            '/' => path.push_str("~1"),
+            c => path.push(c),
         }
     }
 }
