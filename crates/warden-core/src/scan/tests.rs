@@ -217,3 +217,70 @@ fn checksums() {
     assert!(checks::github("ghu_0123456789abcdefghijABCDEFGHIJ3mpbCX"));
     assert!(!checks::github("ghu_0123456789abcdefghijABCDEFGHIj3mpbCX"));
 }
+
+/// Every detector's fast path ([`find::Find`]) against its plain regex on `s`:
+/// the same matches, in the same order.
+fn same_as_the_regex(s: &str) {
+    for b in builtin::BUILTINS {
+        let plain: Vec<_> = Regex::new(b.regex)
+            .unwrap()
+            .find_iter(s)
+            .map(|m| (m.start(), m.end()))
+            .collect();
+        let search = regex_automata::meta::Regex::new(b.regex).unwrap();
+        let mut fast = Vec::new();
+        b.find
+            .each(&search, s, &mut |start, end| fast.push((start, end)));
+        // A run too poor for the check is skipped: only matches that could
+        // pass it must be there.
+        let counted = |v: &[(usize, usize)]| -> Vec<(usize, usize)> {
+            v.iter()
+                .copied()
+                .filter(|&(a, z)| match b.kind {
+                    "pii.phone" => checks::phone(&s[a..z]),
+                    _ => true,
+                })
+                .collect()
+        };
+        assert_eq!(counted(&fast), counted(&plain), "{}: {s:?}", b.kind);
+    }
+}
+
+#[test]
+fn fast_paths_find_what_the_regexes_find() {
+    for s in [
+        "",
+        "123-45-6789",
+        "ssn 123-45-6789 and 234-56-7890, 12-345-6789 123-45-67890 1234-56-7890",
+        "9123-45-6789 x123-45-6789 123-45-6789-1",
+        "DE89370400440532013000 GB82 WEST 1234 5698 7654 32 XDE89370400440532013000",
+        "AB12CD34 EF56 GH78 IJ90 KL12 MN34 OP56 QR78 ST90 UV12",
+        "call +44 20 7946 0958 or (555) 123-4567 or +1 415 555 0100 +0 1 (12) 3",
+        "((555) 123-4567) +1(415)555 0199 ++44 20 7946 0958",
+        "4111 1111 1111 1111 4111-1111-1111-1111 4111111111111111 41111111111111111111",
+        "1 2 3 4 5 6 7 8 9 0 1 2 3 4 -5-5-5-5-5-5-5-5-5-5-5-5-5",
+        "visa 4222222222222, 422222222222 and 1-2-3-4-5-6-7-8-9-0-1-2-3",
+        "ok\u{200B}\u{200B}x\u{E0041}\u{E007F}\u{FEFF}y\u{202A}\u{2069}\u{2065}\u{2070}",
+        "\u{2014} \u{201C}quoted\u{201D} \u{2192} \u{FEFE} \u{E0080}",
+        "mail ada@example.org, a.b@c.io@d.com",
+    ] {
+        same_as_the_regex(s);
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for file in [
+        "../../docs/behaviour.md",
+        "../../README.md",
+        "src/scan/tests.rs",
+    ] {
+        same_as_the_regex(&std::fs::read_to_string(root.join(file)).unwrap());
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn fast_paths_find_what_the_regexes_find_in_any_text(
+        s in "[0-9 +()./:_-]{0,6}(?:[0-9A-Z +()-]|\u{200B}|\u{FEFF}|\u{E0041}|\u{2014}|\u{2066}){0,60}[a-z@.]{0,4}"
+    ) {
+        same_as_the_regex(&s);
+    }
+}
