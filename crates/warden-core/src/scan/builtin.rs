@@ -152,11 +152,12 @@ pub const BUILTINS: &[Builtin] = &[
         check: None,
         find: Find::Invisible,
     },
-    d(
-        "injection.exfil_link",
-        r"!\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]+[^\s)]*\)|\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]{24,}[^\s)]*\)",
-        None,
-    ),
+    Builtin {
+        kind: "injection.exfil_link",
+        regex: r"!\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]+[^\s)]*\)|\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]{24,}[^\s)]*\)",
+        check: None,
+        find: Find::Windows(find::link_windows),
+    },
 ];
 
 /// The groups a guard may name instead of each kind.

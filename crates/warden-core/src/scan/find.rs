@@ -12,6 +12,9 @@
 //!   A run too poor to hold a match that passes the detector's check (too few
 //!   digits for a phone number) is not searched: what is skipped would never
 //!   have been counted.
+//! - [`Find::Windows`]: a function reports windows, in order and apart, that
+//!   every match lies in, so that any match starting in a window also ends
+//!   in it; each window is searched once.
 //! - [`Find::Invisible`]: the invisible characters, found without a regex.
 
 use regex_automata::{meta::Regex, Input};
@@ -29,6 +32,7 @@ pub enum Find {
         /// Whether a run can hold a match that passes the detector's check.
         enough: fn(&[u8]) -> bool,
     },
+    Windows(fn(&[u8], &mut dyn FnMut(usize, usize))),
     Invisible,
 }
 
@@ -61,6 +65,11 @@ impl Find {
                     at = hi.max(a + 1);
                 }
             }
+            Find::Windows(windows) => windows(b, &mut |lo, hi| {
+                for m in re.find_iter(Input::new(b).range(lo..hi)) {
+                    f(m.start(), m.end());
+                }
+            }),
             Find::Invisible => invisible_runs(b, f),
         }
     }
@@ -220,4 +229,32 @@ pub fn next_digit(b: &[u8], from: usize) -> Option<usize> {
         .iter()
         .position(u8::is_ascii_digit)
         .map(|p| i + p)
+}
+
+/// `injection.exfil_link`: a match is `[text](` then a URL up to the first `)`,
+/// its text holding no `]` and no line break. So each `](` gives a window
+/// from just after the last `]` or line break before it to just after the
+/// first `)` after it; windows that touch are merged, so no byte is searched
+/// twice and a match that starts in a window ends in it.
+pub fn link_windows(b: &[u8], f: &mut dyn FnMut(usize, usize)) {
+    let (mut window, mut close) = (None::<(usize, usize)>, 0);
+    let mut prev = 0;
+    for a in memchr::memmem::find_iter(b, b"](") {
+        let lo = memchr::memrchr2(b']', b'\n', &b[prev..a]).map_or(prev, |i| prev + i + 1);
+        if close < a + 2 {
+            close = memchr::memchr(b')', &b[a + 2..]).map_or(b.len(), |i| a + 2 + i + 1);
+        }
+        window = match window {
+            Some((wlo, whi)) if lo < whi => Some((wlo, whi.max(close))),
+            Some((wlo, whi)) => {
+                f(wlo, whi);
+                Some((lo, close))
+            }
+            None => Some((lo, close)),
+        };
+        prev = a;
+    }
+    if let Some((lo, hi)) = window {
+        f(lo, hi);
+    }
 }

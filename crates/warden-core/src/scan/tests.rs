@@ -263,6 +263,9 @@ fn fast_paths_find_what_the_regexes_find() {
         "ok\u{200B}\u{200B}x\u{E0041}\u{E007F}\u{FEFF}y\u{202A}\u{2069}\u{2065}\u{2070}",
         "\u{2014} \u{201C}quoted\u{201D} \u{2192} \u{FEFE} \u{E0080}",
         "mail ada@example.org, a.b@c.io@d.com",
+        "![a](https://e.x/p.png?d=1) [b](https://e.x/?q=aaaaaaaaaaaaaaaaaaaaaaaaaaaa)",
+        "[x]( https://e.x/?q=1)](https://e.x/?q=2) ![[y](https://e.x/?a=b&c=d)\n[z](http://a?b=c",
+        "](](](https://e.x/?q=1))] [a\nb](https://e.x/?q=1) ![a](  https://e.x/y?z=w)",
     ] {
         same_as_the_regex(s);
     }
@@ -280,6 +283,13 @@ proptest::proptest! {
     #[test]
     fn fast_paths_find_what_the_regexes_find_in_any_text(
         s in "[0-9 +()./:_-]{0,6}(?:[0-9A-Z +()-]|\u{200B}|\u{FEFF}|\u{E0041}|\u{2014}|\u{2066}){0,60}[a-z@.]{0,4}"
+    ) {
+        same_as_the_regex(&s);
+    }
+
+    #[test]
+    fn fast_paths_find_what_the_regexes_find_in_any_links(
+        s in "(?:\\[|\\]\\(|!\\[|https?://e\\.x/|\\?|=|[a-z0-9]{1,30}|\\)|[ \n&\\]!]){0,40}"
     ) {
         same_as_the_regex(&s);
     }
