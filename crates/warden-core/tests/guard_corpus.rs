@@ -381,5 +381,5 @@ fn injection_phrasings_and_look_alikes() {
         "injection: recall {found}/{pos}, false positives {false_pos}/{neg}; missed: {missed:#?}"
     );
     assert_eq!(false_pos, 0);
-    assert!(found >= 20, "{found}/{pos}");
+    assert!(found >= 25, "{found}/{pos}");
 }

@@ -141,6 +141,20 @@ pub const BUILTINS: &[Builtin] = &[
         r"(?i)(?-u:\b)(?:ignore|disregard|forget|override)\s+(?:(?:all|any|the|your|my|of|previous|prior|earlier|above|preceding|system|original)\s+){1,4}(?:instructions?|prompts?|rules|directions|guidelines|directives)(?-u:\b)|(?i)(?-u:\b)new\s+(?:system\s+)?instructions?\s*:|(?i)(?-u:\b)you\s+are\s+now\s+(?:in\s+)?(?:developer|DAN|jailbreak|unrestricted)(?-u:\b)",
         None,
     ),
+    // The first word in three casings only (lower, Capitalised, UPPER): a
+    // case-insensitive first word leaves the regex no literal to skip to,
+    // which made the scan of every text several times slower.
+    d(
+        "injection.orders",
+        concat!(
+            r"(?-u:\b)(?:from|From|FROM)(?i:\s+now\s+on,?\s+(?:you|the\s+(?:assistant|model|AI))\s+(?:only|must|shall|should|are\s+to))(?-u:\b)",
+            r"|(?-u:\b)(?:quietly|Quietly|QUIETLY|secretly|Secretly|SECRETLY|silently|Silently|SILENTLY|covertly|Covertly|COVERTLY)(?i:\s+(?:send|forward|upload|post|e-?mail|transmit|exfiltrate|leak)\s+(?:(?:the|all|your|this|our|of)\s+){0,3}(?:chat|conversation|history|messages?|files?|data|keys?|credentials|secrets?|tokens?|passwords?|context))(?-u:\b)",
+            r"|(?-u:\b)SYSTEM\s*:\s+(?i:the\s+user\s+(?:has\s+)?(?:authori[sz]ed|approved|allowed|permitted)|you\s+(?:must|are|may|will|have)|ignore|from\s+now\s+on)(?-u:\b)",
+            r"|(?-u:\b)(?:important|Important|IMPORTANT|attention|Attention|ATTENTION|note|Note|NOTE)(?i:\s*:\s*(?:the\s+)?(?:assistant|AI|model|agent|LLM)\s+(?:must|should|needs\s+to|has\s+to|is\s+required\s+to)\s+(?:call|invoke|execute|send))(?-u:\b)",
+            r"|(?-u:\b)(?:act|Act|ACT)(?i:\s+as\s+)(?:DAN|(?i:an?\s+(?:unrestricted|unfiltered|jailbroken|uncensored)\s+(?:AI|assistant|model)))(?-u:\b)",
+        ),
+        None,
+    ),
     d(
         "injection.template",
         r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>|\[/?INST\]|<</?SYS>>|</?tool_call>|</?function_calls?>",
