@@ -18,7 +18,7 @@ pub mod find;
 mod tests;
 
 use find::Find;
-use regex::Regex;
+use regex::{Regex, RegexSet};
 use serde_json::Value;
 
 /// One kind found in one string of the value: no matched text, ever.
@@ -75,9 +75,16 @@ impl Detector {
     }
 }
 
+/// Strings shorter than this are first read once by a set of every detector's
+/// regex, and only the detectors it names search them: for short strings a
+/// search per detector costs more than the search itself.
+const SHORT: usize = 512;
+
 /// A compiled set of detectors.
 pub struct Scanner {
     detectors: Vec<Detector>,
+    /// Every detector's regex, in order, for short strings.
+    set: RegexSet,
     /// Strip invisible characters (an injection detector is on).
     strip: bool,
 }
@@ -116,7 +123,13 @@ impl Scanner {
             detectors.push(d);
         }
         let strip = detectors.iter().any(|d| d.detector == "injection");
-        Ok(Scanner { detectors, strip })
+        let set =
+            RegexSet::new(detectors.iter().map(|d| d.regex.as_str())).map_err(|e| e.to_string())?;
+        Ok(Scanner {
+            detectors,
+            set,
+            strip,
+        })
     }
 
     /// Whether the scanner strips invisible characters (an injection detector is on).
@@ -174,8 +187,12 @@ impl Scanner {
         let invisible = self.strip && find::has_invisible(s);
         // (start, end, detector index) of every match that passed its check.
         let mut spans: Vec<(usize, usize, usize)> = Vec::new();
+        let hits = (s.len() < SHORT).then(|| self.set.matches(s));
         for (i, d) in self.detectors.iter().enumerate() {
-            if s.len() < d.min_len || (matches!(d.find, Find::Invisible) && !invisible) {
+            if s.len() < d.min_len
+                || (matches!(d.find, Find::Invisible) && !invisible)
+                || hits.as_ref().is_some_and(|h| !h.matched(i))
+            {
                 continue;
             }
             let mut count = 0;
