@@ -6,12 +6,11 @@
 //! false positive per 10,000 ordinary lines for `secrets` and `pii`.
 //!
 //! `cargo test -p warden-core --test guard_corpus -- --nocapture` shows the figures;
-//! `-- --ignored cost` measures scan cost (use `--release`).
+//! the scan's cost is measured by `cargo bench -p warden-core --bench scan`.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 use warden_core::scan::Scanner;
 
 fn root() -> PathBuf {
@@ -141,9 +140,14 @@ fn positives() -> Vec<(&'static str, String)> {
             "secrets.aws_access_key",
             format!("aws_access_key_id AKIA{}", upper(&mut r, 16)),
         ));
+        let body = alnum(&mut r, 30);
         out.push((
             "secrets.github_token",
-            format!("token: ghp_{}", alnum(&mut r, 36)),
+            format!(
+                "token: gh{}_{body}{}",
+                ["p", "o", "u", "s", "r"][i % 5],
+                warden_core::scan::checks::github_checksum(&body)
+            ),
         ));
         out.push((
             "secrets.gitlab_token",
@@ -203,6 +207,15 @@ fn hard_negatives() -> Vec<String> {
                 .map(
                     |_| b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
                         [r.next(64) as usize] as char
+                )
+                .collect::<String>()
+        ));
+        out.push(format!(
+            "ghp_{}",
+            (0..36)
+                .map(
+                    |_| b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                        [r.next(62) as usize] as char
                 )
                 .collect::<String>()
         ));
@@ -332,7 +345,7 @@ fn precision_and_recall_per_detector() {
     }
     for kind in fp.keys() {
         assert!(
-            !kind.starts_with("pii.card") && !kind.starts_with("pii.iban"),
+            !["pii.card", "pii.iban", "secrets.github_token"].contains(&kind.as_str()),
             "{fp:?}"
         );
     }
@@ -368,56 +381,5 @@ fn injection_phrasings_and_look_alikes() {
         "injection: recall {found}/{pos}, false positives {false_pos}/{neg}; missed: {missed:#?}"
     );
     assert_eq!(false_pos, 0);
-    assert!(found >= 20, "{found}/{pos}");
-}
-
-#[test]
-#[ignore = "a measurement: run with --release -- --ignored --nocapture"]
-fn cost() {
-    let all = scanner(&["secrets", "pii", "injection"]);
-    let lines = ordinary_lines();
-    let mut text = String::new();
-    for l in lines.iter().cycle() {
-        if text.len() >= 1 << 20 {
-            break;
-        }
-        text.push_str(l);
-        text.push('\n');
-    }
-    let kb = text.len() as f64 / 1024.0;
-    let mut v = serde_json::json!({"content": [{"type": "text", "text": text}]});
-    let runs = 20;
-    let t = Instant::now();
-    for _ in 0..runs {
-        std::hint::black_box(all.scan(&mut v));
-    }
-    let per = t.elapsed().as_secs_f64() / f64::from(runs);
-    println!("one 1 MB result ({kb:.0} KB of the repository's text), every built-in detector: {:.2} ms, {:.2} us/KB", per * 1e3, per * 1e6 / kb);
-    for group in ["secrets", "pii", "injection"] {
-        let one = scanner(&[group]);
-        let t = Instant::now();
-        for _ in 0..runs {
-            std::hint::black_box(one.scan(&mut v));
-        }
-        let per = t.elapsed().as_secs_f64() / f64::from(runs);
-        println!("  {group} alone: {:.2} ms per MB", per * 1e3);
-    }
-    let mut small: Vec<Value> = lines
-        .iter()
-        .take(2000)
-        .map(|l| serde_json::json!({"text": l}))
-        .collect::<Vec<_>>();
-    let bytes: usize = lines.iter().take(2000).map(String::len).sum();
-    let t = Instant::now();
-    for _ in 0..runs {
-        for v in small.iter_mut() {
-            std::hint::black_box(all.scan(v));
-        }
-    }
-    let per = t.elapsed().as_secs_f64() / f64::from(runs);
-    println!(
-        "2000 one-line results ({:.0} KB): {:.2} us/KB",
-        bytes as f64 / 1024.0,
-        per * 1e6 / (bytes as f64 / 1024.0)
-    );
+    assert!(found >= 25, "{found}/{pos}");
 }

@@ -3,6 +3,7 @@
 //! `pii`, `injection`), and a guard may name a group or a kind.
 
 use super::checks;
+use super::find::{self, Find};
 
 /// One built-in detector.
 pub struct Builtin {
@@ -12,10 +13,38 @@ pub struct Builtin {
     pub regex: &'static str,
     /// What a candidate must also pass.
     pub check: Option<fn(&str) -> bool>,
+    /// How its matches are searched for (the same matches, faster).
+    pub find: Find,
 }
 
 const fn d(kind: &'static str, regex: &'static str, check: Option<fn(&str) -> bool>) -> Builtin {
-    Builtin { kind, regex, check }
+    Builtin {
+        kind,
+        regex,
+        check,
+        find: Find::Whole,
+    }
+}
+
+/// A detector whose matches lie in runs of `class` around an `anchor`.
+const fn runs(
+    kind: &'static str,
+    regex: &'static str,
+    check: Option<fn(&str) -> bool>,
+    anchor: fn(&[u8], usize) -> Option<usize>,
+    class: fn(u8) -> bool,
+    enough: fn(&[u8]) -> bool,
+) -> Builtin {
+    Builtin {
+        kind,
+        regex,
+        check,
+        find: Find::Runs {
+            anchor,
+            class,
+            enough,
+        },
+    }
 }
 
 /// The characters no reader sees: Unicode tag characters, bidi overrides and
@@ -33,7 +62,7 @@ pub const BUILTINS: &[Builtin] = &[
     d(
         "secrets.github_token",
         r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})(?-u:\b)",
-        None,
+        Some(checks::github),
     ),
     d(
         "secrets.gitlab_token",
@@ -75,29 +104,55 @@ pub const BUILTINS: &[Builtin] = &[
         r"(?-u:\b)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?-u:\b)",
         None,
     ),
-    d(
+    runs(
         "pii.phone",
         r"(?:\+[1-9][0-9]{0,2}[ .-]?(?:\([0-9]{1,4}\)[ .-]?)?[0-9]{1,4}(?:[ .-][0-9]{2,4}){1,4}(?-u:\b)|\([0-9]{3}\) ?[0-9]{3}-[0-9]{4}(?-u:\b))",
         Some(checks::phone),
+        find::phone_anchor,
+        find::phone_class,
+        find::phone_enough,
     ),
-    d(
+    runs(
         "pii.card",
         r"(?-u:\b)[0-9](?:[ -]?[0-9]){12,18}(?-u:\b)",
         Some(checks::card),
+        find::card_anchor,
+        find::card_class,
+        find::card_enough,
     ),
-    d(
+    runs(
         "pii.iban",
         r"(?-u:\b)[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?-u:\b)",
         Some(checks::iban),
+        find::iban_anchor,
+        find::iban_class,
+        find::any_run,
     ),
-    d(
+    runs(
         "pii.ssn",
         r"(?-u:\b)[0-9]{3}-[0-9]{2}-[0-9]{4}(?-u:\b)",
         Some(checks::ssn),
+        find::ssn_anchor,
+        find::ssn_class,
+        find::any_run,
     ),
     d(
         "injection.override",
         r"(?i)(?-u:\b)(?:ignore|disregard|forget|override)\s+(?:(?:all|any|the|your|my|of|previous|prior|earlier|above|preceding|system|original)\s+){1,4}(?:instructions?|prompts?|rules|directions|guidelines|directives)(?-u:\b)|(?i)(?-u:\b)new\s+(?:system\s+)?instructions?\s*:|(?i)(?-u:\b)you\s+are\s+now\s+(?:in\s+)?(?:developer|DAN|jailbreak|unrestricted)(?-u:\b)",
+        None,
+    ),
+    // The first word in three casings only (lower, Capitalised, UPPER): a
+    // case-insensitive first word leaves the regex no literal to skip to,
+    // which made the scan of every text several times slower.
+    d(
+        "injection.orders",
+        concat!(
+            r"(?-u:\b)(?:from|From|FROM)(?i:\s+now\s+on,?\s+(?:you|the\s+(?:assistant|model|AI))\s+(?:only|must|shall|should|are\s+to))(?-u:\b)",
+            r"|(?-u:\b)(?:quietly|Quietly|QUIETLY|secretly|Secretly|SECRETLY|silently|Silently|SILENTLY|covertly|Covertly|COVERTLY)(?i:\s+(?:send|forward|upload|post|e-?mail|transmit|exfiltrate|leak)\s+(?:(?:the|all|your|this|our|of)\s+){0,3}(?:chat|conversation|history|messages?|files?|data|keys?|credentials|secrets?|tokens?|passwords?|context))(?-u:\b)",
+            r"|(?-u:\b)SYSTEM\s*:\s+(?i:the\s+user\s+(?:has\s+)?(?:authori[sz]ed|approved|allowed|permitted)|you\s+(?:must|are|may|will|have)|ignore|from\s+now\s+on)(?-u:\b)",
+            r"|(?-u:\b)(?:important|Important|IMPORTANT|attention|Attention|ATTENTION|note|Note|NOTE)(?i:\s*:\s*(?:the\s+)?(?:assistant|AI|model|agent|LLM)\s+(?:must|should|needs\s+to|has\s+to|is\s+required\s+to)\s+(?:call|invoke|execute|send))(?-u:\b)",
+            r"|(?-u:\b)(?:act|Act|ACT)(?i:\s+as\s+)(?:DAN|(?i:an?\s+(?:unrestricted|unfiltered|jailbroken|uncensored)\s+(?:AI|assistant|model)))(?-u:\b)",
+        ),
         None,
     ),
     d(
@@ -105,12 +160,18 @@ pub const BUILTINS: &[Builtin] = &[
         r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>|\[/?INST\]|<</?SYS>>|</?tool_call>|</?function_calls?>",
         None,
     ),
-    d("injection.invisible", INVISIBLE, None),
-    d(
-        "injection.exfil_link",
-        r"!\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]+[^\s)]*\)|\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]{24,}[^\s)]*\)",
-        None,
-    ),
+    Builtin {
+        kind: "injection.invisible",
+        regex: INVISIBLE,
+        check: None,
+        find: Find::Invisible,
+    },
+    Builtin {
+        kind: "injection.exfil_link",
+        regex: r"!\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]+[^\s)]*\)|\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]{24,}[^\s)]*\)",
+        check: None,
+        find: Find::Windows(find::link_windows),
+    },
 ];
 
 /// The groups a guard may name instead of each kind.

@@ -134,3 +134,35 @@ pub fn assigned(value: &str) -> bool {
     let reference = v.starts_with(['$', '{', '<', '(', '[', '%', '*', '&']) || v.contains("::");
     v.chars().count() >= 8 && !identifier && !reference
 }
+
+/// A GitHub token: `github_pat_…` as is; `ghp_` and the other classic prefixes
+/// end in six base62 characters that are the CRC32 of the 30 before them
+/// (GitHub's published format): a random look-alike passes once in 62^6.
+pub fn github(m: &str) -> bool {
+    if m.starts_with("github_pat_") {
+        return true;
+    }
+    match m.get(4..).filter(|t| t.len() == 36) {
+        Some(t) => t[30..] == github_checksum(&t[..30]),
+        None => false,
+    }
+}
+
+/// The six base62 characters (`0-9A-Za-z`, zero-padded) of the CRC32 of `body`.
+pub fn github_checksum(body: &str) -> String {
+    const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut crc = !0u32;
+    for b in body.bytes() {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xEDB8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    let mut n = !crc;
+    let mut out = [b'0'; 6];
+    for c in out.iter_mut().rev() {
+        *c = BASE62[(n % 62) as usize];
+        n /= 62;
+    }
+    out.iter().map(|&c| char::from(c)).collect()
+}

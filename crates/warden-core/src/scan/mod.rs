@@ -13,9 +13,11 @@
 
 pub mod builtin;
 pub mod checks;
+pub mod find;
 #[cfg(test)]
 mod tests;
 
+use find::Find;
 use regex::{Regex, RegexSet};
 use serde_json::Value;
 
@@ -36,16 +38,55 @@ pub struct Finding {
 struct Detector {
     detector: String,
     kind: String,
+    /// The search engine behind `regex` (the same matches), for searches
+    /// limited to a span ([`Find::Runs`]).
+    search: regex_automata::meta::Regex,
+    /// Only a detector with a group needs it: to find the group in a match.
     regex: Regex,
+    find: Find,
+    /// No string shorter than this (in bytes) can hold a match.
+    min_len: usize,
     check: Option<fn(&str) -> bool>,
 }
 
+impl Detector {
+    fn new(
+        detector: &str,
+        kind: &str,
+        regex: Regex,
+        find: Find,
+        check: Option<fn(&str) -> bool>,
+    ) -> Result<Detector, String> {
+        let search = regex_automata::meta::Regex::new(regex.as_str()).map_err(|e| e.to_string())?;
+        let min_len = regex_syntax::parse(regex.as_str())
+            .map_err(|e| e.to_string())?
+            .properties()
+            .minimum_len()
+            .unwrap_or(usize::MAX);
+        Ok(Detector {
+            detector: detector.to_owned(),
+            kind: kind.to_owned(),
+            search,
+            regex,
+            find,
+            min_len,
+            check,
+        })
+    }
+}
+
+/// Strings shorter than this are first read once by a set of every detector's
+/// regex, and only the detectors it names search them: for short strings a
+/// search per detector costs more than the search itself.
+const SHORT: usize = 512;
+
 /// A compiled set of detectors.
 pub struct Scanner {
-    set: RegexSet,
     detectors: Vec<Detector>,
+    /// Every detector's regex, in order, for short strings.
+    set: RegexSet,
     /// Strip invisible characters (an injection detector is on).
-    strip: Option<Regex>,
+    strip: bool,
 }
 
 impl Scanner {
@@ -66,12 +107,9 @@ impl Scanner {
                 if detectors.iter().any(|d: &Detector| d.kind == b.kind) {
                     continue;
                 }
-                detectors.push(Detector {
-                    detector: b.kind.split('.').next().unwrap_or_default().to_owned(),
-                    kind: b.kind.to_owned(),
-                    regex: Regex::new(b.regex).map_err(|e| format!("{}: {e}", b.kind))?,
-                    check: b.check,
-                });
+                let regex = Regex::new(b.regex).map_err(|e| format!("{}: {e}", b.kind))?;
+                let group = b.kind.split('.').next().unwrap_or_default();
+                detectors.push(Detector::new(group, b.kind, regex, b.find, b.check)?);
             }
         }
         for (name, pattern) in patterns {
@@ -80,29 +118,23 @@ impl Scanner {
             if regex.is_match("") {
                 return Err(format!("pattern '{name}' matches the empty string"));
             }
-            detectors.push(Detector {
-                detector: "pattern".into(),
-                kind: name.clone(),
-                regex,
-                check: None,
-            });
+            let d = Detector::new("pattern", name, regex, Find::Whole, None)
+                .map_err(|e| format!("pattern '{name}' does not compile: {e}"))?;
+            detectors.push(d);
         }
+        let strip = detectors.iter().any(|d| d.detector == "injection");
         let set =
             RegexSet::new(detectors.iter().map(|d| d.regex.as_str())).map_err(|e| e.to_string())?;
-        let strip = detectors
-            .iter()
-            .any(|d| d.detector == "injection")
-            .then(|| Regex::new(builtin::INVISIBLE).expect("the invisible class compiles"));
         Ok(Scanner {
-            set,
             detectors,
+            set,
             strip,
         })
     }
 
     /// Whether the scanner strips invisible characters (an injection detector is on).
     pub fn strips_invisible(&self) -> bool {
-        self.strip.is_some()
+        self.strip
     }
 
     /// The findings in `value`; invisible characters are stripped when an
@@ -133,7 +165,7 @@ impl Scanner {
             Value::Array(items) => {
                 for (i, item) in items.iter_mut().enumerate() {
                     path.push('/');
-                    path.push_str(&i.to_string());
+                    push_index(path, i);
                     self.walk(item, path, redact, out);
                     path.truncate(len);
                 }
@@ -141,7 +173,7 @@ impl Scanner {
             Value::Object(map) => {
                 for (k, item) in map.iter_mut() {
                     path.push('/');
-                    path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    push_key(path, k);
                     self.walk(item, path, redact, out);
                     path.truncate(len);
                 }
@@ -152,32 +184,34 @@ impl Scanner {
 
     /// One string: its findings, and its new text when it changes.
     fn string(&self, s: &str, path: &str, redact: bool, out: &mut Vec<Finding>) -> Option<String> {
-        let hits = self.set.matches(s);
-        let invisible = self.strip.as_ref().is_some_and(|r| r.is_match(s));
-        if !hits.matched_any() && !invisible {
-            return None;
-        }
+        let invisible = self.strip && find::has_invisible(s);
         // (start, end, detector index) of every match that passed its check.
         let mut spans: Vec<(usize, usize, usize)> = Vec::new();
-        for i in hits.iter() {
-            let d = &self.detectors[i];
+        let hits = (s.len() < SHORT).then(|| self.set.matches(s));
+        for (i, d) in self.detectors.iter().enumerate() {
+            if s.len() < d.min_len
+                || (matches!(d.find, Find::Invisible) && !invisible)
+                || hits.as_ref().is_some_and(|h| !h.matched(i))
+            {
+                continue;
+            }
             let mut count = 0;
-            // find_iter stays on the fast engines; only a detector with a
-            // group looks again, within its match, for the part to redact.
-            for m in d.regex.find_iter(s) {
+            d.find.each(&d.search, s, &mut |start, end| {
+                // Only a detector with a group looks again, within its
+                // match, for the part to redact.
                 let (start, end) = match d.regex.captures_len() {
-                    1 => (m.start(), m.end()),
-                    _ => match d.regex.captures(m.as_str()).and_then(|c| c.get(1)) {
-                        Some(g) => (m.start() + g.start(), m.start() + g.end()),
-                        None => (m.start(), m.end()),
+                    1 => (start, end),
+                    _ => match d.regex.captures(&s[start..end]).and_then(|c| c.get(1)) {
+                        Some(g) => (start + g.start(), start + g.end()),
+                        None => (start, end),
                     },
                 };
                 if d.check.is_some_and(|check| !check(&s[start..end])) {
-                    continue;
+                    return;
                 }
                 count += 1;
                 spans.push((start, end, i));
-            }
+            });
             if count > 0 {
                 out.push(Finding {
                     detector: d.detector.clone(),
@@ -191,12 +225,18 @@ impl Scanner {
         if !rewrites && !invisible {
             return None;
         }
-        Some(self.rewrite(s, spans, redact))
+        Some(self.rewrite(s, spans, redact, invisible))
     }
 
     /// `s` with its invisible characters gone and, when redacting, every span
     /// replaced by its kind's marker (overlaps: the first span wins).
-    fn rewrite(&self, s: &str, mut spans: Vec<(usize, usize, usize)>, redact: bool) -> String {
+    fn rewrite(
+        &self,
+        s: &str,
+        mut spans: Vec<(usize, usize, usize)>,
+        redact: bool,
+        invisible: bool,
+    ) -> String {
         spans.sort_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
         let mut text = String::with_capacity(s.len());
         let mut at = 0;
@@ -215,9 +255,36 @@ impl Scanner {
             at = end;
         }
         text.push_str(&s[at..]);
-        match &self.strip {
-            Some(strip) => strip.replace_all(&text, "").into_owned(),
-            None => text,
+        match invisible {
+            true => find::strip_invisible(&text),
+            false => text,
+        }
+    }
+}
+
+/// Appends `i` in decimal, without an allocation per element.
+fn push_index(path: &mut String, i: usize) {
+    let mut digits = [0u8; 20];
+    let mut n = i;
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    path.extend(digits[at..].iter().map(|&d| char::from(d)));
+}
+
+/// Appends `key` escaped for a JSON pointer (`~` as `~0`, `/` as `~1`).
+fn push_key(path: &mut String, key: &str) {
+    for c in key.chars() {
+        match c {
+            '~' => path.push_str("~0"),
+            '/' => path.push_str("~1"),
+            c => path.push(c),
         }
     }
 }

@@ -1,0 +1,260 @@
+//! How a detector's matches are found, fast (S5). Whatever the way, a detector
+//! reports exactly the matches its regex's `find_iter` gives over the whole
+//! string, in order; only the work to get there differs:
+//!
+//! - [`Find::Whole`]: the regex over the whole string, when its own literal
+//!   prefilter already skips most text (a fixed prefix such as `AKIA`).
+//! - [`Find::Runs`]: every match consists of bytes of a class and holds a
+//!   position a cheap anchor finds, so only the runs of that class around
+//!   anchors are searched. Runs of a class cannot overlap, and a match cannot
+//!   cross a run's ends, so searching each such run once from its start gives
+//!   the whole string's matches. Look-around (`\b`) sees past a run's ends.
+//!   A run too poor to hold a match that passes the detector's check (too few
+//!   digits for a phone number) is not searched: what is skipped would never
+//!   have been counted.
+//! - [`Find::Windows`]: a function reports windows, in order and apart, that
+//!   every match lies in, so that any match starting in a window also ends
+//!   in it; each window is searched once.
+//! - [`Find::Invisible`]: the invisible characters, found without a regex.
+
+use regex_automata::{meta::Regex, Input};
+
+/// The way a detector searches; see the module's documentation.
+#[derive(Clone, Copy)]
+pub enum Find {
+    Whole,
+    Runs {
+        /// The first position at or after `from` that a match could hold;
+        /// every match holds one, and its byte is of `class`.
+        anchor: fn(&[u8], usize) -> Option<usize>,
+        /// Whether a byte can be part of a match.
+        class: fn(u8) -> bool,
+        /// Whether a run can hold a match that passes the detector's check.
+        enough: fn(&[u8]) -> bool,
+    },
+    Windows(fn(&[u8], &mut dyn FnMut(usize, usize))),
+    Invisible,
+}
+
+impl Find {
+    /// Calls `f(start, end)` for each match of `re` (the detector's regex) in `s`.
+    pub fn each(self, re: &Regex, s: &str, f: &mut dyn FnMut(usize, usize)) {
+        let b = s.as_bytes();
+        match self {
+            Find::Whole => re.find_iter(b).for_each(|m| f(m.start(), m.end())),
+            Find::Runs {
+                anchor,
+                class,
+                enough,
+            } => {
+                let mut at = 0;
+                while let Some(a) = anchor(b, at) {
+                    let lo = b[at..a]
+                        .iter()
+                        .rposition(|&c| !class(c))
+                        .map_or(at, |i| at + i + 1);
+                    let hi = b[a..]
+                        .iter()
+                        .position(|&c| !class(c))
+                        .map_or(b.len(), |i| a + i);
+                    if enough(&b[lo..hi]) {
+                        for m in re.find_iter(Input::new(b).range(lo..hi)) {
+                            f(m.start(), m.end());
+                        }
+                    }
+                    at = hi.max(a + 1);
+                }
+            }
+            Find::Windows(windows) => windows(b, &mut |lo, hi| {
+                for m in re.find_iter(Input::new(b).range(lo..hi)) {
+                    f(m.start(), m.end());
+                }
+            }),
+            Find::Invisible => invisible_runs(b, f),
+        }
+    }
+}
+
+/// The length of the invisible character (S2 `injection.invisible`) at `i`, or 0:
+/// U+200B, U+202A–202E, U+2060–2064, U+2066–2069, U+FEFF, U+E0000–E007F.
+fn invisible_at(b: &[u8], i: usize) -> usize {
+    match b[i..] {
+        [0xE2, 0x80, 0x8B | 0xAA..=0xAE, ..] => 3,
+        [0xE2, 0x81, 0xA0..=0xA4 | 0xA6..=0xA9, ..] => 3,
+        [0xEF, 0xBB, 0xBF, ..] => 3,
+        [0xF3, 0xA0, 0x80 | 0x81, _, ..] => 4,
+        _ => 0,
+    }
+}
+
+/// Each maximal run of invisible characters in `b`, as `[class]+` finds them.
+pub fn invisible_runs(b: &[u8], f: &mut dyn FnMut(usize, usize)) {
+    let mut at = 0;
+    while let Some(i) = memchr::memchr3(0xE2, 0xEF, 0xF3, &b[at..]).map(|i| at + i) {
+        let mut end = i;
+        loop {
+            match invisible_at(b, end) {
+                0 => break,
+                n => end += n,
+            }
+        }
+        if end > i {
+            f(i, end);
+        }
+        at = end.max(i + 1);
+    }
+}
+
+/// Whether `s` holds an invisible character.
+pub fn has_invisible(s: &str) -> bool {
+    let mut found = false;
+    invisible_runs(s.as_bytes(), &mut |_, _| found = true);
+    found
+}
+
+/// `s` without its invisible characters.
+pub fn strip_invisible(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut at = 0;
+    invisible_runs(s.as_bytes(), &mut |start, end| {
+        out.push_str(&s[at..start]);
+        at = end;
+    });
+    out.push_str(&s[at..]);
+    out
+}
+
+/// `pii.ssn`: the first `-` of `000-00-0000`, digits around it.
+pub fn ssn_anchor(b: &[u8], from: usize) -> Option<usize> {
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let mut at = from;
+    while let Some(i) = memchr::memchr(b'-', &b[at..]).map(|i| at + i) {
+        if i >= 3 && digits(i - 3..i) && digits(i + 1..i + 3) && b.get(i + 3) == Some(&b'-') {
+            return Some(i);
+        }
+        at = i + 1;
+    }
+    None
+}
+
+/// `pii.ssn`'s class: digits and dashes.
+pub fn ssn_class(c: u8) -> bool {
+    c.is_ascii_digit() || c == b'-'
+}
+
+/// `pii.iban`: two capitals and two digits (`DE89`), where every IBAN starts.
+pub fn iban_anchor(b: &[u8], from: usize) -> Option<usize> {
+    let mut at = from + 2;
+    while let Some(d) = next_digit(b, at) {
+        let upper = |i: usize| b[i].is_ascii_uppercase();
+        if b.get(d + 1).is_some_and(u8::is_ascii_digit) && upper(d - 1) && upper(d - 2) {
+            return Some(d - 2);
+        }
+        at = d + 1;
+    }
+    None
+}
+
+/// `pii.iban`'s class: capitals, digits and spaces.
+pub fn iban_class(c: u8) -> bool {
+    c.is_ascii_uppercase() || c.is_ascii_digit() || c == b' '
+}
+
+/// `pii.card`: any digit; the run is what sorts them out.
+pub fn card_anchor(b: &[u8], from: usize) -> Option<usize> {
+    next_digit(b, from)
+}
+
+/// `pii.card`'s class: digits, spaces and dashes.
+pub fn card_class(c: u8) -> bool {
+    c.is_ascii_digit() || c == b' ' || c == b'-'
+}
+
+/// A card number has 13 digits at least.
+pub fn card_enough(run: &[u8]) -> bool {
+    digits(run) >= 13
+}
+
+/// `pii.phone`: `+` and a digit from 1 to 9, or `(` and a digit.
+pub fn phone_anchor(b: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(i) = memchr::memchr2(b'+', b'(', &b[at..]).map(|i| at + i) {
+        match (b[i], b.get(i + 1)) {
+            (b'+', Some(b'1'..=b'9')) | (b'(', Some(b'0'..=b'9')) => return Some(i),
+            _ => at = i + 1,
+        }
+    }
+    None
+}
+
+/// `pii.phone`'s class: digits and `+ ( ) . -` and spaces.
+pub fn phone_class(c: u8) -> bool {
+    c.is_ascii_digit() || b" .-()+".contains(&c)
+}
+
+/// A phone number passes its check with 10 digits at least.
+pub fn phone_enough(run: &[u8]) -> bool {
+    digits(run) >= 10
+}
+
+/// Any run may hold a match.
+pub fn any_run(_: &[u8]) -> bool {
+    true
+}
+
+fn digits(run: &[u8]) -> usize {
+    run.iter().filter(|c| c.is_ascii_digit()).count()
+}
+
+/// The first ASCII digit at or after `from`, eight bytes at a time: digits
+/// are rare in text, and there is no `memchr` for a range of bytes.
+pub fn next_digit(b: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let mut i = from;
+    while let Some(word) = b.get(i..i + 8) {
+        let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        // The high bit of each byte that is below 128 and between '/' and ':'
+        // (exclusive): each byte's arithmetic stays within the byte.
+        let low = w & (ONES * 0x7F);
+        let below = (ONES * (127 + u64::from(b':'))).wrapping_sub(low);
+        let above = low.wrapping_add(ONES * (127 - u64::from(b'/')));
+        let mask = below & !w & above & (ONES * 0x80);
+        if mask != 0 {
+            return Some(i + (mask.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    b.get(i..)?
+        .iter()
+        .position(u8::is_ascii_digit)
+        .map(|p| i + p)
+}
+
+/// `injection.exfil_link`: a match is `[text](` then a URL up to the first `)`,
+/// its text holding no `]` and no line break. So each `](` gives a window
+/// from just after the last `]` or line break before it to just after the
+/// first `)` after it; windows that touch are merged, so no byte is searched
+/// twice and a match that starts in a window ends in it.
+pub fn link_windows(b: &[u8], f: &mut dyn FnMut(usize, usize)) {
+    let (mut window, mut close) = (None::<(usize, usize)>, 0);
+    let mut prev = 0;
+    for a in memchr::memmem::find_iter(b, b"](") {
+        let lo = memchr::memrchr2(b']', b'\n', &b[prev..a]).map_or(prev, |i| prev + i + 1);
+        if close < a + 2 {
+            close = memchr::memchr(b')', &b[a + 2..]).map_or(b.len(), |i| a + 2 + i + 1);
+        }
+        window = match window {
+            Some((wlo, whi)) if lo < whi => Some((wlo, whi.max(close))),
+            Some((wlo, whi)) => {
+                f(wlo, whi);
+                Some((lo, close))
+            }
+            None => Some((lo, close)),
+        };
+        prev = a;
+    }
+    if let Some((lo, hi)) = window {
+        f(lo, hi);
+    }
+}
