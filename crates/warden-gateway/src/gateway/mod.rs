@@ -37,7 +37,7 @@ pub mod quota;
 mod relay;
 pub mod reload;
 pub mod rev2026;
-mod servers;
+pub mod servers;
 pub mod session;
 pub mod settle;
 mod upstreams;
@@ -337,7 +337,7 @@ impl Gateway {
             None => listed.into_iter().cloned().collect(),
             // A server a reload took away shows nothing.
             Some(name) => match policy.server(name) {
-                Some(s) => servers::listing(s, &listed),
+                Some(s) => servers::listing(s, &listed, &policy.views.get(s, &catalogue)),
                 None => Vec::new(),
             },
         };

@@ -7,6 +7,7 @@ use super::super::session::ClientSession;
 use super::Calls;
 use crate::otel::Span;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 use warden_core::{Catalogue, Refusal, Verdict};
 
 impl Calls {
@@ -15,7 +16,7 @@ impl Calls {
     pub(super) async fn route(
         &self,
         policy: &Policy,
-        catalogue: &Catalogue,
+        catalogue: &Arc<Catalogue>,
         session: &ClientSession,
         name: &str,
         params: &mut Value,
@@ -32,7 +33,8 @@ impl Calls {
         } else {
             Vec::new()
         };
-        servers::route(server, params, &listed)
+        let view = || policy.views.get(server, catalogue);
+        servers::route(server, params, &listed, &view)
     }
 
     /// [`Calls::check`] for a routed call (`routed`: `None`, not on a virtual

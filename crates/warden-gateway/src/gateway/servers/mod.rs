@@ -5,6 +5,9 @@
 //! before it looks), renamed and described its way. In search mode it lists
 //! `search_tools` and `call_tool` only; both read that same listing.
 
+mod cache;
+#[cfg(test)]
+mod labelled;
 #[cfg(test)]
 mod quality;
 mod search;
@@ -12,7 +15,9 @@ mod search;
 use crate::config::servers::{VirtualServer, CALL_TOOL, SEARCH_TOOLS};
 use crate::config::Discovery;
 use crate::texts;
+pub use cache::{View, Views};
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 
 /// The longest query `search_tools` takes, in characters.
 pub const MAX_QUERY_CHARS: usize = 500;
@@ -32,10 +37,15 @@ pub enum Route {
     Answer(Value),
 }
 
-/// The `tools/list` result of `server` from the caller's own listing.
-pub fn listing(server: &VirtualServer, listed: &[&Value]) -> Vec<Value> {
+/// The `tools/list` result of `server` from the caller's own listing and the
+/// server's `view` of the catalogue it was listed from.
+pub fn listing(server: &VirtualServer, listed: &[&Value], view: &View) -> Vec<Value> {
     match server.discovery {
-        Discovery::List => server.view(listed.iter().copied()),
+        Discovery::List => {
+            let visible = view.visible(listed);
+            let shown = view.tools.iter().zip(visible).filter(|(_, v)| *v);
+            shown.map(|(t, _)| t.clone()).collect()
+        }
         Discovery::Search => search_mode_tools(),
     }
 }
@@ -46,8 +56,14 @@ pub fn tool_error(text: &str) -> Value {
 }
 
 /// Routes one call (`params`: the `tools/call` params, rewritten in place).
-/// `listed`: the caller's own listing, read only in search mode.
-pub fn route(server: &VirtualServer, params: &mut Value, listed: &[&Value]) -> Route {
+/// `listed`: the caller's own listing, read only in search mode, as is
+/// `view`, which gives the server's view of the catalogue it was listed from.
+pub fn route(
+    server: &VirtualServer,
+    params: &mut Value,
+    listed: &[&Value],
+    view: &dyn Fn() -> Arc<View>,
+) -> Route {
     let name = params
         .get("name")
         .and_then(Value::as_str)
@@ -58,7 +74,7 @@ pub fn route(server: &VirtualServer, params: &mut Value, listed: &[&Value]) -> R
         let empty = Map::new();
         let args = args.unwrap_or(&empty);
         match name.as_str() {
-            SEARCH_TOOLS => return Route::Answer(search_tools(server, listed, args)),
+            SEARCH_TOOLS => return Route::Answer(search_tools(listed, view, args)),
             CALL_TOOL => match unwrap_call(server, params, listed) {
                 Ok(()) => {}
                 Err(answer) => return Route::Answer(answer),
@@ -90,10 +106,13 @@ fn unwrap_call(server: &VirtualServer, params: &mut Value, listed: &[&Value]) ->
     let Some(name) = args.get("name").and_then(Value::as_str) else {
         return Err(tool_error(texts::CALL_TOOL_NO_NAME));
     };
-    let visible = server
-        .view(listed.iter().copied())
-        .iter()
-        .any(|t| t.get("name").and_then(Value::as_str) == Some(name));
+    // Shown here by that name, and in the caller's own listing.
+    let real = server.real(name);
+    let visible = real.is_some_and(|r| {
+        listed
+            .iter()
+            .any(|t| t.get("name").and_then(Value::as_str) == Some(r))
+    });
     if !visible {
         return Err(tool_error(&texts::call_tool_unknown(name)));
     }
@@ -108,7 +127,11 @@ fn unwrap_call(server: &VirtualServer, params: &mut Value, listed: &[&Value]) ->
 }
 
 /// `search_tools`: the best matches among the tools the caller may see here.
-fn search_tools(server: &VirtualServer, listed: &[&Value], args: &Map<String, Value>) -> Value {
+fn search_tools(
+    listed: &[&Value],
+    view: &dyn Fn() -> Arc<View>,
+    args: &Map<String, Value>,
+) -> Value {
     let query = args
         .get("query")
         .and_then(Value::as_str)
@@ -126,11 +149,14 @@ fn search_tools(server: &VirtualServer, listed: &[&Value], args: &Map<String, Va
             None => return tool_error(&texts::search_bad_limit(MAX_LIMIT)),
         },
     };
-    let tools = server.view(listed.iter().copied());
-    let found: Vec<Value> = search::rank(&tools, query, limit as usize)
+    let view = view();
+    let visible = view.visible(listed);
+    let found: Vec<Value> = view
+        .index
+        .rank(&visible, query, limit as usize)
         .into_iter()
-        .map(|i| {
-            let t = &tools[i];
+        .map(|d| {
+            let t = &view.tools[d];
             let mut out = Map::new();
             for k in ["name", "description", "inputSchema"] {
                 if let Some(v) = t.get(k) {
