@@ -1,4 +1,4 @@
-//! Virtual servers and tool search (V1-V5) through the real binary: a server's
+//! Virtual servers and tool search (V1-V6) through the real binary: a server's
 //! listing (renamed, described), calls under a new name, search that never
 //! reveals a hidden tool (G2), bad input, and `run --server` over stdio.
 
@@ -472,4 +472,99 @@ fn a_2026_client_uses_a_virtual_server_without_a_session() {
         json!({"name": "repeat", "arguments": {"text": "hi"}, "_meta": env}),
     );
     assert_eq!(ran["structuredContent"]["text"], "hi", "{ran}");
+}
+
+/// Every tool of the fixture, found by search and then listed (V6).
+const GROW: &str = "[[server]]\nname = \"grow\"\ntools = [\"fx.*\"]\ndiscovery = \"grow\"\n";
+
+const LIST_CHANGED: &str = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+
+/// A request's messages on the wire: the notifications before its response,
+/// and the response.
+fn exchange(w: &HttpWarden, path: &str, sid: &str, msg: &Value) -> (Vec<String>, String) {
+    let r = post_at(w, path, Some(sid), msg);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut all: Vec<String> = r.messages().iter().map(Value::to_string).collect();
+    let response = all.pop().expect("a response");
+    (all, response)
+}
+
+#[test]
+fn a_growing_server_lists_what_search_found_and_says_so() {
+    let rug = "env = { FIXTURE_RUG_PULL = \"1\" }";
+    let hidden = HttpWarden::start(
+        "servers-grow-hidden",
+        &config(rug, &format!("{HIDE_RUG}{GROW}")),
+        &[],
+    );
+    let absent = HttpWarden::start("servers-grow-absent", &config("", GROW), &[]);
+    let (a, _) = session_at(&hidden, "/mcp/grow");
+    let (b, _) = session_at(&absent, "/mcp/grow");
+    let both = |msg: &Value| {
+        let x = exchange(&hidden, "/mcp/grow", &a, msg);
+        assert_eq!(x, exchange(&absent, "/mcp/grow", &b, msg), "{msg}");
+        x
+    };
+    let (_, listed) = both(&list());
+    assert_eq!(names(&listed), ["search_tools", "call_tool"]);
+    // A tool not found yet is not called by name.
+    let (_, said) = both(&call(2, "fx.echo", json!({})));
+    assert_eq!(text_of(&said), ("Unknown tool 'fx.echo'.".to_owned(), true));
+    // A search that finds a tool adds it and says so on its own stream.
+    let find = search(3, json!({"query": "echo the arguments back", "limit": 1}));
+    let (told, _) = both(&find);
+    assert_eq!(told, [LIST_CHANGED]);
+    let (_, listed) = both(&list());
+    assert_eq!(names(&listed), ["search_tools", "call_tool", "fx.echo"]);
+    let (_, ran) = both(&call(4, "fx.echo", json!({"k": 1})));
+    assert!(text_of(&ran).0.contains("\"k\":1"), "{ran}");
+    // Found again: nothing new, nothing said.
+    assert_eq!(both(&find).0, Vec::<String>::new());
+    // Searches that would match the hidden tools add only visible ones: the
+    // listing stays that of a gateway without them (G2).
+    for (i, q) in [
+        "look a word up",
+        "change the tools above",
+        "stamp",
+        "a answer",
+    ]
+    .iter()
+    .enumerate()
+    {
+        both(&search(10 + i as i64, json!({"query": q, "limit": 20})));
+    }
+    let (_, listed) = both(&list());
+    let shown = names(&listed);
+    assert!(shown.len() > 3, "{shown:?}");
+    for hidden_tool in ["fx.lookup", "fx.stamp", "fx.rug_pull"] {
+        assert!(!shown.contains(&hidden_tool.to_owned()), "{shown:?}");
+    }
+    // Each session grows its own list.
+    let (other, _) = session_at(&hidden, "/mcp/grow");
+    assert_eq!(
+        names(&answer(&hidden, "/mcp/grow", &other, &list())),
+        ["search_tools", "call_tool"]
+    );
+}
+
+#[test]
+fn a_growing_server_over_stdio_announces_found_tools() {
+    let mut w = Warden::start_with_args(
+        "servers-grow-stdio",
+        &config("", GROW),
+        "warn",
+        &["--server", "grow"],
+    );
+    assert_eq!(w.tool_names(), ["search_tools", "call_tool"]);
+    w.call(
+        "search_tools",
+        json!({"query": "echo the arguments back", "limit": 1}),
+    );
+    let told = w.wait_for("list_changed", |m| {
+        m.get("method").and_then(Value::as_str) == Some("notifications/tools/list_changed")
+    });
+    assert_eq!(told.to_string(), LIST_CHANGED);
+    assert_eq!(w.tool_names(), ["search_tools", "call_tool", "fx.echo"]);
+    let said = w.call_text("fx.echo", json!({"z": 3}));
+    assert!(said.contains("\"z\":3"), "{said}");
 }

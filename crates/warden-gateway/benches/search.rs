@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use warden_core::{Caller, Catalogue, Pipeline, ToolPolicy};
 use warden_gateway::config::servers::VirtualServer;
 use warden_gateway::config::Config;
-use warden_gateway::gateway::servers::{self, Route, Views};
+use warden_gateway::gateway::servers::{self, Against, Route, Views};
 
 const TOOLS: usize = 1000;
 
@@ -92,8 +92,14 @@ fn search(s: &Setup, views: &Views, query: &str) -> String {
     let listed = s.pipeline.list(&s.catalogue, Some(&s.caller));
     let mut params = json!({"name": "search_tools", "arguments": {"query": query, "limit": 5}});
     let view = || views.get(&s.find, &s.catalogue);
-    match servers::route(&s.find, &mut params, &listed, &view) {
-        Route::Answer(v) => v.to_string(),
+    let found = Default::default();
+    let on = Against {
+        listed: &listed,
+        view: &view,
+        found: &found,
+    };
+    match servers::route(&s.find, &mut params, &on) {
+        Route::Found(v, _) => v.to_string(),
         _ => unreachable!("search_tools answers itself"),
     }
 }
@@ -119,7 +125,8 @@ fn main() {
     let views = Views::default();
     let on_server = median(20, || {
         let listed = s.pipeline.list(&s.catalogue, Some(&s.caller));
-        let tools = servers::listing(&s.list, &listed, &views.get(&s.list, &s.catalogue));
+        let view = views.get(&s.list, &s.catalogue);
+        let tools = servers::listing(&s.list, &listed, &view, &Default::default());
         black_box(json!({"tools": tools}).to_string());
     });
     let granted = median(20, || {

@@ -1,4 +1,4 @@
-//! Virtual servers (V1-V5), checked at load: their names, globs and renames,
+//! Virtual servers (V1-V6), checked at load: their names, globs and renames,
 //! and how one maps catalogue names to the names it shows and back.
 
 use super::check::Invalid;
@@ -152,10 +152,10 @@ impl VirtualServer {
         let name = params.get("name")?.as_str()?;
         let shown = match self.discovery {
             Discovery::List => name,
-            Discovery::Search if name == CALL_TOOL => {
-                params.pointer("/arguments/name")?.as_str()?
-            }
+            _ if name == CALL_TOOL => params.pointer("/arguments/name")?.as_str()?,
             Discovery::Search => return None,
+            // A found tool is called by its name too (V6).
+            Discovery::Grow => name,
         };
         self.real(shown).map(str::to_owned)
     }

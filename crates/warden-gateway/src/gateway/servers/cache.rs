@@ -12,7 +12,6 @@
 
 use super::search::Index;
 use crate::config::servers::VirtualServer;
-use crate::config::Discovery;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -40,6 +39,12 @@ impl View {
             }
         }
         seen
+    }
+
+    /// The place in [`View::tools`] of the catalogue tool `real`, if the
+    /// server shows it.
+    pub fn place(&self, real: &str) -> Option<usize> {
+        self.places.get(real).copied()
     }
 }
 
@@ -77,9 +82,9 @@ fn make(server: &VirtualServer, catalogue: &Catalogue) -> View {
         (server.real(shown).unwrap_or_default().to_owned(), d)
     });
     let places = places.collect();
-    let index = match server.discovery {
-        Discovery::List => Index::default(),
-        Discovery::Search => Index::build(&tools),
+    let index = match server.discovery.searches() {
+        false => Index::default(),
+        true => Index::build(&tools),
     };
     View {
         tools,
