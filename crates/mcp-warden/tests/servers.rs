@@ -1,4 +1,4 @@
-//! Virtual servers and tool search (V1-V6) through the real binary: a server's
+//! Virtual servers and tool search (V1-V7) through the real binary: a server's
 //! listing (renamed, described), calls under a new name, search that never
 //! reveals a hidden tool (G2), bad input, and `run --server` over stdio.
 
@@ -567,4 +567,116 @@ fn a_growing_server_over_stdio_announces_found_tools() {
     assert_eq!(w.tool_names(), ["search_tools", "call_tool", "fx.echo"]);
     let said = w.call_text("fx.echo", json!({"z": 3}));
     assert!(said.contains("\"z\":3"), "{said}");
+}
+
+/// A server that sets arguments (V7): a default, a pin and a hidden one.
+const SET: &str = "[[server]]\nname = \"set\"\ntools = [\"fx.echo\", \"fx.slow\"]\n\
+    args = { \"fx.echo\" = { defaults = { n = 7 }, pin = { flag = true }, hide = [\"text\"] }, \
+    \"fx.slow\" = { defaults = { ms = 1 } } }\n";
+
+#[test]
+fn a_server_sets_defaults_pins_and_hides_arguments() {
+    let w = HttpWarden::start("servers-args", &config("", SET), &[]);
+    let (sid, _) = session_at(&w, "/mcp/set");
+    let listed: Value = serde_json::from_str(&answer(&w, "/mcp/set", &sid, &list())).unwrap();
+    let tools = &listed["result"]["tools"];
+    assert_eq!(
+        tools[0]["inputSchema"],
+        json!({"type": "object", "properties": {"n": {"type": "number", "default": 7}}})
+    );
+    assert_eq!(
+        tools[1]["inputSchema"],
+        json!({"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0, "default": 1}}, "required": []})
+    );
+    let got = |id: i64, name: &str, args: Value| {
+        let v: Value =
+            serde_json::from_str(&answer(&w, "/mcp/set", &sid, &call(id, name, args))).unwrap();
+        v["result"].clone()
+    };
+    // The pin is set and the default fills in; a value the caller gives stays.
+    assert_eq!(
+        got(2, "fx.echo", json!({}))["structuredContent"],
+        json!({"flag": true, "n": 7})
+    );
+    assert_eq!(
+        got(3, "fx.echo", json!({"n": 2}))["structuredContent"],
+        json!({"n": 2, "flag": true})
+    );
+    assert_eq!(got(4, "fx.slow", json!({}))["isError"], Value::Null);
+    // A pinned or hidden argument sent anyway is refused, as A7 refuses.
+    for (id, arg) in [(5, "text"), (6, "flag")] {
+        let r = got(id, "fx.echo", json!({arg: true}));
+        assert_eq!(
+            (r["content"][0]["text"].as_str(), &r["isError"]),
+            (
+                Some(format!("Error: Argument '{arg}' of tool 'fx.echo' is fixed by configuration and cannot be set by the caller.").as_str()),
+                &json!(true)
+            )
+        );
+    }
+    // The whole catalogue is untouched.
+    let (whole, _) = session_at(&w, "/mcp");
+    let (said, _) = text_of(&answer(
+        &w,
+        "/mcp",
+        &whole,
+        &call(7, "fx.echo", json!({"text": "t"})),
+    ));
+    assert!(said.contains("\"text\":\"t\""), "{said}");
+}
+
+#[test]
+fn a_hidden_tools_set_arguments_answer_as_an_absent_tool() {
+    let deny = "[[rule]]\ncallers = [\"*\"]\ntools = [\"fx.echo\"]\neffect = \"deny\"\n";
+    let hidden = HttpWarden::start(
+        "servers-args-hidden",
+        &config("", &format!("{deny}{SET}")),
+        &[],
+    );
+    let absent_cfg = "[[server]]\nname = \"set\"\ntools = [\"fx.slow\"]\n";
+    let absent = HttpWarden::start("servers-args-absent", &config("", absent_cfg), &[]);
+    let (a, _) = session_at(&hidden, "/mcp/set");
+    let (b, _) = session_at(&absent, "/mcp/set");
+    for msg in [
+        call(2, "fx.echo", json!({"text": "x"})),
+        call(3, "fx.echo", json!({})),
+    ] {
+        let x = answer(&hidden, "/mcp/set", &a, &msg);
+        assert_eq!(x, answer(&absent, "/mcp/set", &b, &msg));
+        assert_eq!(text_of(&x).0, "Unknown tool 'fx.echo'.");
+    }
+}
+
+#[test]
+fn check_refuses_arguments_of_a_tool_the_server_does_not_expose_and_warns_of_unknown_ones() {
+    let dir = scratch("servers-check-args");
+    let bad = "[[server]]\nname = \"s\"\ntools = [\"fx.echo\"]\nargs = { \"fx.slow\" = { hide = [\"ms\"] } }\n";
+    let path = write_config(&dir, &config("", bad));
+    let (code, out, err) = cli(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("server[0].args.\"fx.slow\": 'fx.slow' is not among the tools this server exposes (fx.echo): name a tool by its catalogue name"),
+        "{out}{err}"
+    );
+    let twice = "[[server]]\nname = \"s\"\ntools = [\"fx.echo\"]\nargs = { \"fx.echo\" = { hide = [\"n\"], pin = { n = 1 } } }\n";
+    let path = write_config(&dir, &config("", twice));
+    let (code, out, err) = cli(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("argument 'n' of 'fx.echo' is given more than one of defaults, pin and hide: choose one"),
+        "{out}{err}"
+    );
+    // With a pins lock, an argument the tool does not declare is a warning.
+    let unknown = "[[server]]\nname = \"s\"\ntools = [\"fx.echo\"]\nargs = { \"fx.echo\" = { hide = [\"nope\"] } }\n";
+    let path = write_config(&dir, &fixture_config("", unknown));
+    let p = path.to_str().unwrap();
+    assert_eq!(cli(&["pins", "lock", "--config", p]).0, 0);
+    let (code, out, err) = cli(&["check", "--config", p]);
+    assert_eq!(code, 0, "{err}");
+    let lock = warden_gateway::pins::lock_path(&path);
+    let expected = format!(
+        "warning: server 's': argument 'nope' of 'fx.echo' is not in its schema in the pins lock ({}); the setting does nothing",
+        lock.display()
+    );
+    assert!(out.lines().any(|l| l == expected), "{out}");
 }

@@ -34,7 +34,7 @@ pub struct Policy {
     pub flows: Arc<Flows>,
     /// Guards over tool results (S1-S5).
     pub guards: Guards,
-    /// The virtual servers (V1-V6).
+    /// The virtual servers (V1-V7).
     pub servers: Vec<Arc<crate::config::servers::VirtualServer>>,
     /// What each makes of the catalogue (V2, V4), worked out once per catalogue.
     pub views: super::servers::Views,

@@ -1,5 +1,5 @@
 //! `[[server]]`: a virtual server, a named tool set across upstreams served at
-//! `/mcp/<name>` and by `run --server NAME` (V1-V6).
+//! `/mcp/<name>` and by `run --server NAME` (V1-V7).
 
 use super::*;
 use std::collections::BTreeMap;
@@ -28,6 +28,24 @@ pub struct ServerConfig {
     pub title: BTreeMap<String, String>,
     /// What `initialize` tells the client about this server.
     pub instructions: Option<String>,
+    /// Catalogue name → its arguments on this server: defaults, pins, hidden (V7).
+    #[serde(default)]
+    pub args: BTreeMap<String, ServerArgs>,
+}
+
+/// One tool's arguments on a virtual server (V7).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerArgs {
+    /// Values for arguments the caller leaves out.
+    #[serde(default)]
+    pub defaults: serde_json::Map<String, serde_json::Value>,
+    /// Values the caller cannot choose: gone from the schema, set on every call.
+    #[serde(default)]
+    pub pin: serde_json::Map<String, serde_json::Value>,
+    /// Arguments the caller cannot see or send: the upstream's own default holds.
+    #[serde(default)]
+    pub hide: Vec<String>,
 }
 
 /// How a virtual server's tools are found.

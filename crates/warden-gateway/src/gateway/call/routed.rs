@@ -26,7 +26,7 @@ impl Calls {
         let Some(server) = policy.server(name) else {
             return Route::Absent;
         };
-        let listed = if server.discovery.searches() {
+        let listed = if server.discovery.searches() || server.sets_args() {
             let caller = session.caller();
             policy
                 .grant

@@ -48,12 +48,15 @@ impl View {
     }
 }
 
-/// The views, by server name, each with the catalogue it was made of. The
-/// weak reference keeps that catalogue's address from being reused while the
-/// entry stands, so an address that matches is that very catalogue.
+/// A view, with the catalogue it was made of. The weak reference keeps that
+/// catalogue's address from being reused while the entry stands, so an
+/// address that matches is that very catalogue.
+type Made = (Weak<Catalogue>, Arc<View>);
+
+/// The views, by server name.
 #[derive(Default)]
 pub struct Views {
-    by_server: Mutex<HashMap<String, (Weak<Catalogue>, Arc<View>)>>,
+    by_server: Mutex<HashMap<String, Made>>,
 }
 
 impl Views {

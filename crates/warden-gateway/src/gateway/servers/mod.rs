@@ -43,7 +43,8 @@ pub enum Route {
 
 /// What a call on a server is routed against.
 pub struct Against<'a> {
-    /// The caller's own listing (read in the search modes only).
+    /// The caller's own listing (read in the search modes, and where the
+    /// server sets arguments).
     pub listed: &'a [&'a Value],
     /// The server's view of the catalogue `listed` came from.
     pub view: &'a dyn Fn() -> Arc<View>,
@@ -118,13 +119,22 @@ pub fn route(server: &VirtualServer, params: &mut Value, on: &Against<'_>) -> Ro
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    match server.real(&shown) {
-        Some(real) => {
-            params["name"] = real.into();
-            Route::Real { shown }
+    let Some(real) = server.real(&shown) else {
+        return Route::Absent;
+    };
+    if let Err(sent) = server.set_args(real, params) {
+        // Only a tool the caller may see says why (G2).
+        let seen = listed
+            .iter()
+            .any(|t| t.get("name").and_then(Value::as_str) == Some(real));
+        if !seen {
+            return Route::Absent;
         }
-        None => Route::Absent,
+        let refused = warden_core::answer::pinned_argument(&sent, real);
+        return Route::Answer(tool_error(&refused));
     }
+    params["name"] = real.into();
+    Route::Real { shown }
 }
 
 /// `call_tool`'s own arguments become the call's: the tool named, with its
