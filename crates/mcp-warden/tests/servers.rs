@@ -1,4 +1,4 @@
-//! Virtual servers and tool search (V1-V5) through the real binary: a server's
+//! Virtual servers and tool search (V1-V7) through the real binary: a server's
 //! listing (renamed, described), calls under a new name, search that never
 //! reveals a hidden tool (G2), bad input, and `run --server` over stdio.
 
@@ -472,4 +472,211 @@ fn a_2026_client_uses_a_virtual_server_without_a_session() {
         json!({"name": "repeat", "arguments": {"text": "hi"}, "_meta": env}),
     );
     assert_eq!(ran["structuredContent"]["text"], "hi", "{ran}");
+}
+
+/// Every tool of the fixture, found by search and then listed (V6).
+const GROW: &str = "[[server]]\nname = \"grow\"\ntools = [\"fx.*\"]\ndiscovery = \"grow\"\n";
+
+const LIST_CHANGED: &str = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+
+/// A request's messages on the wire: the notifications before its response,
+/// and the response.
+fn exchange(w: &HttpWarden, path: &str, sid: &str, msg: &Value) -> (Vec<String>, String) {
+    let r = post_at(w, path, Some(sid), msg);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut all: Vec<String> = r.messages().iter().map(Value::to_string).collect();
+    let response = all.pop().expect("a response");
+    (all, response)
+}
+
+#[test]
+fn a_growing_server_lists_what_search_found_and_says_so() {
+    let rug = "env = { FIXTURE_RUG_PULL = \"1\" }";
+    let hidden = HttpWarden::start(
+        "servers-grow-hidden",
+        &config(rug, &format!("{HIDE_RUG}{GROW}")),
+        &[],
+    );
+    let absent = HttpWarden::start("servers-grow-absent", &config("", GROW), &[]);
+    let (a, _) = session_at(&hidden, "/mcp/grow");
+    let (b, _) = session_at(&absent, "/mcp/grow");
+    let both = |msg: &Value| {
+        let x = exchange(&hidden, "/mcp/grow", &a, msg);
+        assert_eq!(x, exchange(&absent, "/mcp/grow", &b, msg), "{msg}");
+        x
+    };
+    let (_, listed) = both(&list());
+    assert_eq!(names(&listed), ["search_tools", "call_tool"]);
+    // A tool not found yet is not called by name.
+    let (_, said) = both(&call(2, "fx.echo", json!({})));
+    assert_eq!(text_of(&said), ("Unknown tool 'fx.echo'.".to_owned(), true));
+    // A search that finds a tool adds it and says so on its own stream.
+    let find = search(3, json!({"query": "echo the arguments back", "limit": 1}));
+    let (told, _) = both(&find);
+    assert_eq!(told, [LIST_CHANGED]);
+    let (_, listed) = both(&list());
+    assert_eq!(names(&listed), ["search_tools", "call_tool", "fx.echo"]);
+    let (_, ran) = both(&call(4, "fx.echo", json!({"k": 1})));
+    assert!(text_of(&ran).0.contains("\"k\":1"), "{ran}");
+    // Found again: nothing new, nothing said.
+    assert_eq!(both(&find).0, Vec::<String>::new());
+    // Searches that would match the hidden tools add only visible ones: the
+    // listing stays that of a gateway without them (G2).
+    for (i, q) in [
+        "look a word up",
+        "change the tools above",
+        "stamp",
+        "a answer",
+    ]
+    .iter()
+    .enumerate()
+    {
+        both(&search(10 + i as i64, json!({"query": q, "limit": 20})));
+    }
+    let (_, listed) = both(&list());
+    let shown = names(&listed);
+    assert!(shown.len() > 3, "{shown:?}");
+    for hidden_tool in ["fx.lookup", "fx.stamp", "fx.rug_pull"] {
+        assert!(!shown.contains(&hidden_tool.to_owned()), "{shown:?}");
+    }
+    // Each session grows its own list.
+    let (other, _) = session_at(&hidden, "/mcp/grow");
+    assert_eq!(
+        names(&answer(&hidden, "/mcp/grow", &other, &list())),
+        ["search_tools", "call_tool"]
+    );
+}
+
+#[test]
+fn a_growing_server_over_stdio_announces_found_tools() {
+    let mut w = Warden::start_with_args(
+        "servers-grow-stdio",
+        &config("", GROW),
+        "warn",
+        &["--server", "grow"],
+    );
+    assert_eq!(w.tool_names(), ["search_tools", "call_tool"]);
+    w.call(
+        "search_tools",
+        json!({"query": "echo the arguments back", "limit": 1}),
+    );
+    let told = w.wait_for("list_changed", |m| {
+        m.get("method").and_then(Value::as_str) == Some("notifications/tools/list_changed")
+    });
+    assert_eq!(told.to_string(), LIST_CHANGED);
+    assert_eq!(w.tool_names(), ["search_tools", "call_tool", "fx.echo"]);
+    let said = w.call_text("fx.echo", json!({"z": 3}));
+    assert!(said.contains("\"z\":3"), "{said}");
+}
+
+/// A server that sets arguments (V7): a default, a pin and a hidden one.
+const SET: &str = "[[server]]\nname = \"set\"\ntools = [\"fx.echo\", \"fx.slow\"]\n\
+    args = { \"fx.echo\" = { defaults = { n = 7 }, pin = { flag = true }, hide = [\"text\"] }, \
+    \"fx.slow\" = { defaults = { ms = 1 } } }\n";
+
+#[test]
+fn a_server_sets_defaults_pins_and_hides_arguments() {
+    let w = HttpWarden::start("servers-args", &config("", SET), &[]);
+    let (sid, _) = session_at(&w, "/mcp/set");
+    let listed: Value = serde_json::from_str(&answer(&w, "/mcp/set", &sid, &list())).unwrap();
+    let tools = &listed["result"]["tools"];
+    assert_eq!(
+        tools[0]["inputSchema"],
+        json!({"type": "object", "properties": {"n": {"type": "number", "default": 7}}})
+    );
+    assert_eq!(
+        tools[1]["inputSchema"],
+        json!({"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0, "default": 1}}, "required": []})
+    );
+    let got = |id: i64, name: &str, args: Value| {
+        let v: Value =
+            serde_json::from_str(&answer(&w, "/mcp/set", &sid, &call(id, name, args))).unwrap();
+        v["result"].clone()
+    };
+    // The pin is set and the default fills in; a value the caller gives stays.
+    assert_eq!(
+        got(2, "fx.echo", json!({}))["structuredContent"],
+        json!({"flag": true, "n": 7})
+    );
+    assert_eq!(
+        got(3, "fx.echo", json!({"n": 2}))["structuredContent"],
+        json!({"n": 2, "flag": true})
+    );
+    assert_eq!(got(4, "fx.slow", json!({}))["isError"], Value::Null);
+    // A pinned or hidden argument sent anyway is refused, as A7 refuses.
+    for (id, arg) in [(5, "text"), (6, "flag")] {
+        let r = got(id, "fx.echo", json!({arg: true}));
+        assert_eq!(
+            (r["content"][0]["text"].as_str(), &r["isError"]),
+            (
+                Some(format!("Error: Argument '{arg}' of tool 'fx.echo' is fixed by configuration and cannot be set by the caller.").as_str()),
+                &json!(true)
+            )
+        );
+    }
+    // The whole catalogue is untouched.
+    let (whole, _) = session_at(&w, "/mcp");
+    let (said, _) = text_of(&answer(
+        &w,
+        "/mcp",
+        &whole,
+        &call(7, "fx.echo", json!({"text": "t"})),
+    ));
+    assert!(said.contains("\"text\":\"t\""), "{said}");
+}
+
+#[test]
+fn a_hidden_tools_set_arguments_answer_as_an_absent_tool() {
+    let deny = "[[rule]]\ncallers = [\"*\"]\ntools = [\"fx.echo\"]\neffect = \"deny\"\n";
+    let hidden = HttpWarden::start(
+        "servers-args-hidden",
+        &config("", &format!("{deny}{SET}")),
+        &[],
+    );
+    let absent_cfg = "[[server]]\nname = \"set\"\ntools = [\"fx.slow\"]\n";
+    let absent = HttpWarden::start("servers-args-absent", &config("", absent_cfg), &[]);
+    let (a, _) = session_at(&hidden, "/mcp/set");
+    let (b, _) = session_at(&absent, "/mcp/set");
+    for msg in [
+        call(2, "fx.echo", json!({"text": "x"})),
+        call(3, "fx.echo", json!({})),
+    ] {
+        let x = answer(&hidden, "/mcp/set", &a, &msg);
+        assert_eq!(x, answer(&absent, "/mcp/set", &b, &msg));
+        assert_eq!(text_of(&x).0, "Unknown tool 'fx.echo'.");
+    }
+}
+
+#[test]
+fn check_refuses_arguments_of_a_tool_the_server_does_not_expose_and_warns_of_unknown_ones() {
+    let dir = scratch("servers-check-args");
+    let bad = "[[server]]\nname = \"s\"\ntools = [\"fx.echo\"]\nargs = { \"fx.slow\" = { hide = [\"ms\"] } }\n";
+    let path = write_config(&dir, &config("", bad));
+    let (code, out, err) = cli(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("server[0].args.\"fx.slow\": 'fx.slow' is not among the tools this server exposes (fx.echo): name a tool by its catalogue name"),
+        "{out}{err}"
+    );
+    let twice = "[[server]]\nname = \"s\"\ntools = [\"fx.echo\"]\nargs = { \"fx.echo\" = { hide = [\"n\"], pin = { n = 1 } } }\n";
+    let path = write_config(&dir, &config("", twice));
+    let (code, out, err) = cli(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("argument 'n' of 'fx.echo' is given more than one of defaults, pin and hide: choose one"),
+        "{out}{err}"
+    );
+    // With a pins lock, an argument the tool does not declare is a warning.
+    let unknown = "[[server]]\nname = \"s\"\ntools = [\"fx.echo\"]\nargs = { \"fx.echo\" = { hide = [\"nope\"] } }\n";
+    let path = write_config(&dir, &fixture_config("", unknown));
+    let p = path.to_str().unwrap();
+    assert_eq!(cli(&["pins", "lock", "--config", p]).0, 0);
+    let (code, out, err) = cli(&["check", "--config", p]);
+    assert_eq!(code, 0, "{err}");
+    let lock = warden_gateway::pins::lock_path(&path);
+    let expected = format!(
+        "warning: server 's': argument 'nope' of 'fx.echo' is not in its schema in the pins lock ({}); the setting does nothing",
+        lock.display()
+    );
+    assert!(out.lines().any(|l| l == expected), "{out}");
 }

@@ -63,7 +63,7 @@ fn check_servers(config: &Config) -> Result<Vec<String>, String> {
         }
     }
     let (catalogue, _) = builder.build();
-    Ok(config
+    let mut warnings: Vec<String> = config
         .servers
         .iter()
         .filter(|s| !catalogue.tools().iter().any(|t| s.exposes(&t.name)))
@@ -75,7 +75,35 @@ fn check_servers(config: &Config) -> Result<Vec<String>, String> {
                 lock_path.display()
             )
         })
-        .collect())
+        .collect();
+    warnings.extend(check_server_args(config, &catalogue, &lock_path));
+    Ok(warnings)
+}
+
+/// Arguments a server sets (V7) that the locked tool does not declare, or a
+/// tool the lock does not hold: the setting would do nothing.
+fn check_server_args(
+    config: &Config,
+    catalogue: &warden_core::Catalogue,
+    lock: &std::path::Path,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in &config.servers {
+        for (tool, args) in s.set_arguments() {
+            let Some(entry) = catalogue.get(tool) else {
+                out.push(format!(
+                    "server '{}': args names '{tool}', which is not in the pins lock ({})",
+                    s.name,
+                    lock.display()
+                ));
+                continue;
+            };
+            for arg in args.into_iter().filter(|a| !entry.declares(a)) {
+                out.push(format!("server '{}': argument '{arg}' of '{tool}' is not in its schema in the pins lock ({}); the setting does nothing", s.name, lock.display()));
+            }
+        }
+    }
+    out
 }
 
 /// The part of the check that reads the pins lock beside the file: one that

@@ -103,7 +103,7 @@ pub(super) struct ConfigFile {
     /// `[oauth]`: the HTTP front as an OAuth 2.1 resource server of one issuer.
     #[serde(default)]
     pub oauth: OAuthConfig,
-    /// `[[server]]`: virtual servers, named tool sets (V1-V5).
+    /// `[[server]]`: virtual servers, named tool sets (V1-V7).
     #[serde(default)]
     pub server: Vec<ServerConfig>,
 }

@@ -56,7 +56,7 @@ pub struct Config {
     pub auth: AuthConfig,
     /// `[oauth]`: the resource server's issuer, scopes and groups.
     pub oauth: OAuthConfig,
-    /// `[[server]]`: the virtual servers, checked (V1-V5).
+    /// `[[server]]`: the virtual servers, checked (V1-V7).
     pub servers: Vec<std::sync::Arc<servers::VirtualServer>>,
     /// Where the file was read from; relative upstream commands resolve against its folder.
     pub path: PathBuf,

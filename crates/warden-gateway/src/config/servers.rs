@@ -1,8 +1,8 @@
-//! Virtual servers (V1-V5), checked at load: their names, globs and renames,
+//! Virtual servers (V1-V7), checked at load: their names, globs and renames,
 //! and how one maps catalogue names to the names it shows and back.
 
 use super::check::Invalid;
-use super::file::{Discovery, ServerConfig};
+use super::file::{Discovery, ServerArgs, ServerConfig};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,6 +26,8 @@ pub struct VirtualServer {
     describe: BTreeMap<String, String>,
     title: BTreeMap<String, String>,
     pub instructions: Option<String>,
+    /// Catalogue name → its argument defaults, pins and hidden ones (V7).
+    args: BTreeMap<String, ServerArgs>,
 }
 
 /// Whether `name` may be a tool's name (MCP: 1-128 of `A-Z a-z 0-9 _ - .`).
@@ -79,6 +81,7 @@ pub(super) fn check(list: &[ServerConfig]) -> Result<Vec<Arc<VirtualServer>>, In
             .build()
             .map_err(|e| invalid(key(".tools"), e.to_string()))?;
         let renamed = renames(s, &globs, &key)?;
+        check_args(s, &globs, &key)?;
         out.push(Arc::new(VirtualServer {
             name: s.name.clone(),
             globs,
@@ -89,6 +92,7 @@ pub(super) fn check(list: &[ServerConfig]) -> Result<Vec<Arc<VirtualServer>>, In
             describe: s.describe.clone(),
             title: s.title.clone(),
             instructions: s.instructions.clone(),
+            args: s.args.clone(),
         }));
     }
     Ok(out)
@@ -124,7 +128,103 @@ fn renames(
     Ok(back)
 }
 
+/// Each `args` entry names a tool the server exposes, and gives each of its
+/// arguments one treatment: a default, a pin or hidden (V7).
+fn check_args(
+    s: &ServerConfig,
+    globs: &GlobSet,
+    key: &dyn Fn(&str) -> String,
+) -> Result<(), Invalid> {
+    for (tool, a) in &s.args {
+        let k = key(&format!(".args.\"{tool}\""));
+        if !globs.is_match(tool) {
+            return Err(invalid(k, format!("'{tool}' is not among the tools this server exposes ({}): name a tool by its catalogue name", s.tools.join(", "))));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let names = a.defaults.keys().chain(a.pin.keys()).chain(&a.hide);
+        for arg in names {
+            if !seen.insert(arg) {
+                return Err(invalid(k, format!("argument '{arg}' of '{tool}' is given more than one of defaults, pin and hide: choose one")));
+            }
+        }
+    }
+    Ok(())
+}
+
 impl VirtualServer {
+    /// Whether the server sets any tool's arguments (V7).
+    pub fn sets_args(&self) -> bool {
+        !self.args.is_empty()
+    }
+
+    /// The catalogue tool names `args` sets arguments of, with the arguments
+    /// (for `check` against the pins lock).
+    pub fn set_arguments(&self) -> impl Iterator<Item = (&str, Vec<&str>)> {
+        self.args.iter().map(|(tool, a)| {
+            let names = a.defaults.keys().chain(a.pin.keys()).chain(&a.hide);
+            (tool.as_str(), names.map(String::as_str).collect())
+        })
+    }
+
+    /// Applies the server's argument settings for the catalogue tool `real` to
+    /// a call's arguments (V7): pins set, defaults filled in. `Err`: an
+    /// argument the caller may not send here, which it sent.
+    pub fn set_args(&self, real: &str, params: &mut serde_json::Value) -> Result<(), String> {
+        let Some(a) = self.args.get(real) else {
+            return Ok(());
+        };
+        if params
+            .get("arguments")
+            .is_none_or(serde_json::Value::is_null)
+        {
+            params["arguments"] = serde_json::Value::Object(Default::default());
+        }
+        let Some(args) = params.get_mut("arguments").and_then(|v| v.as_object_mut()) else {
+            return Ok(()); // not an object: the pipeline answers that
+        };
+        let kept = a.pin.keys().chain(&a.hide);
+        if let Some(sent) = kept.into_iter().find(|k| args.contains_key(*k)) {
+            return Err(sent.clone());
+        }
+        for (k, v) in &a.pin {
+            args.insert(k.clone(), v.clone());
+        }
+        for (k, v) in &a.defaults {
+            if !args.contains_key(k) {
+                args.insert(k.clone(), v.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// A tool's input schema as this server shows it (V7): pinned and hidden
+    /// arguments gone, defaults declared and no longer required.
+    fn reshape(&self, real: &str, tool: &mut serde_json::Value) {
+        let Some(a) = self.args.get(real) else {
+            return;
+        };
+        let Some(schema) = tool.get_mut("inputSchema").and_then(|s| s.as_object_mut()) else {
+            return;
+        };
+        let gone: Vec<&String> = a.pin.keys().chain(&a.hide).collect();
+        if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+            for k in &gone {
+                props.shift_remove(k.as_str());
+            }
+            for (k, v) in &a.defaults {
+                if let Some(p) = props.get_mut(k).and_then(|p| p.as_object_mut()) {
+                    p.insert("default".into(), v.clone());
+                }
+            }
+        }
+        if let Some(required) = schema.get_mut("required").and_then(|r| r.as_array_mut()) {
+            required.retain(|r| {
+                let r = r.as_str().unwrap_or_default();
+                !gone.iter().any(|g| g.as_str() == r) && !a.defaults.contains_key(r)
+            });
+        }
+    }
+
     /// Whether the server exposes the catalogue tool `real`.
     pub fn exposes(&self, real: &str) -> bool {
         self.globs.is_match(real)
@@ -152,10 +252,10 @@ impl VirtualServer {
         let name = params.get("name")?.as_str()?;
         let shown = match self.discovery {
             Discovery::List => name,
-            Discovery::Search if name == CALL_TOOL => {
-                params.pointer("/arguments/name")?.as_str()?
-            }
+            _ if name == CALL_TOOL => params.pointer("/arguments/name")?.as_str()?,
             Discovery::Search => return None,
+            // A found tool is called by its name too (V6).
+            Discovery::Grow => name,
         };
         self.real(shown).map(str::to_owned)
     }
@@ -183,6 +283,7 @@ impl VirtualServer {
             if let Some(title) = self.title.get(real) {
                 t["title"] = title.as_str().into();
             }
+            self.reshape(real, &mut t);
             out.push(t);
         }
         out

@@ -198,8 +198,9 @@ impl Gateway {
             "tools/list" => {
                 self.connect(None).await;
                 let caller = session.caller();
+                let found = session::lock(&session.found).clone();
                 match self
-                    .list_tools_on(session.server(), caller.as_deref())
+                    .list_tools_on(session.server(), caller.as_deref(), &found)
                     .await
                 {
                     Ok(mut result) => {

@@ -37,7 +37,7 @@ pub mod quota;
 mod relay;
 pub mod reload;
 pub mod rev2026;
-mod servers;
+pub mod servers;
 pub mod session;
 pub mod settle;
 mod upstreams;
@@ -315,15 +315,17 @@ impl Gateway {
 
     /// The `tools/list` result for a caller, or the reason listing fails.
     pub async fn list_tools(&self, caller: Option<&Caller>) -> Result<Value, String> {
-        self.list_tools_on(None, caller).await
+        self.list_tools_on(None, caller, &Default::default()).await
     }
 
     /// The `tools/list` result for a caller on the virtual server `server` (V2,
-    /// V4; `None`: the whole catalogue), or the reason listing fails.
+    /// V4, V6; `None`: the whole catalogue), or the reason listing fails.
+    /// `found`: the tools the session's searches found on a growing server.
     pub async fn list_tools_on(
         &self,
         server: Option<&str>,
         caller: Option<&Caller>,
+        found: &std::collections::BTreeSet<String>,
     ) -> Result<Value, String> {
         self.listing(server, caller).await.map(|(listed, _)| listed)
     }
@@ -357,7 +359,7 @@ impl Gateway {
             None => listed.into_iter().cloned().collect(),
             // A server a reload took away shows nothing.
             Some(name) => match policy.server(name) {
-                Some(s) => servers::listing(s, &listed),
+                Some(s) => servers::listing(s, &listed, &policy.views.get(s, &catalogue), found),
                 None => Vec::new(),
             },
         };

@@ -34,8 +34,10 @@ pub struct Policy {
     pub flows: Arc<Flows>,
     /// Guards over tool results (S1-S5).
     pub guards: Guards,
-    /// The virtual servers (V1-V5).
+    /// The virtual servers (V1-V7).
     pub servers: Vec<Arc<crate::config::servers::VirtualServer>>,
+    /// What each makes of the catalogue (V2, V4), worked out once per catalogue.
+    pub views: super::servers::Views,
 }
 
 /// The hooks a library user put around every call: they outlive reloads.
@@ -109,6 +111,7 @@ impl Policy {
             flows,
             guards: config.guards.clone(),
             servers: config.servers.clone(),
+            views: Default::default(),
         }
     }
 

@@ -143,6 +143,9 @@ pub struct ClientSession {
     pub(crate) flow: Mutex<std::collections::BTreeSet<String>>,
     /// The virtual server the session was opened on (V1), if any.
     server: std::sync::OnceLock<String>,
+    /// The tools `search_tools` found on a growing server (V6), by their
+    /// catalogue names: they join the session's listing.
+    pub(crate) found: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl ClientSession {
@@ -214,6 +217,7 @@ impl ClientSession {
             stateless: AtomicBool::new(false),
             flow: Mutex::new(Default::default()),
             server: std::sync::OnceLock::new(),
+            found: Mutex::new(Default::default()),
         })
     }
 

@@ -208,10 +208,12 @@ impl Calls {
         let routed = match session.server() {
             None => None,
             Some(name) => match self
-                .route(&policy, &catalogue, session, name, &mut params)
+                .route((&policy, &catalogue), session, name, id, &mut params)
                 .await
             {
-                Route::Answer(result) => return Begun::Done(Some(Ok(result))),
+                Route::Answer(result) | Route::Found(result, _) => {
+                    return Begun::Done(Some(Ok(result)))
+                }
                 Route::Real { shown } => Some(Some(shown)),
                 Route::Absent => Some(None),
             },

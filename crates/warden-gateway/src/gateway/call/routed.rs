@@ -1,30 +1,33 @@
-//! A `tools/call` on a virtual server (V2-V4): where its name leads, and the
+//! A `tools/call` on a virtual server (V2-V6): where its name leads, and the
 //! pipeline's verdict for it, with a hidden tool answered as an absent one.
 
 use super::super::descriptions;
 use super::super::policy::Policy;
-use super::super::servers::{self, Route};
-use super::super::session::ClientSession;
+use super::super::servers::{self, Against, Route};
+use super::super::session::{self, ClientSession};
 use super::Calls;
+use crate::config::Discovery;
+use crate::jsonrpc;
 use crate::otel::Span;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 use warden_core::{Catalogue, Refusal, Verdict};
 
 impl Calls {
-    /// How a call on the virtual server `name` goes (V2-V4); a server a reload
-    /// took away has no tools.
+    /// How a call on the virtual server `name` goes (V2-V6); a server a reload
+    /// took away has no tools. `id`: the call's request id, when it has one.
     pub(super) async fn route(
         &self,
-        policy: &Policy,
-        catalogue: &Catalogue,
+        (policy, catalogue): (&Policy, &Arc<Catalogue>),
         session: &ClientSession,
         name: &str,
+        id: Option<&Value>,
         params: &mut Value,
     ) -> Route {
         let Some(server) = policy.server(name) else {
             return Route::Absent;
         };
-        let listed = if server.discovery == crate::config::Discovery::Search {
+        let listed = if server.discovery.searches() || server.sets_args() {
             let caller = session.caller();
             let listed = policy
                 .grant
@@ -35,7 +38,25 @@ impl Calls {
         } else {
             Vec::new()
         };
-        servers::route(server, params, &listed)
+        let found = session::lock(&session.found).clone();
+        let routed = {
+            let view = || policy.views.get(server, catalogue);
+            let on = Against {
+                listed: &listed,
+                view: &view,
+                found: &found,
+            };
+            servers::route(server, params, &on)
+        };
+        match routed {
+            Route::Found(answer, reals) => {
+                if server.discovery == Discovery::Grow {
+                    grow(session, reals, id).await;
+                }
+                Route::Answer(answer)
+            }
+            route => route,
+        }
     }
 
     /// [`Calls::check`] for a routed call (`routed`: `None`, not on a virtual
@@ -78,5 +99,26 @@ impl Calls {
                 }
             }
         }
+    }
+}
+
+/// Adds what a search found to the session's listing on a growing server, and
+/// tells the client its list changed, on the search's own stream (V6). A
+/// stateless 2026-07-28 client has no session to grow: it searches as on a
+/// `search` server.
+async fn grow(session: &ClientSession, found: Vec<String>, id: Option<&Value>) {
+    if session.is_stateless() {
+        return;
+    }
+    let added = {
+        let mut grown = session::lock(&session.found);
+        found
+            .into_iter()
+            .filter(|r| grown.insert(r.clone()))
+            .count()
+    };
+    if added > 0 {
+        let changed = jsonrpc::notification("notifications/tools/list_changed", None);
+        session.send_for(id.map(jsonrpc::id_key), changed).await;
     }
 }

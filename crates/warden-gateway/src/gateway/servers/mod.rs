@@ -1,10 +1,14 @@
-//! Virtual servers at run time (V1-V5): what a session opened on one lists, and
+//! Virtual servers at run time (V1-V6): what a session opened on one lists, and
 //! how a `tools/call` there reaches the real tool.
 //!
 //! A server shows part of the caller's own listing (hidden tools are gone
 //! before it looks), renamed and described its way. In search mode it lists
-//! `search_tools` and `call_tool` only; both read that same listing.
+//! `search_tools` and `call_tool` only; both read that same listing. A growing
+//! server lists those two and what the session's searches found.
 
+mod cache;
+#[cfg(test)]
+mod labelled;
 #[cfg(test)]
 mod quality;
 mod search;
@@ -12,7 +16,10 @@ mod search;
 use crate::config::servers::{VirtualServer, CALL_TOOL, SEARCH_TOOLS};
 use crate::config::Discovery;
 use crate::texts;
+pub use cache::{View, Views};
 use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// The longest query `search_tools` takes, in characters.
 pub const MAX_QUERY_CHARS: usize = 500;
@@ -28,15 +35,48 @@ pub enum Route {
     Real { shown: String },
     /// No tool by that name here: answered as an absent tool (G2).
     Absent,
-    /// Answered by the server itself (a search, or a tool error).
+    /// Answered by the server itself (a tool error).
     Answer(Value),
+    /// A search's answer, and the catalogue names of the tools it returned.
+    Found(Value, Vec<String>),
 }
 
-/// The `tools/list` result of `server` from the caller's own listing.
-pub fn listing(server: &VirtualServer, listed: &[&Value]) -> Vec<Value> {
+/// What a call on a server is routed against.
+pub struct Against<'a> {
+    /// The caller's own listing (read in the search modes, and where the
+    /// server sets arguments).
+    pub listed: &'a [&'a Value],
+    /// The server's view of the catalogue `listed` came from.
+    pub view: &'a dyn Fn() -> Arc<View>,
+    /// The tools the session's searches found on a growing server (V6).
+    pub found: &'a BTreeSet<String>,
+}
+
+/// The `tools/list` result of `server` from the caller's own listing and the
+/// server's `view` of the catalogue it was listed from; on a growing server,
+/// with the tools in `found` that the caller may still see (V6).
+pub fn listing(
+    server: &VirtualServer,
+    listed: &[&Value],
+    view: &View,
+    found: &BTreeSet<String>,
+) -> Vec<Value> {
     match server.discovery {
-        Discovery::List => server.view(listed.iter().copied()),
+        Discovery::List => {
+            let visible = view.visible(listed);
+            let shown = view.tools.iter().zip(visible).filter(|(_, v)| *v);
+            shown.map(|(t, _)| t.clone()).collect()
+        }
         Discovery::Search => search_mode_tools(),
+        Discovery::Grow => {
+            let visible = view.visible(listed);
+            let mut places: Vec<usize> = found.iter().filter_map(|r| view.place(r)).collect();
+            places.retain(|&p| visible[p]);
+            places.sort_unstable();
+            let mut tools = search_mode_tools();
+            tools.extend(places.into_iter().map(|p| view.tools[p].clone()));
+            tools
+        }
     }
 }
 
@@ -46,23 +86,31 @@ pub fn tool_error(text: &str) -> Value {
 }
 
 /// Routes one call (`params`: the `tools/call` params, rewritten in place).
-/// `listed`: the caller's own listing, read only in search mode.
-pub fn route(server: &VirtualServer, params: &mut Value, listed: &[&Value]) -> Route {
+pub fn route(server: &VirtualServer, params: &mut Value, on: &Against<'_>) -> Route {
+    let listed = on.listed;
     let name = params
         .get("name")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    if server.discovery == Discovery::Search {
+    if server.discovery.searches() {
         let args = params.get("arguments").and_then(Value::as_object);
         let empty = Map::new();
         let args = args.unwrap_or(&empty);
         match name.as_str() {
-            SEARCH_TOOLS => return Route::Answer(search_tools(server, listed, args)),
+            SEARCH_TOOLS => {
+                return match search_tools(server, listed, on.view, args) {
+                    Ok((answer, found)) => Route::Found(answer, found),
+                    Err(answer) => Route::Answer(answer),
+                }
+            }
             CALL_TOOL => match unwrap_call(server, params, listed) {
                 Ok(()) => {}
                 Err(answer) => return Route::Answer(answer),
             },
+            // A growing server's found tools are listed, so called by name (V6).
+            _ if server.discovery == Discovery::Grow
+                && server.real(&name).is_some_and(|r| on.found.contains(r)) => {}
             _ => return Route::Absent,
         }
     }
@@ -71,13 +119,22 @@ pub fn route(server: &VirtualServer, params: &mut Value, listed: &[&Value]) -> R
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    match server.real(&shown) {
-        Some(real) => {
-            params["name"] = real.into();
-            Route::Real { shown }
+    let Some(real) = server.real(&shown) else {
+        return Route::Absent;
+    };
+    if let Err(sent) = server.set_args(real, params) {
+        // Only a tool the caller may see says why (G2).
+        let seen = listed
+            .iter()
+            .any(|t| t.get("name").and_then(Value::as_str) == Some(real));
+        if !seen {
+            return Route::Absent;
         }
-        None => Route::Absent,
+        let refused = warden_core::answer::pinned_argument(&sent, real);
+        return Route::Answer(tool_error(&refused));
     }
+    params["name"] = real.into();
+    Route::Real { shown }
 }
 
 /// `call_tool`'s own arguments become the call's: the tool named, with its
@@ -90,10 +147,13 @@ fn unwrap_call(server: &VirtualServer, params: &mut Value, listed: &[&Value]) ->
     let Some(name) = args.get("name").and_then(Value::as_str) else {
         return Err(tool_error(texts::CALL_TOOL_NO_NAME));
     };
-    let visible = server
-        .view(listed.iter().copied())
-        .iter()
-        .any(|t| t.get("name").and_then(Value::as_str) == Some(name));
+    // Shown here by that name, and in the caller's own listing.
+    let real = server.real(name);
+    let visible = real.is_some_and(|r| {
+        listed
+            .iter()
+            .any(|t| t.get("name").and_then(Value::as_str) == Some(r))
+    });
     if !visible {
         return Err(tool_error(&texts::call_tool_unknown(name)));
     }
@@ -107,30 +167,26 @@ fn unwrap_call(server: &VirtualServer, params: &mut Value, listed: &[&Value]) ->
     Ok(())
 }
 
-/// `search_tools`: the best matches among the tools the caller may see here.
-fn search_tools(server: &VirtualServer, listed: &[&Value], args: &Map<String, Value>) -> Value {
-    let query = args
-        .get("query")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    if query.trim().is_empty() {
-        return tool_error(texts::SEARCH_NO_QUERY);
-    }
-    if query.chars().count() > MAX_QUERY_CHARS {
-        return tool_error(&texts::search_query_too_long(MAX_QUERY_CHARS));
-    }
-    let limit = match args.get("limit") {
-        None | Some(Value::Null) => DEFAULT_LIMIT,
-        Some(v) => match v.as_u64().filter(|n| (1..=MAX_LIMIT).contains(n)) {
-            Some(n) => n,
-            None => return tool_error(&texts::search_bad_limit(MAX_LIMIT)),
-        },
-    };
-    let tools = server.view(listed.iter().copied());
-    let found: Vec<Value> = search::rank(&tools, query, limit as usize)
+/// `search_tools`: the best matches among the tools the caller may see here,
+/// and their catalogue names. `Err`: a tool error (V5).
+fn search_tools(
+    server: &VirtualServer,
+    listed: &[&Value],
+    view: &dyn Fn() -> Arc<View>,
+    args: &Map<String, Value>,
+) -> Result<(Value, Vec<String>), Value> {
+    let (query, limit) = search_input(args)?;
+    let view = view();
+    let visible = view.visible(listed);
+    let mut reals = Vec::new();
+    let found: Vec<Value> = view
+        .index
+        .rank(&visible, query, limit)
         .into_iter()
-        .map(|i| {
-            let t = &tools[i];
+        .map(|d| {
+            let t = &view.tools[d];
+            let shown = t.get("name").and_then(Value::as_str).unwrap_or_default();
+            reals.extend(server.real(shown).map(str::to_owned));
             let mut out = Map::new();
             for k in ["name", "description", "inputSchema"] {
                 if let Some(v) = t.get(k) {
@@ -141,10 +197,33 @@ fn search_tools(server: &VirtualServer, listed: &[&Value], args: &Map<String, Va
         })
         .collect();
     let structured = json!({"tools": found});
-    json!({
+    let answer = json!({
         "content": [{"type": "text", "text": structured.to_string()}],
         "structuredContent": structured,
-    })
+    });
+    Ok((answer, reals))
+}
+
+/// `search_tools`' query and limit, checked (V5).
+fn search_input(args: &Map<String, Value>) -> Result<(&str, usize), Value> {
+    let query = args
+        .get("query")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if query.trim().is_empty() {
+        return Err(tool_error(texts::SEARCH_NO_QUERY));
+    }
+    if query.chars().count() > MAX_QUERY_CHARS {
+        return Err(tool_error(&texts::search_query_too_long(MAX_QUERY_CHARS)));
+    }
+    let limit = match args.get("limit") {
+        None | Some(Value::Null) => DEFAULT_LIMIT,
+        Some(v) => match v.as_u64().filter(|n| (1..=MAX_LIMIT).contains(n)) {
+            Some(n) => n,
+            None => return Err(tool_error(&texts::search_bad_limit(MAX_LIMIT))),
+        },
+    };
+    Ok((query, limit as usize))
 }
 
 /// The two tools a server in search mode lists.

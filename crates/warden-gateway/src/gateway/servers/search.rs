@@ -1,12 +1,15 @@
 //! Ranking for `search_tools` (V4): BM25 over the words of each tool's name,
 //! title, description, and parameter names and descriptions.
 //!
-//! The index is built per query from the tools the caller may see, and only
-//! from them: document frequencies and lengths never count a hidden tool, so a
-//! hidden tool cannot shift the score of a visible one (G2). Ties are broken by
-//! name: the same query over the same tools gives the same order.
+//! An [`Index`] counts the words of every tool a server could show once per
+//! catalogue (see [`super::cache`]); a query then scores only the tools the
+//! caller may see: document frequencies, the document count and the average
+//! length are taken over that visible set alone, so a hidden tool cannot shift
+//! the score of a visible one (G2). Ties are broken by name: the same query
+//! over the same tools gives the same order.
 
 use serde_json::Value;
+use std::collections::HashMap;
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
@@ -45,63 +48,131 @@ fn flush(word: &mut String, f: &mut dyn FnMut(&str)) {
     }
 }
 
-/// One tool definition as the caller sees it, counted: its length in words,
-/// and how often each query term occurs in it.
-fn count(tool: &Value, terms: &[String]) -> (usize, Vec<u32>) {
-    let mut len = 0;
-    let mut tf = vec![0u32; terms.len()];
-    let mut add = |w: &str| {
-        len += 1;
-        if let Some(k) = terms.iter().position(|t| t == w) {
-            tf[k] += 1;
-        }
-    };
+/// Calls `f` with every word of one tool definition as the caller sees it.
+fn each_word_of(tool: &Value, f: &mut dyn FnMut(&str)) {
     let text = |k: &str| tool.get(k).and_then(Value::as_str).unwrap_or_default();
     for k in ["name", "title", "description"] {
-        each_word(text(k), &mut add);
+        each_word(text(k), f);
     }
     let props = tool
         .pointer("/inputSchema/properties")
         .and_then(Value::as_object);
     for (param, schema) in props.into_iter().flatten() {
-        each_word(param, &mut add);
+        each_word(param, f);
         let d = schema.get("description").and_then(Value::as_str);
-        each_word(d.unwrap_or_default(), &mut add);
+        each_word(d.unwrap_or_default(), f);
     }
-    (len, tf)
+}
+
+/// The counted words of a set of tool definitions: one document per tool.
+#[derive(Debug, Default)]
+pub struct Index {
+    /// Each document's length in words.
+    lens: Vec<u32>,
+    /// Each document's name as shown (for ties).
+    names: Vec<String>,
+    /// Word → (document, occurrences), documents ascending.
+    postings: HashMap<String, Vec<(u32, u32)>>,
+}
+
+impl Index {
+    /// Counts the words of `tools` (document `i` is `tools[i]`).
+    pub fn build<'t>(tools: impl IntoIterator<Item = &'t Value>) -> Index {
+        let mut index = Index::default();
+        let mut counts: HashMap<String, u32> = HashMap::new();
+        for (doc, tool) in tools.into_iter().enumerate() {
+            let mut len = 0u32;
+            each_word_of(tool, &mut |w| {
+                len += 1;
+                match counts.get_mut(w) {
+                    Some(n) => *n += 1,
+                    None => {
+                        counts.insert(w.to_owned(), 1);
+                    }
+                }
+            });
+            for (w, n) in counts.drain() {
+                index.postings.entry(w).or_default().push((doc as u32, n));
+            }
+            index.lens.push(len);
+            let name = tool.get("name").and_then(Value::as_str);
+            index.names.push(name.unwrap_or_default().to_owned());
+        }
+        index
+    }
+
+    pub fn len(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// The best `limit` documents for `query`, best first, among those
+    /// `visible` marks (indexed by document); documents sharing no word with
+    /// the query are left out. Nothing about an unmarked document is read.
+    pub fn rank(&self, visible: &[bool], query: &str, limit: usize) -> Vec<usize> {
+        let mut terms = words(query);
+        terms.sort();
+        terms.dedup();
+        let seen = |d: &(u32, u32)| visible.get(d.0 as usize) == Some(&true);
+        let (mut n, mut total) = (0usize, 0usize);
+        for (doc, len) in self.lens.iter().enumerate() {
+            if visible.get(doc) == Some(&true) {
+                n += 1;
+                total += *len as usize;
+            }
+        }
+        let n = n as f64;
+        let avg = total as f64 / n.max(1.0);
+        // Dense, so a posting costs no hashing; `touched` lists who scored.
+        let mut scores = vec![0.0f64; self.lens.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        // Terms in order, so each document's sum adds up in the same order.
+        for term in &terms {
+            let Some(postings) = self.postings.get(term) else {
+                continue;
+            };
+            let df = postings.iter().filter(|d| seen(d)).count() as f64;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for &(doc, f) in postings.iter().filter(|d| seen(d)) {
+                let len = f64::from(self.lens[doc as usize]);
+                let norm = K1 * (1.0 - B + B * len / avg.max(1.0));
+                let f = f64::from(f);
+                let score = &mut scores[doc as usize];
+                if *score == 0.0 {
+                    touched.push(doc);
+                }
+                *score += idf * f * (K1 + 1.0) / (f + norm);
+            }
+        }
+        let mut scored: Vec<(f64, &str, usize)> = touched
+            .into_iter()
+            .map(|d| {
+                (
+                    scores[d as usize],
+                    self.names[d as usize].as_str(),
+                    d as usize,
+                )
+            })
+            .filter(|(s, _, _)| *s > 0.0)
+            .collect();
+        let order = |a: &(f64, &str, usize), b: &(f64, &str, usize)| {
+            b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1))
+        };
+        // Only the best `limit` need an order among themselves.
+        if limit > 0 && scored.len() > limit {
+            scored.select_nth_unstable_by(limit - 1, order);
+            scored.truncate(limit);
+        }
+        scored.sort_by(order);
+        scored.into_iter().take(limit).map(|(_, _, i)| i).collect()
+    }
 }
 
 /// The indexes into `tools` of the best `limit` matches for `query`, best
-/// first; tools that share no word with the query are left out.
+/// first, all of `tools` visible.
+#[cfg(test)]
 pub fn rank(tools: &[Value], query: &str, limit: usize) -> Vec<usize> {
-    let mut terms = words(query);
-    terms.sort();
-    terms.dedup();
-    let docs: Vec<(usize, Vec<u32>)> = tools.iter().map(|t| count(t, &terms)).collect();
-    let n = docs.len() as f64;
-    let avg = docs.iter().map(|d| d.0).sum::<usize>() as f64 / n.max(1.0);
-    let df: Vec<f64> = (0..terms.len())
-        .map(|k| docs.iter().filter(|d| d.1[k] > 0).count() as f64)
-        .collect();
-    let mut scored: Vec<(f64, &str, usize)> = Vec::new();
-    for (i, (len, tf)) in docs.iter().enumerate() {
-        let norm = K1 * (1.0 - B + B * *len as f64 / avg.max(1.0));
-        let mut score = 0.0;
-        for (k, &f) in tf.iter().enumerate().filter(|(_, f)| **f > 0) {
-            let f = f64::from(f);
-            let idf = ((n - df[k] + 0.5) / (df[k] + 0.5) + 1.0).ln();
-            score += idf * f * (K1 + 1.0) / (f + norm);
-        }
-        if score > 0.0 {
-            let name = tools[i]
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            scored.push((score, name, i));
-        }
-    }
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    scored.into_iter().take(limit).map(|(_, _, i)| i).collect()
+    let index = Index::build(tools);
+    index.rank(&vec![true; tools.len()], query, limit)
 }
 
 #[cfg(test)]
@@ -133,5 +204,27 @@ mod tests {
             json!({"name": "x", "inputSchema": {"properties": {"city": {"description": "The town"}}}}),
         ];
         assert_eq!(rank(&tools, "town", 5), [0]);
+    }
+
+    /// One index over every tool, queried with one hidden, scores the rest
+    /// exactly as an index built without it (G2).
+    #[test]
+    fn a_hidden_document_moves_no_score() {
+        let tools = [
+            json!({"name": "a", "description": "add two numbers and add more"}),
+            json!({"name": "b", "description": "add an error"}),
+            json!({"name": "c", "description": "report an error to the team"}),
+            json!({"name": "d", "description": "add add add add"}),
+        ];
+        let index = Index::build(&tools);
+        let without: Vec<Value> = tools.iter().filter(|t| t["name"] != "d").cloned().collect();
+        for query in ["add error", "error", "report error team", "an"] {
+            let hidden = index.rank(&[true, true, true, false], query, 5);
+            assert_eq!(hidden, rank(&without, query, 5), "{query}");
+        }
+        // Counted, it would reorder the others, so the test can tell.
+        let counted: Vec<usize> = index.rank(&[true; 4], "add error", 5);
+        let counted: Vec<usize> = counted.into_iter().filter(|&i| i != 3).collect();
+        assert_ne!(counted, rank(&without, "add error", 5));
     }
 }
