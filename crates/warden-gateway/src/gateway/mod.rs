@@ -327,7 +327,9 @@ impl Gateway {
         caller: Option<&Caller>,
         found: &std::collections::BTreeSet<String>,
     ) -> Result<Value, String> {
-        self.listing(server, caller).await.map(|(listed, _)| listed)
+        self.listing(server, caller, found)
+            .await
+            .map(|(listed, _)| listed)
     }
 
     /// The `tools/list` result for a caller, with what description guards
@@ -336,13 +338,14 @@ impl Gateway {
         &self,
         caller: Option<&Caller>,
     ) -> Result<(Value, Vec<DescriptionFinding>), String> {
-        self.listing(None, caller).await
+        self.listing(None, caller, &Default::default()).await
     }
 
     async fn listing(
         &self,
         server: Option<&str>,
         caller: Option<&Caller>,
+        found: &std::collections::BTreeSet<String>,
     ) -> Result<(Value, Vec<DescriptionFinding>), String> {
         let down = self.upstreams.unavailable();
         if !down.is_empty() {
@@ -354,7 +357,7 @@ impl Gateway {
             .list(&policy.pipeline, &catalogue, caller)
             .await;
         // S7: a tool a `block` guard flags is absent for the callers it applies to.
-        let (listed, mut found) = descriptions::unblocked(&policy.guards, caller, listed);
+        let (listed, mut findings) = descriptions::unblocked(&policy.guards, caller, listed);
         let mut tools: Vec<Value> = match server {
             None => listed.into_iter().cloned().collect(),
             // A server a reload took away shows nothing.
@@ -364,13 +367,13 @@ impl Gateway {
             },
         };
         // S7: guards over tool definitions see the listing as this caller gets it.
-        found.extend(descriptions::govern_listing(
+        findings.extend(descriptions::govern_listing(
             &policy.guards,
             caller,
             &mut tools,
             &self.calls.settle.metrics,
         ));
-        Ok((jsonrpc::object([("tools", Value::Array(tools))]), found))
+        Ok((jsonrpc::object([("tools", Value::Array(tools))]), findings))
     }
 
     /// Runs one `tools/call` through the pipeline and the upstream, start to finish.

@@ -27,8 +27,8 @@ impl Calls {
         let Some(server) = policy.server(name) else {
             return Route::Absent;
         };
+        let caller = session.caller();
         let listed = if server.discovery.searches() || server.sets_args() {
-            let caller = session.caller();
             let listed = policy
                 .grant
                 .list(&policy.pipeline, catalogue, caller.as_deref())
@@ -49,7 +49,8 @@ impl Calls {
             servers::route(server, params, &on)
         };
         match routed {
-            Route::Found(answer, reals) => {
+            Route::Found(mut answer, reals) => {
+                govern_found(policy, caller.as_deref(), &mut answer, &self.settle.metrics);
                 if server.discovery == Discovery::Grow {
                     grow(session, reals, id).await;
                 }
@@ -120,5 +121,25 @@ async fn grow(session: &ClientSession, found: Vec<String>, id: Option<&Value>) {
     if added > 0 {
         let changed = jsonrpc::notification("notifications/tools/list_changed", None);
         session.send_for(id.map(jsonrpc::id_key), changed).await;
+    }
+}
+
+/// Description guards over the tools a search returns (S7), as over a listing:
+/// the structured tools, and the text that repeats them.
+fn govern_found(
+    policy: &Policy,
+    caller: Option<&warden_core::Caller>,
+    answer: &mut Value,
+    metrics: &crate::metrics::Metrics,
+) {
+    let Some(Value::Array(tools)) = answer.pointer_mut("/structuredContent/tools") else {
+        return;
+    };
+    if descriptions::govern_listing(&policy.guards, caller, tools, metrics).is_empty() {
+        return;
+    }
+    let text = answer["structuredContent"].to_string();
+    if let Some(slot) = answer.pointer_mut("/content/0/text") {
+        *slot = Value::String(text);
     }
 }
