@@ -517,7 +517,7 @@ fn search_results_carry_descriptions_as_the_guards_left_them() {
         tool["inputSchema"]["properties"]["city"]["description"],
         "A city; contact [redacted:pii.email]"
     );
-    let repeated: Value = serde_json::from_str(&text(&found)).unwrap();
+    let repeated: Value = serde_json::from_str(text(&found)).unwrap();
     assert_eq!(repeated, found["result"]["structuredContent"]);
 }
 
