@@ -66,7 +66,7 @@ fn config() -> Config {
 /// The medians of `a` and `b`, timed in alternation, so that what the machine
 /// does meanwhile weighs on both alike.
 fn medians(per: u32, mut a: impl FnMut(), mut b: impl FnMut()) -> (Duration, Duration) {
-    let mut time = |f: &mut dyn FnMut()| {
+    let time = |f: &mut dyn FnMut()| {
         let started = Instant::now();
         for _ in 0..per {
             f();
