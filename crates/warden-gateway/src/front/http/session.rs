@@ -9,7 +9,6 @@
 
 use super::sealed::{random_hex, SessionToken};
 use super::streams::{Event, Streams};
-use crate::front::auth::Identity;
 use crate::gateway::rev2026::unix_now;
 use crate::gateway::{negotiated_version, ClientSession, Gateway, Outgoing};
 use crate::jsonrpc;
@@ -17,7 +16,6 @@ use crate::logged::logged;
 use bytes::Bytes;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -269,44 +267,6 @@ impl HttpSession {
             replay,
             ended,
         })
-    }
-}
-
-/// Whose sessions count together against `gateway.max_sessions_per_caller`: a
-/// caller's, except the anonymous caller's (`gateway.anonymous_caller`), which
-/// count per client address (an IPv4 address or an IPv6 /64, as connections
-/// do), so that one client without credentials cannot hold every session the
-/// other anonymous clients could have had.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct Holder {
-    caller: String,
-    /// The client address, for the anonymous caller only.
-    client: Option<IpAddr>,
-}
-
-impl Holder {
-    /// The holder for a request from `client` by `who`.
-    pub(super) fn of(who: &Identity, client: IpAddr) -> Holder {
-        Holder {
-            caller: who.caller.name.clone(),
-            client: who.anonymous.then_some(client),
-        }
-    }
-
-    /// A caller with a credential: its sessions count together wherever they come from.
-    pub(super) fn caller(name: &str) -> Holder {
-        Holder {
-            caller: name.to_owned(),
-            client: None,
-        }
-    }
-
-    /// Its key for budgets kept by name (`gateway.http_caller_rate`), and for logs.
-    pub(super) fn key(&self) -> std::borrow::Cow<'_, str> {
-        match self.client {
-            None => std::borrow::Cow::Borrowed(&self.caller),
-            Some(client) => std::borrow::Cow::Owned(format!("{}@{client}", self.caller)),
-        }
     }
 }
 
@@ -702,5 +662,8 @@ impl SessionTable {
     }
 }
 
+mod holder;
 #[cfg(test)]
 mod tests;
+
+pub(super) use holder::Holder;

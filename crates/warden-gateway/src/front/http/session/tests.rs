@@ -1,4 +1,5 @@
 use super::*;
+use crate::front::auth::Identity;
 
 async fn table(idle: Duration, per_caller: usize) -> SessionTable {
     table_with("", idle, per_caller).await
