@@ -3,7 +3,7 @@
 //! `pii`, `injection`), and a guard may name a group or a kind.
 
 use super::checks;
-use super::find::{self, Find};
+use super::find::{self, Find, Words};
 
 /// One built-in detector.
 pub struct Builtin {
@@ -32,7 +32,7 @@ const fn runs(
     regex: &'static str,
     check: Option<fn(&str) -> bool>,
     anchor: fn(&[u8], usize) -> Option<usize>,
-    class: fn(u8) -> bool,
+    class: &'static find::Class,
     enough: fn(&[u8]) -> bool,
 ) -> Builtin {
     Builtin {
@@ -46,6 +46,38 @@ const fn runs(
         },
     }
 }
+
+/// A detector whose every match starts with one of `words`, in any case.
+const fn words(
+    kind: &'static str,
+    regex: &'static str,
+    check: Option<fn(&str) -> bool>,
+    words: &'static Words,
+) -> Builtin {
+    Builtin {
+        kind,
+        regex,
+        check,
+        find: Find::Words(words),
+    }
+}
+
+static ASSIGNED: Words = Words::new(&[
+    "password", "passwd", "pwd", "secret", "api", "access", "auth", "client",
+]);
+static OVERRIDES: Words = Words::new(&["ignore", "disregard", "forget", "override", "new", "you"]);
+static ORDERS: Words = Words::new(&[
+    "from",
+    "quietly",
+    "secretly",
+    "silently",
+    "covertly",
+    "system",
+    "important",
+    "attention",
+    "note",
+    "act",
+]);
 
 /// The characters no reader sees: Unicode tag characters, bidi overrides and
 /// isolates, zero-width space, word joiner and invisible operators, BOM.
@@ -94,22 +126,25 @@ pub const BUILTINS: &[Builtin] = &[
         r"(?-u:\b)eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
         Some(checks::jwt),
     ),
-    d(
+    words(
         "secrets.assignment",
         r#"(?i)(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret)["']?\s*[=:]\s*["']?([^\s"'&,;<>(){}\[\]]{8,})"#,
         Some(checks::assigned),
+        &ASSIGNED,
     ),
     d(
         "pii.email",
         r"(?-u:\b)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?-u:\b)",
         None,
     ),
+    // Any digit anchors a phone number: `(` and `+`, its first bytes, are
+    // everywhere in code.
     runs(
         "pii.phone",
         r"(?:\+[1-9][0-9]{0,2}[ .-]?(?:\([0-9]{1,4}\)[ .-]?)?[0-9]{1,4}(?:[ .-][0-9]{2,4}){1,4}(?-u:\b)|\([0-9]{3}\) ?[0-9]{3}-[0-9]{4}(?-u:\b))",
         Some(checks::phone),
-        find::phone_anchor,
-        find::phone_class,
+        find::next_digit,
+        &find::PHONE_CLASS,
         find::phone_enough,
     ),
     runs(
@@ -117,7 +152,7 @@ pub const BUILTINS: &[Builtin] = &[
         r"(?-u:\b)[0-9](?:[ -]?[0-9]){12,18}(?-u:\b)",
         Some(checks::card),
         find::card_anchor,
-        find::card_class,
+        &find::CARD_CLASS,
         find::card_enough,
     ),
     runs(
@@ -125,7 +160,7 @@ pub const BUILTINS: &[Builtin] = &[
         r"(?-u:\b)[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?-u:\b)",
         Some(checks::iban),
         find::iban_anchor,
-        find::iban_class,
+        &find::IBAN_CLASS,
         find::any_run,
     ),
     runs(
@@ -133,18 +168,19 @@ pub const BUILTINS: &[Builtin] = &[
         r"(?-u:\b)[0-9]{3}-[0-9]{2}-[0-9]{4}(?-u:\b)",
         Some(checks::ssn),
         find::ssn_anchor,
-        find::ssn_class,
+        &find::SSN_CLASS,
         find::any_run,
     ),
-    d(
+    words(
         "injection.override",
         r"(?i)(?-u:\b)(?:ignore|disregard|forget|override)\s+(?:(?:all|any|the|your|my|of|previous|prior|earlier|above|preceding|system|original)\s+){1,4}(?:instructions?|prompts?|rules|directions|guidelines|directives)(?-u:\b)|(?i)(?-u:\b)new\s+(?:system\s+)?instructions?\s*:|(?i)(?-u:\b)you\s+are\s+now\s+(?:in\s+)?(?:developer|DAN|jailbreak|unrestricted)(?-u:\b)",
         None,
+        &OVERRIDES,
     ),
     // The first word in three casings only (lower, Capitalised, UPPER): a
     // case-insensitive first word leaves the regex no literal to skip to,
     // which made the scan of every text several times slower.
-    d(
+    words(
         "injection.orders",
         concat!(
             r"(?-u:\b)(?:from|From|FROM)(?i:\s+now\s+on,?\s+(?:you|the\s+(?:assistant|model|AI))\s+(?:only|must|shall|should|are\s+to))(?-u:\b)",
@@ -154,6 +190,7 @@ pub const BUILTINS: &[Builtin] = &[
             r"|(?-u:\b)(?:act|Act|ACT)(?i:\s+as\s+)(?:DAN|(?i:an?\s+(?:unrestricted|unfiltered|jailbroken|uncensored)\s+(?:AI|assistant|model)))(?-u:\b)",
         ),
         None,
+        &ORDERS,
     ),
     d(
         "injection.template",

@@ -15,9 +15,15 @@
 //! - [`Find::Windows`]: a function reports windows, in order and apart, that
 //!   every match lies in, so that any match starting in a window also ends
 //!   in it; each window is searched once.
+//! - [`Find::Words`]: every match starts with one of a few ASCII words in any
+//!   case. The text is lowered once and searched for the words in lower case
+//!   (a case-insensitive search has no literal to skip to), and the regex is
+//!   tried, anchored, where a word starts. A text with a non-ASCII letter that
+//!   case-folds to a word's letter (`ſ`, the Kelvin sign) takes the plain way.
 //! - [`Find::Invisible`]: the invisible characters, found without a regex.
 
-use regex_automata::{meta::Regex, Input};
+use regex_automata::{meta::Regex, Anchored, Input};
+use std::sync::OnceLock;
 
 /// The way a detector searches; see the module's documentation.
 #[derive(Clone, Copy)]
@@ -27,13 +33,90 @@ pub enum Find {
         /// The first position at or after `from` that a match could hold;
         /// every match holds one, and its byte is of `class`.
         anchor: fn(&[u8], usize) -> Option<usize>,
-        /// Whether a byte can be part of a match.
-        class: fn(u8) -> bool,
+        /// The bytes that can be part of a match.
+        class: &'static Class,
         /// Whether a run can hold a match that passes the detector's check.
         enough: fn(&[u8]) -> bool,
     },
     Windows(fn(&[u8], &mut dyn FnMut(usize, usize))),
+    Words(&'static Words),
     Invisible,
+}
+
+/// A set of bytes, as a table: a test per byte of a run costs a load, not a call.
+pub struct Class([bool; 256]);
+
+impl Class {
+    /// ASCII digits, with capitals when `upper`, and the bytes of `also`.
+    pub const fn new(upper: bool, also: &[u8]) -> Class {
+        let mut table = [false; 256];
+        let mut c = 0;
+        while c < 256 {
+            let b = c as u8;
+            table[c] = b.is_ascii_digit() || (upper && b.is_ascii_uppercase());
+            c += 1;
+        }
+        let mut i = 0;
+        while i < also.len() {
+            table[also[i] as usize] = true;
+            i += 1;
+        }
+        Class(table)
+    }
+
+    pub fn has(&self, c: u8) -> bool {
+        self.0[usize::from(c)]
+    }
+}
+
+/// The words one of which starts every match of a [`Find::Words`] detector.
+pub struct Words {
+    /// In lower case.
+    list: &'static [&'static str],
+    /// A search for any of them, in lowered text.
+    search: OnceLock<Regex>,
+}
+
+impl Words {
+    pub const fn new(list: &'static [&'static str]) -> Words {
+        Words {
+            list,
+            search: OnceLock::new(),
+        }
+    }
+
+    fn search(&self) -> &Regex {
+        self.search.get_or_init(|| {
+            let words: Vec<String> = self.list.iter().map(|w| regex_syntax::escape(w)).collect();
+            Regex::new(&words.join("|")).expect("escaped words compile")
+        })
+    }
+
+    /// Whether `b` holds a non-ASCII letter that a case-insensitive regex
+    /// takes for one of the words' letters (see `only_s_and_k_fold_from_outside_ascii`).
+    fn folds(&self, b: &[u8]) -> bool {
+        let has = |c: char| self.list.iter().any(|w| w.contains(c));
+        (has('s') && memchr::memmem::find(b, "\u{17F}".as_bytes()).is_some())
+            || (has('k') && memchr::memmem::find(b, "\u{212A}".as_bytes()).is_some())
+    }
+
+    /// Each match of `re` in `b`, as `re.find_iter(b)` gives them.
+    fn each(&self, re: &Regex, b: &[u8], f: &mut dyn FnMut(usize, usize)) {
+        if self.folds(b) {
+            return re.find_iter(b).for_each(|m| f(m.start(), m.end()));
+        }
+        let low = b.to_ascii_lowercase();
+        let (mut from, search) = (0, self.search());
+        while let Some(word) = search.search(&Input::new(&low).range(from..)) {
+            let at = word.start();
+            from = at + 1;
+            let here = Input::new(b).range(at..).anchored(Anchored::Yes);
+            if let Some(m) = re.search(&here) {
+                f(m.start(), m.end());
+                from = m.end().max(from);
+            }
+        }
+    }
 }
 
 impl Find {
@@ -51,11 +134,11 @@ impl Find {
                 while let Some(a) = anchor(b, at) {
                     let lo = b[at..a]
                         .iter()
-                        .rposition(|&c| !class(c))
+                        .rposition(|&c| !class.has(c))
                         .map_or(at, |i| at + i + 1);
                     let hi = b[a..]
                         .iter()
-                        .position(|&c| !class(c))
+                        .position(|&c| !class.has(c))
                         .map_or(b.len(), |i| a + i);
                     if enough(&b[lo..hi]) {
                         for m in re.find_iter(Input::new(b).range(lo..hi)) {
@@ -70,6 +153,7 @@ impl Find {
                     f(m.start(), m.end());
                 }
             }),
+            Find::Words(words) => words.each(re, b, f),
             Find::Invisible => invisible_runs(b, f),
         }
     }
@@ -139,9 +223,7 @@ pub fn ssn_anchor(b: &[u8], from: usize) -> Option<usize> {
 }
 
 /// `pii.ssn`'s class: digits and dashes.
-pub fn ssn_class(c: u8) -> bool {
-    c.is_ascii_digit() || c == b'-'
-}
+pub static SSN_CLASS: Class = Class::new(false, b"-");
 
 /// `pii.iban`: two capitals and two digits (`DE89`), where every IBAN starts.
 pub fn iban_anchor(b: &[u8], from: usize) -> Option<usize> {
@@ -157,9 +239,7 @@ pub fn iban_anchor(b: &[u8], from: usize) -> Option<usize> {
 }
 
 /// `pii.iban`'s class: capitals, digits and spaces.
-pub fn iban_class(c: u8) -> bool {
-    c.is_ascii_uppercase() || c.is_ascii_digit() || c == b' '
-}
+pub static IBAN_CLASS: Class = Class::new(true, b" ");
 
 /// `pii.card`: any digit; the run is what sorts them out.
 pub fn card_anchor(b: &[u8], from: usize) -> Option<usize> {
@@ -167,31 +247,15 @@ pub fn card_anchor(b: &[u8], from: usize) -> Option<usize> {
 }
 
 /// `pii.card`'s class: digits, spaces and dashes.
-pub fn card_class(c: u8) -> bool {
-    c.is_ascii_digit() || c == b' ' || c == b'-'
-}
+pub static CARD_CLASS: Class = Class::new(false, b" -");
 
 /// A card number has 13 digits at least.
 pub fn card_enough(run: &[u8]) -> bool {
     digits(run) >= 13
 }
 
-/// `pii.phone`: `+` and a digit from 1 to 9, or `(` and a digit.
-pub fn phone_anchor(b: &[u8], from: usize) -> Option<usize> {
-    let mut at = from;
-    while let Some(i) = memchr::memchr2(b'+', b'(', &b[at..]).map(|i| at + i) {
-        match (b[i], b.get(i + 1)) {
-            (b'+', Some(b'1'..=b'9')) | (b'(', Some(b'0'..=b'9')) => return Some(i),
-            _ => at = i + 1,
-        }
-    }
-    None
-}
-
 /// `pii.phone`'s class: digits and `+ ( ) . -` and spaces.
-pub fn phone_class(c: u8) -> bool {
-    c.is_ascii_digit() || b" .-()+".contains(&c)
-}
+pub static PHONE_CLASS: Class = Class::new(false, b" .-()+");
 
 /// A phone number passes its check with 10 digits at least.
 pub fn phone_enough(run: &[u8]) -> bool {
@@ -207,28 +271,27 @@ fn digits(run: &[u8]) -> usize {
     run.iter().filter(|c| c.is_ascii_digit()).count()
 }
 
-/// The first ASCII digit at or after `from`, eight bytes at a time: digits
-/// are rare in text, and there is no `memchr` for a range of bytes.
+/// The first ASCII digit at or after `from`, 32 bytes at a time: digits are
+/// rare in text, there is no `memchr` for a range of bytes, and a chunk's
+/// test without an early exit is one the compiler turns into vector code.
 pub fn next_digit(b: &[u8], from: usize) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    let mut i = from;
-    while let Some(word) = b.get(i..i + 8) {
-        let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-        // The high bit of each byte that is below 128 and between '/' and ':'
-        // (exclusive): each byte's arithmetic stays within the byte.
-        let low = w & (ONES * 0x7F);
-        let below = (ONES * (127 + u64::from(b':'))).wrapping_sub(low);
-        let above = low.wrapping_add(ONES * (127 - u64::from(b'/')));
-        let mask = below & !w & above & (ONES * 0x80);
-        if mask != 0 {
-            return Some(i + (mask.trailing_zeros() / 8) as usize);
+    let rest = b.get(from..)?;
+    let mut chunks = rest.chunks_exact(32);
+    let mut at = from;
+    for chunk in &mut chunks {
+        let any = chunk
+            .iter()
+            .fold(false, |any, c| any | (c.wrapping_sub(b'0') < 10));
+        if any {
+            return chunk.iter().position(u8::is_ascii_digit).map(|p| at + p);
         }
-        i += 8;
+        at += 32;
     }
-    b.get(i..)?
+    chunks
+        .remainder()
         .iter()
         .position(u8::is_ascii_digit)
-        .map(|p| i + p)
+        .map(|p| at + p)
 }
 
 /// `injection.exfil_link`: a match is `[text](` then a URL up to the first `)`,

@@ -18,7 +18,8 @@ pub mod find;
 mod tests;
 
 use find::Find;
-use regex::{Regex, RegexSet};
+use regex::Regex;
+use regex_automata::{Input, PatternID, PatternSet};
 use serde_json::Value;
 
 /// One kind found in one string of the value: no matched text, ever.
@@ -84,7 +85,7 @@ const SHORT: usize = 512;
 pub struct Scanner {
     detectors: Vec<Detector>,
     /// Every detector's regex, in order, for short strings.
-    set: RegexSet,
+    set: regex_automata::meta::Regex,
     /// Strip invisible characters (an injection detector is on).
     strip: bool,
 }
@@ -123,8 +124,21 @@ impl Scanner {
             detectors.push(d);
         }
         let strip = detectors.iter().any(|d| d.detector == "injection");
-        let set =
-            RegexSet::new(detectors.iter().map(|d| d.regex.as_str())).map_err(|e| e.to_string())?;
+        // As `regex::RegexSet` builds one: every pattern that matches anywhere.
+        let set = regex_automata::meta::Regex::builder()
+            .configure(
+                regex_automata::meta::Regex::config()
+                    .match_kind(regex_automata::MatchKind::All)
+                    .utf8_empty(true)
+                    .which_captures(regex_automata::nfa::thompson::WhichCaptures::None),
+            )
+            .build_many(
+                &detectors
+                    .iter()
+                    .map(|d| d.regex.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .map_err(|e| e.to_string())?;
         Ok(Scanner {
             detectors,
             set,
@@ -140,42 +154,44 @@ impl Scanner {
     /// The findings in `value`; invisible characters are stripped when an
     /// injection detector is on, nothing else changes.
     pub fn scan(&self, value: &mut Value) -> Vec<Finding> {
-        let mut findings = Vec::new();
-        let mut path = String::new();
-        self.walk(value, &mut path, false, &mut findings);
-        findings
+        self.look(value, false)
     }
 
     /// The findings in `value`, each match replaced with `[redacted:<kind>]`.
     pub fn redact(&self, value: &mut Value) -> Vec<Finding> {
-        let mut findings = Vec::new();
-        let mut path = String::new();
-        self.walk(value, &mut path, true, &mut findings);
-        findings
+        self.look(value, true)
     }
 
-    fn walk(&self, value: &mut Value, path: &mut String, redact: bool, out: &mut Vec<Finding>) {
-        let len = path.len();
+    fn look(&self, value: &mut Value, redact: bool) -> Vec<Finding> {
+        let mut walk = Walk {
+            at: Vec::new(),
+            redact,
+            out: Vec::new(),
+            hits: PatternSet::new(self.set.pattern_len()),
+        };
+        self.walk(value, &mut walk);
+        walk.out
+    }
+
+    fn walk<'v>(&self, value: &'v mut Value, walk: &mut Walk<'v>) {
         match value {
             Value::String(s) => {
-                if let Some(new) = self.string(s, path, redact, out) {
+                if let Some(new) = self.string(s, walk) {
                     *s = new;
                 }
             }
             Value::Array(items) => {
                 for (i, item) in items.iter_mut().enumerate() {
-                    path.push('/');
-                    push_index(path, i);
-                    self.walk(item, path, redact, out);
-                    path.truncate(len);
+                    walk.at.push(Step::Index(i));
+                    self.walk(item, walk);
+                    walk.at.pop();
                 }
             }
             Value::Object(map) => {
                 for (k, item) in map.iter_mut() {
-                    path.push('/');
-                    push_key(path, k);
-                    self.walk(item, path, redact, out);
-                    path.truncate(len);
+                    walk.at.push(Step::Key(k));
+                    self.walk(item, walk);
+                    walk.at.pop();
                 }
             }
             _ => {}
@@ -183,15 +199,23 @@ impl Scanner {
     }
 
     /// One string: its findings, and its new text when it changes.
-    fn string(&self, s: &str, path: &str, redact: bool, out: &mut Vec<Finding>) -> Option<String> {
+    fn string(&self, s: &str, walk: &mut Walk) -> Option<String> {
         let invisible = self.strip && find::has_invisible(s);
+        let short = s.len() < SHORT;
+        if short {
+            walk.hits.clear();
+            self.set
+                .which_overlapping_matches(&Input::new(s), &mut walk.hits);
+            if walk.hits.is_empty() && !invisible {
+                return None;
+            }
+        }
         // (start, end, detector index) of every match that passed its check.
         let mut spans: Vec<(usize, usize, usize)> = Vec::new();
-        let hits = (s.len() < SHORT).then(|| self.set.matches(s));
         for (i, d) in self.detectors.iter().enumerate() {
             if s.len() < d.min_len
                 || (matches!(d.find, Find::Invisible) && !invisible)
-                || hits.as_ref().is_some_and(|h| !h.matched(i))
+                || (short && !walk.hits.contains(PatternID::must(i)))
             {
                 continue;
             }
@@ -213,19 +237,19 @@ impl Scanner {
                 spans.push((start, end, i));
             });
             if count > 0 {
-                out.push(Finding {
+                walk.out.push(Finding {
                     detector: d.detector.clone(),
                     kind: d.kind.clone(),
-                    path: path.to_owned(),
+                    path: walk.path(),
                     count,
                 });
             }
         }
-        let rewrites = redact && !spans.is_empty();
+        let rewrites = walk.redact && !spans.is_empty();
         if !rewrites && !invisible {
             return None;
         }
-        Some(self.rewrite(s, spans, redact, invisible))
+        Some(self.rewrite(s, spans, walk.redact, invisible))
     }
 
     /// `s` with its invisible characters gone and, when redacting, every span
@@ -259,6 +283,37 @@ impl Scanner {
             true => find::strip_invisible(&text),
             false => text,
         }
+    }
+}
+
+/// One look through a value: where it is, what it found so far, and room
+/// for the set's answer on each short string.
+struct Walk<'v> {
+    /// The keys and indexes down to the string being read; spelled out as a
+    /// JSON pointer only for a finding.
+    at: Vec<Step<'v>>,
+    redact: bool,
+    out: Vec<Finding>,
+    hits: PatternSet,
+}
+
+enum Step<'v> {
+    Key(&'v str),
+    Index(usize),
+}
+
+impl Walk<'_> {
+    /// Where the walk is, as a JSON pointer (`/content/0/text`).
+    fn path(&self) -> String {
+        let mut path = String::new();
+        for step in &self.at {
+            path.push('/');
+            match step {
+                Step::Key(k) => push_key(&mut path, k),
+                Step::Index(i) => push_index(&mut path, *i),
+            }
+        }
+        path
     }
 }
 
