@@ -43,6 +43,35 @@ pub enum Find {
     Invisible,
 }
 
+/// A text in ASCII lower case, made once for every [`Find::Words`] detector
+/// that reads the same text.
+#[derive(Default)]
+pub struct Lower {
+    /// Where and how long the text lowered last was.
+    of: Option<(usize, usize)>,
+    text: Vec<u8>,
+}
+
+impl Lower {
+    /// `b` lowered. The text is known by its address and length, so the
+    /// caller makes a new `Lower` (or calls [`Lower::forget`]) before a
+    /// text that may sit where another one was.
+    fn of(&mut self, b: &[u8]) -> &[u8] {
+        let key = (b.as_ptr() as usize, b.len());
+        if self.of != Some(key) {
+            self.text.clear();
+            self.text.extend(b.iter().map(u8::to_ascii_lowercase));
+            self.of = Some(key);
+        }
+        &self.text
+    }
+
+    /// Drops what is known of the last text (its buffer stays for the next).
+    pub fn forget(&mut self) {
+        self.of = None;
+    }
+}
+
 /// A set of bytes, as a table: a test per byte of a run costs a load, not a call.
 pub struct Class([bool; 256]);
 
@@ -101,13 +130,13 @@ impl Words {
     }
 
     /// Each match of `re` in `b`, as `re.find_iter(b)` gives them.
-    fn each(&self, re: &Regex, b: &[u8], f: &mut dyn FnMut(usize, usize)) {
+    fn each(&self, re: &Regex, b: &[u8], lower: &mut Lower, f: &mut dyn FnMut(usize, usize)) {
         if self.folds(b) {
             return re.find_iter(b).for_each(|m| f(m.start(), m.end()));
         }
-        let low = b.to_ascii_lowercase();
+        let low = lower.of(b);
         let (mut from, search) = (0, self.search());
-        while let Some(word) = search.search(&Input::new(&low).range(from..)) {
+        while let Some(word) = search.search(&Input::new(low).range(from..)) {
             let at = word.start();
             from = at + 1;
             let here = Input::new(b).range(at..).anchored(Anchored::Yes);
@@ -121,7 +150,8 @@ impl Words {
 
 impl Find {
     /// Calls `f(start, end)` for each match of `re` (the detector's regex) in `s`.
-    pub fn each(self, re: &Regex, s: &str, f: &mut dyn FnMut(usize, usize)) {
+    /// `lower` holds the text lowered, for the detectors that read it so.
+    pub fn each(self, re: &Regex, s: &str, lower: &mut Lower, f: &mut dyn FnMut(usize, usize)) {
         let b = s.as_bytes();
         match self {
             Find::Whole => re.find_iter(b).for_each(|m| f(m.start(), m.end())),
@@ -153,7 +183,7 @@ impl Find {
                     f(m.start(), m.end());
                 }
             }),
-            Find::Words(words) => words.each(re, b, f),
+            Find::Words(words) => words.each(re, b, lower, f),
             Find::Invisible => invisible_runs(b, f),
         }
     }

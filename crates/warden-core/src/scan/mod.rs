@@ -168,6 +168,7 @@ impl Scanner {
             redact,
             out: Vec::new(),
             hits: PatternSet::new(self.set.pattern_len()),
+            lower: find::Lower::default(),
         };
         self.walk(value, &mut walk);
         walk.out
@@ -201,6 +202,7 @@ impl Scanner {
     /// One string: its findings, and its new text when it changes.
     fn string(&self, s: &str, walk: &mut Walk) -> Option<String> {
         let invisible = self.strip && find::has_invisible(s);
+        walk.lower.forget();
         let short = s.len() < SHORT;
         if short {
             walk.hits.clear();
@@ -220,22 +222,23 @@ impl Scanner {
                 continue;
             }
             let mut count = 0;
-            d.find.each(&d.search, s, &mut |start, end| {
-                // Only a detector with a group looks again, within its
-                // match, for the part to redact.
-                let (start, end) = match d.regex.captures_len() {
-                    1 => (start, end),
-                    _ => match d.regex.captures(&s[start..end]).and_then(|c| c.get(1)) {
-                        Some(g) => (start + g.start(), start + g.end()),
-                        None => (start, end),
-                    },
-                };
-                if d.check.is_some_and(|check| !check(&s[start..end])) {
-                    return;
-                }
-                count += 1;
-                spans.push((start, end, i));
-            });
+            d.find
+                .each(&d.search, s, &mut walk.lower, &mut |start, end| {
+                    // Only a detector with a group looks again, within its
+                    // match, for the part to redact.
+                    let (start, end) = match d.regex.captures_len() {
+                        1 => (start, end),
+                        _ => match d.regex.captures(&s[start..end]).and_then(|c| c.get(1)) {
+                            Some(g) => (start + g.start(), start + g.end()),
+                            None => (start, end),
+                        },
+                    };
+                    if d.check.is_some_and(|check| !check(&s[start..end])) {
+                        return;
+                    }
+                    count += 1;
+                    spans.push((start, end, i));
+                });
             if count > 0 {
                 walk.out.push(Finding {
                     detector: d.detector.clone(),
@@ -295,6 +298,7 @@ struct Walk<'v> {
     redact: bool,
     out: Vec<Finding>,
     hits: PatternSet,
+    lower: find::Lower,
 }
 
 enum Step<'v> {

@@ -238,7 +238,9 @@ fn same_as_the_regex(s: &str) {
         let search = regex_automata::meta::Regex::new(b.regex).unwrap();
         let mut fast = Vec::new();
         b.find
-            .each(&search, s, &mut |start, end| fast.push((start, end)));
+            .each(&search, s, &mut Default::default(), &mut |start, end| {
+                fast.push((start, end))
+            });
         // A run too poor for the check is skipped: only matches that could
         // pass it must be there.
         let counted = |v: &[(usize, usize)]| -> Vec<(usize, usize)> {
