@@ -444,10 +444,18 @@ fn a_blocked_definition_is_absent_from_listing_search_and_calls() {
     let config = "[[upstream]]\nname = \"fx\"\ncommand = [\"{fixture}\"]\nenv = { FIXTURE_POISONED = \"1\" }\n\
          [[server]]\nname = \"find\"\ntools = [\"fx.*\"]\ndiscovery = \"search\"\n\
          [[guard]]\nname = \"poison\"\non = [\"descriptions\"]\ndetect = [\"injection\"]\naction = \"block\"\n";
-    let mut w = Warden::start("guard-descriptions-block", config);
+    let port = free_port();
+    let with_admin = format!("{config}[admin]\nlisten = \"127.0.0.1:{port}\"\n");
+    let mut w = Warden::start("guard-descriptions-block", &with_admin);
     let names = w.tool_names();
     assert!(names.contains(&"fx.echo".to_owned()), "{names:?}");
     assert!(!names.contains(&"fx.weather".to_owned()), "{names:?}");
+    // S4: the findings that hid it are counted, as the listing's other findings are.
+    let metrics = metrics_text(port);
+    assert!(
+        metrics.contains("warden_guard_findings_total{guard=\"poison\",kind=\"injection.override\",action=\"block\"} "),
+        "{metrics}"
+    );
     let raw = |w: &mut Warden, name: &str| {
         w.send(&json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
             "params": {"name": name, "arguments": {"city": "Oslo"}}}));

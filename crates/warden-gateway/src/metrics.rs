@@ -248,7 +248,7 @@ impl Metrics {
             .clone();
         let _ = writeln!(
             out,
-            "# HELP warden_guard_findings_total Matches guards found in tool results and arguments, by guard, kind and action.\n# TYPE warden_guard_findings_total counter"
+            "# HELP warden_guard_findings_total Matches guards found in tool results, arguments and definitions (at each listing), by guard, kind and action.\n# TYPE warden_guard_findings_total counter"
         );
         for ((guard, kind, action), n) in findings {
             let (guard, kind) = (escaped(&guard), escaped(&kind));

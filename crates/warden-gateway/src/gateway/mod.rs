@@ -358,6 +358,11 @@ impl Gateway {
             .await;
         // S7: a tool a `block` guard flags is absent for the callers it applies to.
         let (listed, mut findings) = descriptions::unblocked(&policy.guards, caller, listed);
+        for f in &findings {
+            let metrics = &self.calls.settle.metrics;
+            metrics.guard_found(&f.guard, &f.kind, f.action, f.count as u64);
+            tracing::warn!(tool = %logged(&f.tool), guard = %logged(&f.guard), kind = %logged(&f.kind), path = %logged(&f.path), count = f.count, "a guard hides a tool whose definition it flags");
+        }
         let mut tools: Vec<Value> = match server {
             None => listed.into_iter().cloned().collect(),
             // A server a reload took away shows nothing.
