@@ -57,7 +57,8 @@ enum Command {
         #[arg(long, value_name = "NAME", conflicts_with = "http")]
         server: Option<String>,
     },
-    /// Validate the configuration and print warnings; exit 1 on error.
+    /// Validate the configuration and print warnings; on errors, print every
+    /// problem of the file (each with FILE:LINE:COLUMN) and exit 1.
     Check {
         #[command(flatten)]
         config: ConfigArg,
@@ -328,7 +329,10 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 Ok(checked) => checked,
                 Err(errors) => {
                     for e in &errors {
-                        eprintln!("error: {e}");
+                        eprintln!("error: {}", e.text);
+                        if let Some(at) = &e.at {
+                            eprintln!("  --> {at}");
+                        }
                     }
                     return Ok(ExitCode::FAILURE);
                 }

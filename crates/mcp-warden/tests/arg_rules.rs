@@ -183,7 +183,15 @@ fn check_names_a_bad_condition_and_how_to_fix_it() {
         );
         let (code, out, err) = cli(&["check", "--config", path.to_str().unwrap()]);
         assert_eq!((code, out.as_str()), (1, ""));
-        assert_eq!(err, format!("error: {}: {why}\n", path.display()));
+        // The message, then where the file has the condition.
+        assert_eq!(
+            err,
+            format!(
+                "error: {p}: {why}\n  --> {p}:5:{}\n",
+                if why.contains("when[1]") { 40 } else { 9 },
+                p = path.display()
+            )
+        );
     }
 }
 

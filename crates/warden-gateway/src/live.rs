@@ -29,17 +29,45 @@ pub struct Checked {
     pub warnings: Vec<String>,
 }
 
+/// One reason a file does not pass the check: the words `check` prints, and
+/// `FILE:LINE:COLUMN` where the file has the key it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckError {
+    pub text: String,
+    pub at: Option<String>,
+}
+
+impl CheckError {
+    fn unplaced(text: String) -> CheckError {
+        CheckError { text, at: None }
+    }
+}
+
 /// Checks a config file: what `mcp-warden check` runs, and what a reload runs
-/// before anything changes. The errors are the messages `check` prints, one per
-/// line: the first problem of the file itself, or each argument condition that
-/// can never hold for a tool as the pins lock beside it holds it (G6); one that
-/// holds only for calls breaking the tool's schema is a warning.
-pub async fn check_file(path: &Path) -> Result<Checked, Vec<String>> {
-    let config = Config::load(path).map_err(|e| vec![e.to_string()])?;
+/// before anything changes. The errors are every problem of the file itself
+/// ([`Config::load_all`]), or else each argument condition that can never hold
+/// for a tool as the pins lock beside it holds it (G6); one that holds only for
+/// calls breaking the tool's schema is a warning.
+pub async fn check_file(path: &Path) -> Result<Checked, Vec<CheckError>> {
+    let config = Config::load_all(path).map_err(|problems| {
+        problems
+            .into_iter()
+            .map(|p| CheckError {
+                at: p.location(),
+                text: p.error.to_string(),
+            })
+            .collect::<Vec<_>>()
+    })?;
+    let unplaced = |e: String| vec![CheckError::unplaced(e)];
     let mut warnings = config.warnings();
-    warnings.extend(check_issuer(&config).await.map_err(|e| vec![e])?);
-    warnings.extend(check_lock(&config)?);
-    warnings.extend(check_servers(&config).map_err(|e| vec![e])?);
+    warnings.extend(check_issuer(&config).await.map_err(unplaced)?);
+    warnings.extend(check_lock(&config).map_err(|errors| {
+        errors
+            .into_iter()
+            .map(CheckError::unplaced)
+            .collect::<Vec<_>>()
+    })?);
+    warnings.extend(check_servers(&config).map_err(unplaced)?);
     Ok(Checked { config, warnings })
 }
 
@@ -169,6 +197,7 @@ pub async fn reload(gateway: &Gateway, path: &Path) -> Option<Reloaded> {
             Some(gateway.reload(config).await)
         }
         Err(why) => {
+            let why: Vec<String> = why.into_iter().map(|e| e.text).collect();
             gateway.reload_refused(&why.join("; "));
             None
         }
