@@ -68,6 +68,7 @@ pub async fn check_file(path: &Path) -> Result<Checked, Vec<CheckError>> {
             .collect::<Vec<_>>()
     })?);
     warnings.extend(check_servers(&config).map_err(unplaced)?);
+    warnings.extend(check_tool_args(&config).map_err(unplaced)?);
     Ok(Checked { config, warnings })
 }
 
@@ -106,6 +107,59 @@ fn check_servers(config: &Config) -> Result<Vec<String>, String> {
         .collect();
     warnings.extend(check_server_args(config, &catalogue, &lock_path));
     Ok(warnings)
+}
+
+/// Pins and alias targets naming an argument the locked tool does not declare
+/// (A2, A7): the pin would send the upstream a key it does not know, the alias
+/// would rename into one. The hint is the nearest declared name or alias (an
+/// alias pointing at the name it is read as). Warnings, as tools change.
+fn check_tool_args(config: &Config) -> Result<Vec<String>, String> {
+    if config.upstream.iter().all(|u| u.tools.is_empty()) {
+        return Ok(Vec::new());
+    }
+    let lock_path = pins::lock_path(&config.path);
+    let Some(lock) = pins::Lock::read(&lock_path)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for up in &config.upstream {
+        for (tool, tc) in &up.tools {
+            let Some(props) = lock
+                .upstreams
+                .get(&up.name)
+                .and_then(|tools| tools.get(tool))
+                .and_then(|t| t.pointer("/inputSchema/properties"))
+                .and_then(serde_json::Value::as_object)
+            else {
+                continue;
+            };
+            let declared: Vec<&str> = props.keys().map(String::as_str).collect();
+            let aliases: Vec<(String, String)> = tc
+                .aliases
+                .iter()
+                .filter_map(|(a, c)| Some((a.clone(), c.as_str()?.to_owned())))
+                .collect();
+            let hint = |name: &str, aliases: &[(String, String)]| {
+                warden_core::hint::near(name, &declared, aliases)
+                    .map(|n| format!("; {}", n.did_you_mean()))
+                    .unwrap_or_default()
+            };
+            let whose = format!("upstream '{}' tool '{tool}'", up.name);
+            let lock = lock_path.display();
+            for (alias, canonical) in &aliases {
+                if !props.contains_key(canonical) {
+                    out.push(format!("{whose}: alias '{alias}' names '{canonical}', which its schema in the pins lock ({lock}) does not declare{}", hint(canonical, &[])));
+                }
+            }
+            for pinned in tc.pin.keys().filter(|p| !props.contains_key(*p)) {
+                out.push(format!(
+                    "{whose}: pin '{pinned}' is not in its schema in the pins lock ({lock}){}",
+                    hint(pinned, &aliases)
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Arguments a server sets (V7) that the locked tool does not declare, or a
