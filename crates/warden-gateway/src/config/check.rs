@@ -445,6 +445,7 @@ fn upstream<'a>(
             }
         }
     }
+    secret_env(up).map_err(|m| invalid(at("secret_env"), m))?;
     if up.timeout_ms == 0 {
         return Err(invalid(at("timeout_ms"), "must be more than 0"));
     }
@@ -465,6 +466,35 @@ fn upstream<'a>(
                     format!("'{pinned}' is both pinned and an alias"),
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// `secret_env`: for a child process, variable names on both sides, and no
+/// variable set both here and in `env`.
+fn secret_env(up: &UpstreamConfig) -> Result<(), String> {
+    if up.secret_env.is_empty() {
+        return Ok(());
+    }
+    if up.url.is_some() {
+        return Err(
+            "is for child processes (command); an HTTP upstream's token is bearer_token_env".into(),
+        );
+    }
+    let usable = |v: &str| {
+        !v.is_empty() && !v.contains('=') && !v.contains('\0') && !v.starts_with(char::is_numeric)
+    };
+    for (child, var) in &up.secret_env {
+        if !usable(child) || !usable(var) {
+            return Err(format!(
+                "'{child}' = '{var}' is not a pair of variable names; write CHILD_VARIABLE = \"GATEWAY_VARIABLE\""
+            ));
+        }
+        if up.env.contains_key(child) {
+            return Err(format!(
+                "'{child}' is also set in env; keep it in one of the two"
+            ));
         }
     }
     Ok(())
