@@ -107,10 +107,14 @@ impl Warden {
     fn spawn_with(name: &str, toml: &str, log: Option<&str>, args: &[&str]) -> Warden {
         let dir = scratch(name);
         let config = write_config(&dir, toml);
-        let mut child = Command::new(WARDEN)
-            .args(["run", "--config"])
-            .arg(&config)
-            .args(args)
+        let mut cmd = Command::new(WARDEN);
+        cmd.args(["run", "--config"]).arg(&config).args(args);
+        Warden::spawn_command(dir, cmd, log)
+    }
+
+    /// Starts a gateway as `cmd` says (a client's entry for it, say), without a handshake.
+    pub fn spawn_command(dir: PathBuf, mut cmd: Command, log: Option<&str>) -> Warden {
+        let mut child = cmd
             .env("RUST_LOG", log.unwrap_or("warn"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
