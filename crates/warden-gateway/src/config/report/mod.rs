@@ -2,8 +2,8 @@
 //! `mcp-warden check` prints. The syntax comes first (nothing else can be read
 //! past a syntax error), then each key serde refuses (unknown keys, bad values,
 //! wrong types), then what the checks find in the rest: bad values serde could
-//! not judge and keys that do not fit together. A gateway's start and reload
-//! name the first of these, in the same words.
+//! not judge and keys that do not fit together. A gateway's start names the
+//! first of these, a refused reload all of them, in the same words.
 
 mod lines;
 mod prune;
