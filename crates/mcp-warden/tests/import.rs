@@ -53,8 +53,8 @@ fn claude_desktop_servers_become_upstreams_and_the_secret_a_variable() {
             "# mcp-warden configuration, imported from {f} (mcpServers) by `mcp-warden import`.\n\
              # Check it with `mcp-warden check --config FILE`, serve it with `mcp-warden run`.\n\
              # Each server is an [[upstream]]; callers see its tools as NAME.TOOL.\n\
-             # No secret is in this file: secret_env and bearer_token_env name the\n\
-             # environment variables the gateway reads them from.\n\n\
+             # No secret of env or headers is in this file: secret_env and bearer_token_env\n\
+             # name the environment variables the gateway reads them from.\n\n\
              [[upstream]]\n\
              name = \"filesystem\"\n\
              command = [\"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/Users/username/Desktop\", \"/Users/username/Downloads\"]\n\n\
@@ -116,6 +116,7 @@ fn every_client_format_imports_into_a_file_check_accepts_with_no_secret_in_it() 
                 "SLACK_BOT_TOKEN  upstream 'slack', env SLACK_BOT_TOKEN",
                 "note: upstream 'local-notes': cwd is not carried",
                 "note: 'old' is disabled in the client and was left out",
+                "note: upstream 'postgres': an argument or the url looks like a credential and is written as it was",
             ],
             &[
                 "secret_env = { SLACK_BOT_TOKEN = \"SLACK_BOT_TOKEN\" }",
@@ -144,6 +145,8 @@ fn every_client_format_imports_into_a_file_check_accepts_with_no_secret_in_it() 
                 "{name}: {secret}"
             );
         }
+        // A credential in an argument stays where it was written, and is never printed.
+        assert!(!stdout.contains("hunter2"), "{name}");
         assert_eq!(std::fs::read(&file).unwrap(), before, "{name}");
         let (code, _, err) = cli(&["check", "--config", out.to_str().unwrap()]);
         assert_eq!(code, 0, "{name}: {err}");

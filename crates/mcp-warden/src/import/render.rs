@@ -59,8 +59,8 @@ fn header(client: &ClientFile, source: &str) -> String {
         "# mcp-warden configuration, imported from {source} ({}) by `mcp-warden import`.\n\
          # Check it with `mcp-warden check --config FILE`, serve it with `mcp-warden run`.\n\
          # Each server is an [[upstream]]; callers see its tools as NAME.TOOL.\n\
-         # No secret is in this file: secret_env and bearer_token_env name the\n\
-         # environment variables the gateway reads them from.\n\n",
+         # No secret of env or headers is in this file: secret_env and bearer_token_env\n\
+         # name the environment variables the gateway reads them from.\n\n",
         client.format.key()
     )
 }
@@ -221,6 +221,13 @@ fn notes(out: &mut Imported, s: &Server, name: &str) {
     }
     if s.transport.as_deref() == Some("sse") {
         say("type sse: the gateway speaks Streamable HTTP to an upstream; a server offering only the older SSE transport will not answer.".into());
+    }
+    if s.args
+        .iter()
+        .chain(&s.url)
+        .any(|a| secrets::looks_secret(a))
+    {
+        say("an argument or the url looks like a credential and is written as it was: move it into a variable the server reads.".into());
     }
     let texts = s.command.iter().chain(&s.args).chain(&s.url);
     if texts.clone().any(|a| a.contains("${")) {

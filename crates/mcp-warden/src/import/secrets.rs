@@ -66,7 +66,7 @@ pub fn classify(name: &str, value: &str, suggest: &str) -> Value {
             },
         };
     }
-    if secret_name(name) || secret_value(value) {
+    if secret_name(name) || looks_secret(value) {
         return Value::FromEnv {
             var: suggest.to_owned(),
             secret: true,
@@ -103,7 +103,9 @@ fn secret_name(name: &str) -> bool {
         .any(|part| SECRET_WORDS.contains(&part))
 }
 
-fn secret_value(value: &str) -> bool {
+/// Whether a value looks like a credential: a known token prefix, or a URL
+/// with a password.
+pub fn looks_secret(value: &str) -> bool {
     let url_password = value
         .split_once("://")
         .and_then(|(_, rest)| rest.split('/').next())
