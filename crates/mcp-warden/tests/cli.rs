@@ -59,7 +59,7 @@ fn check_reports_every_problem_with_its_line() {
         err,
         format!(
             "error: {p}: upstream[0].comand: unknown key in [upstream]. Did you mean 'command'? Known keys: name, command, url, bearer_token_env, tls_ca_file, env, secret_env, prefix, unknown_arguments, validate, reasons, timeout_ms, rerun_abandoned, restart_after_timeouts, ping_interval_ms, protocol, pins, tools, labels, credential, credential_env, max_caller_processes, caller_process_idle_ms.\n  --> {p}:3:1\n\
-             error: {p}: rule[0].effect: 'alow' is not an effect; use one of: allow, deny, ask\n  --> {p}:8:1\n\
+             error: {p}: rule[0].effect: 'alow' is not an effect; use one of: allow, deny, ask (did you mean 'allow'?)\n  --> {p}:8:1\n\
              error: {p}: store.url: 'mysql://db' is not a store URL; use sqlite://FILE or postgres://USER@HOST/DB\n  --> {p}:11:1\n",
             p = path.display()
         )

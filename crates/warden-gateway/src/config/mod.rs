@@ -328,8 +328,35 @@ fn deserialise_error(e: serde_path_to_error::Error<toml::de::Error>) -> (String,
         }
     }
     match message.strip_prefix(VALUE_ERROR) {
-        Some(message) => (path.to_string(), message.to_owned()),
+        Some(message) => (path.to_string(), with_value_hint(message)),
         None => (String::new(), message),
+    }
+}
+
+/// A value parser's `'alow' is not an effect; use one of: allow, deny, ask`,
+/// with ` (did you mean 'allow'?)` when one of the words it lists is a likely
+/// typo of the value.
+fn with_value_hint(message: &str) -> String {
+    let value = message
+        .strip_prefix('\'')
+        .and_then(|m| m.split_once('\''))
+        .map(|(v, _)| v);
+    let words = message
+        .rsplit_once("; use ")
+        .map(|(_, w)| w.strip_prefix("one of: ").unwrap_or(w));
+    let (Some(value), Some(words)) = (value, words) else {
+        return message.to_owned();
+    };
+    let near = words
+        .split(", ")
+        .flat_map(|w| w.split(" or "))
+        .map(|w| w.trim_matches('"'))
+        .map(|w| (strsim::levenshtein(value, w), w))
+        .filter(|(d, w)| *d > 0 && *d <= 1.max(w.chars().count() / 3))
+        .min_by_key(|(d, _)| *d);
+    match near {
+        Some((_, w)) => format!("{message} (did you mean '{w}'?)"),
+        None => message.to_owned(),
     }
 }
 

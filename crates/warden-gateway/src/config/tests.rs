@@ -592,3 +592,24 @@ fn secret_env_names_variables_for_a_child_only() {
         assert_eq!(e.to_string(), message);
     }
 }
+
+#[test]
+fn a_misspelt_word_gets_a_did_you_mean() {
+    for (text, message) in [
+        (
+            "[[rule]]\ncallers = [\"*\"]\ntools = [\"*\"]\neffect = \"alow\"\n",
+            "rule[0].effect: 'alow' is not an effect; use one of: allow, deny, ask (did you mean 'allow'?)",
+        ),
+        (
+            "[gateway]\nfront = \"htp\"\n",
+            "gateway.front: 'htp' is not a front; use \"stdio\" or \"http\" (did you mean 'http'?)",
+        ),
+        (
+            "[defaults]\nunknown_arguments = \"block\"\n",
+            "defaults.unknown_arguments: 'block' is not an unknown-argument mode; use one of: warn, strip, reject",
+        ),
+    ] {
+        let e = Config::parse(text, "w.toml").unwrap_err();
+        assert_eq!(format!("{}: {}", e.key, e.message), message);
+    }
+}

@@ -17,7 +17,7 @@ fn an_unknown_key_and_a_bad_value_are_both_reported() {
         all(text),
         [
             "w.toml: upstream[0].comand: unknown key in [upstream]. Did you mean 'command'? Known keys: name, command, url, bearer_token_env, tls_ca_file, env, secret_env, prefix, unknown_arguments, validate, reasons, timeout_ms, rerun_abandoned, restart_after_timeouts, ping_interval_ms, protocol, pins, tools, labels, credential, credential_env, max_caller_processes, caller_process_idle_ms. @ w.toml:3:1",
-            "w.toml: rule[0].effect: 'alow' is not an effect; use one of: allow, deny, ask @ w.toml:8:1",
+            "w.toml: rule[0].effect: 'alow' is not an effect; use one of: allow, deny, ask (did you mean 'allow'?) @ w.toml:8:1",
         ]
     );
     // The first is what a start or a reload names.
