@@ -1,6 +1,6 @@
 """The fleet test: mcp-warden replicas sharing PostgreSQL behind HAProxy, driven by
 the official Python MCP SDK. Needs the mcp-warden binaries (cargo build), Debian's
-`haproxy`, `psql`, PostgreSQL on 127.0.0.1:5432 (trust auth, user postgres) and the
+`haproxy`, `psql`, PostgreSQL on 127.0.0.1:5432 or WARDEN_TEST_PG_URL (trust auth) and the
 interop venv (tests/interop/.venv). scripts/test sets all of that up; docs/fleet.md
 says how to run it alone."""
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from fleet import FIXTURE, WARDEN, Fleet, psql
+from fleet import FIXTURE, PG_HOST, PG_PORT, PG_USER, WARDEN, Fleet, psql
 
 
 def pytest_sessionstart(session):
@@ -22,7 +22,7 @@ def pytest_sessionstart(session):
     try:
         psql("SELECT 1")
     except Exception as e:  # noqa: BLE001 - any failure means the same thing here
-        raise pytest.UsageError(f"PostgreSQL is not reachable on 127.0.0.1:5432 as postgres: {e}") from e
+        raise pytest.UsageError(f"PostgreSQL is not reachable on {PG_HOST}:{PG_PORT} as {PG_USER}: {e}") from e
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -41,7 +42,11 @@ STATE_SECRET = "fleet-state-secret-shared-by-every-replica"
 META_KEY = "warden/idempotencyKey"
 TAG = "text"
 
-PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
+# The server the test makes its database on: WARDEN_TEST_PG_URL
+# (postgres://USER@HOST:PORT; scripts/test sets it to a throwaway cluster when
+# the machine has no server), else the machine's on 127.0.0.1:5432.
+_PG = urllib.parse.urlsplit(os.environ.get("WARDEN_TEST_PG_URL") or "postgres://postgres@127.0.0.1:5432")
+PG_HOST, PG_PORT, PG_USER = _PG.hostname, _PG.port or 5432, _PG.username or "postgres"
 
 
 def free_port() -> int:

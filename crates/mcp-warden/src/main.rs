@@ -1,6 +1,8 @@
 //! `mcp-warden`: the command line. Commands map onto the gateway library; this
 //! file only parses arguments, sets up logging and turns errors into exit codes.
 
+mod import;
+
 use anyhow::{anyhow, Context};
 use clap::{Parser, Subcommand};
 use serde_json::Value;
@@ -57,8 +59,31 @@ enum Command {
         #[arg(long, value_name = "NAME", conflicts_with = "http")]
         server: Option<String>,
     },
-    /// Validate the configuration and print warnings; exit 1 on error.
+    /// Validate the configuration and print warnings; on errors, print every
+    /// problem of the file (each with FILE:LINE:COLUMN) and exit 1.
     Check {
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Write a warden.toml from a client's MCP server list (Claude Desktop's
+    /// claude_desktop_config.json, VS Code's .vscode/mcp.json, Cursor's
+    /// .cursor/mcp.json, any `mcpServers` file). Secrets become the names of
+    /// environment variables, which it prints.
+    Import {
+        /// The client's config file.
+        file: PathBuf,
+        /// Where to write the configuration.
+        #[arg(long, short, default_value = "warden.toml")]
+        output: PathBuf,
+        /// Replace the output file if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Rewrite a client's config so every server goes through one mcp-warden
+    /// entry (run `import` first); keeps FILE.bak and prints the diff.
+    Wrap {
+        /// The client's config file.
+        file: PathBuf,
         #[command(flatten)]
         config: ConfigArg,
     },
@@ -328,7 +353,10 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 Ok(checked) => checked,
                 Err(errors) => {
                     for e in &errors {
-                        eprintln!("error: {e}");
+                        eprintln!("error: {}", e.text);
+                        if let Some(at) = &e.at {
+                            eprintln!("  --> {at}");
+                        }
                     }
                     return Ok(ExitCode::FAILURE);
                 }
@@ -341,6 +369,18 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 config.upstream.len(),
                 warnings.len()
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Import {
+            file,
+            output,
+            force,
+        } => {
+            import::import(&file, &output, force)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Wrap { file, config } => {
+            import::wrap(&file, &config.config)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools {

@@ -183,7 +183,15 @@ fn check_names_a_bad_condition_and_how_to_fix_it() {
         );
         let (code, out, err) = cli(&["check", "--config", path.to_str().unwrap()]);
         assert_eq!((code, out.as_str()), (1, ""));
-        assert_eq!(err, format!("error: {}: {why}\n", path.display()));
+        // The message, then where the file has the condition.
+        assert_eq!(
+            err,
+            format!(
+                "error: {p}: {why}\n  --> {p}:5:{}\n",
+                if why.contains("when[1]") { 40 } else { 9 },
+                p = path.display()
+            )
+        );
     }
 }
 
@@ -375,4 +383,42 @@ fn conditions_judge_the_arguments_after_unknown_keys_were_stripped() {
         "Error: Argument 'override' of tool 'warn.nested' must not be given for caller 'local'."
     );
     w.close();
+}
+
+#[test]
+fn check_hints_consider_the_aliases_for_rules_pins_and_alias_targets() {
+    // A misspelt argument in a rule, a pin or an alias's target is told the
+    // nearest declared name or alias; an alias points at the name it is read as.
+    let dir = scratch("arg-rules-alias-hints");
+    let config = |when: &str| {
+        format!(
+            "[[upstream]]\nname = \"notes\"\ncommand = [\"{{notes}}\"]\n\n\
+             [upstream.tools.create_note]\naliases = {{ body = \"text\", heading = \"titel\" }}\npin = {{ is_publc = false }}\n\n\
+             [[rule]]\ncallers = [\"*\"]\ntools = [\"notes.create_note\"]\neffect = \"deny\"\nwhen = [{{ arg = \"{when}\", present = true }}]\n"
+        )
+    };
+    let path = write_config(&dir, &config("bdy"));
+    let p = path.to_str().unwrap();
+    assert_eq!(cli(&["pins", "lock", "--config", p]).0, 0);
+    let l = dir.join("warden.pins.json");
+    let l = l.display();
+    let (code, out, err) = cli(&["check", "--config", p]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert_eq!(
+        out,
+        format!(
+            "warning: rule[0]: the condition on 'bdy' holds for tool 'notes.create_note' only on calls that break its schema: the tool has no argument 'bdy'; did you mean 'text'? ('body' is an alias of it) (schema from {l})\n\
+             warning: upstream 'notes' tool 'create_note': alias 'heading' names 'titel', which its schema in the pins lock ({l}) does not declare; did you mean 'title'?\n\
+             warning: upstream 'notes' tool 'create_note': pin 'is_publc' is not in its schema in the pins lock ({l}); did you mean 'is_public'?\n\
+             {p}: ok (1 upstream(s), 3 warning(s))\n"
+        )
+    );
+    // A condition on the alias itself never sees a value: rules read 'text'.
+    write_config(&dir, &config("body"));
+    let (code, out, err) = cli(&["check", "--config", p]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        format!("error: {p}: rule[0]: the condition on 'body' can never hold for tool 'notes.create_note': 'body' is an alias, and rules read it as 'text' (schema from {l})\n")
+    );
 }

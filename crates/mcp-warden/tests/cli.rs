@@ -32,14 +32,52 @@ fn check_names_file_key_and_fix() {
     assert_eq!(
         err,
         format!(
-            "error: {}: upstream[0].unknown_argument: unknown key in [upstream]. Did you mean 'unknown_arguments'? Known keys: name, command, url, bearer_token_env, tls_ca_file, env, prefix, unknown_arguments, validate, reasons, timeout_ms, rerun_abandoned, restart_after_timeouts, ping_interval_ms, protocol, pins, tools, labels, credential, credential_env, max_caller_processes, caller_process_idle_ms.\n",
-            path.display()
+            "error: {p}: upstream[0].unknown_argument: unknown key in [upstream]. Did you mean 'unknown_arguments'? Known keys: name, command, url, bearer_token_env, tls_ca_file, env, secret_env, prefix, unknown_arguments, validate, reasons, timeout_ms, rerun_abandoned, restart_after_timeouts, ping_interval_ms, protocol, pins, tools, labels, credential, credential_env, max_caller_processes, caller_process_idle_ms.\n  --> {p}:4:1\n",
+            p = path.display()
         )
     );
     let (code, _, err) = cli(&["check", "--config", "/nonexistent/warden.toml"]);
     assert_eq!(code, 1);
     assert!(
         err.starts_with("error: /nonexistent/warden.toml: cannot read the file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_reports_every_problem_with_its_line() {
+    // The issue's case: a misspelt key and a misspelt effect in one file. Both
+    // are reported, in file order, each followed by where it is.
+    let dir = scratch("check-all");
+    let path = write_config(
+        &dir,
+        "[[upstream]]\nname = \"n\"\ncomand = [\"x\"]\n\n[[rule]]\ncallers = [\"*\"]\ntools = [\"n.*\"]\neffect = \"alow\"\n\n[store]\nurl = \"mysql://db\"\n",
+    );
+    let (code, out, err) = cli(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        format!(
+            "error: {p}: upstream[0].comand: unknown key in [upstream]. Did you mean 'command'? Known keys: name, command, url, bearer_token_env, tls_ca_file, env, secret_env, prefix, unknown_arguments, validate, reasons, timeout_ms, rerun_abandoned, restart_after_timeouts, ping_interval_ms, protocol, pins, tools, labels, credential, credential_env, max_caller_processes, caller_process_idle_ms.\n  --> {p}:3:1\n\
+             error: {p}: rule[0].effect: 'alow' is not an effect; use one of: allow, deny, ask (did you mean 'allow'?)\n  --> {p}:8:1\n\
+             error: {p}: store.url: 'mysql://db' is not a store URL; use sqlite://FILE or postgres://USER@HOST/DB\n  --> {p}:11:1\n",
+            p = path.display()
+        )
+    );
+    // A syntax error is reported alone: nothing past it can be read.
+    let path = write_config(&dir, "[[upstream]]\nname = \"n\"\ncommand = [\"x\"\n");
+    let (code, _, err) = cli(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert!(
+        err.starts_with(&format!("error: {}: not valid TOML: ", path.display())),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with(&format!("  --> {}:", path.display())),
         "{err}"
     );
 }

@@ -81,11 +81,18 @@ fn an_invalid_file_under_load_changes_nothing_and_fails_no_call() {
     let (code, _, err) = common::cli(&["check", "--config", &path.display().to_string()]);
     assert_eq!(code, 1);
     assert_eq!(
-        err.trim_end(),
-        format!(
-            "error: {}: rule[0].effect: 'maybe' is not an effect; use one of: allow, deny, ask",
-            path.display()
+        err.lines().next(),
+        Some(
+            format!(
+                "error: {}: rule[0].effect: 'maybe' is not an effect; use one of: allow, deny, ask",
+                path.display()
+            )
+            .as_str()
         )
+    );
+    assert_eq!(
+        err.lines().nth(1),
+        Some(format!("  --> {}:10:1", path.display()).as_str())
     );
 }
 

@@ -11,6 +11,7 @@ use crate::answer;
 use crate::call::Caller;
 use crate::catalogue::{Catalogue, ToolEntry};
 use crate::condition::{Condition, Conditions, Evidence, Step};
+use crate::hint;
 use crate::policy::UnknownMode;
 use crate::stage::grant::{ArgDecision, Grant, GrantDecision};
 use globset::{Glob, GlobMatcher};
@@ -296,7 +297,9 @@ impl Rules {
                 let gate = Gate::of(tool);
                 for c in r.when.iter() {
                     let schema = &tool.declaration["inputSchema"];
-                    if let Some((problem, certain)) = path_problem(schema, c, gate) {
+                    if let Some((problem, certain)) =
+                        path_problem(schema, c, gate, &tool.policy.aliases)
+                    {
                         let text = if certain {
                             format!(
                                 "rule[{i}]: the condition on '{}' can never hold for tool '{}': {problem}",
@@ -337,7 +340,12 @@ impl Gate {
 
 /// What is wrong with `c` against a tool's input schema, if anything, and
 /// whether it is certain (see [`Rules::problems`]).
-fn path_problem(schema: &Value, c: &Condition, gate: Gate) -> Option<(String, bool)> {
+fn path_problem(
+    schema: &Value,
+    c: &Condition,
+    gate: Gate,
+    aliases: &[(String, String)],
+) -> Option<(String, bool)> {
     let mut at = schema;
     let mut walked = String::new();
     for step in &c.path.steps {
@@ -347,10 +355,19 @@ fn path_problem(schema: &Value, c: &Condition, gate: Gate) -> Option<(String, bo
                 let more = at.get("additionalProperties");
                 // An object that welcomes more keys may carry ones it does not declare.
                 let open = matches!(more, Some(Value::Bool(true) | Value::Object(_)));
-                match props.and_then(|p| p.get(k)) {
-                    Some(next) => at = next,
-                    None if open || props.is_none() => return None,
-                    None => {
+                // Aliases are top-level names, renamed before rules read the call (A2).
+                let aliases = if walked.is_empty() { aliases } else { &[] };
+                let alias_of = aliases.iter().find(|(a, _)| a == k).map(|(_, c)| c);
+                match (props.and_then(|p| p.get(k)), alias_of) {
+                    (Some(next), _) => at = next,
+                    (None, Some(canonical)) => {
+                        return Some((
+                            format!("'{k}' is an alias, and rules read it as '{canonical}'"),
+                            true,
+                        ));
+                    }
+                    (None, None) if open || props.is_none() => return None,
+                    (None, None) => {
                         let names: Vec<&str> =
                             props.map_or(Vec::new(), |p| p.keys().map(String::as_str).collect());
                         // Does an undeclared key get as far as the rules?
@@ -361,9 +378,9 @@ fn path_problem(schema: &Value, c: &Condition, gate: Gate) -> Option<(String, bo
                         } else {
                             format!("'{walked}' has no key")
                         };
-                        return match (nearest(k, &names), refused) {
+                        return match (hint::near(k, &names, aliases), refused) {
                             (Some(n), _) => {
-                                Some((format!("{whose} '{k}'; did you mean '{n}'?"), refused))
+                                Some((format!("{whose} '{k}'; {}", n.did_you_mean()), refused))
                             }
                             // A name near none: a key the caller may add on purpose.
                             (None, false) => None,
@@ -424,16 +441,6 @@ fn declared_types(schema: &Value) -> Option<Vec<&str>> {
         Value::Array(ts) => Some(ts.iter().filter_map(Value::as_str).collect()),
         _ => None,
     }
-}
-
-/// The closest name to `key` (A3's measure: Levenshtein within 6 and half the longer name).
-fn nearest<'n>(key: &str, names: &[&'n str]) -> Option<&'n str> {
-    names
-        .iter()
-        .map(|n| (strsim::levenshtein(key, n), *n))
-        .filter(|(d, n)| *d <= 6 && *d <= key.chars().count().max(n.chars().count()) / 2)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, n)| n)
 }
 
 /// A rule's effect on a call its arguments decided, with the words that explain it.

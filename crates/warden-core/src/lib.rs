@@ -72,6 +72,7 @@ pub mod call;
 pub mod catalogue;
 pub mod condition;
 pub mod expected;
+pub mod hint;
 pub mod hooks;
 pub mod meta;
 pub mod pipeline;

@@ -94,6 +94,7 @@ impl McpClient {
             bearer_token,
             tls_ca_file: None,
             env: Default::default(),
+            secret_env: Default::default(),
             prefix: false,
             unknown_arguments: None,
             validate: None,

@@ -29,17 +29,46 @@ pub struct Checked {
     pub warnings: Vec<String>,
 }
 
+/// One reason a file does not pass the check: the words `check` prints, and
+/// `FILE:LINE:COLUMN` where the file has the key it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckError {
+    pub text: String,
+    pub at: Option<String>,
+}
+
+impl CheckError {
+    fn unplaced(text: String) -> CheckError {
+        CheckError { text, at: None }
+    }
+}
+
 /// Checks a config file: what `mcp-warden check` runs, and what a reload runs
-/// before anything changes. The errors are the messages `check` prints, one per
-/// line: the first problem of the file itself, or each argument condition that
-/// can never hold for a tool as the pins lock beside it holds it (G6); one that
-/// holds only for calls breaking the tool's schema is a warning.
-pub async fn check_file(path: &Path) -> Result<Checked, Vec<String>> {
-    let config = Config::load(path).map_err(|e| vec![e.to_string()])?;
+/// before anything changes. The errors are every problem of the file itself
+/// ([`Config::load_all`]), or else each argument condition that can never hold
+/// for a tool as the pins lock beside it holds it (G6); one that holds only for
+/// calls breaking the tool's schema is a warning.
+pub async fn check_file(path: &Path) -> Result<Checked, Vec<CheckError>> {
+    let config = Config::load_all(path).map_err(|problems| {
+        problems
+            .into_iter()
+            .map(|p| CheckError {
+                at: p.location(),
+                text: p.error.to_string(),
+            })
+            .collect::<Vec<_>>()
+    })?;
+    let unplaced = |e: String| vec![CheckError::unplaced(e)];
     let mut warnings = config.warnings();
-    warnings.extend(check_issuer(&config).await.map_err(|e| vec![e])?);
-    warnings.extend(check_lock(&config)?);
-    warnings.extend(check_servers(&config).map_err(|e| vec![e])?);
+    warnings.extend(check_issuer(&config).await.map_err(unplaced)?);
+    warnings.extend(check_lock(&config).map_err(|errors| {
+        errors
+            .into_iter()
+            .map(CheckError::unplaced)
+            .collect::<Vec<_>>()
+    })?);
+    warnings.extend(check_servers(&config).map_err(unplaced)?);
+    warnings.extend(check_tool_args(&config).map_err(unplaced)?);
     Ok(Checked { config, warnings })
 }
 
@@ -78,6 +107,59 @@ fn check_servers(config: &Config) -> Result<Vec<String>, String> {
         .collect();
     warnings.extend(check_server_args(config, &catalogue, &lock_path));
     Ok(warnings)
+}
+
+/// Pins and alias targets naming an argument the locked tool does not declare
+/// (A2, A7): the pin would send the upstream a key it does not know, the alias
+/// would rename into one. The hint is the nearest declared name or alias (an
+/// alias pointing at the name it is read as). Warnings, as tools change.
+fn check_tool_args(config: &Config) -> Result<Vec<String>, String> {
+    if config.upstream.iter().all(|u| u.tools.is_empty()) {
+        return Ok(Vec::new());
+    }
+    let lock_path = pins::lock_path(&config.path);
+    let Some(lock) = pins::Lock::read(&lock_path)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for up in &config.upstream {
+        for (tool, tc) in &up.tools {
+            let Some(props) = lock
+                .upstreams
+                .get(&up.name)
+                .and_then(|tools| tools.get(tool))
+                .and_then(|t| t.pointer("/inputSchema/properties"))
+                .and_then(serde_json::Value::as_object)
+            else {
+                continue;
+            };
+            let declared: Vec<&str> = props.keys().map(String::as_str).collect();
+            let aliases: Vec<(String, String)> = tc
+                .aliases
+                .iter()
+                .filter_map(|(a, c)| Some((a.clone(), c.as_str()?.to_owned())))
+                .collect();
+            let hint = |name: &str, aliases: &[(String, String)]| {
+                warden_core::hint::near(name, &declared, aliases)
+                    .map(|n| format!("; {}", n.did_you_mean()))
+                    .unwrap_or_default()
+            };
+            let whose = format!("upstream '{}' tool '{tool}'", up.name);
+            let lock = lock_path.display();
+            for (alias, canonical) in &aliases {
+                if !props.contains_key(canonical) {
+                    out.push(format!("{whose}: alias '{alias}' names '{canonical}', which its schema in the pins lock ({lock}) does not declare{}", hint(canonical, &[])));
+                }
+            }
+            for pinned in tc.pin.keys().filter(|p| !props.contains_key(*p)) {
+                out.push(format!(
+                    "{whose}: pin '{pinned}' is not in its schema in the pins lock ({lock}){}",
+                    hint(pinned, &aliases)
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Arguments a server sets (V7) that the locked tool does not declare, or a
@@ -169,6 +251,7 @@ pub async fn reload(gateway: &Gateway, path: &Path) -> Option<Reloaded> {
             Some(gateway.reload(config).await)
         }
         Err(why) => {
+            let why: Vec<String> = why.into_iter().map(|e| e.text).collect();
             gateway.reload_refused(&why.join("; "));
             None
         }

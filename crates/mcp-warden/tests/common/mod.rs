@@ -107,10 +107,14 @@ impl Warden {
     fn spawn_with(name: &str, toml: &str, log: Option<&str>, args: &[&str]) -> Warden {
         let dir = scratch(name);
         let config = write_config(&dir, toml);
-        let mut child = Command::new(WARDEN)
-            .args(["run", "--config"])
-            .arg(&config)
-            .args(args)
+        let mut cmd = Command::new(WARDEN);
+        cmd.args(["run", "--config"]).arg(&config).args(args);
+        Warden::spawn_command(dir, cmd, log)
+    }
+
+    /// Starts a gateway as `cmd` says (a client's entry for it, say), without a handshake.
+    pub fn spawn_command(dir: PathBuf, mut cmd: Command, log: Option<&str>) -> Warden {
+        let mut child = cmd
             .env("RUST_LOG", log.unwrap_or("warn"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -579,50 +583,57 @@ mod metrics;
 #[allow(unused_imports)]
 pub use metrics::{metrics_text, reloads, wait_for_reloads};
 
-/// A database of the machine's PostgreSQL for one test (dropped when done).
+/// The PostgreSQL server the tests make their databases on:
+/// `WARDEN_TEST_PG_URL` (`postgres://USER@HOST:PORT`, no database; scripts/test
+/// sets it to a throwaway cluster when the machine has no server), else the
+/// machine's on 127.0.0.1:5432.
+pub fn pg_server() -> String {
+    std::env::var("WARDEN_TEST_PG_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432".to_owned())
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+/// Runs one statement with psql on the server's `postgres` database.
+fn psql(sql: &str) -> std::process::Output {
+    std::process::Command::new("psql")
+        .arg("-d")
+        .arg(format!("{}/postgres", pg_server()))
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .expect("psql must be installed for the PostgreSQL tests")
+}
+
+/// A database of the test PostgreSQL server for one test (dropped when done).
 pub struct PgDb(pub String);
 
 impl PgDb {
     pub fn create(tag: &str) -> PgDb {
         let name = format!("warden_it_{tag}_{}", std::process::id());
-        let psql = |sql: &str| {
-            let out = std::process::Command::new("psql")
-                .args([
-                    "-h",
-                    "127.0.0.1",
-                    "-U",
-                    "postgres",
-                    "-d",
-                    "postgres",
-                    "-v",
-                    "ON_ERROR_STOP=1",
-                    "-c",
-                    sql,
-                ])
-                .output()
-                .expect("psql must be installed for the PostgreSQL tests");
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {name}"),
+            format!("CREATE DATABASE {name}"),
+        ] {
+            let out = psql(&sql);
             assert!(
                 out.status.success(),
-                "PostgreSQL on 127.0.0.1:5432 is needed: {}",
+                "PostgreSQL on {} is needed: {}",
+                pg_server(),
                 String::from_utf8_lossy(&out.stderr)
             );
-        };
-        psql(&format!("DROP DATABASE IF EXISTS {name}"));
-        psql(&format!("CREATE DATABASE {name}"));
+        }
         PgDb(name)
     }
 
     pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/{}", self.0)
+        format!("{}/{}", pg_server(), self.0)
     }
 
     /// Drops the database under the gateways using it: the store is lost.
     pub fn lose(&self) {
-        let out = std::process::Command::new("psql")
-            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-c"])
-            .arg(format!("DROP DATABASE {} WITH (FORCE)", self.0))
-            .output()
-            .unwrap();
+        let out = psql(&format!("DROP DATABASE {} WITH (FORCE)", self.0));
         assert!(
             out.status.success(),
             "{}",
@@ -633,22 +644,10 @@ impl PgDb {
 
 impl Drop for PgDb {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-                "-c",
-                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0),
-            ])
-            .output();
+        let _ = psql(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0));
     }
 }
 
-/// A loopback port free at the time of asking (for a metrics listener, say).
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()

@@ -305,6 +305,41 @@ fn impossible_paths_and_types_are_found_with_a_hint() {
     );
 }
 
+#[test]
+fn a_condition_near_an_alias_is_pointed_at_the_name_rules_read() {
+    // Rules read a call after aliasing (A2): a condition on an alias never
+    // sees a value, and a typo of one is told the canonical name.
+    let decl = json!({"name":"note","inputSchema":{"type":"object","properties":{
+            "title":{"type":"string"},"text":{"type":"string"}}}});
+    let aliased = crate::ToolPolicy {
+        aliases: vec![("body".to_owned(), "text".to_owned())],
+        ..crate::ToolPolicy::default()
+    };
+    let (c, _) = Catalogue::from_tools(std::slice::from_ref(&decl), &aliased);
+    let rules = Rules {
+        rules: vec![rule(&["*"], &["note"], Effect::Deny).when(Conditions {
+            all: vec![
+                cond("body", Test::Present(true)),
+                cond("bdy", Test::Present(true)),
+            ],
+            any: vec![],
+        })],
+        default: Effect::Allow,
+    };
+    let found: Vec<(String, bool)> = rules
+        .problems(&c)
+        .into_iter()
+        .map(|p| (p.text, p.certain))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("rule[0]: the condition on 'body' can never hold for tool 'note': 'body' is an alias, and rules read it as 'text'".to_owned(), true),
+            ("rule[0]: the condition on 'bdy' holds for tool 'note' only on calls that break its schema: the tool has no argument 'bdy'; did you mean 'text'? ('body' is an alias of it)".to_owned(), false),
+        ]
+    );
+}
+
 mod negation {
     use super::*;
     use proptest::prelude::*;

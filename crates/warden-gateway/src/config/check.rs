@@ -67,8 +67,6 @@ pub(super) struct Checked {
     pub store_url: Option<String>,
 }
 
-/// Checks a deserialised file. Only the first problem is reported, so the order
-/// of the checks decides which one a file with several gets to hear about.
 /// `[admin]` and `[traces]`: one name for the admin listener, a usable endpoint
 /// and a ratio that is one.
 fn admin_and_traces(file: &ConfigFile) -> Result<(), Invalid> {
@@ -103,106 +101,144 @@ fn admin_and_traces(file: &ConfigFile) -> Result<(), Invalid> {
     Ok(())
 }
 
-pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
-    let (gateway, auth) = (&file.gateway, &file.auth);
-    for (key, text) in [
-        ("gateway.session_idle", &gateway.session_idle),
-        ("gateway.session_lifetime", &gateway.session_lifetime),
-    ] {
-        if parse_duration(text).map_err(|m| invalid(key, m))?.is_zero() {
-            return Err(invalid(
-                key,
-                "must be at least 1s: every HTTP session would end as it began",
-            ));
-        }
-    }
-    // 0s is allowed: SIGTERM then ends every call in flight at once.
-    parse_duration(&gateway.drain_timeout).map_err(|m| invalid("gateway.drain_timeout", m))?;
-    http_limits(gateway, &file.admin)?;
-    if gateway.tls_cert.is_some() != gateway.tls_key.is_some() {
-        return Err(invalid(
-            "gateway",
-            "tls_cert and tls_key go together: set both to serve https, or neither",
-        ));
-    }
-    if auth.jwt_secret_env.is_some() && auth.jwks.is_some() {
-        return Err(invalid(
-            "auth",
-            "set jwt_secret_env (HS256) or jwks (RS256/ES256), not both",
-        ));
-    }
-    if (auth.issuer.is_some() || auth.audience.is_some()) && !auth.jwt_enabled() {
-        return Err(invalid(
-            "auth",
-            "issuer and audience check JWTs: also set jwt_secret_env or jwks",
-        ));
-    }
-    admin_and_traces(file)?;
-    oauth(&file.oauth)?;
-    // A JWT naming the [oauth] issuer is checked with that issuer's published
-    // keys alone (front/auth): [auth] never sees one, and requires its issuer in
-    // every token, so with the same issuer it could never let anyone in.
-    if auth.issuer.is_some() && auth.issuer == file.oauth.issuer {
-        return Err(invalid(
-            "auth.issuer",
-            "is also oauth.issuer: a JWT naming that issuer is checked with the [oauth] issuer's published keys only, so [auth] would never accept one; set auth.issuer to the issuer its own tokens name",
-        ));
-    }
-    if gateway.max_message_bytes < 1024 {
-        return Err(invalid(
-            "gateway.max_message_bytes",
-            "must be at least 1024",
-        ));
-    }
+/// Checks a deserialised file and reports every problem, in the order the
+/// checks run (the first one is what a gateway's start or reload names): the
+/// front's settings, then each upstream, rule, store, hook and caller, then
+/// limits and guards. Each check stands alone, so one problem never hides
+/// another; a check that needs a value another refused is skipped.
+pub(super) fn check(file: &ConfigFile) -> Result<Checked, Vec<Invalid>> {
+    let mut errors = settings(file);
     let mut names = HashSet::new();
     for (i, up) in file.upstream.iter().enumerate() {
-        upstream(i, up, &mut names)?;
-        credentials(i, up, &file.oauth)?;
+        let checked = upstream(i, up, &mut names).and_then(|()| credentials(i, up, &file.oauth));
+        errors.extend(checked.err());
     }
     let default = file.access.default.map_or(Effect::Allow, |d| d.effect());
-    rules(default, &file.rule)?;
-    let store_url = store_url(&file.store, |var| std::env::var(var).ok())?;
-    store_connections(&file.store, store_url.as_deref())?;
-    parse_duration(&file.idempotency.retention).map_err(|m| invalid("idempotency.retention", m))?;
-    if file.idempotency.meta_key.is_empty() {
-        return Err(invalid("idempotency.meta_key", "must not be empty"));
+    for (i, r) in file.rule.iter().enumerate() {
+        errors.extend(rule(i, r).err());
     }
+    let store_url = store_url(&file.store, |var| std::env::var(var).ok());
+    if let Ok(url) = &store_url {
+        errors.extend(store_connections(&file.store, url.as_deref()).err());
+    }
+    let store_url = store_url.map_err(|e| errors.push(e)).ok().flatten();
+    errors.extend(idempotency(file).err());
     let webhook = file
         .access
         .webhook
         .as_ref()
         .map(|w| HttpTarget::parse(&w.url, w.timeout_ms).map_err(|m| invalid("access.webhook", m)))
-        .transpose()?;
+        .transpose()
+        .map_err(|e| errors.push(e))
+        .ok()
+        .flatten();
     let mut hook = Vec::with_capacity(file.hook.len());
     for (i, h) in file.hook.iter().enumerate() {
-        let webhook = HttpTarget::parse(&h.url, h.timeout_ms)
-            .map_err(|m| invalid(format!("hook[{i}]"), m))?;
-        hook.push(Hook {
-            phase: h.phase,
-            webhook,
-        });
+        match HttpTarget::parse(&h.url, h.timeout_ms) {
+            Ok(webhook) => hook.push(Hook {
+                phase: h.phase,
+                webhook,
+            }),
+            Err(m) => errors.push(invalid(format!("hook[{i}]"), m)),
+        }
     }
     let mut callers = HashSet::new();
     for (i, c) in file.caller.iter().enumerate() {
         if !callers.insert(c.name.as_str()) {
-            return Err(invalid(
+            errors.push(invalid(
                 format!("caller[{i}].name"),
                 format!("'{}' names two callers", c.name),
             ));
         }
     }
-    let access = Access {
-        default,
-        approval_timeout_ms: file.access.approval_timeout_ms,
-        webhook,
-    };
-    Ok(Checked {
-        access,
-        hook,
-        limits: limits(file)?,
-        guards: Guards::build(&file.guard).map_err(|(k, m)| invalid(k, m))?,
-        store_url,
-    })
+    let limits = limits(file).map_err(|e| errors.extend(e)).ok();
+    let guards = Guards::build(&file.guard)
+        .map_err(|(k, m)| errors.push(invalid(k, m)))
+        .ok();
+    match (limits, guards) {
+        (Some(limits), Some(guards)) if errors.is_empty() => Ok(Checked {
+            access: Access {
+                default,
+                approval_timeout_ms: file.access.approval_timeout_ms,
+                webhook,
+            },
+            hook,
+            limits,
+            guards,
+            store_url,
+        }),
+        _ => Err(errors),
+    }
+}
+
+/// The settings of the fronts, `[auth]`, `[admin]`, `[traces]` and `[oauth]`:
+/// every problem, each check on its own.
+fn settings(file: &ConfigFile) -> Vec<Invalid> {
+    let (gateway, auth) = (&file.gateway, &file.auth);
+    let mut errors = Vec::new();
+    for (key, text) in [
+        ("gateway.session_idle", &gateway.session_idle),
+        ("gateway.session_lifetime", &gateway.session_lifetime),
+    ] {
+        match parse_duration(text) {
+            Err(m) => errors.push(invalid(key, m)),
+            Ok(d) if d.is_zero() => errors.push(invalid(
+                key,
+                "must be at least 1s: every HTTP session would end as it began",
+            )),
+            Ok(_) => {}
+        }
+    }
+    // 0s is allowed: SIGTERM then ends every call in flight at once.
+    if let Err(m) = parse_duration(&gateway.drain_timeout) {
+        errors.push(invalid("gateway.drain_timeout", m));
+    }
+    errors.extend(http_limits(gateway, &file.admin));
+    if gateway.tls_cert.is_some() != gateway.tls_key.is_some() {
+        errors.push(invalid(
+            "gateway",
+            "tls_cert and tls_key go together: set both to serve https, or neither",
+        ));
+    }
+    if auth.jwt_secret_env.is_some() && auth.jwks.is_some() {
+        errors.push(invalid(
+            "auth",
+            "set jwt_secret_env (HS256) or jwks (RS256/ES256), not both",
+        ));
+    }
+    if (auth.issuer.is_some() || auth.audience.is_some()) && !auth.jwt_enabled() {
+        errors.push(invalid(
+            "auth",
+            "issuer and audience check JWTs: also set jwt_secret_env or jwks",
+        ));
+    }
+    errors.extend(admin_and_traces(file).err());
+    errors.extend(oauth(&file.oauth).err());
+    // A JWT naming the [oauth] issuer is checked with that issuer's published
+    // keys alone (front/auth): [auth] never sees one, and requires its issuer in
+    // every token, so with the same issuer it could never let anyone in.
+    if auth.issuer.is_some() && auth.issuer == file.oauth.issuer {
+        errors.push(invalid(
+            "auth.issuer",
+            "is also oauth.issuer: a JWT naming that issuer is checked with the [oauth] issuer's published keys only, so [auth] would never accept one; set auth.issuer to the issuer its own tokens name",
+        ));
+    }
+    if gateway.max_message_bytes < 1024 {
+        errors.push(invalid(
+            "gateway.max_message_bytes",
+            "must be at least 1024",
+        ));
+    }
+    errors
+}
+
+/// `[idempotency]`: a usable retention and a key to look for.
+fn idempotency(file: &ConfigFile) -> Result<(), Invalid> {
+    parse_duration(&file.idempotency.retention).map_err(|m| invalid("idempotency.retention", m))?;
+    if file.idempotency.meta_key.is_empty() {
+        return Err(invalid("idempotency.meta_key", "must not be empty"));
+    }
+    Ok(())
 }
 
 /// The store's URL: `store.url` as written, or the value of the environment
@@ -262,47 +298,56 @@ pub(super) fn store_connections(store: &StoreConfig, url: Option<&str>) -> Resul
     Ok(())
 }
 
-/// Quotas, flows, labels and the HTTP request budget (Q, F).
-fn limits(file: &ConfigFile) -> Result<Limits, Invalid> {
-    let quotas = file
-        .quota
-        .iter()
-        .enumerate()
-        .map(|(i, q)| Quota::build(q).map_err(|m| invalid(format!("quota[{i}]"), m)))
-        .collect::<Result<_, _>>()?;
-    let flows = file
-        .flow
-        .iter()
-        .enumerate()
-        .map(|(i, f)| Flow::build(f).map_err(|m| invalid(format!("flow[{i}]"), m)))
-        .collect::<Result<_, _>>()?;
-    let labels = Labels::build(&file.upstream).map_err(|(k, m)| invalid(k, m))?;
+/// Quotas, flows, labels and the HTTP request budget (Q, F): every problem.
+fn limits(file: &ConfigFile) -> Result<Limits, Vec<Invalid>> {
+    let mut errors = Vec::new();
+    let mut quotas = Vec::with_capacity(file.quota.len());
+    for (i, q) in file.quota.iter().enumerate() {
+        match Quota::build(q) {
+            Ok(q) => quotas.push(q),
+            Err(m) => errors.push(invalid(format!("quota[{i}]"), m)),
+        }
+    }
+    let mut flows = Vec::with_capacity(file.flow.len());
+    for (i, f) in file.flow.iter().enumerate() {
+        match Flow::build(f) {
+            Ok(f) => flows.push(f),
+            Err(m) => errors.push(invalid(format!("flow[{i}]"), m)),
+        }
+    }
+    let labels = Labels::build(&file.upstream)
+        .map_err(|(k, m)| errors.push(invalid(k, m)))
+        .ok();
     let g = &file.gateway;
     let http_caller_rate = match &g.http_caller_rate {
-        Some(r) => Some(
-            Rate::parse(r, g.http_caller_burst)
-                .map_err(|m| invalid("gateway.http_caller_rate", m))?,
-        ),
+        Some(r) => Rate::parse(r, g.http_caller_burst)
+            .map_err(|m| errors.push(invalid("gateway.http_caller_rate", m)))
+            .ok(),
         None if g.http_caller_burst.is_some() => {
-            return Err(invalid(
+            errors.push(invalid(
                 "gateway.http_caller_burst",
                 "needs gateway.http_caller_rate",
-            ))
+            ));
+            None
         }
         None => None,
     };
-    Ok(Limits {
-        quotas,
-        flows,
-        labels,
-        http_caller_rate,
-    })
+    match labels {
+        Some(labels) if errors.is_empty() => Ok(Limits {
+            quotas,
+            flows,
+            labels,
+            http_caller_rate,
+        }),
+        _ => Err(errors),
+    }
 }
 
 /// The HTTP front's caps and timeouts, and the admin listener's. A zero would
 /// refuse every connection or session, or close every connection at once: never
 /// what was meant.
-fn http_limits(gateway: &GatewayConfig, admin: &AdminConfig) -> Result<(), Invalid> {
+fn http_limits(gateway: &GatewayConfig, admin: &AdminConfig) -> Vec<Invalid> {
+    let mut errors = Vec::new();
     for (key, text) in [
         ("gateway.http_head_timeout", &gateway.http_head_timeout),
         ("gateway.http_idle_timeout", &gateway.http_idle_timeout),
@@ -310,12 +355,13 @@ fn http_limits(gateway: &GatewayConfig, admin: &AdminConfig) -> Result<(), Inval
         ("admin.http_head_timeout", &admin.http_head_timeout),
         ("admin.http_idle_timeout", &admin.http_idle_timeout),
     ] {
-        let d = parse_duration(text).map_err(|m| invalid(key, m))?;
-        if d.is_zero() {
-            return Err(invalid(
+        match parse_duration(text) {
+            Err(m) => errors.push(invalid(key, m)),
+            Ok(d) if d.is_zero() => errors.push(invalid(
                 key,
                 "must be at least 1s: a zero timeout would close every connection at once",
-            ));
+            )),
+            Ok(_) => {}
         }
     }
     for (key, n) in [
@@ -335,10 +381,10 @@ fn http_limits(gateway: &GatewayConfig, admin: &AdminConfig) -> Result<(), Inval
         ),
     ] {
         if n == 0 {
-            return Err(invalid(key, "must be at least 1: 0 would refuse everyone"));
+            errors.push(invalid(key, "must be at least 1: 0 would refuse everyone"));
         }
     }
-    Ok(())
+    errors
 }
 
 /// One `[[upstream]]`; `names` collects the names seen so far.
@@ -399,6 +445,7 @@ fn upstream<'a>(
             }
         }
     }
+    secret_env(up).map_err(|m| invalid(at("secret_env"), m))?;
     if up.timeout_ms == 0 {
         return Err(invalid(at("timeout_ms"), "must be more than 0"));
     }
@@ -424,6 +471,35 @@ fn upstream<'a>(
     Ok(())
 }
 
+/// `secret_env`: for a child process, variable names on both sides, and no
+/// variable set both here and in `env`.
+fn secret_env(up: &UpstreamConfig) -> Result<(), String> {
+    if up.secret_env.is_empty() {
+        return Ok(());
+    }
+    if up.url.is_some() {
+        return Err(
+            "is for child processes (command); an HTTP upstream's token is bearer_token_env".into(),
+        );
+    }
+    let usable = |v: &str| {
+        !v.is_empty() && !v.contains('=') && !v.contains('\0') && !v.starts_with(char::is_numeric)
+    };
+    for (child, var) in &up.secret_env {
+        if !usable(child) || !usable(var) {
+            return Err(format!(
+                "'{child}' = '{var}' is not a pair of variable names; write CHILD_VARIABLE = \"GATEWAY_VARIABLE\""
+            ));
+        }
+        if up.env.contains_key(child) {
+            return Err(format!(
+                "'{child}' is also set in env; keep it in one of the two"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whether a URL's host is this machine (`localhost`, `127.0.0.1`, `[::1]`).
 pub fn loopback_url(target: &HttpTarget) -> bool {
     let (host, ..) = target.target();
@@ -435,15 +511,18 @@ pub(super) fn rules(default: Effect, rule: &[RuleConfig]) -> Result<Rules, Inval
     let rules = rule
         .iter()
         .enumerate()
-        .map(|(i, r)| {
-            let rule = Rule::new(&r.callers, &r.tools, r.effect)
-                .map_err(|m| invalid(format!("rule[{i}]"), m))?;
-            let all = conditions(i, "when", &r.when)?;
-            let any = conditions(i, "when_any", &r.when_any)?;
-            Ok(rule.when(Conditions { all, any }))
-        })
+        .map(|(i, r)| self::rule(i, r))
         .collect::<Result<_, _>>()?;
     Ok(Rules { rules, default })
+}
+
+/// One `[[rule]]`, built; an error names the rule and what is wrong with it.
+fn rule(i: usize, r: &RuleConfig) -> Result<Rule, Invalid> {
+    let rule =
+        Rule::new(&r.callers, &r.tools, r.effect).map_err(|m| invalid(format!("rule[{i}]"), m))?;
+    let all = conditions(i, "when", &r.when)?;
+    let any = conditions(i, "when_any", &r.when_any)?;
+    Ok(rule.when(Conditions { all, any }))
 }
 
 /// A rule's conditions on arguments (G6); an error names the rule, the list and the entry.

@@ -10,6 +10,7 @@ mod check;
 mod file;
 pub mod guards;
 pub mod limits;
+mod report;
 pub mod servers;
 
 pub use check::{loopback_url, parse_duration, toml_to_json, Access, Hook};
@@ -21,8 +22,9 @@ pub use file::{
     UpstreamProtocol, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS,
     DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
 };
+pub use report::Located;
 
-use check::{Checked, Invalid, Settings};
+use check::{Checked, Settings};
 use file::{ConfigFile, NAMED_TABLES, VALUE_ERROR};
 use serde_path_to_error::Segment;
 use sha2::Digest as _;
@@ -88,56 +90,33 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl Config {
-    /// Reads and checks a config file.
+    /// Reads and checks a config file; the error is the first problem
+    /// [`Config::load_all`] would report.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: file.clone(),
-            key: String::new(),
-            message: format!("cannot read the file ({e}); pass --config FILE with a readable file"),
-        })?;
-        let mut config = Config::parse(&text, &file)?;
-        // An empty or truncated file must never be put in force: it would stop
-        // every upstream (and drop every rule) of a running gateway.
-        if config.upstream.is_empty() {
-            return Err(ConfigError {
-                file,
-                key: "upstream".into(),
-                message: "none is configured (is the file empty or cut short?): the gateway would offer no tools. \
-                          Add one: [[upstream]] with name = \"…\" and command = [\"…\"] or url = \"…\""
-                    .into(),
-            });
-        }
-        config.path = path.to_path_buf();
-        Ok(config)
+        Config::load_all(path).map_err(first)
     }
 
-    /// Parses and checks config text; `file` names it in errors.
+    /// Parses and checks config text; `file` names it in errors. The error is
+    /// the first problem [`Config::parse_all`] would report.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
-        let err = |key: String, message: String| ConfigError {
-            file: file.to_owned(),
-            key,
-            message,
-        };
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            err(
-                String::new(),
-                format!("not valid TOML: {}", e.message().trim()),
-            )
-        })?;
-        let source = table.clone();
-        let raw: ConfigFile =
-            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
-                let (key, message) = deserialise_error(e);
-                err(key, message)
-            })?;
+        Config::parse_all(text, file).map_err(first)
+    }
+
+    /// The runtime values of a file that passed every check.
+    fn assemble(
+        raw: ConfigFile,
+        checked: Checked,
+        servers: Vec<std::sync::Arc<servers::VirtualServer>>,
+        source: toml::Table,
+        text: &str,
+    ) -> Config {
         let Checked {
             access,
             hook,
             limits,
             guards,
             store_url,
-        } = check::check(&raw).map_err(|Invalid { key, message }| err(key, message))?;
+        } = checked;
         let ConfigFile {
             gateway,
             defaults,
@@ -157,15 +136,13 @@ impl Config {
             traces,
             auth,
             oauth,
-            server,
+            server: _,
         } = raw;
-        let servers =
-            servers::check(&server).map_err(|Invalid { key, message }| err(key, message))?;
         let store = StoreConfig {
             url: store_url,
             ..store
         };
-        Ok(Config {
+        Config {
             gateway,
             defaults,
             upstream,
@@ -187,7 +164,7 @@ impl Config {
             path: PathBuf::new(),
             source,
             digest: hex(&sha2::Sha256::digest(text.as_bytes())),
-        })
+        }
     }
 
     /// The SHA-256 of the file's text, in hex.
@@ -306,6 +283,31 @@ impl Config {
     }
 }
 
+/// The first of a file's problems (a list of them is never empty).
+fn first(problems: Vec<Located>) -> ConfigError {
+    problems
+        .into_iter()
+        .next()
+        .map(|p| p.error)
+        .unwrap_or_else(|| ConfigError {
+            file: String::new(),
+            key: String::new(),
+            message: "the file was refused".into(),
+        })
+}
+
+/// An empty or truncated file must never be put in force: it would stop
+/// every upstream (and drop every rule) of a running gateway.
+fn no_upstream(config: &Config, file: &str) -> Option<ConfigError> {
+    config.upstream.is_empty().then(|| ConfigError {
+        file: file.to_owned(),
+        key: "upstream".into(),
+        message: "none is configured (is the file empty or cut short?): the gateway would offer no tools. \
+                  Add one: [[upstream]] with name = \"…\" and command = [\"…\"] or url = \"…\""
+            .into(),
+    })
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -326,8 +328,35 @@ fn deserialise_error(e: serde_path_to_error::Error<toml::de::Error>) -> (String,
         }
     }
     match message.strip_prefix(VALUE_ERROR) {
-        Some(message) => (path.to_string(), message.to_owned()),
+        Some(message) => (path.to_string(), with_value_hint(message)),
         None => (String::new(), message),
+    }
+}
+
+/// A value parser's `'alow' is not an effect; use one of: allow, deny, ask`,
+/// with ` (did you mean 'allow'?)` when one of the words it lists is a likely
+/// typo of the value.
+fn with_value_hint(message: &str) -> String {
+    let value = message
+        .strip_prefix('\'')
+        .and_then(|m| m.split_once('\''))
+        .map(|(v, _)| v);
+    let words = message
+        .rsplit_once("; use ")
+        .map(|(_, w)| w.strip_prefix("one of: ").unwrap_or(w));
+    let (Some(value), Some(words)) = (value, words) else {
+        return message.to_owned();
+    };
+    let near = words
+        .split(", ")
+        .flat_map(|w| w.split(" or "))
+        .map(|w| w.trim_matches('"'))
+        .map(|w| (strsim::levenshtein(value, w), w))
+        .filter(|(d, w)| *d > 0 && *d <= 1.max(w.chars().count() / 3))
+        .min_by_key(|(d, _)| *d);
+    match near {
+        Some((_, w)) => format!("{message} (did you mean '{w}'?)"),
+        None => message.to_owned(),
     }
 }
 

@@ -560,3 +560,56 @@ fn relative_programs_resolve_against_the_config_folder() {
     c.upstream[0].command[0] = "npx".into();
     assert_eq!(c.program(&c.upstream[0]), PathBuf::from("npx"));
 }
+
+#[test]
+fn secret_env_names_variables_for_a_child_only() {
+    let up = |extra: &str| format!("[[upstream]]\nname = \"a\"\n{extra}\n");
+    let c = Config::parse(
+        &up("command = [\"x\"]\nsecret_env = { TOKEN = \"WARDEN_TEST_UNSET_VARIABLE\" }"),
+        "w.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        c.upstream[0].secret_env["TOKEN"],
+        "WARDEN_TEST_UNSET_VARIABLE"
+    );
+    assert!(c.warnings().contains(&"upstream 'a': secret_env.TOKEN: the environment variable 'WARDEN_TEST_UNSET_VARIABLE' is not set, so the child starts without TOKEN".to_owned()));
+    for (extra, message) in [
+        (
+            "url = \"http://127.0.0.1:1/mcp\"\nsecret_env = { T = \"V\" }",
+            "w.toml: upstream[0].secret_env: is for child processes (command); an HTTP upstream's token is bearer_token_env",
+        ),
+        (
+            "command = [\"x\"]\nenv = { T = \"1\" }\nsecret_env = { T = \"V\" }",
+            "w.toml: upstream[0].secret_env: 'T' is also set in env; keep it in one of the two",
+        ),
+        (
+            "command = [\"x\"]\nsecret_env = { T = \"\" }",
+            "w.toml: upstream[0].secret_env: 'T' = '' is not a pair of variable names; write CHILD_VARIABLE = \"GATEWAY_VARIABLE\"",
+        ),
+    ] {
+        let e = Config::parse(&up(extra), "w.toml").unwrap_err();
+        assert_eq!(e.to_string(), message);
+    }
+}
+
+#[test]
+fn a_misspelt_word_gets_a_did_you_mean() {
+    for (text, message) in [
+        (
+            "[[rule]]\ncallers = [\"*\"]\ntools = [\"*\"]\neffect = \"alow\"\n",
+            "rule[0].effect: 'alow' is not an effect; use one of: allow, deny, ask (did you mean 'allow'?)",
+        ),
+        (
+            "[gateway]\nfront = \"htp\"\n",
+            "gateway.front: 'htp' is not a front; use \"stdio\" or \"http\" (did you mean 'http'?)",
+        ),
+        (
+            "[defaults]\nunknown_arguments = \"block\"\n",
+            "defaults.unknown_arguments: 'block' is not an unknown-argument mode; use one of: warn, strip, reject",
+        ),
+    ] {
+        let e = Config::parse(text, "w.toml").unwrap_err();
+        assert_eq!(format!("{}: {}", e.key, e.message), message);
+    }
+}

@@ -22,8 +22,16 @@ pub(super) fn open(
     inbound: Weak<dyn Inbound>,
 ) -> Result<Arc<Conn>, String> {
     let mut cmd = Command::new(&up.program);
+    // A secret the file names by variable (`secret_env`) is read as the child
+    // starts, so a restart picks up a rotated value.
+    let secrets = up
+        .config
+        .secret_env
+        .iter()
+        .filter_map(|(child, var)| Some((child, std::env::var(var).ok()?)));
     cmd.args(&up.config.command[1..])
         .envs(&up.config.env)
+        .envs(secrets)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -2,7 +2,21 @@ use super::*;
 use serde_json::json;
 
 const DAY: Duration = Duration::from_secs(86_400);
-const ADMIN: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+/// The server the tests make their databases on: `WARDEN_TEST_PG_URL`
+/// (`postgres://USER@HOST:PORT`, no database; scripts/test sets it to a
+/// throwaway cluster when the machine has no server), else the machine's.
+fn server() -> String {
+    std::env::var("WARDEN_TEST_PG_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432".to_owned())
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+fn admin() -> String {
+    format!("{}/postgres", server())
+}
 
 /// A fresh database for one test, dropped at the end.
 struct TestDb {
@@ -12,9 +26,9 @@ struct TestDb {
 impl TestDb {
     async fn create(tag: &str) -> TestDb {
         let name = format!("warden_test_{tag}_{}", std::process::id());
-        let (admin, conn) = tokio_postgres::connect(ADMIN, NoTls)
+        let (admin, conn) = tokio_postgres::connect(&admin(), NoTls)
             .await
-            .expect("PostgreSQL must run on 127.0.0.1:5432 with trust auth for these tests");
+            .expect("PostgreSQL must run on WARDEN_TEST_PG_URL (else 127.0.0.1:5432) with trust auth for these tests");
         tokio::spawn(conn);
         admin
             .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
@@ -28,11 +42,11 @@ impl TestDb {
     }
 
     fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
+        format!("{}/{}", server(), self.name)
     }
 
     async fn drop_db(self) {
-        let (admin, conn) = tokio_postgres::connect(ADMIN, NoTls).await.unwrap();
+        let (admin, conn) = tokio_postgres::connect(&admin(), NoTls).await.unwrap();
         tokio::spawn(conn);
         let _ = admin
             .batch_execute(&format!(
@@ -375,7 +389,7 @@ async fn a_lost_connection_fails_then_recovers() {
     let db = TestDb::create("reconnect").await;
     let s = Postgres::connect(&db.url()).await.unwrap();
     assert_eq!(s.claim("a", "k1", "f", DAY).await.unwrap(), Claim::Run);
-    let (admin, conn) = tokio_postgres::connect(ADMIN, NoTls).await.unwrap();
+    let (admin, conn) = tokio_postgres::connect(&admin(), NoTls).await.unwrap();
     tokio::spawn(conn);
     admin
             .execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", &[&db.name])

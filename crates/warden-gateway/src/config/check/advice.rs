@@ -14,6 +14,14 @@ pub(in crate::config) fn warnings(s: Settings<'_>) -> Vec<String> {
         ));
     }
     for up in s.upstream {
+        for (child, var) in &up.secret_env {
+            if std::env::var_os(var).is_none() {
+                out.push(format!(
+                    "upstream '{}': secret_env.{child}: the environment variable '{var}' is not set, so the child starts without {child}",
+                    up.name
+                ));
+            }
+        }
         for (tool, tc) in &up.tools {
             let seen = warden_core::catalogue::seen_name(&up.name, tool, up.prefix);
             if tc.arbitrary_targets && s.rules.grants_any(&seen) {

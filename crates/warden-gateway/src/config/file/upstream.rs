@@ -52,6 +52,11 @@ pub struct UpstreamConfig {
     /// Extra environment variables for the child.
     #[serde(default)]
     pub env: HashMap<String, String>,
+    /// Variables of the child whose values come from the gateway's own
+    /// environment, so a secret stays out of the file: the child's variable →
+    /// the gateway's variable holding the value (`{ GITHUB_TOKEN = "GH_TOKEN" }`).
+    #[serde(default)]
+    pub secret_env: std::collections::BTreeMap<String, String>,
     /// Tools appear as `name.tool` (true) or under their own names (false).
     #[serde(default = "default_true")]
     pub prefix: bool,
