@@ -164,6 +164,16 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Invalid> {
     let store_url = store_url(&file.store, |var| std::env::var(var).ok())?;
     store_connections(&file.store, store_url.as_deref())?;
     parse_duration(&file.idempotency.retention).map_err(|m| invalid("idempotency.retention", m))?;
+    if let Some(r) = &file.audit.retention {
+        if parse_duration(r)
+            .map_err(|m| invalid("audit.retention", m))?
+            .is_zero()
+        {
+            let why =
+                "must be at least 1s: a zero retention would delete every record as it is written";
+            return Err(invalid("audit.retention", why));
+        }
+    }
     if file.idempotency.meta_key.is_empty() {
         return Err(invalid("idempotency.meta_key", "must not be empty"));
     }
