@@ -478,6 +478,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             }
             let (gateway, session) = start(config, caller, Audit::All).await?;
             let body = gateway.call_tool(&session, None, params).await;
+            // With durability = "async" the call's record may still be queued.
+            let flush = warden_gateway::gateway::audit::FLUSH_AT_EXIT;
+            if !gateway.flush_audit(flush).await {
+                tracing::error!("audit records still waited for the store after {flush:?}; each is in the log above, whole");
+            }
             gateway.shutdown().await;
             match body {
                 Some(Ok(result)) => {
