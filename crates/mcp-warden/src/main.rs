@@ -15,6 +15,8 @@ use warden_gateway::config::{Config, Front};
 use warden_gateway::gateway::{ClientSession, DescriptionFinding, Gateway, Outgoing};
 use warden_gateway::pins;
 
+mod audit;
+
 #[derive(Parser)]
 #[command(
     name = "mcp-warden",
@@ -98,8 +100,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Query the audit trail (needs [store] url).
+    /// Query the audit trail (needs [store] url); `audit verify` checks its hash chains.
+    #[command(args_conflicts_with_subcommands = true)]
     Audit {
+        #[command(subcommand)]
+        action: Option<AuditAction>,
         #[command(flatten)]
         config: ConfigArg,
         /// Only calls made by this caller.
@@ -140,6 +145,16 @@ enum Command {
         tool: String,
         /// The arguments, as a JSON object (default: {}).
         args: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditAction {
+    /// Check every replica's hash chain in the trail and name the first broken
+    /// link of each (an edited, deleted or reordered record); exit 1 when one is.
+    Verify {
+        #[command(flatten)]
+        config: ConfigArg,
     },
 }
 
@@ -304,6 +319,10 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 }
             }
             let stdio = stdio || server.is_some();
+            let serves_http = http.is_some() || (!stdio && config.gateway.front == Front::Http);
+            if config.audit.stdout && !serves_http {
+                return Err(anyhow!("{}: audit.stdout: audit records cannot go to stdout when serving stdio: stdout carries the MCP messages there. Serve over HTTP (--http, or gateway.front = \"http\"), or write them to a file with audit.jsonl", path.display()));
+            }
             for w in config.warnings() {
                 tracing::warn!("config: {w}");
             }
@@ -329,6 +348,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             match http {
                 Some(addr) => {
+                    if gateway.config.audit.stdout {
+                        gateway.audit_to_stdout();
+                    }
                     let server = warden_gateway::front::http::Server::bind(gateway, &addr)
                         .await
                         .map_err(|e| anyhow!(e))?;
@@ -404,6 +426,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit {
+            action: Some(AuditAction::Verify { config }),
+            ..
+        } => audit::verify(&load(&config)?).await,
+        Command::Audit {
+            action: None,
             config,
             caller,
             tool,
@@ -412,60 +439,14 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             limit,
             json,
         } => {
-            let config = load(&config)?;
-            if config.store.url.is_none() {
-                return Err(anyhow!("{}: no [store] url is configured, so there is no audit trail to query; add [store] url = \"sqlite://warden.db\"", config.path.display()));
-            }
-            if let Some(path) = config.store_path().filter(|p| !p.exists()) {
-                return Err(anyhow!("{}: the store {} does not exist yet (it is created when the gateway first runs)", config.path.display(), path.display()));
-            }
-            let since_ms = since
-                .map(|s| warden_store::parse_since(&s, std::time::SystemTime::now()))
-                .transpose()
-                .map_err(|e| anyhow!("--since: {e}"))?;
-            let store = config
-                .open_store()
-                .await
-                .map_err(|e| anyhow!("{}: {e}", config.path.display()))?
-                .ok_or_else(|| anyhow!("no store"))?;
-            let records = store
-                .query(warden_store::AuditFilter {
-                    caller,
-                    tool,
-                    outcome,
-                    since_ms,
-                    limit,
-                })
-                .await?;
-            if json {
-                for r in &records {
-                    println!("{}", serde_json::to_string(r)?);
-                }
-            } else {
-                println!(
-                    "{:<24}  {:<10}  {:<28}  {:<17}  {:<14}  {:>9}",
-                    "TIME", "CALLER", "TOOL", "DECISION", "OUTCOME", "MS"
-                );
-                for r in &records {
-                    // A drift record (P2) says what changed; a replayed call says so.
-                    let note = match (&r.drift, r.replayed) {
-                        (Some(d), _) => format!("  ({})", d.summary()),
-                        (None, true) => "  (replayed)".to_owned(),
-                        (None, false) => String::new(),
-                    };
-                    println!(
-                        "{:<24}  {:<10}  {:<28}  {:<17}  {:<14}  {:>9.1}{note}",
-                        r.time,
-                        r.caller.as_deref().unwrap_or("-"),
-                        r.tool,
-                        r.decision,
-                        r.outcome,
-                        r.duration_ms,
-                    );
-                }
-                println!("({} record(s))", records.len());
-            }
-            Ok(ExitCode::SUCCESS)
+            let filter = audit::Filter {
+                caller,
+                tool,
+                outcome,
+                since,
+                limit,
+            };
+            audit::list(&load(&config)?, filter, json).await
         }
         Command::Pins { action } => {
             let config = load(action.config())?;
@@ -537,6 +518,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             }
             let (gateway, session) = start(config, caller, Audit::All).await?;
             let body = gateway.call_tool(&session, None, params).await;
+            // With durability = "async" the call's record may still be queued.
+            let flush = warden_gateway::gateway::audit::FLUSH_AT_EXIT;
+            if !gateway.flush_audit(flush).await {
+                tracing::error!("audit records still waited for the store after {flush:?}; each is in the log above, whole");
+            }
             gateway.shutdown().await;
             match body {
                 Some(Ok(result)) => {

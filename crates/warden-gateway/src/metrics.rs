@@ -24,6 +24,8 @@ pub struct Metrics {
     /// Audit records waiting for a retry, and records lost for good (shared with the trail).
     pub audit_backlog: Arc<AtomicU64>,
     pub audit_lost: Arc<AtomicU64>,
+    /// Audit records the full queue refused (`durability = "async"`), logged whole.
+    pub audit_dropped: Arc<AtomicU64>,
     /// Tool definitions seen drifting from the pins lock (P2), each counted once.
     pub tool_drift: Arc<AtomicU64>,
     /// Trace spans dropped: the export queue was full or the collector refused them.
@@ -224,6 +226,12 @@ impl Metrics {
                 "counter",
                 "Audit records the store refused for good (logged whole).",
                 self.audit_lost.load(Ordering::Relaxed),
+            ),
+            (
+                "warden_audit_dropped_total",
+                "counter",
+                "Audit records dropped because the queue to the store was full (durability = \"async\"; logged whole).",
+                self.audit_dropped.load(Ordering::Relaxed),
             ),
         ];
         let restarts = self

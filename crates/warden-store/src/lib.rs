@@ -35,11 +35,15 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod chain;
+mod group;
 mod pg;
 mod sqlite;
 mod time;
 
-pub use pg::{Postgres, QuotaTake, DEFAULT_CONNECTIONS};
+pub use chain::{Break, Verdict, GENESIS};
+pub use group::{AuditWriter, Durability, Unstored, Unwritten, BATCH_WINDOW, MAX_BATCH, QUEUE};
+pub use pg::{Postgres, QuotaTake, AUDIT_LANES, DEFAULT_CONNECTIONS};
 pub use sqlite::Sqlite;
 
 use serde::{Deserialize, Serialize};
@@ -232,6 +236,22 @@ pub struct AuditFilter {
     pub limit: usize,
 }
 
+/// What [`Store::verify_chains`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainsReport {
+    /// One per chain, in chain order.
+    pub verdicts: Vec<Verdict>,
+    /// Records written before chains existed, which nothing can verify.
+    pub unchained: u64,
+}
+
+impl ChainsReport {
+    /// Whether every chain holds.
+    pub fn intact(&self) -> bool {
+        self.verdicts.iter().all(|v| v.broken.is_none())
+    }
+}
+
 /// The store behind the ledger and the audit trail.
 #[derive(Clone)]
 pub enum Store {
@@ -338,11 +358,81 @@ impl Store {
         }
     }
 
+    /// Appends one record to the trail, chained; committed when this returns.
+    /// Calls write through an [`AuditWriter`], which batches them.
     pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        self.record_batch(std::slice::from_ref(record)).await
+    }
+
+    /// Appends `records` in one transaction, chained in order after this
+    /// store's last record; committed when this returns.
+    pub async fn record_batch(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
         match self {
-            Store::Sqlite(s) => s.record(record).await,
-            Store::Postgres(p) => p.record(record).await,
+            Store::Sqlite(s) => s.record_batch(records).await,
+            Store::Postgres(p) => p.record_batch(records).await,
         }
+    }
+
+    /// This store's audit chains now (one per lane): each one's id, how many
+    /// records it holds, and the last one's hash (logged at a stop, to be held
+    /// outside the database).
+    pub async fn chain_heads(&self) -> Vec<(String, i64, String)> {
+        self.lanes().describe().await
+    }
+
+    /// How many audit batches this store writes at once ([`AuditWriter`]).
+    pub fn audit_lanes(&self) -> usize {
+        self.lanes().len()
+    }
+
+    fn lanes(&self) -> &chain::Lanes {
+        match self {
+            Store::Sqlite(s) => &s.chain,
+            Store::Postgres(p) => &p.chain,
+        }
+    }
+
+    /// Deletes the records older than `before_ms`, `batch` at a time (each batch
+    /// its own short transaction or statement, so writers wait for none long),
+    /// keeping every chain verifiable from its first record left. How many went.
+    pub async fn prune_audit(&self, before_ms: i64, batch: usize) -> Result<u64, StoreError> {
+        let mut total = 0;
+        loop {
+            let gone = match self {
+                Store::Sqlite(s) => s.prune_batch(before_ms, batch).await?,
+                Store::Postgres(p) => p.prune_batch(before_ms, batch).await?,
+            };
+            total += gone;
+            if gone < batch as u64 {
+                return Ok(total);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Walks every chain in the trail and says, per chain, whether it holds and
+    /// where it first breaks; records written before chains existed are counted.
+    pub async fn verify_chains(&self) -> Result<ChainsReport, StoreError> {
+        const PAGE: i64 = 5000;
+        let (anchors, unchained) = match self {
+            Store::Sqlite(s) => (s.anchors().await?, s.unchained().await?),
+            Store::Postgres(p) => (p.anchors().await?, p.unchained().await?),
+        };
+        let mut verifier = chain::Verifier::new(anchors);
+        let mut after = (String::new(), i64::MIN, i64::MIN);
+        loop {
+            let page = match self {
+                Store::Sqlite(s) => s.chain_page(after.clone(), PAGE).await?,
+                Store::Postgres(p) => p.chain_page(after.clone(), PAGE).await?,
+            };
+            let Some(last) = page.last() else { break };
+            after = (last.linked.chain.clone(), last.linked.seq, last.id);
+            page.iter().for_each(|row| verifier.push(row));
+        }
+        Ok(ChainsReport {
+            verdicts: verifier.finish(),
+            unchained,
+        })
     }
 
     pub async fn query(&self, filter: AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {

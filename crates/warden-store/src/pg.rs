@@ -7,6 +7,7 @@
 //! Leases are stamped and compared on the server's clock ([`NOW_MS`]), so replicas
 //! on hosts whose clocks disagree still agree on when a lease ran out.
 
+use crate::chain::Lanes;
 use crate::{
     millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, MinuteCount, OnAbandoned,
     StoreError, ABANDONED,
@@ -16,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
+use tokio_postgres::types::Type;
 use tokio_postgres::{Client, NoTls};
 
 /// Schema migrations, in order; the index + 1 is the version.
@@ -75,12 +77,24 @@ const MIGRATIONS: &[&str] = &[
         labels TEXT[] NOT NULL,
         until_ms BIGINT NOT NULL
     );",
+    // 6: each audit record's place in its replica's hash chain (tamper evidence);
+    // rows written before have none and are reported as unchained. An anchor is
+    // where retention cut a chain: the last deleted row's seq and hash.
+    "ALTER TABLE warden_audit ADD COLUMN chain TEXT, ADD COLUMN seq BIGINT,
+        ADD COLUMN prev_hash TEXT, ADD COLUMN hash TEXT;
+    CREATE INDEX warden_audit_chain ON warden_audit (chain, seq, id) WHERE chain IS NOT NULL;
+    CREATE TABLE warden_audit_anchor (
+        chain TEXT PRIMARY KEY,
+        seq BIGINT NOT NULL,
+        hash TEXT NOT NULL
+    );",
 ];
 
 /// The server's time in ms since the epoch (clock_timestamp: the time now, not
 /// the transaction's start).
 const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT";
 
+mod audit;
 mod limits;
 pub use limits::QuotaTake;
 
@@ -90,6 +104,10 @@ const MIGRATION_LOCK: i64 = 0x5741_5244_454e;
 fn unavailable(e: tokio_postgres::Error) -> StoreError {
     StoreError::Unavailable(format!("PostgreSQL: {e}"))
 }
+
+/// How many audit batches a replica writes at once, each on its own connection
+/// and in its own chain: a batch waits for one commit, not for the one before it.
+pub const AUDIT_LANES: usize = 4;
 
 /// How many connections a replica opens at most when `[store] connections` is
 /// not set.
@@ -103,6 +121,8 @@ pub struct Postgres {
     probe: Arc<Mutex<Option<Client>>>,
     url: Arc<str>,
     owner: Arc<str>,
+    /// Where this replica's audit chains stand: one per batch written at once.
+    pub(crate) chain: Arc<Lanes>,
 }
 
 /// The calls' connections. A transaction needs its connection to itself, so each
@@ -123,14 +143,16 @@ impl Postgres {
         let first = Postgres::open(url).await?;
         let mut slots: Vec<_> = (0..connections.max(1)).map(|_| Mutex::new(None)).collect();
         *slots[0].get_mut() = Some(first);
+        let owner = new_owner()?;
         Ok(Postgres {
+            chain: Arc::new(Lanes::new(&owner, AUDIT_LANES.min(connections.max(1)))),
             pool: Arc::new(Pool {
                 slots,
                 next: AtomicUsize::new(0),
             }),
             probe: Arc::new(Mutex::new(None)),
             url: url.into(),
-            owner: new_owner()?,
+            owner,
         })
     }
 
@@ -282,6 +304,30 @@ impl Postgres {
         let mut client = self.client().await?;
         let now = now_ms();
         let (lease, owner) = (millis(lease), &*self.owner);
+        // A key nobody holds (the usual case) is taken in one round trip: with no
+        // row, the transaction below would delete nothing and insert the same.
+        let t = Type::TEXT;
+        let inserted = client
+            .execute_typed(
+                &format!(
+                    "INSERT INTO warden_ledger (scope, key, fingerprint, state, created_ms, owner, lease_until_ms)
+                     VALUES ($1, $2, $3, 'running', $4, $5, {NOW_MS} + $6)
+                     ON CONFLICT (scope, key) DO NOTHING"
+                ),
+                &[
+                    (&scope, t.clone()),
+                    (&key, t.clone()),
+                    (&fingerprint, t.clone()),
+                    (&now, Type::INT8),
+                    (&owner, t),
+                    (&lease, Type::INT8),
+                ],
+            )
+            .await
+            .map_err(unavailable)?;
+        if inserted == 1 {
+            return Ok(Claim::Run);
+        }
         let tx = client.transaction().await.map_err(unavailable)?;
         tx.execute(
             &format!(
@@ -406,11 +452,19 @@ impl Postgres {
             Finish::Failed(_) => ("failed", None),
         };
         let client = self.client().await?;
+        let t = Type::TEXT;
+        // Typed: no separate prepare, one round trip.
         let finished = client
-            .execute(
+            .execute_typed(
                 "UPDATE warden_ledger SET state = $3, result = $4, lease_until_ms = NULL
                  WHERE scope = $1 AND key = $2 AND state = 'running' AND owner = $5",
-                &[&scope, &key, &state, &result, &&*self.owner],
+                &[
+                    (&scope, t.clone()),
+                    (&key, t.clone()),
+                    (&state, t.clone()),
+                    (&result, t.clone()),
+                    (&&*self.owner, t),
+                ],
             )
             .await
             .map_err(unavailable)?;
@@ -441,20 +495,6 @@ impl Postgres {
         });
         client.simple_query("SELECT 1").await.map_err(unavailable)?;
         *probe = Some(client);
-        Ok(())
-    }
-
-    pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
-        let json =
-            serde_json::to_string(record).map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        let client = self.client().await?;
-        client
-            .execute(
-                "INSERT INTO warden_audit (time_ms, caller, tool, outcome, record) VALUES ($1, $2, $3, $4, $5)",
-                &[&now_ms(), &record.caller, &record.tool, &record.outcome, &json],
-            )
-            .await
-            .map_err(unavailable)?;
         Ok(())
     }
 

@@ -325,7 +325,7 @@ fn a_newer_schema_is_refused_with_a_fix() {
     let e = Sqlite::init(conn).err().unwrap();
     assert!(e
         .to_string()
-        .contains("schema version 99, newer than this mcp-warden knows (3); upgrade mcp-warden"));
+        .contains("schema version 99, newer than this mcp-warden knows (4); upgrade mcp-warden"));
 }
 
 #[test]
@@ -411,4 +411,51 @@ fn a_file_locked_past_the_wait_names_itself_and_its_holder() {
         "the store is unavailable: the SQLite file /data/shared.db stayed locked for 10 s: another process holds its write lock. \
          Wait for it to finish, stop it, or give this gateway a file of its own ([store] url)"
     );
+}
+
+/// For the stores' tests: five records, then three; the first five pruned in
+/// batches of two; the chain still verifies from its first record left.
+pub(crate) async fn prune_keeps_the_chain_verifiable(s: &Store) {
+    let record = |tool: &str| -> AuditRecord {
+        serde_json::from_value(json!({
+            "time": "2026-12-03T00:00:00.000Z", "session": "stdio", "caller": "alice",
+            "tool": tool, "upstream": null, "arguments": {}, "reason": null,
+            "unknown_keys": [], "unknown_mode": null, "decision": "allowed",
+            "outcome": "ok", "duration_ms": 1.0, "idempotency_key": null, "replayed": false
+        }))
+        .unwrap()
+    };
+    let old: Vec<_> = (0..5).map(|i| record(&format!("old{i}"))).collect();
+    s.record_batch(&old).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let cutoff = now_ms();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    for i in 0..3 {
+        s.record(&record(&format!("new{i}"))).await.unwrap();
+    }
+    assert_eq!(s.prune_audit(cutoff, 2).await.unwrap(), 5);
+    assert_eq!(
+        s.prune_audit(cutoff, 2).await.unwrap(),
+        0,
+        "nothing older is left"
+    );
+    let left: Vec<_> = s.query(AuditFilter::default()).await.unwrap();
+    let tools: Vec<_> = left.iter().map(|r| r.tool.as_str()).collect();
+    assert_eq!(tools, ["new0", "new1", "new2"]);
+    let report = s.verify_chains().await.unwrap();
+    assert_eq!(report.verdicts.len(), 1);
+    assert_eq!(
+        report.verdicts[0].to_string(),
+        format!("chain {}: 3 record(s), intact", s.owner())
+    );
+    // Pruning everything leaves the anchor and no rows: nothing to break.
+    assert_eq!(s.prune_audit(now_ms() + 1, 2).await.unwrap(), 3);
+    assert!(s.verify_chains().await.unwrap().verdicts.is_empty());
+    s.record(&record("after")).await.unwrap();
+    assert!(s.verify_chains().await.unwrap().intact());
+}
+
+#[tokio::test]
+async fn sqlite_prunes_old_records_in_batches_and_the_chain_still_verifies() {
+    prune_keeps_the_chain_verifiable(&Store::in_memory().unwrap()).await;
 }

@@ -106,6 +106,22 @@ fn admin_and_traces(file: &ConfigFile) -> Result<(), Invalid> {
 /// front's settings, then each upstream, rule, store, hook and caller, then
 /// limits and guards. Each check stands alone, so one problem never hides
 /// another; a check that needs a value another refused is skipped.
+/// `audit.retention`: a duration of a second or more.
+fn audit_retention(file: &ConfigFile) -> Result<(), Invalid> {
+    let Some(r) = &file.audit.retention else {
+        return Ok(());
+    };
+    if parse_duration(r)
+        .map_err(|m| invalid("audit.retention", m))?
+        .is_zero()
+    {
+        let why =
+            "must be at least 1s: a zero retention would delete every record as it is written";
+        return Err(invalid("audit.retention", why));
+    }
+    Ok(())
+}
+
 pub(super) fn check(file: &ConfigFile) -> Result<Checked, Vec<Invalid>> {
     let mut errors = settings(file);
     let mut names = HashSet::new();
@@ -123,6 +139,7 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Vec<Invalid>> {
     }
     let store_url = store_url.map_err(|e| errors.push(e)).ok().flatten();
     errors.extend(idempotency(file).err());
+    errors.extend(audit_retention(file).err());
     let webhook = file
         .access
         .webhook

@@ -4,12 +4,14 @@
 //! did-you-mean error.
 
 mod admin;
+mod audit;
 mod gateway;
 mod guard;
 mod server;
 mod upstream;
 
 pub use admin::*;
+pub use audit::*;
 pub use gateway::*;
 pub use guard::*;
 use serde::de::{self, Deserializer};
@@ -274,16 +276,6 @@ pub struct TracesConfig {
     /// The share of new traces recorded, 0.0 to 1.0 (built-in: 1.0). A trace the
     /// client started follows the client's sampled flag.
     pub sampling_ratio: Option<f64>,
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct AuditConfig {
-    /// A JSON-lines file each audit record is also appended to.
-    pub jsonl: Option<String>,
-    /// Argument keys whose values are replaced by "[redacted]" in audit records.
-    #[serde(default)]
-    pub redact: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

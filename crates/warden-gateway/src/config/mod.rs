@@ -16,11 +16,11 @@ pub mod servers;
 pub use check::{loopback_url, parse_duration, toml_to_json, Access, Hook};
 pub use file::{
     AccessConfig, AccessDefault, AdminConfig, AuditConfig, AuthConfig, CallerConfig,
-    CredentialConfig, DefaultsConfig, Discovery, ErrorData, ExchangeConfig, FlowConfig, Front,
-    GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, OAuthConfig, Phase, PinMode,
-    QuotaConfig, RuleConfig, ServerConfig, StoreConfig, ToolConfig, TracesConfig, UpstreamConfig,
-    UpstreamProtocol, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PING_INTERVAL_MS,
-    DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
+    CredentialConfig, DefaultsConfig, Discovery, Durability, ErrorData, ExchangeConfig, FlowConfig,
+    Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, OAuthConfig, Phase,
+    PinMode, QuotaConfig, RuleConfig, ServerConfig, StoreConfig, ToolConfig, TracesConfig,
+    UpstreamConfig, UpstreamProtocol, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
 };
 pub use report::Located;
 

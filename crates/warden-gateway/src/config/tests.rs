@@ -297,6 +297,33 @@ fn store_connections_are_for_postgres_and_bounded() {
 }
 
 #[test]
+fn audit_durability_and_retention_are_read_and_nonsense_refused() {
+    let refused = |toml: &str| Config::parse(toml, "w.toml").unwrap_err().to_string();
+    let c = Config::parse(
+        "[audit]\ndurability = \"async\"\nretention = \"90d\"\n",
+        "w.toml",
+    )
+    .unwrap();
+    assert_eq!(c.audit.durability, crate::config::Durability::Async);
+    assert_eq!(c.audit.retention.as_deref(), Some("90d"));
+    let c = Config::parse("", "w.toml").unwrap();
+    assert_eq!(c.audit.durability, crate::config::Durability::Sync);
+    assert_eq!(c.audit.retention, None);
+    assert_eq!(
+        refused("[audit]\ndurability = \"eventually\"\n"),
+        "w.toml: audit.durability: 'eventually' is not a durability; use \"sync\" (an answer waits for its record) or \"async\" (it does not)"
+    );
+    assert_eq!(
+        refused("[audit]\nretention = \"forever\"\n"),
+        "w.toml: audit.retention: 'forever' is not a duration; write a number and a unit: 90s, 15m, 24h, 7d"
+    );
+    assert_eq!(
+        refused("[audit]\nretention = \"0d\"\n"),
+        "w.toml: audit.retention: must be at least 1s: a zero retention would delete every record as it is written"
+    );
+}
+
+#[test]
 fn http_limits_have_defaults_and_refuse_nonsense() {
     let c = Config::parse("", "w.toml").unwrap();
     // Without an [access] table an approval waits as long as with one.

@@ -177,6 +177,7 @@ impl Gateway {
         let upstreams = Arc::new(Upstreams::new(&config));
         let mut metrics = Metrics::new(audit.backlog.clone(), audit.lost.clone());
         metrics.tool_drift = upstreams.tool_drift.clone();
+        metrics.audit_dropped = audit.dropped.clone();
         let metrics = Arc::new(metrics);
         let tracer = match otel::Settings::resolve(&config.traces, |k| std::env::var(k).ok()) {
             None => Tracer::off(),
@@ -403,6 +404,12 @@ impl Gateway {
             Begun::Done(body) => body,
             Begun::Then(answering) => answering.await,
         }
+    }
+
+    /// Writes every audit record to stdout as well from now on (`[audit]
+    /// stdout`, T4): for the HTTP front only, stdout being MCP's over stdio.
+    pub fn audit_to_stdout(&self) {
+        self.calls.settle.audit.to_stdout();
     }
 
     /// Waits, at most `within`, until no audit record waits for a retry; false

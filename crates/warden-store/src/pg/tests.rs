@@ -340,7 +340,7 @@ async fn audit_records_round_trip() {
         drift: None,
         findings: Vec::new(),
     };
-    s.record(&rec).await.unwrap();
+    s.record_batch(std::slice::from_ref(&rec)).await.unwrap();
     let got = s
         .query(AuditFilter {
             caller: Some("alice".into()),
@@ -460,4 +460,86 @@ async fn an_unreachable_server_is_a_clear_error() {
     let text = e.to_string();
     assert!(text.starts_with("the store is unavailable: cannot connect to PostgreSQL at postgres://warden@127.0.0.1:1/x"), "{text}");
     assert!(!text.contains("secret"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_batch_into_one_chain_per_replica_that_verify_checks() {
+    let db = TestDb::create("chain").await;
+    let (a, b) = (
+        crate::Store::Postgres(Postgres::connect(&db.url()).await.unwrap()),
+        crate::Store::Postgres(Postgres::connect(&db.url()).await.unwrap()),
+    );
+    let nowhere: crate::Unstored = Arc::new(|_, _| {});
+    let writers = [
+        crate::AuditWriter::start(a.clone(), nowhere.clone()),
+        crate::AuditWriter::start(b.clone(), nowhere),
+    ];
+    let tasks: Vec<_> = (0..300)
+        .map(|i| {
+            let w = writers[i % 2].clone();
+            let mut r = record_for_chain();
+            r.tool = format!("t{i}");
+            tokio::spawn(async move { w.append(r).await })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let report = a.verify_chains().await.unwrap();
+    assert!(report.intact(), "{report:?}");
+    assert_eq!(report.verdicts.iter().map(|v| v.records).sum::<u64>(), 300);
+    // Each replica's lanes: its owner id, then `-1` … for the batches written beside.
+    for owner in [a.owner(), b.owner()] {
+        let lanes: Vec<_> = report
+            .verdicts
+            .iter()
+            .filter(|v| v.chain.starts_with(owner))
+            .map(|v| v.chain.clone())
+            .collect();
+        assert!(lanes.contains(&owner.to_owned()), "{lanes:?}");
+        assert!(lanes.len() <= crate::AUDIT_LANES, "{lanes:?}");
+        for lane in &lanes[..] {
+            let rest = &lane[owner.len()..];
+            assert!(
+                rest.is_empty() || ["-1", "-2", "-3"].contains(&rest),
+                "{lane}"
+            );
+        }
+    }
+    // An edit breaks the chain it is in, and only that one.
+    let (admin, conn) = tokio_postgres::connect(&db.url(), NoTls).await.unwrap();
+    tokio::spawn(conn);
+    admin
+        .batch_execute("UPDATE warden_audit SET outcome = 'ok2' WHERE tool = 't7'")
+        .await
+        .unwrap();
+    let report = b.verify_chains().await.unwrap();
+    let broken: Vec<_> = report
+        .verdicts
+        .iter()
+        .filter_map(|v| v.broken.clone())
+        .collect();
+    assert_eq!(broken.len(), 1);
+    assert_eq!(broken[0].2, crate::Break::Edited);
+    drop((a, b, writers));
+    db.drop_db().await;
+}
+
+fn record_for_chain() -> AuditRecord {
+    serde_json::from_value(json!({
+        "time": "2026-12-03T00:00:00.000Z", "session": "stdio", "caller": "alice",
+        "tool": "t", "upstream": null, "arguments": {}, "reason": null,
+        "unknown_keys": [], "unknown_mode": null, "decision": "allowed",
+        "outcome": "ok", "duration_ms": 1.0, "idempotency_key": null, "replayed": false
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn postgres_prunes_old_records_in_batches_and_the_chain_still_verifies() {
+    let db = TestDb::create("prune").await;
+    let s = crate::Store::Postgres(Postgres::connect(&db.url()).await.unwrap());
+    crate::tests::prune_keeps_the_chain_verifiable(&s).await;
+    drop(s);
+    db.drop_db().await;
 }

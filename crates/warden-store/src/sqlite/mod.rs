@@ -1,6 +1,7 @@
 //! The embedded SQLite store: one file in WAL mode, created and migrated on
 //! first use; every operation runs on Tokio's blocking pool behind one connection.
 
+use crate::chain::Lanes;
 use crate::{
     millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, MinuteCount, OnAbandoned,
     StoreError, ABANDONED,
@@ -11,6 +12,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod audit;
 mod open;
 #[cfg(test)]
 pub(crate) use open::stayed_locked;
@@ -45,6 +47,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         sid TEXT PRIMARY KEY,
         until_ms INTEGER NOT NULL
     );",
+    // 4: each audit record's place in its replica's hash chain (tamper evidence);
+    // rows written before have none and are reported as unchained. An anchor is
+    // where retention cut a chain: the last deleted row's seq and hash.
+    "ALTER TABLE audit ADD COLUMN chain TEXT;
+    ALTER TABLE audit ADD COLUMN seq INTEGER;
+    ALTER TABLE audit ADD COLUMN prev_hash TEXT;
+    ALTER TABLE audit ADD COLUMN hash TEXT;
+    CREATE INDEX audit_chain ON audit (chain, seq, id) WHERE chain IS NOT NULL;
+    CREATE TABLE audit_anchor (
+        chain TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL,
+        hash TEXT NOT NULL
+    );",
 ];
 
 /// The embedded SQLite store.
@@ -54,6 +69,8 @@ pub struct Sqlite {
     /// The file, named in errors (`None`: in memory).
     path: Option<Arc<Path>>,
     pub(crate) owner: Arc<str>,
+    /// Where this store's audit chain stands: one lane, as the file has one writer.
+    pub(crate) chain: Arc<Lanes>,
 }
 
 impl Sqlite {
@@ -76,10 +93,12 @@ impl Sqlite {
 
     fn init_at(mut conn: Connection, path: Option<&Path>) -> Result<Sqlite, StoreError> {
         open::prepare(&mut conn, path)?;
+        let owner = new_owner()?;
         Ok(Sqlite {
             conn: Arc::new(Mutex::new(conn)),
             path: path.map(Arc::from),
-            owner: new_owner()?,
+            chain: Arc::new(Lanes::new(&owner, 1)),
+            owner,
         })
     }
 
@@ -266,25 +285,6 @@ impl Sqlite {
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.with(|conn| {
             conn.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?;
-            Ok(())
-        })
-        .await
-    }
-
-    /// Appends one audit record; it is on disk when this returns.
-    pub async fn record(&self, record: &AuditRecord) -> Result<(), StoreError> {
-        let json =
-            serde_json::to_string(record).map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        let (caller, tool, outcome) = (
-            record.caller.clone(),
-            record.tool.clone(),
-            record.outcome.clone(),
-        );
-        self.with(move |conn| {
-            conn.execute(
-                "INSERT INTO audit (time_ms, caller, tool, outcome, record) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![now_ms(), caller, tool, outcome, json],
-            )?;
             Ok(())
         })
         .await

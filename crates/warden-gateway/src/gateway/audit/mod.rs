@@ -1,43 +1,51 @@
-//! The audit trail (H4): one record per tool call, written before its answer goes
-//! out, to the store and to the optional JSON-lines stream.
+//! The audit trail (H4, T1): one record per tool call, to the store and to the
+//! optional JSON-lines stream.
 //!
 //! With no `[store]` and no `[audit] jsonl`, nothing here costs anything: no
-//! record is built. When the store cannot take a record, it is retried in the
-//! background a bounded number of times and, failing that, written whole to the
-//! log and counted, never dropped silently.
+//! record is built. Records reach the store through one group-committing writer
+//! ([`AuditWriter`]): with `durability = "sync"` a call's answer waits until its
+//! record is committed, with `"async"` it only queues it, and a record the full
+//! queue refuses is written whole to the log and counted. When the store cannot
+//! take a record, it is retried in the background ([`retry`]).
 
-use crate::config::{AuditConfig, Config};
+use crate::config::{AuditConfig, Config, Durability};
 use crate::logged::logged_whole;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+use warden_core::{CallReport, Caller};
+use warden_store::{AuditRecord, AuditWriter, Store, ToolDrift};
+
+mod retention;
+mod retry;
+use retry::Retries;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
-use warden_core::{CallReport, Caller};
-use warden_store::{AuditRecord, Store, ToolDrift};
 
-/// Retries for a record the store refused, before it is logged as lost.
-const RECORD_RETRIES: u32 = 5;
-/// How long a stopping gateway waits for records still being retried.
+/// How long a stopping gateway waits for queued records and records still
+/// being retried.
 pub const FLUSH_AT_EXIT: Duration = Duration::from_secs(10);
 
 pub struct AuditTrail {
     store: Option<Store>,
+    /// The store's writer and the retries of what it could not write.
+    writer: Option<(AuditWriter, Arc<Retries>)>,
+    durability: Durability,
     jsonl: Option<Mutex<std::fs::File>>,
     redact: Vec<String>,
     /// Records that could not be stored (counted for metrics).
     pub lost: Arc<AtomicU64>,
     /// Records waiting for a retry.
     pub backlog: Arc<AtomicU64>,
-    /// The records being retried, so that a gateway stopping before they are
-    /// stored can still write them to the log.
-    pending: Arc<Mutex<HashMap<u64, AuditRecord>>>,
-    next: AtomicU64,
+    /// Records the full queue refused (`durability = "async"`), logged whole.
+    pub dropped: Arc<AtomicU64>,
+    /// `[audit] stdout`, once the HTTP front serves (T4): never over stdio,
+    /// nor for commands that print their own output there.
+    stdout: std::sync::atomic::AtomicBool,
 }
 
 impl AuditTrail {
@@ -59,15 +67,43 @@ impl AuditTrail {
             }
             None => None,
         };
+        let keep = audit.retention.as_deref().and_then(|r| {
+            let d = crate::config::parse_duration(r).ok()?;
+            Some((d, r.to_owned()))
+        });
+        if let (Some(store), Some((keep, text))) = (&store, keep) {
+            retention::start(store.clone(), keep, text);
+        }
+        let (lost, backlog) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let writer = store.as_ref().map(|store| {
+            let retries = Arc::new(Retries::new(store.clone(), lost.clone(), backlog.clone()));
+            let again = retries.clone();
+            let unstored: warden_store::Unstored = Arc::new(move |records, e| {
+                tracing::warn!(
+                    "{} audit record(s) not stored yet ({e}); retrying in the background",
+                    records.len()
+                );
+                records.into_iter().for_each(|r| again.later(r));
+            });
+            (AuditWriter::start(store.clone(), unstored), retries)
+        });
         Ok(AuditTrail {
             store,
+            writer,
+            durability: audit.durability,
             jsonl,
             redact: audit.redact.clone(),
-            lost: Arc::new(AtomicU64::new(0)),
-            backlog: Arc::new(AtomicU64::new(0)),
-            pending: Arc::new(Mutex::new(HashMap::new())),
-            next: AtomicU64::new(0),
+            lost,
+            backlog,
+            dropped: Arc::new(AtomicU64::new(0)),
+            stdout: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Writes each record to stdout as well, from now on (T4): the HTTP front
+    /// calls this when `[audit] stdout` is set.
+    pub fn to_stdout(&self) {
+        self.stdout.store(true, Ordering::Relaxed);
     }
 
     /// The store records go to, when there is one (the operator console reads it).
@@ -77,7 +113,7 @@ impl AuditTrail {
 
     /// Whether calls leave audit records (a store or a JSON-lines file is configured).
     pub fn on(&self) -> bool {
-        self.store.is_some() || self.jsonl.is_some()
+        self.store.is_some() || self.jsonl.is_some() || self.stdout.load(Ordering::Relaxed)
     }
 
     /// What every record of one call shares: who, which tool, the arguments as
@@ -172,72 +208,76 @@ impl AuditTrail {
         walk(&Value::Object(args.clone()), &self.redact)
     }
 
-    /// Waits, at most `within`, until no record waits for a retry (the gateway
-    /// is stopping: a record still in the backlog would be lost with the process).
+    /// Waits, at most `within`, until every queued record is written and none
+    /// waits for a retry (the gateway is stopping: a record still waiting would
+    /// be lost with the process); then logs where this replica's chain ends.
     pub async fn flushed(&self, within: Duration) -> bool {
+        let Some((writer, retries)) = &self.writer else {
+            return true;
+        };
         let deadline = tokio::time::Instant::now() + within;
-        while self.backlog.load(Ordering::SeqCst) > 0 {
-            if tokio::time::Instant::now() >= deadline {
-                // The process ends before their retries: each goes to the log
-                // whole, as one whose retries ran out does.
-                let left: Vec<AuditRecord> = lock(&self.pending).drain().map(|(_, r)| r).collect();
-                for record in left {
-                    self.backlog.fetch_sub(1, Ordering::Relaxed);
-                    self.lost.fetch_add(1, Ordering::Relaxed);
-                    let line = serde_json::to_string(&record).unwrap_or_default();
-                    tracing::error!(record = %logged_whole(&line), "audit record lost: the store had not taken it when the gateway stopped");
-                }
-                return false;
+        let queued = tokio::time::timeout_at(deadline, writer.flush())
+            .await
+            .is_ok();
+        let drained = retries.drained(deadline).await;
+        if let Some(store) = &self.store {
+            let heads = store.chain_heads().await;
+            for (chain, records, head) in heads.into_iter().filter(|h| h.1 > 0) {
+                tracing::info!(chain = %chain, records, head = %head, "audit chain head: keep it to check later that no record was dropped from the chain's end");
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        true
+        if !queued {
+            tracing::error!(
+                queued = writer.queued(),
+                "audit records still queued for the store when the gateway stopped"
+            );
+        }
+        queued && drained
     }
 
-    /// Writes one record (stamped with the time now): to the store (before the
-    /// answer), to the JSON-lines file.
+    /// Writes one record (stamped with the time now): to the JSON-lines file,
+    /// and to the store, before the answer unless durability is async.
     pub async fn record(&self, mut record: AuditRecord) {
         record.time = warden_store::format_rfc3339(SystemTime::now());
-        if let Some(file) = &self.jsonl {
+        let stdout = self.stdout.load(Ordering::Relaxed);
+        if self.jsonl.is_some() || stdout {
             let line = serde_json::to_string(&record).unwrap_or_default();
-            let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
-            if let Err(e) = writeln!(f, "{line}").and_then(|_| f.flush()) {
-                tracing::error!("audit.jsonl write failed: {e}");
+            if let Some(file) = &self.jsonl {
+                let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
+                if let Err(e) = writeln!(f, "{line}").and_then(|_| f.flush()) {
+                    tracing::error!("audit.jsonl write failed: {e}");
+                }
+            }
+            if stdout {
+                // One write per line, under stdout's lock: lines never interleave.
+                let mut out = std::io::stdout().lock();
+                if let Err(e) = writeln!(out, "{line}").and_then(|_| out.flush()) {
+                    tracing::error!("audit record to stdout failed: {e}");
+                }
             }
         }
-        let Some(store) = &self.store else { return };
-        if let Err(e) = store.record(&record).await {
-            tracing::warn!("audit record not stored yet ({e}); retrying in the background");
-            let (store, lost, backlog) = (store.clone(), self.lost.clone(), self.backlog.clone());
-            let pending = self.pending.clone();
-            let id = self.next.fetch_add(1, Ordering::Relaxed);
-            // Counted before it can be found: whoever takes it out counts it down.
-            backlog.fetch_add(1, Ordering::Relaxed);
-            lock(&pending).insert(id, record.clone());
-            tokio::spawn(async move {
-                let mut delay = Duration::from_millis(100);
-                for _ in 0..RECORD_RETRIES {
-                    tokio::time::sleep(delay).await;
-                    if store.record(&record).await.is_ok() {
-                        if lock(&pending).remove(&id).is_some() {
-                            backlog.fetch_sub(1, Ordering::Relaxed);
-                        } else {
-                            // The stopping gateway had given up on it and logged it.
-                            tracing::info!(time = %record.time, tool = %crate::logged::logged(&record.tool), "an audit record logged as lost at the stop was stored after all");
-                        }
-                        return;
-                    }
-                    delay *= 2;
+        let Some((writer, retries)) = &self.writer else {
+            return;
+        };
+        match self.durability {
+            Durability::Sync => match writer.append(record).await {
+                Ok(()) => {}
+                Err(warden_store::Unwritten(e, Some(record))) => {
+                    tracing::warn!("audit record not stored yet ({e}); retrying in the background");
+                    retries.later(*record);
                 }
-                // Taken already when the gateway stopped, and logged then.
-                if lock(&pending).remove(&id).is_none() {
-                    return;
+                Err(warden_store::Unwritten(e, None)) => {
+                    self.lost.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!("audit record lost: {e}");
                 }
-                backlog.fetch_sub(1, Ordering::Relaxed);
-                lost.fetch_add(1, Ordering::Relaxed);
-                let line = serde_json::to_string(&record).unwrap_or_default();
-                tracing::error!(record = %logged_whole(&line), "audit record lost: the store refused it {RECORD_RETRIES} times");
-            });
+            },
+            Durability::Async => {
+                if let Err(record) = writer.offer(record) {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    let line = serde_json::to_string(&record).unwrap_or_default();
+                    tracing::error!(record = %logged_whole(&line), "audit record dropped: the queue to the store is full ({} records)", warden_store::QUEUE);
+                }
+            }
         }
     }
 }

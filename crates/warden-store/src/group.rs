@@ -1,0 +1,302 @@
+//! Group commit for the audit trail: records of concurrent calls are written
+//! together, one transaction (SQLite) or one multi-row INSERT (PostgreSQL) per
+//! batch, instead of one round trip each.
+//!
+//! One task gathers. It takes the first record that comes, then everything that
+//! queued behind it, up to [`MAX_BATCH`]: a batch closes when it is full, or
+//! when nothing more is waiting, so a lone call waits for no timer; under load
+//! (the last batch held more than one record) it stays open [`BATCH_WINDOW`]
+//! after its first record. As many
+//! batches are written at once as the store has lanes
+//! ([`Store::audit_lanes`]: one on SQLite, a few on PostgreSQL, each on its own
+//! connection), so a record waits for one commit, not for the one before. With
+//! [`Durability::Sync`] the caller waits for its batch's commit (no answer leaves
+//! before its record is stored); with [`Durability::Async`] it only queues, and
+//! a full queue drops the record (the caller counts and logs it).
+
+use crate::{AuditRecord, Store, StoreError};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+/// The most records one batch holds.
+pub const MAX_BATCH: usize = 256;
+/// How long a batch stays open for more records once the load shows (the last
+/// batch held more than one): measured on the HTTP bench (`scripts/bench-store`),
+/// 1 ms tripled SQLite's records per commit and raised both stores' throughput.
+pub const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(1);
+/// How many records may wait for the writer.
+pub const QUEUE: usize = 8192;
+
+/// Whether an answer waits for its audit record to be committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// The caller waits for its batch's commit.
+    #[default]
+    Sync,
+    /// The record is queued and the caller goes on.
+    Async,
+}
+
+/// What becomes of queued records whose batch the store refused: the caller's
+/// retry path (nobody waits for them).
+pub type Unstored = Arc<dyn Fn(Vec<AuditRecord>, StoreError) + Send + Sync>;
+
+/// A record the store did not take, given back with why (`None`: the writer
+/// task itself is gone, and the record with it).
+#[derive(Debug)]
+pub struct Unwritten(pub StoreError, pub Option<Box<AuditRecord>>);
+
+enum Job {
+    Record(
+        Box<AuditRecord>,
+        Option<oneshot::Sender<Result<(), Unwritten>>>,
+    ),
+    /// Answered once everything queued before it is written.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The handle calls write their records through; clones share one writer.
+#[derive(Clone)]
+pub struct AuditWriter {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl AuditWriter {
+    /// Starts the writer task (inside a Tokio runtime). `unstored` receives the
+    /// records queued without a waiter ([`AuditWriter::offer`]) whose batch failed.
+    pub fn start(store: Store, unstored: Unstored) -> AuditWriter {
+        let (jobs, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(run(store, rx, unstored));
+        AuditWriter { jobs }
+    }
+
+    /// Queues `record` and waits until its batch is committed; a record not
+    /// written comes back with why.
+    pub async fn append(&self, record: AuditRecord) -> Result<(), Unwritten> {
+        let (done, committed) = oneshot::channel();
+        let gone = || StoreError::Unavailable("the audit writer stopped".into());
+        if let Err(e) = self
+            .jobs
+            .send(Job::Record(Box::new(record), Some(done)))
+            .await
+        {
+            let Job::Record(record, _) = e.0 else {
+                unreachable!("a record was sent")
+            };
+            return Err(Unwritten(gone(), Some(record)));
+        }
+        committed
+            .await
+            .unwrap_or_else(|_| Err(Unwritten(gone(), None)))
+    }
+
+    /// Queues `record` without waiting; `Err` gives it back when the queue is
+    /// full (or the writer stopped).
+    pub fn offer(&self, record: AuditRecord) -> Result<(), Box<AuditRecord>> {
+        self.jobs
+            .try_send(Job::Record(Box::new(record), None))
+            .map_err(|e| match e.into_inner() {
+                Job::Record(r, _) => r,
+                Job::Flush(_) => unreachable!("only records are offered"),
+            })
+    }
+
+    /// Waits until every record queued before this call is written (or failed).
+    pub async fn flush(&self) {
+        let (done, flushed) = oneshot::channel();
+        if self.jobs.send(Job::Flush(done)).await.is_ok() {
+            let _ = flushed.await;
+        }
+    }
+
+    /// Records waiting for the writer now.
+    pub fn queued(&self) -> usize {
+        QUEUE - self.jobs.capacity()
+    }
+}
+
+async fn run(store: Store, mut rx: mpsc::Receiver<Job>, unstored: Unstored) {
+    let lanes = store.audit_lanes();
+    let free = Arc::new(Semaphore::new(lanes));
+    // Under load (the last batch held more than one record) a batch stays open
+    // for BATCH_WINDOW after its first record: bigger batches, fewer commits.
+    // A lone caller's record is written at once.
+    let mut last = 0;
+    while let Some(first) = rx.recv().await {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        batch.push(first);
+        let until = tokio::time::Instant::now() + BATCH_WINDOW;
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) if last <= 1 => break,
+                Err(_) => match tokio::time::timeout_at(until, rx.recv()).await {
+                    Ok(Some(job)) => batch.push(job),
+                    _ => break,
+                },
+            }
+        }
+        last = batch.len();
+        // A flush is answered once every batch before it is written.
+        let (flushes, records): (Vec<Job>, Vec<Job>) =
+            batch.into_iter().partition(|j| matches!(j, Job::Flush(_)));
+        let Ok(lane) = free.clone().acquire_owned().await else {
+            return;
+        };
+        let (store, unstored) = (store.clone(), unstored.clone());
+        tokio::spawn(async move {
+            write(&store, records, &unstored).await;
+            drop(lane);
+        });
+        if !flushes.is_empty() {
+            let all = free.acquire_many(lanes as u32).await;
+            for job in flushes {
+                if let Job::Flush(done) = job {
+                    let _ = done.send(());
+                }
+            }
+            drop(all);
+        }
+    }
+}
+
+/// Writes the records of `jobs` as one batch, then tells each waiter; a record
+/// whose batch failed goes back to its waiter, or to `unstored`.
+async fn write(store: &Store, jobs: Vec<Job>, unstored: &Unstored) {
+    let mut records = Vec::with_capacity(jobs.len());
+    let mut waiters = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        if let Job::Record(r, done) = job {
+            records.push(*r);
+            waiters.push(done);
+        }
+    }
+    match store.record_batch(&records).await {
+        Ok(()) => {
+            for done in waiters.into_iter().flatten() {
+                let _ = done.send(Ok(()));
+            }
+        }
+        Err(e) => {
+            let mut orphans = Vec::new();
+            for (r, done) in records.into_iter().zip(waiters) {
+                match done {
+                    Some(done) => {
+                        let _ = done.send(Err(Unwritten(e.clone(), Some(Box::new(r)))));
+                    }
+                    None => orphans.push(r),
+                }
+            }
+            if !orphans.is_empty() {
+                unstored(orphans, e);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AuditFilter;
+    use std::sync::Mutex;
+
+    fn record(n: usize) -> AuditRecord {
+        serde_json::from_value(serde_json::json!({
+            "time": "2026-12-03T00:00:00.000Z", "session": "stdio", "caller": "alice",
+            "tool": format!("t{n}"), "upstream": null, "arguments": {}, "reason": null,
+            "unknown_keys": [], "unknown_mode": null, "decision": "allowed",
+            "outcome": "ok", "duration_ms": 1.0, "idempotency_key": null, "replayed": false
+        }))
+        .unwrap()
+    }
+
+    fn nowhere() -> Unstored {
+        Arc::new(|_, _| {})
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_appends_are_each_committed_when_they_return() {
+        let store = Store::in_memory().unwrap();
+        let writer = AuditWriter::start(store.clone(), nowhere());
+        let tasks: Vec<_> = (0..200)
+            .map(|i| {
+                let (w, s) = (writer.clone(), store.clone());
+                tokio::spawn(async move {
+                    w.append(record(i)).await.unwrap();
+                    // Committed: a reader finds it at once.
+                    let tool = Some(format!("t{i}"));
+                    let filter = AuditFilter {
+                        tool,
+                        ..Default::default()
+                    };
+                    s.query(filter).await.unwrap().len()
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert_eq!(t.await.unwrap(), 1);
+        }
+        let report = store.verify_chains().await.unwrap();
+        assert_eq!(report.verdicts.len(), 1);
+        assert_eq!(report.verdicts[0].records, 200);
+        assert_eq!(report.verdicts[0].broken, None);
+    }
+
+    #[tokio::test]
+    async fn offered_records_are_written_by_a_flush() {
+        let store = Store::in_memory().unwrap();
+        let writer = AuditWriter::start(store.clone(), nowhere());
+        for i in 0..50 {
+            writer.offer(record(i)).unwrap();
+        }
+        writer.flush().await;
+        assert_eq!(writer.queued(), 0);
+        let all = store.query(AuditFilter::default()).await.unwrap();
+        let tools: Vec<_> = all.iter().map(|r| r.tool.clone()).collect();
+        assert_eq!(tools, (0..50).map(|i| format!("t{i}")).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_gives_the_record_back() {
+        // A writer whose task never runs: the test's runtime is current-thread
+        // and nothing here awaits.
+        let store = Store::in_memory().unwrap();
+        let writer = AuditWriter::start(store, nowhere());
+        for i in 0..QUEUE {
+            writer.offer(record(i)).unwrap();
+        }
+        let back = writer.offer(record(QUEUE)).unwrap_err();
+        assert_eq!(back.tool, format!("t{QUEUE}"));
+    }
+
+    #[tokio::test]
+    async fn records_of_a_failed_batch_reach_the_waiter_or_the_retry_path() {
+        // A trail whose table is gone: every batch fails.
+        let store = Store::in_memory().unwrap();
+        let Store::Sqlite(sqlite) = &store else {
+            unreachable!()
+        };
+        sqlite
+            .with(|c| c.execute_batch("DROP TABLE audit"))
+            .await
+            .unwrap();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let sink = got.clone();
+        let writer = AuditWriter::start(
+            store,
+            Arc::new(move |records, _| sink.lock().unwrap().extend(records)),
+        );
+        let back = writer.append(record(1)).await.unwrap_err();
+        let tool = back.1.map(|r| r.tool);
+        assert_eq!(
+            tool.as_deref(),
+            Some("t1"),
+            "the record comes back to its waiter"
+        );
+        writer.offer(record(2)).unwrap();
+        writer.flush().await;
+        let got = got.lock().unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].tool, "t2");
+    }
+}

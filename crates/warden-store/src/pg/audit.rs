@@ -1,0 +1,139 @@
+//! Writing audit records to PostgreSQL in batches (one multi-row INSERT, one
+//! round trip), each in its place in this replica's hash chain, and reading the
+//! chains back to verify them.
+
+use super::{unavailable, Postgres};
+use crate::chain::{ChainRow, Linked};
+use crate::{AuditRecord, StoreError};
+use std::collections::HashMap;
+use tokio_postgres::types::{ToSql, Type};
+
+impl Postgres {
+    /// Appends `records` to the trail in one statement, chained in order; they
+    /// are committed when this returns.
+    pub async fn record_batch(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
+        self.chain
+            .append(records, |rows| self.write_linked(rows))
+            .await
+    }
+
+    async fn write_linked(&self, rows: Vec<Linked>) -> Result<(), StoreError> {
+        let time: Vec<i64> = rows.iter().map(|r| r.time_ms).collect();
+        let caller: Vec<Option<&str>> = rows.iter().map(|r| r.caller.as_deref()).collect();
+        let text = |f: fn(&Linked) -> &str| rows.iter().map(f).collect::<Vec<&str>>();
+        let (tool, outcome, json) = (text(|r| &r.tool), text(|r| &r.outcome), text(|r| &r.json));
+        let (chain, prev, hash) = (text(|r| &r.chain), text(|r| &r.prev), text(|r| &r.hash));
+        let seq: Vec<i64> = rows.iter().map(|r| r.seq).collect();
+        let (t, i) = (Type::TEXT_ARRAY, Type::INT8_ARRAY);
+        let params: [(&(dyn ToSql + Sync), Type); 9] = [
+            (&time, i.clone()),
+            (&caller, t.clone()),
+            (&tool, t.clone()),
+            (&outcome, t.clone()),
+            (&json, t.clone()),
+            (&chain, t.clone()),
+            (&seq, i),
+            (&prev, t.clone()),
+            (&hash, t),
+        ];
+        let client = self.client().await?;
+        // Typed: no separate prepare, so the batch is one round trip.
+        client
+            .execute_typed(
+                "INSERT INTO warden_audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash)
+                 SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
+                                      $6::TEXT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[])",
+                &params,
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    /// Up to `limit` chained rows after `after` (chain, seq, id), in that order.
+    pub(crate) async fn chain_page(
+        &self,
+        after: (String, i64, i64),
+        limit: i64,
+    ) -> Result<Vec<ChainRow>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, chain, seq, prev_hash, hash, time_ms, caller, tool, outcome, record
+                 FROM warden_audit WHERE chain IS NOT NULL AND (chain, seq, id) > ($1, $2, $3)
+                 ORDER BY chain, seq, id LIMIT $4",
+                &[&after.0, &after.1, &after.2, &limit],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .iter()
+            .map(|r| ChainRow {
+                id: r.get(0),
+                linked: Linked {
+                    chain: r.get(1),
+                    seq: r.get::<_, Option<i64>>(2).unwrap_or(-1),
+                    prev: r.get::<_, Option<String>>(3).unwrap_or_default(),
+                    hash: r.get::<_, Option<String>>(4).unwrap_or_default(),
+                    time_ms: r.get(5),
+                    caller: r.get(6),
+                    tool: r.get(7),
+                    outcome: r.get(8),
+                    json: r.get(9),
+                },
+            })
+            .collect())
+    }
+
+    /// Where retention cut each chain: its last deleted row's seq and hash.
+    pub(crate) async fn anchors(&self) -> Result<HashMap<String, (i64, String)>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query("SELECT chain, seq, hash FROM warden_audit_anchor", &[])
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), (r.get(1), r.get(2))))
+            .collect())
+    }
+
+    /// How many records carry no chain (written before chains existed).
+    pub(crate) async fn unchained(&self) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one("SELECT COUNT(*) FROM warden_audit WHERE chain IS NULL", &[])
+            .await
+            .map_err(unavailable)?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+}
+
+impl Postgres {
+    /// Deletes up to `batch` records older than `before_ms` (oldest first), in one
+    /// statement, and moves each chain's anchor to the last record of it deleted,
+    /// so the rest of the chain still verifies. How many went.
+    pub async fn prune_batch(&self, before_ms: i64, batch: usize) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "WITH doomed AS (
+                     SELECT id FROM warden_audit WHERE time_ms < $1 ORDER BY id LIMIT $2
+                 ), gone AS (
+                     DELETE FROM warden_audit a USING doomed d WHERE a.id = d.id
+                     RETURNING a.chain, a.seq, a.hash
+                 ), anchored AS (
+                     INSERT INTO warden_audit_anchor (chain, seq, hash)
+                     SELECT DISTINCT ON (chain) chain, seq, hash FROM gone
+                     WHERE chain IS NOT NULL ORDER BY chain, seq DESC
+                     ON CONFLICT (chain) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash
+                       WHERE EXCLUDED.seq > warden_audit_anchor.seq
+                 )
+                 SELECT COUNT(*) FROM gone",
+                &[&before_ms, &(batch as i64)],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+}
