@@ -121,7 +121,10 @@ fn documented_tables(doc: &str) -> BTreeMap<String, BTreeSet<String>> {
         } else if let Some(row) = line.strip_prefix("| `") {
             let key = row.split('`').next().unwrap_or_default();
             for section in &current {
-                tables.entry(section.clone()).or_default().insert(key.to_owned());
+                tables
+                    .entry(section.clone())
+                    .or_default()
+                    .insert(key.to_owned());
             }
         }
     }
@@ -184,7 +187,10 @@ fn every_key_the_manual_names_is_accepted() {
             unknown.push(format!("[{section}] {key}"));
         }
     }
-    assert!(unknown.is_empty(), "docs/configuration.md names: {unknown:#?}");
+    assert!(
+        unknown.is_empty(),
+        "docs/configuration.md names: {unknown:#?}"
+    );
 }
 
 #[test]
