@@ -420,4 +420,6 @@ fn section(table: &[&Segment]) -> String {
 }
 
 #[cfg(test)]
+mod documented;
+#[cfg(test)]
 mod tests;
