@@ -776,7 +776,12 @@ async def test_an_auth_issuer_that_is_the_oauth_issuer_is_refused_by_check_and_a
             "[oauth] issuer's published keys only, so [auth] would never accept one; set auth.issuer to the "
             "issuer its own tokens name\n")
     r = check(tmp_path, config)
-    assert (r.returncode, r.stdout, r.stderr) == (1, "", said)
+    # check names where: the [auth] issuer's line and column (C1).
+    lines = [l.strip() for l in config.splitlines()]
+    line = lines.index(f'issuer = "{issuer.issuer}"', lines.index("[auth]")) + 1
+    where = f"  --> {path}:{line}:"
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr.startswith(said + where) and r.stderr.count("\n") == 2, r.stderr
     r = subprocess.run([WARDEN, "run", "--config", str(path), "--http", "127.0.0.1:0"], stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, timeout=30, env=dict(os.environ, **BOTH_ENV))
     assert (r.returncode, r.stderr) == (1, said)
