@@ -50,9 +50,25 @@ pub struct Lower {
     /// Where and how long the text lowered last was.
     of: Option<(usize, usize)>,
     text: Vec<u8>,
+    /// The text read last for `ſ` and the Kelvin sign, and whether it holds them.
+    folding: Option<((usize, usize), [bool; 2])>,
 }
 
 impl Lower {
+    /// Whether `b` holds `ſ` and the Kelvin sign, looked for once per text.
+    fn folding(&mut self, b: &[u8]) -> [bool; 2] {
+        let key = (b.as_ptr() as usize, b.len());
+        match self.folding {
+            Some((k, found)) if k == key => found,
+            _ => {
+                let has = |c: &str| memchr::memmem::find(b, c.as_bytes()).is_some();
+                let found = [has("\u{17F}"), has("\u{212A}")];
+                self.folding = Some((key, found));
+                found
+            }
+        }
+    }
+
     /// `b` lowered. The text is known by its address and length, so the
     /// caller makes a new `Lower` (or calls [`Lower::forget`]) before a
     /// text that may sit where another one was.
@@ -69,6 +85,7 @@ impl Lower {
     /// Drops what is known of the last text (its buffer stays for the next).
     pub fn forget(&mut self) {
         self.of = None;
+        self.folding = None;
     }
 }
 
@@ -123,15 +140,15 @@ impl Words {
 
     /// Whether `b` holds a non-ASCII letter that a case-insensitive regex
     /// takes for one of the words' letters (see `only_s_and_k_fold_from_outside_ascii`).
-    fn folds(&self, b: &[u8]) -> bool {
+    fn folds(&self, b: &[u8], lower: &mut Lower) -> bool {
         let has = |c: char| self.list.iter().any(|w| w.contains(c));
-        (has('s') && memchr::memmem::find(b, "\u{17F}".as_bytes()).is_some())
-            || (has('k') && memchr::memmem::find(b, "\u{212A}".as_bytes()).is_some())
+        let [long_s, kelvin] = lower.folding(b);
+        (has('s') && long_s) || (has('k') && kelvin)
     }
 
     /// Each match of `re` in `b`, as `re.find_iter(b)` gives them.
     fn each(&self, re: &Regex, b: &[u8], lower: &mut Lower, f: &mut dyn FnMut(usize, usize)) {
-        if self.folds(b) {
+        if self.folds(b, lower) {
             return re.find_iter(b).for_each(|m| f(m.start(), m.end()));
         }
         let low = lower.of(b);
@@ -301,13 +318,19 @@ fn digits(run: &[u8]) -> usize {
     run.iter().filter(|c| c.is_ascii_digit()).count()
 }
 
-/// The first ASCII digit at or after `from`, 32 bytes at a time: digits are
-/// rare in text, there is no `memchr` for a range of bytes, and a chunk's
-/// test without an early exit is one the compiler turns into vector code.
+/// The first ASCII digit at or after `from`, 32 bytes at a time after the
+/// first few: there is no `memchr` for a range of bytes, and a chunk's test
+/// without an early exit is one the compiler turns into vector code.
 pub fn next_digit(b: &[u8], from: usize) -> Option<usize> {
     let rest = b.get(from..)?;
-    let mut chunks = rest.chunks_exact(32);
-    let mut at = from;
+    // Where digits are, the next one is often near: a few bytes one by one
+    // first, before a chunk is read whole.
+    let near = rest.len().min(8);
+    if let Some(p) = rest[..near].iter().position(u8::is_ascii_digit) {
+        return Some(from + p);
+    }
+    let mut chunks = rest[near..].chunks_exact(32);
+    let mut at = from + near;
     for chunk in &mut chunks {
         let any = chunk
             .iter()
