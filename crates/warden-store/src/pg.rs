@@ -94,6 +94,16 @@ const MIGRATIONS: &[&str] = &[
 /// the transaction's start).
 const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT";
 
+/// Inserts a key as running, leased until the server's now plus `$6` ms, where
+/// no row holds it (`$1` scope, `$2` key, `$3` fingerprint, `$4` now, `$5` owner).
+fn claim_free_key() -> String {
+    format!(
+        "INSERT INTO warden_ledger (scope, key, fingerprint, state, created_ms, owner, lease_until_ms)
+         VALUES ($1, $2, $3, 'running', $4, $5, {NOW_MS} + $6)
+         ON CONFLICT (scope, key) DO NOTHING"
+    )
+}
+
 mod audit;
 mod limits;
 pub use limits::QuotaTake;
@@ -309,11 +319,7 @@ impl Postgres {
         let t = Type::TEXT;
         let inserted = client
             .execute_typed(
-                &format!(
-                    "INSERT INTO warden_ledger (scope, key, fingerprint, state, created_ms, owner, lease_until_ms)
-                     VALUES ($1, $2, $3, 'running', $4, $5, {NOW_MS} + $6)
-                     ON CONFLICT (scope, key) DO NOTHING"
-                ),
+                &claim_free_key(),
                 &[
                     (&scope, t.clone()),
                     (&key, t.clone()),
@@ -340,11 +346,7 @@ impl Postgres {
         .map_err(unavailable)?;
         let inserted = tx
             .execute(
-                &format!(
-                    "INSERT INTO warden_ledger (scope, key, fingerprint, state, created_ms, owner, lease_until_ms)
-                     VALUES ($1, $2, $3, 'running', $4, $5, {NOW_MS} + $6)
-                     ON CONFLICT (scope, key) DO NOTHING"
-                ),
+                &claim_free_key(),
                 &[&scope, &key, &fingerprint, &now, &owner, &lease],
             )
             .await

@@ -1,4 +1,4 @@
-//! `[[guard]]`: scanners with actions over what comes back from tools (S1-S5).
+//! `[[guard]]`: scanners with actions over what flows through the gateway (S1-S8).
 
 use super::*;
 
@@ -8,7 +8,8 @@ use super::*;
 pub struct GuardConfig {
     /// In audit records, metrics and logs.
     pub name: String,
-    /// What it looks at: `results` (tool results).
+    /// What it looks at: `results` (tool results, resources read, prompts got),
+    /// `arguments` (a call's arguments), `descriptions` (tool definitions at listing).
     pub on: Vec<String>,
     /// Built-in detectors: groups (`secrets`, `pii`, `injection`) or kinds (`pii.card`).
     #[serde(default)]
@@ -22,7 +23,7 @@ pub struct GuardConfig {
     /// Caller names, `group:NAME`, or `*`.
     #[serde(default = "everything")]
     pub callers: Vec<String>,
-    /// redact | block | label | report.
+    /// redact | block | label | report | ask.
     pub action: String,
     /// With `action = "label"`: the flow labels a finding adds to the session's trail.
     #[serde(default)]
