@@ -104,7 +104,7 @@ fn sqlite_verify_names_the_first_edited_deleted_or_reordered_record() {
 /// `sql` on the test database; what psql printed (unaligned, tuples only).
 fn psql(db: &PgDb, sql: &str) -> String {
     let out = std::process::Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", &db.0, "-tAq"])
+        .args(["-d", &db.url(), "-tAq"])
         .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
         .output()
         .unwrap();
@@ -236,7 +236,7 @@ fn a_sqlite_trail_of_the_previous_release_migrates_with_nothing_lost() {
 fn a_postgres_trail_of_the_previous_release_migrates_with_nothing_lost() {
     let db = PgDb::create("migrate");
     let load = std::process::Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", &db.0, "-q"])
+        .args(["-d", &db.url(), "-q"])
         .args(["-v", "ON_ERROR_STOP=1", "-f", BEFORE_PG])
         .output()
         .unwrap();

@@ -68,7 +68,7 @@ fn sqlite_numbers(db: &std::path::Path) -> BTreeSet<i64> {
 
 fn pg_numbers(db: &PgDb) -> BTreeSet<i64> {
     let out = std::process::Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", &db.0, "-tAc"])
+        .args(["-d", &db.url(), "-tAc"])
         .arg("SELECT record FROM warden_audit")
         .output()
         .unwrap();
