@@ -7,7 +7,8 @@
 //! `serde_json::from_slice` of the same bytes (which the gateway pays for every
 //! result anyway), so the ratio holds on a noisy machine. Times are the
 //! thread's own CPU time (Linux), the lowest of three blocks of about 200 ms.
-//! `SCAN_BENCH_KINDS=1` adds one line per built-in kind.
+//! `SCAN_BENCH_KINDS=1` adds one line per built-in kind; `SCAN_BENCH_ONLY=rows`
+//! runs only the cases whose name holds `rows` (for a profiler).
 
 use serde_json::{json, Value};
 use std::hint::black_box;
@@ -215,11 +216,17 @@ fn main() {
     let lines = lines();
     let all = scanner(&["secrets", "pii", "injection"]);
     let kinds = std::env::var_os("SCAN_BENCH_KINDS").is_some();
+    let only = std::env::var("SCAN_BENCH_ONLY").unwrap_or_default();
     println!("scan cost, CPU time; bars (S5): <= 2 µs/KB, <= 5 ms per 1 MB result");
     // Warm the CPU and the regexes' caches before the first figure.
     let mut warm = Case::new("warm-up", vec![json!(text_of(&lines, &mut 0, 1 << 20))]);
-    report("warm-up", &mut warm, &all, false, 1);
+    if only.is_empty() {
+        report("warm-up", &mut warm, &all, false, 1);
+    }
     for mut case in cases(&lines) {
+        if !case.name.contains(only.as_str()) {
+            continue;
+        }
         let samples = 3;
         println!(
             "{} ({:.0} KB of text in {} result(s)):",
