@@ -1,7 +1,8 @@
 """Peers for the trace and console tests, each a real HTTP server on a thread:
 
-- `OtlpReceiver`: an OTLP/HTTP trace receiver that decodes what it gets with the
-  OpenTelemetry project's own protobuf classes (PyPI `opentelemetry-proto`);
+- `OtlpReceiver`: an OTLP/HTTP receiver of traces and logs that decodes what it
+  gets with the OpenTelemetry project's own protobuf classes (PyPI
+  `opentelemetry-proto`);
 - `Upstream`: a small Streamable HTTP MCP server that records the headers and the
   `_meta` of each tools/call it runs, and also serves a grant webhook (`/grant`)
   and a before-hook webhook (`/hook`);
@@ -18,6 +19,7 @@ import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from conftest import WARDEN
@@ -56,10 +58,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class OtlpReceiver:
-    """Collects every span exported to http://127.0.0.1:<port>/v1/traces."""
+    """Collects every span exported to http://127.0.0.1:<port>/v1/traces (or
+    `path`), and every log record exported to /v1/logs."""
 
     def __init__(self, path="/v1/traces"):
         self.spans = []  # (resource attributes, span)
+        self.logs = []  # (resource attributes, scope name, log record)
         self.content_types = set()
         self.headers = []  # each export request's headers, names lowercased
         lock = threading.Lock()
@@ -68,6 +72,8 @@ class OtlpReceiver:
         class H(_Handler):
             def do_POST(self):
                 data = self.body()
+                if self.path == "/v1/logs":
+                    return self.logs_request(data)
                 if self.path != path:
                     return self.send(404)
                 me.content_types.add(self.headers.get("Content-Type"))
@@ -81,8 +87,29 @@ class OtlpReceiver:
                                 me.spans.append((resource, span))
                 self.send(200, b"", "application/x-protobuf")
 
+            def logs_request(self, data):
+                me.content_types.add(self.headers.get("Content-Type"))
+                request = ExportLogsServiceRequest.FromString(data)
+                with lock:
+                    for rl in request.resource_logs:
+                        resource = {kv.key: kv.value.string_value for kv in rl.resource.attributes}
+                        for sl in rl.scope_logs:
+                            for record in sl.log_records:
+                                me.logs.append((resource, sl.scope.name, record))
+                self.send(200, b"", "application/x-protobuf")
+
         self.server = _serve(H)
         self.endpoint = f"http://127.0.0.1:{self.server.server_port}"
+
+    def wait_for_logs(self, predicate, count=1, timeout=10.0):
+        """The log records that `predicate` holds for, once there are `count` of them."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            found = [r for _, _, r in self.logs if predicate(r)]
+            if len(found) >= count:
+                return found
+            time.sleep(0.05)
+        raise AssertionError(f"fewer than {count} such log records within {timeout}s; {len(self.logs)} seen")
 
     def wait_for(self, predicate, timeout=10.0):
         deadline = time.time() + timeout

@@ -91,7 +91,8 @@ def start(config, env=None):
 def clean_env(monkeypatch):
     for var in ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                 "OTEL_SERVICE_NAME", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_HEADERS",
-                "OTEL_EXPORTER_OTLP_TRACES_HEADERS"]:
+                "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+                "OTEL_EXPORTER_OTLP_LOGS_HEADERS", "OTEL_LOGS_EXPORTER"]:
         monkeypatch.delenv(var, raising=False)
 
 
@@ -528,5 +529,85 @@ def test_an_approval_that_waits_and_is_accepted_is_a_span_of_the_call(peers, con
         # The approval came first: the upstream was asked only once it ended.
         round_trip = receiver.wait_for(lambda s: s.parent_span_id == call_span.span_id and s.name == "tools/call")[0]
         assert approval.end_time_unix_nano <= round_trip.start_time_unix_nano
+    finally:
+        gw.close()
+
+
+def test_audit_records_reach_the_collector_as_log_records_with_their_calls_trace(peers, config, tmp_path, monkeypatch):
+    """T5: each audit record as an OTLP log record: the JSON line as its body
+    (redacted as in the store), attributes to filter on, the call's trace."""
+    clean_env(monkeypatch)
+    receiver, up = peers
+    extra = f"""
+    [traces]
+    endpoint = "{receiver.endpoint}"
+    service_name = "warden-test"
+
+    [audit]
+    otlp = "{receiver.endpoint}"
+    redact = ["text"]
+    """
+    gw = start(config(config_text(up, tmp_path, extra)), {"OTEL_BLRP_SCHEDULE_DELAY": "50"})
+    try:
+        gw.open_session(KEYS["BOB_KEY"])
+        tp = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
+        gw.call(KEYS["BOB_KEY"], 1, "up.echo", {"text": "s3cret-value"}, {"traceparent": tp})
+        refused = gw.call(KEYS["BOB_KEY"], 2, "up.secret", {})
+        assert "error" in refused or refused["result"].get("isError"), refused
+
+        def audit(r):
+            return r.event_name == "mcp_warden.audit"
+
+        records = receiver.wait_for_logs(audit, count=2)
+        by_tool = {json.loads(r.body.string_value)["tool"]: r for r in records}
+        echo, secret = by_tool["up.echo"], by_tool["up.secret"]
+        body = json.loads(echo.body.string_value)
+        assert body["caller"] == "bob" and body["decision"] == "allowed" and body["outcome"] == "ok"
+        assert body["arguments"] == {"text": "[redacted]"}
+        assert "s3cret-value" not in str(receiver.logs)
+        assert attrs(echo) == {"mcp.tool.name": "up.echo", "warden.decision": "allowed",
+                               "warden.outcome": "ok", "warden.caller": "bob", "warden.upstream": "up"}
+        assert echo.severity_number == 9 and echo.severity_text == "INFO"
+        assert echo.time_unix_nano > 0 and echo.observed_time_unix_nano == echo.time_unix_nano
+
+        # The record's trace and span are its call's (the span the trace shows).
+        call = receiver.wait_for(lambda s: s.name == "execute_tool up.echo")[0]
+        assert echo.trace_id == bytes.fromhex(CLIENT_TRACE) == call.trace_id
+        assert echo.span_id == call.span_id
+        # Hidden from bob, so absent for him (G2): refused as unknown.
+        assert attrs(secret)["warden.decision"] == "unknown_tool"
+
+        for resource, scope, _ in receiver.logs:
+            assert resource["service.name"] == "warden-test"
+            assert scope == "mcp-warden"
+        assert receiver.content_types == {"application/x-protobuf"}
+    finally:
+        gw.close()
+
+
+def test_audit_records_do_not_follow_the_base_endpoint_alone(peers, config, tmp_path, monkeypatch):
+    """T5: OTEL_EXPORTER_OTLP_ENDPOINT turns traces on, not the export of
+    records; OTEL_EXPORTER_OTLP_LOGS_ENDPOINT does, used as it is."""
+    clean_env(monkeypatch)
+    receiver, up = peers
+    gw = start(config(config_text(up, tmp_path)), {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                                                   "OTEL_BSP_SCHEDULE_DELAY": "50"})
+    try:
+        gw.open_session(KEYS["ALICE_KEY"])
+        gw.call(KEYS["ALICE_KEY"], 1, "up.echo", {"text": "hi"})
+        receiver.wait_for(lambda s: s.name == "execute_tool up.echo")
+    finally:
+        gw.close()
+    assert receiver.logs == []
+
+    gw = start(config(config_text(up, tmp_path)), {
+        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": receiver.endpoint + "/v1/logs",
+        "OTEL_BLRP_SCHEDULE_DELAY": "50"})
+    try:
+        gw.open_session(KEYS["ALICE_KEY"])
+        gw.call(KEYS["ALICE_KEY"], 1, "up.echo", {"text": "hi"})
+        [record] = receiver.wait_for_logs(lambda r: r.event_name == "mcp_warden.audit")
+        assert json.loads(record.body.string_value)["caller"] == "alice"
+        assert record.trace_id == b""  # traces are off: no trace to name
     finally:
         gw.close()

@@ -26,6 +26,8 @@ pub struct Metrics {
     pub audit_lost: Arc<AtomicU64>,
     /// Audit records the full queue refused (`durability = "async"`), logged whole.
     pub audit_dropped: Arc<AtomicU64>,
+    /// Audit records the OTLP export dropped (T5): a full queue or a collector that refused.
+    pub audit_otlp_dropped: Arc<AtomicU64>,
     /// Tool definitions seen drifting from the pins lock (P2), each counted once.
     pub tool_drift: Arc<AtomicU64>,
     /// Trace spans dropped: the export queue was full or the collector refused them.
@@ -232,6 +234,12 @@ impl Metrics {
                 "counter",
                 "Audit records dropped because the queue to the store was full (durability = \"async\"; logged whole).",
                 self.audit_dropped.load(Ordering::Relaxed),
+            ),
+            (
+                "warden_audit_otlp_dropped_total",
+                "counter",
+                "Audit records not exported over OTLP: the export queue was full or the collector did not take them (the store still holds them).",
+                self.audit_otlp_dropped.load(Ordering::Relaxed),
             ),
         ];
         let restarts = self

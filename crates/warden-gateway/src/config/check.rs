@@ -101,13 +101,12 @@ fn admin_and_traces(file: &ConfigFile) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// Checks a deserialised file and reports every problem, in the order the
-/// checks run (the first one is what a gateway's start or reload names): the
-/// front's settings, then each upstream, rule, store, hook and caller, then
-/// limits and guards. Each check stands alone, so one problem never hides
-/// another; a check that needs a value another refused is skipped.
-/// `audit.retention`: a duration of a second or more.
-fn audit_retention(file: &ConfigFile) -> Result<(), Invalid> {
+/// `[audit]`: a retention of a second or more, an OTLP endpoint that is an
+/// http(s) URL.
+fn audit(file: &ConfigFile) -> Result<(), Invalid> {
+    if let Some(url) = &file.audit.otlp {
+        HttpTarget::parse(url, 1).map_err(|m| invalid("audit.otlp", m))?;
+    }
     let Some(r) = &file.audit.retention else {
         return Ok(());
     };
@@ -122,6 +121,11 @@ fn audit_retention(file: &ConfigFile) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// Checks a deserialised file and reports every problem, in the order the
+/// checks run (the first one is what a gateway's start or reload names): the
+/// front's settings, then each upstream, rule, store, hook and caller, then
+/// limits and guards. Each check stands alone, so one problem never hides
+/// another; a check that needs a value another refused is skipped.
 pub(super) fn check(file: &ConfigFile) -> Result<Checked, Vec<Invalid>> {
     let mut errors = settings(file);
     let mut names = HashSet::new();
@@ -139,7 +143,7 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Vec<Invalid>> {
     }
     let store_url = store_url.map_err(|e| errors.push(e)).ok().flatten();
     errors.extend(idempotency(file).err());
-    errors.extend(audit_retention(file).err());
+    errors.extend(audit(file).err());
     let webhook = file
         .access
         .webhook

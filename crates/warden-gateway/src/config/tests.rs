@@ -124,6 +124,11 @@ fn the_admin_listener_has_one_name_and_traces_a_usable_endpoint() {
         e.to_string(),
         "w.toml: traces.endpoint: 'grpc://c:4317' is not an http:// or https:// URL"
     );
+    let e = Config::parse("[audit]\notlp = \"grpc://c:4317\"\n", "w.toml").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "w.toml: audit.otlp: 'grpc://c:4317' is not an http:// or https:// URL"
+    );
     let e = Config::parse("[traces]\nendpont = \"x\"\n", "w.toml").unwrap_err();
     assert!(e.to_string().contains("Did you mean 'endpoint'?"), "{e}");
 }

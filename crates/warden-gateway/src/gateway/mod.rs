@@ -178,6 +178,7 @@ impl Gateway {
         let mut metrics = Metrics::new(audit.backlog.clone(), audit.lost.clone());
         metrics.tool_drift = upstreams.tool_drift.clone();
         metrics.audit_dropped = audit.dropped.clone();
+        metrics.audit_otlp_dropped = audit.otlp_dropped.clone();
         let metrics = Arc::new(metrics);
         let tracer = match otel::Settings::resolve(&config.traces, |k| std::env::var(k).ok()) {
             None => Tracer::off(),

@@ -319,7 +319,7 @@ impl Settle {
         let mut record = template.clone();
         record.decision = Decision::Allowed.as_str().to_owned();
         record.outcome = Outcome::Abandoned.as_str().to_owned();
-        self.audit.record(record).await;
+        self.audit.record(record, None).await;
     }
 
     async fn record(
@@ -333,8 +333,10 @@ impl Settle {
         let ms = call.started.elapsed().as_secs_f64() * 1e3;
         self.metrics
             .observe(decision.as_str(), outcome.as_str(), ms);
+        let mut trace = None;
         if let Some(span) = &call.span {
             let mut span = span.lock().unwrap_or_else(|e| e.into_inner());
+            trace = Some(span.context());
             span.set("warden.decision", decision.as_str());
             span.set("warden.outcome", outcome.as_str());
             span.set("warden.replayed", replayed);
@@ -350,7 +352,7 @@ impl Settle {
             record.duration_ms = ms;
             record.replayed = replayed;
             record.error = error;
-            self.audit.record(record).await;
+            self.audit.record(record, trace).await;
         }
     }
 

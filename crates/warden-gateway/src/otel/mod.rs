@@ -30,7 +30,9 @@
 //! task batches to the collector ([`otlp`]); a full queue drops spans and counts
 //! them (`warden_trace_spans_dropped_total`), never waits.
 
+pub mod logs;
 pub mod otlp;
+mod proto;
 pub mod span;
 
 pub use span::{Attr, Kind, Parent, Span, SpanContext};
@@ -83,7 +85,7 @@ impl std::fmt::Debug for ExportHeaders {
 impl ExportHeaders {
     /// Reads `name=value,…` (values percent-encoded). `from` names the variable
     /// in warnings, which name a bad entry's header but never show a value.
-    fn parse(text: &str, from: &str) -> ExportHeaders {
+    pub(crate) fn parse(text: &str, from: &str) -> ExportHeaders {
         let mut out = Vec::new();
         for (i, entry) in text.split(',').enumerate() {
             let entry = entry.trim();
@@ -308,11 +310,16 @@ impl Tracer {
             .with_headers(&settings.headers.0);
         let (tx, rx) = mpsc::channel(QUEUE);
         let (flushes, flush_rx) = mpsc::channel(4);
+        let service_name = settings.service_name.clone();
+        let signal = otlp::Signal {
+            what: "spans",
+            encode: Box::new(move |spans: &[span::SpanData]| otlp::encode(&service_name, spans)),
+        };
         tokio::spawn(otlp::export(
             rx,
             flush_rx,
             target,
-            settings.service_name.clone(),
+            signal,
             settings.delay,
             dropped.clone(),
         ));

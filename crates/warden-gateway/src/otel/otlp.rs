@@ -1,12 +1,12 @@
-//! OTLP/HTTP export: finished spans are batched off the call path and POSTed as
-//! a protobuf `ExportTraceServiceRequest` to `<endpoint>/v1/traces`.
-//!
-//! The handful of messages a trace export needs (opentelemetry-proto's
-//! `collector/trace/v1` and `trace/v1`) are encoded here by hand: protobuf's wire
-//! format for them is a few tags, varints and length prefixes, and a code
-//! generator would cost the default build more than it saves.
+//! OTLP/HTTP export: finished spans (and audit records, [`super::logs`]) are
+//! batched off the call path and POSTed as protobuf, spans as an
+//! `ExportTraceServiceRequest` to `<endpoint>/v1/traces` (encoded with
+//! [`super::proto`]).
 
-use super::span::{Attr, SpanData};
+use super::proto::{
+    bytes_field, key_value, message, resource, scope, tag, varint, FIXED64, VARINT,
+};
+use super::span::SpanData;
 use crate::net::target::HttpTarget;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,65 +18,6 @@ pub const MAX_BATCH: usize = 512;
 /// How long a span may wait for others to fill its batch, unless
 /// `OTEL_BSP_SCHEDULE_DELAY` says otherwise.
 pub const BATCH_DELAY: Duration = Duration::from_millis(500);
-
-/// Protobuf wire types.
-const VARINT: u32 = 0;
-const FIXED64: u32 = 1;
-const LEN: u32 = 2;
-
-fn tag(out: &mut Vec<u8>, field: u32, wire: u32) {
-    varint(out, u64::from(field << 3 | wire));
-}
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn bytes_field(out: &mut Vec<u8>, field: u32, b: &[u8]) {
-    tag(out, field, LEN);
-    varint(out, b.len() as u64);
-    out.extend_from_slice(b);
-}
-
-/// A nested message: written into a scratch buffer, then length-prefixed.
-fn message(out: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
-    let mut inner = Vec::new();
-    write(&mut inner);
-    bytes_field(out, field, &inner);
-}
-
-/// `AnyValue`: string_value = 1, bool_value = 2, int_value = 3, array_value = 5.
-fn any_value(out: &mut Vec<u8>, value: &Attr) {
-    match value {
-        Attr::Str(s) => bytes_field(out, 1, s.as_bytes()),
-        Attr::Bool(b) => {
-            tag(out, 2, VARINT);
-            varint(out, u64::from(*b));
-        }
-        Attr::Int(n) => {
-            tag(out, 3, VARINT);
-            varint(out, *n as u64);
-        }
-        // ArrayValue { repeated AnyValue values = 1 }
-        Attr::Strs(items) => message(out, 5, |a| {
-            for s in items {
-                message(a, 1, |v| bytes_field(v, 1, s.as_bytes()));
-            }
-        }),
-    }
-}
-
-/// `KeyValue { string key = 1; AnyValue value = 2 }` as field `field` of its parent.
-fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: &Attr) {
-    message(out, field, |kv| {
-        bytes_field(kv, 1, key.as_bytes());
-        message(kv, 2, |v| any_value(v, value));
-    });
-}
 
 /// `Span`: trace_id = 1, span_id = 2, parent_span_id = 4, name = 5, kind = 6,
 /// start = 7, end = 8 (fixed64), attributes = 9, status = 15.
@@ -111,22 +52,11 @@ fn span(out: &mut Vec<u8>, s: &SpanData) {
 pub fn encode(service_name: &str, spans: &[SpanData]) -> Vec<u8> {
     let mut out = Vec::with_capacity(256 * spans.len() + 128);
     message(&mut out, 1, |rs| {
-        // ResourceSpans.resource = 1: Resource { repeated KeyValue attributes = 1 }
-        message(rs, 1, |r| {
-            key_value(r, 1, "service.name", &Attr::from(service_name));
-            key_value(
-                r,
-                1,
-                "service.version",
-                &Attr::from(env!("CARGO_PKG_VERSION")),
-            );
-        });
+        // ResourceSpans.resource = 1
+        message(rs, 1, |r| resource(r, service_name));
         // ResourceSpans.scope_spans = 2: ScopeSpans { scope = 1; repeated Span spans = 2 }
         message(rs, 2, |ss| {
-            message(ss, 1, |scope| {
-                bytes_field(scope, 1, b"mcp-warden");
-                bytes_field(scope, 2, env!("CARGO_PKG_VERSION").as_bytes());
-            });
+            message(ss, 1, scope);
             for s in spans {
                 message(ss, 2, |m| span(m, s));
             }
@@ -135,15 +65,25 @@ pub fn encode(service_name: &str, spans: &[SpanData]) -> Vec<u8> {
     out
 }
 
+/// How a batch of items is encoded for the collector.
+pub type Encode<T> = Box<dyn Fn(&[T]) -> Vec<u8> + Send>;
+
+/// What one exporter sends: its items' name in the log (`spans`), and how a
+/// batch of them is encoded.
+pub struct Signal<T> {
+    pub what: &'static str,
+    pub encode: Encode<T>,
+}
+
 /// Sends batches until every sender is gone. A batch waits at most `delay` for
 /// others to fill it; a flush request (`flushes`) sends whatever is queued at
 /// once and is answered when that is done. A batch the collector does not take is
-/// dropped (counted, logged once per run of failures): spans never pile up.
-pub async fn export(
-    mut rx: mpsc::Receiver<SpanData>,
+/// dropped (counted, logged once per run of failures): items never pile up.
+pub async fn export<T: Send>(
+    mut rx: mpsc::Receiver<T>,
     mut flushes: mpsc::Receiver<oneshot::Sender<()>>,
     target: HttpTarget,
-    service_name: String,
+    signal: Signal<T>,
     delay: Duration,
     dropped: Arc<AtomicU64>,
 ) {
@@ -192,18 +132,18 @@ pub async fn export(
             if batch.is_empty() {
                 break;
             }
-            let body = encode(&service_name, &batch);
+            let body = (signal.encode)(&batch);
             match target.send("application/x-protobuf", body).await {
                 Ok(()) => {
                     if failing {
-                        tracing::info!(url = %target.url(), "the trace collector takes spans again");
+                        tracing::info!(url = %target.url(), "the collector takes {} again", signal.what);
                     }
                     failing = false;
                 }
                 Err(e) => {
                     dropped.fetch_add(batch.len() as u64, Ordering::Relaxed);
                     if !failing {
-                        tracing::warn!(url = %target.url(), "spans could not be exported and are dropped: {e}");
+                        tracing::warn!(url = %target.url(), "{} could not be exported and are dropped: {e}", signal.what);
                     }
                     failing = true;
                 }
@@ -225,17 +165,7 @@ pub async fn export(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::otel::span::Kind;
-
-    #[test]
-    fn varints_are_little_endian_groups_of_seven() {
-        let mut out = Vec::new();
-        varint(&mut out, 1);
-        varint(&mut out, 300);
-        varint(&mut out, u64::MAX);
-        assert_eq!(&out[..3], &[0x01, 0xac, 0x02]);
-        assert_eq!(out.len(), 3 + 10);
-    }
+    use crate::otel::span::{Attr, Kind};
 
     #[test]
     fn a_span_encodes_as_the_proto_says() {

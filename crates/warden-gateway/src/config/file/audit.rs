@@ -23,6 +23,10 @@ pub struct AuditConfig {
     /// (T4). Only with the HTTP front: over stdio, stdout carries MCP.
     #[serde(default)]
     pub stdout: bool,
+    /// The OpenTelemetry collector's base URL (`http://127.0.0.1:4318`): each
+    /// record also goes there as a log record, to `<otlp>/v1/logs` (T5). Else
+    /// `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`, when set, is used as it is.
+    pub otlp: Option<String>,
 }
 
 /// Whether an answer waits for its audit record to be committed (T1).

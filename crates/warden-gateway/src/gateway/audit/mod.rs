@@ -1,5 +1,5 @@
 //! The audit trail (H4, T1): one record per tool call, to the store and to the
-//! optional JSON-lines stream.
+//! optional JSON-lines streams (a file, stdout) and OTLP log export (T5).
 //!
 //! With no `[store]` and no `[audit] jsonl`, nothing here costs anything: no
 //! record is built. Records reach the store through one group-committing writer
@@ -10,6 +10,8 @@
 
 use crate::config::{AuditConfig, Config, Durability};
 use crate::logged::logged_whole;
+use crate::otel::logs::{LogExport, LogItem, LogSettings};
+use crate::otel::{Attr, SpanContext};
 use serde_json::{Map, Value};
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +48,10 @@ pub struct AuditTrail {
     /// `[audit] stdout`, once the HTTP front serves (T4): never over stdio,
     /// nor for commands that print their own output there.
     stdout: std::sync::atomic::AtomicBool,
+    /// Each record as an OpenTelemetry log record (T5).
+    otlp: Option<LogExport>,
+    /// Records the OTLP export dropped (a full queue, a collector that refused).
+    pub otlp_dropped: Arc<AtomicU64>,
 }
 
 impl AuditTrail {
@@ -74,6 +80,8 @@ impl AuditTrail {
         if let (Some(store), Some((keep, text))) = (&store, keep) {
             retention::start(store.clone(), keep, text);
         }
+        let otlp_dropped = Arc::new(AtomicU64::new(0));
+        let otlp = Self::otlp(audit, config, otlp_dropped.clone())?;
         let (lost, backlog) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let writer = store.as_ref().map(|store| {
             let retries = Arc::new(Retries::new(store.clone(), lost.clone(), backlog.clone()));
@@ -97,7 +105,26 @@ impl AuditTrail {
             backlog,
             dropped: Arc::new(AtomicU64::new(0)),
             stdout: std::sync::atomic::AtomicBool::new(false),
+            otlp,
+            otlp_dropped,
         })
+    }
+
+    /// Starts the OTLP export of records when the config or the environment
+    /// asks for it (T5).
+    fn otlp(
+        audit: &AuditConfig,
+        config: &Config,
+        dropped: Arc<AtomicU64>,
+    ) -> Result<Option<LogExport>, String> {
+        let service = config.traces.service_name.as_deref();
+        let env = |k: &str| std::env::var(k).ok();
+        let Some(settings) = LogSettings::resolve(audit.otlp.as_deref(), service, env) else {
+            return Ok(None);
+        };
+        let export = LogExport::start(&settings, dropped)?;
+        tracing::info!(url = %settings.url, "audit records are exported over OTLP/HTTP as log records");
+        Ok(Some(export))
     }
 
     /// Writes each record to stdout as well, from now on (T4): the HTTP front
@@ -111,9 +138,13 @@ impl AuditTrail {
         self.store.as_ref()
     }
 
-    /// Whether calls leave audit records (a store or a JSON-lines file is configured).
+    /// Whether calls leave audit records (a store, a JSON-lines stream or an
+    /// OTLP export is configured).
     pub fn on(&self) -> bool {
-        self.store.is_some() || self.jsonl.is_some() || self.stdout.load(Ordering::Relaxed)
+        self.store.is_some()
+            || self.jsonl.is_some()
+            || self.stdout.load(Ordering::Relaxed)
+            || self.otlp.is_some()
     }
 
     /// What every record of one call shares: who, which tool, the arguments as
@@ -212,10 +243,15 @@ impl AuditTrail {
     /// waits for a retry (the gateway is stopping: a record still waiting would
     /// be lost with the process); then logs where this replica's chain ends.
     pub async fn flushed(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        if let Some(otlp) = &self.otlp {
+            if !otlp.flush(within).await {
+                tracing::warn!("audit records were still being exported over OTLP after {within:?}; the rest are dropped");
+            }
+        }
         let Some((writer, retries)) = &self.writer else {
             return true;
         };
-        let deadline = tokio::time::Instant::now() + within;
         let queued = tokio::time::timeout_at(deadline, writer.flush())
             .await
             .is_ok();
@@ -235,12 +271,14 @@ impl AuditTrail {
         queued && drained
     }
 
-    /// Writes one record (stamped with the time now): to the JSON-lines file,
-    /// and to the store, before the answer unless durability is async.
-    pub async fn record(&self, mut record: AuditRecord) {
-        record.time = warden_store::format_rfc3339(SystemTime::now());
+    /// Writes one record (stamped with the time now): to the JSON-lines
+    /// streams and the OTLP export (with `trace`, the call's span, when it was
+    /// traced), and to the store, before the answer unless durability is async.
+    pub async fn record(&self, mut record: AuditRecord, trace: Option<SpanContext>) {
+        let now = SystemTime::now();
+        record.time = warden_store::format_rfc3339(now);
         let stdout = self.stdout.load(Ordering::Relaxed);
-        if self.jsonl.is_some() || stdout {
+        if self.jsonl.is_some() || stdout || self.otlp.is_some() {
             let line = serde_json::to_string(&record).unwrap_or_default();
             if let Some(file) = &self.jsonl {
                 let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
@@ -254,6 +292,9 @@ impl AuditTrail {
                 if let Err(e) = writeln!(out, "{line}").and_then(|_| out.flush()) {
                     tracing::error!("audit record to stdout failed: {e}");
                 }
+            }
+            if let Some(otlp) = &self.otlp {
+                otlp.offer(log_item(&record, line, now, trace));
             }
         }
         let Some((writer, retries)) = &self.writer else {
@@ -279,6 +320,34 @@ impl AuditTrail {
                 }
             }
         }
+    }
+}
+
+/// A record as an OTLP log record: its JSON line as the body, what a pipeline
+/// filters on as attributes, and the call's trace (T5).
+fn log_item(
+    record: &AuditRecord,
+    line: String,
+    at: SystemTime,
+    trace: Option<SpanContext>,
+) -> LogItem {
+    let mut attrs = vec![
+        ("mcp.tool.name", Attr::from(record.tool.as_str())),
+        ("warden.decision", Attr::from(record.decision.as_str())),
+        ("warden.outcome", Attr::from(record.outcome.as_str())),
+    ];
+    if let Some(caller) = &record.caller {
+        attrs.push(("warden.caller", Attr::from(caller.as_str())));
+    }
+    if let Some(upstream) = &record.upstream {
+        attrs.push(("warden.upstream", Attr::from(upstream.as_str())));
+    }
+    let nanos = at.duration_since(SystemTime::UNIX_EPOCH);
+    LogItem {
+        time_unix_nanos: nanos.map_or(0, |d| d.as_nanos() as u64),
+        body: line,
+        attrs,
+        trace: trace.map(|t| (t.trace_id, t.span_id)),
     }
 }
 

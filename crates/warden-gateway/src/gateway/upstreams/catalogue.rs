@@ -19,7 +19,7 @@ impl Upstreams {
         if let Some(settle) = settle {
             for (up, tool, mode, drift) in drifted {
                 let record = settle.audit.drift(&up, &tool, mode.as_str(), drift);
-                settle.audit.record(record).await;
+                settle.audit.record(record, None).await;
             }
         }
     }
