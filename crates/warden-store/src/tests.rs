@@ -325,7 +325,7 @@ fn a_newer_schema_is_refused_with_a_fix() {
     let e = Sqlite::init(conn).err().unwrap();
     assert!(e
         .to_string()
-        .contains("schema version 99, newer than this mcp-warden knows (4); upgrade mcp-warden"));
+        .contains("schema version 99, newer than this mcp-warden knows (5); upgrade mcp-warden"));
 }
 
 #[test]

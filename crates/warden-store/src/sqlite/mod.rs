@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 mod audit;
 mod open;
+mod search;
 #[cfg(test)]
 pub(crate) use open::stayed_locked;
 
@@ -60,6 +61,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         seq INTEGER NOT NULL,
         hash TEXT NOT NULL
     );",
+    // 5: the console's and `audit`'s filters, newest first (an index holds the
+    // rowid, which is `id`, so each is in id order within its key).
+    "CREATE INDEX audit_caller ON audit (caller);
+    CREATE INDEX audit_tool ON audit (tool);
+    CREATE INDEX audit_outcome ON audit (outcome);",
 ];
 
 /// The embedded SQLite store.
@@ -290,48 +296,6 @@ impl Sqlite {
         .await
     }
 
-    /// Audit records matching `filter`, oldest first.
-    pub async fn recent(
-        &self,
-        filter: AuditFilter,
-        before: Option<i64>,
-    ) -> Result<Vec<(i64, AuditRecord)>, StoreError> {
-        self.with(move |conn| {
-            let mut stmt = conn.prepare(
-                "SELECT id, record FROM audit
-                 WHERE (?1 IS NULL OR caller = ?1) AND (?2 IS NULL OR tool = ?2)
-                   AND (?3 IS NULL OR outcome = ?3) AND (?4 IS NULL OR time_ms >= ?4)
-                   AND (?6 IS NULL OR id < ?6)
-                 ORDER BY id DESC LIMIT ?5",
-            )?;
-            let limit = if filter.limit == 0 {
-                i64::MAX
-            } else {
-                filter.limit as i64
-            };
-            let rows = stmt.query_map(
-                params![
-                    filter.caller,
-                    filter.tool,
-                    filter.outcome,
-                    filter.since_ms,
-                    limit,
-                    before
-                ],
-                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
-            )?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (id, text) = row?;
-                if let Ok(rec) = serde_json::from_str(&text) {
-                    out.push((id, rec));
-                }
-            }
-            Ok(out)
-        })
-        .await
-    }
-
     pub async fn counts_per_minute(&self, since_ms: i64) -> Result<Vec<MinuteCount>, StoreError> {
         self.with(move |conn| {
             let mut stmt = conn.prepare(
@@ -359,40 +323,6 @@ impl Sqlite {
                 Some(text) => Ok(serde_json::from_str(&text?).ok()),
                 None => Ok(None),
             }
-        })
-        .await
-    }
-
-    pub async fn query(&self, filter: AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {
-        self.with(move |conn| {
-            let mut stmt = conn.prepare(
-                "SELECT record FROM audit
-                 WHERE (?1 IS NULL OR caller = ?1) AND (?2 IS NULL OR tool = ?2)
-                   AND (?3 IS NULL OR outcome = ?3) AND (?4 IS NULL OR time_ms >= ?4)
-                 ORDER BY id LIMIT ?5",
-            )?;
-            let limit = if filter.limit == 0 {
-                i64::MAX
-            } else {
-                filter.limit as i64
-            };
-            let rows = stmt.query_map(
-                params![
-                    filter.caller,
-                    filter.tool,
-                    filter.outcome,
-                    filter.since_ms,
-                    limit
-                ],
-                |r| r.get::<_, String>(0),
-            )?;
-            let mut out = Vec::new();
-            for row in rows {
-                if let Ok(rec) = serde_json::from_str(&row?) {
-                    out.push(rec);
-                }
-            }
-            Ok(out)
         })
         .await
     }
