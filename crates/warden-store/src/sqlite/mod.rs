@@ -3,8 +3,8 @@
 
 use crate::chain::Lanes;
 use crate::{
-    millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, MinuteCount, OnAbandoned,
-    StoreError, ABANDONED,
+    millis, new_owner, now_ms, AuditRecord, Claim, Finish, MinuteCount, OnAbandoned, StoreError,
+    ABANDONED,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
