@@ -180,17 +180,12 @@ async fn a_governed_rmcp_server_answers_byte_for_byte_as_the_gateway() {
             "Error: Unknown parameter 'txt' for tool 'notes.create_note'.\nDid you mean: text?\nAllowed parameters: title, text.",
             "Created note 1 'Plan' (private).",
             "Error: Argument 'is_public' of tool 'notes.create_note' is fixed by configuration and cannot be set by the caller.",
-            texts[3].as_str(),
+            "Error: Argument 'text' of tool 'notes.create_note' must not match the pattern '(?i)\\bdrop\\b' for caller 'local'.",
             "Error: Missing required argument 'title'.\nError: Missing required argument 'text'.",
             "Error: This call needs approval, and the client cannot ask for it. Ask for the tool to be allowed instead.",
             "Unknown tool 'notes.nope'.",
             "1. Plan [private] Ship it",
         ]
-    );
-    assert!(
-        texts[3].starts_with("Error: ") && texts[3].contains("'notes.create_note'"),
-        "the argument rule refused the call: {}",
-        texts[3]
     );
     ours.cancel().await.unwrap();
     gw.cancel().await.unwrap();
