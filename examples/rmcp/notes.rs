@@ -67,7 +67,10 @@ impl Notes {
         let mut notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
         notes.push((title.clone(), body, public));
         let shown = if public { "PUBLIC" } else { "private" };
-        text(format!("Created note {} '{title}' ({shown}).", notes.len()), false)
+        text(
+            format!("Created note {} '{title}' ({shown}).", notes.len()),
+            false,
+        )
     }
 
     fn list(&self) -> CallToolResponse {

@@ -193,9 +193,11 @@ mod tests {
     use warden_core::{Effect, Outcome, Overrides, Rule, UnknownMode};
 
     fn notes() -> Vec<Value> {
-        vec![json!({"name": "create_note", "inputSchema": {"type": "object",
+        vec![
+            json!({"name": "create_note", "inputSchema": {"type": "object",
             "properties": {"title": {"type": "string"}, "text": {"type": "string"},
-            "is_public": {"type": "boolean"}}, "required": ["title", "text"]}})]
+            "is_public": {"type": "boolean"}}, "required": ["title", "text"]}}),
+        ]
     }
 
     fn strict() -> LayeredPolicy {

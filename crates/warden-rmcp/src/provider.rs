@@ -110,8 +110,14 @@ mod tests {
 
     #[test]
     fn arguments_read_as_a_model_sends_them() {
-        assert_eq!(arguments(&json!({"a": 1})), Some(json!({"a": 1}).as_object().cloned().unwrap()));
-        assert_eq!(arguments(&json!(r#"{"a":1}"#)), Some(json!({"a": 1}).as_object().cloned().unwrap()));
+        assert_eq!(
+            arguments(&json!({"a": 1})),
+            Some(json!({"a": 1}).as_object().cloned().unwrap())
+        );
+        assert_eq!(
+            arguments(&json!(r#"{"a":1}"#)),
+            Some(json!({"a": 1}).as_object().cloned().unwrap())
+        );
         assert_eq!(arguments(&Value::Null), Some(Map::new()));
         assert_eq!(arguments(&json!(" ")), Some(Map::new()));
         assert_eq!(arguments(&json!("[1]")), None);

@@ -15,7 +15,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ServiceError, ServiceExt};
 use serde_json::{json, Map, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use warden_core::provider::{no_warnings, PolicyLayer, StageLayer, ToolCall, ToolProvider};
@@ -62,9 +62,12 @@ fn config_file(name: &str) -> PathBuf {
 }
 
 /// The notes server governed in process by `config`, as a child process.
-async fn governed(config: &PathBuf) -> Client {
+async fn governed(config: &Path) -> Client {
     let mut command = tokio::process::Command::new(NOTES);
-    command.arg("--config").arg(config).args(["--upstream", "notes"]);
+    command
+        .arg("--config")
+        .arg(config)
+        .args(["--upstream", "notes"]);
     let transport = TokioChildProcess::new(command).unwrap();
     tokio::time::timeout(PATIENCE, ().serve(transport))
         .await
@@ -74,20 +77,16 @@ async fn governed(config: &PathBuf) -> Client {
 
 /// The gateway itself over `config` (its upstream: the plain notes server as a
 /// child), reached through an in-memory pipe by rmcp's client.
-async fn gateway(config: &PathBuf) -> Client {
+async fn gateway(config: &Path) -> Client {
     let config = warden_gateway::config::Config::load(config).unwrap();
     let gateway = warden_gateway::gateway::Gateway::new(config).await.unwrap();
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let (read, write) = tokio::io::split(theirs);
     tokio::spawn(async move {
         let input = tokio::io::BufReader::new(read);
-        let _ = warden_gateway::front::stdio::serve_on(
-            gateway,
-            input,
-            write,
-            std::future::pending(),
-        )
-        .await;
+        let _ =
+            warden_gateway::front::stdio::serve_on(gateway, input, write, std::future::pending())
+                .await;
     });
     tokio::time::timeout(PATIENCE, ().serve(ours))
         .await
@@ -141,7 +140,11 @@ async fn a_governed_rmcp_server_answers_byte_for_byte_as_the_gateway() {
         .collect();
     assert_eq!(
         names,
-        ["notes.create_note", "notes.list_notes", "notes.publish_note"]
+        [
+            "notes.create_note",
+            "notes.list_notes",
+            "notes.publish_note"
+        ]
     );
     assert!(our_tools[0]["inputSchema"]["properties"]
         .get("is_public")
@@ -150,9 +153,18 @@ async fn a_governed_rmcp_server_answers_byte_for_byte_as_the_gateway() {
     // Each call, in this order, through both; the answers must be identical.
     let calls = [
         ("notes.create_note", json!({"title": "t", "txt": "x"})),
-        ("notes.create_note", json!({"title": "Plan", "body": "Ship it"})),
-        ("notes.create_note", json!({"title": "Leak", "text": "x", "is_public": true})),
-        ("notes.create_note", json!({"title": "Bad", "text": "then DROP it"})),
+        (
+            "notes.create_note",
+            json!({"title": "Plan", "body": "Ship it"}),
+        ),
+        (
+            "notes.create_note",
+            json!({"title": "Leak", "text": "x", "is_public": true}),
+        ),
+        (
+            "notes.create_note",
+            json!({"title": "Bad", "text": "then DROP it"}),
+        ),
         ("notes.create_note", json!({})),
         ("notes.publish_note", json!({"id": 1})),
         ("notes.nope", json!({"a": 1})),
@@ -261,7 +273,11 @@ async fn the_provider_stack_governs_an_rmcp_client_over_tcp() {
             c("1", "create_note", r#"{"title":"t","txt":"x"}"#),
             c("2", "create_note", r#"{"title":"Plan","text":"Ship it"}"#),
             c("3", "publish_note", r#"{"id":1}"#),
-            c("4", "create_note", r#"{"title":"L","text":"x","is_public":true}"#),
+            c(
+                "4",
+                "create_note",
+                r#"{"title":"L","text":"x","is_public":true}"#,
+            ),
             c("5", "list_notes", ""),
         ])
         .await
