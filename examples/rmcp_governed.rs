@@ -30,6 +30,11 @@ unknown_arguments = "reject"
 [upstream.tools.create_note]
 aliases = { body = "text" }
 pin = { is_public = false }
+
+[[rule]]                          # deleting is not for this caller: the tool is not even listed
+callers = ["*"]
+tools = ["notes.delete_note"]
+effect = "deny"
 "#;
 
 /// Part 1: the governed server on a socket, and rmcp's client calling it.
@@ -84,9 +89,9 @@ async fn agent_host(out: &mut String) -> Result<(), Box<dyn std::error::Error>> 
     let client = ().serve(client_end).await?;
     let mut pins = Map::new();
     pins.insert("is_public".into(), json!(false));
-    let deny = Rule::new(&["*".into()], &["publish_note".into()], Effect::Deny)?;
+    let deny = |tool: &str| Rule::new(&["*".into()], &[tool.into()], Effect::Deny);
     let rules = Rules {
-        rules: vec![deny],
+        rules: vec![deny("publish_note")?, deny("delete_note")?],
         default: Effect::Allow,
     };
     let stack = PolicyLayer::new(

@@ -1,5 +1,5 @@
 //! A small notes server written on rmcp's own `ServerHandler`, the kind of
-//! server warden-rmcp governs: three tools, listed over two pages, and a
+//! server warden-rmcp governs: four tools, listed over two pages, and a
 //! prompt (which the governance passes through untouched).
 
 use rmcp::model::{
@@ -33,6 +33,13 @@ fn declarations() -> Vec<Tool> {
             "name": "list_notes",
             "description": "List every note with its id and visibility.",
             "inputSchema": {"type": "object", "properties": {}}
+        },
+        {
+            "name": "delete_note",
+            "description": "Delete a note for good.",
+            "inputSchema": {"type": "object", "properties": {
+                "id": {"type": "integer", "minimum": 1}
+            }, "required": ["id"]}
         },
         {
             "name": "publish_note",
@@ -102,6 +109,18 @@ impl Notes {
     }
 }
 
+impl Notes {
+    fn delete(&self, args: &Map<String, Value>) -> CallToolResponse {
+        let mut notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        let id = args.get("id").and_then(Value::as_u64).unwrap_or(0) as usize;
+        if id == 0 || id > notes.len() {
+            return text(format!("No note {id}."), true);
+        }
+        notes.remove(id - 1);
+        text(format!("Deleted note {id}."), false)
+    }
+}
+
 impl ServerHandler for Notes {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -140,6 +159,7 @@ impl ServerHandler for Notes {
             "create_note" => Ok(self.create(&args)),
             "list_notes" => Ok(self.list()),
             "publish_note" => Ok(self.publish(&args)),
+            "delete_note" => Ok(self.delete(&args)),
             other => Err(McpError::invalid_params(format!("no tool {other}"), None)),
         }
     }

@@ -29,7 +29,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 type Client = RunningService<RoleClient, ()>;
 
 /// The governance both sides get: reject mode, an alias, a pin, a rule on the
-/// arguments (G6) and an `ask` rule (H5).
+/// arguments (G6), an `ask` rule (H5) and a tool hidden by a rule (G2).
 const CONFIG: &str = r#"
 [[upstream]]
 name = "notes"
@@ -50,6 +50,11 @@ when = [{ arg = "text", regex = "(?i)\\bdrop\\b" }]
 callers = ["*"]
 tools = ["notes.publish_note"]
 effect = "ask"
+
+[[rule]]
+callers = ["*"]
+tools = ["notes.delete_note"]
+effect = "deny"
 "#;
 
 /// Writes the config to a fresh folder and returns its path.
@@ -168,6 +173,7 @@ async fn a_governed_rmcp_server_answers_byte_for_byte_as_the_gateway() {
         ("notes.create_note", json!({})),
         ("notes.publish_note", json!({"id": 1})),
         ("notes.nope", json!({"a": 1})),
+        ("notes.delete_note", json!({"id": 1})),
         ("notes.list_notes", json!({})),
     ];
     let mut texts = Vec::new();
@@ -196,6 +202,7 @@ async fn a_governed_rmcp_server_answers_byte_for_byte_as_the_gateway() {
             "Error: Missing required argument 'title'.\nError: Missing required argument 'text'.",
             "Error: This call needs approval, and the client cannot ask for it. Ask for the tool to be allowed instead.",
             "Unknown tool 'notes.nope'.",
+            "Unknown tool 'notes.delete_note'.",
             "1. Plan [private] Ship it",
         ]
     );
@@ -237,9 +244,9 @@ async fn the_provider_stack_governs_an_rmcp_client_over_tcp() {
     let client: Client = ().serve(stream).await.unwrap();
     let mut pins = Map::new();
     pins.insert("is_public".into(), json!(false));
-    let deny = Rule::new(&["*".into()], &["publish_note".into()], Effect::Deny).unwrap();
+    let deny = |tool: &str| Rule::new(&["*".into()], &[tool.into()], Effect::Deny).unwrap();
     let rules = Rules {
-        rules: vec![deny],
+        rules: vec![deny("publish_note"), deny("delete_note")],
         default: Effect::Allow,
     };
     let stack = PolicyLayer::new(
