@@ -57,12 +57,28 @@ tools = ["notes.delete_note"]
 effect = "deny"
 "#;
 
-/// Writes the config to a fresh folder and returns its path.
-fn config_file(name: &str) -> PathBuf {
+/// Other settings: no prefix, `reason` on every tool, undeclared keys stripped,
+/// one tool not validated.
+const LENIENT: &str = r#"
+[defaults]
+reasons = true
+
+[[upstream]]
+name = "notes"
+command = ["{notes}"]
+prefix = false
+unknown_arguments = "strip"
+
+[upstream.tools.publish_note]
+validate = false
+"#;
+
+/// Writes `config` to a fresh folder and returns its path.
+fn config_file(name: &str, config: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("warden-rmcp-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("warden.toml");
-    std::fs::write(&path, CONFIG.replace("{notes}", NOTES)).unwrap();
+    std::fs::write(&path, config.replace("{notes}", NOTES)).unwrap();
     path
 }
 
@@ -126,36 +142,52 @@ fn text(answer: &Result<CallToolResult, Value>) -> String {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_governed_rmcp_server_answers_byte_for_byte_as_the_gateway() {
-    let path = config_file("same");
+/// The listing and the answers to `calls`, in order, of the notes server governed
+/// in process and of the gateway in front of it, both under `config`: they must
+/// be identical, byte for byte. Returns the listing and the answers' texts.
+async fn both(name: &str, config: &str, calls: &[(&str, Value)]) -> (Value, Vec<String>) {
+    let path = config_file(name, config);
     let ours = governed(&path).await;
     let gw = gateway(&path).await;
-
-    // The same listing: prefixed names, the pin gone from the schema, every page.
     let listed = |tools: Vec<rmcp::model::Tool>| serde_json::to_value(tools).unwrap();
     let our_tools = listed(ours.peer().list_all_tools().await.unwrap());
     let gw_tools = listed(gw.peer().list_all_tools().await.unwrap());
-    assert_eq!(our_tools, gw_tools);
-    let names: Vec<&str> = our_tools
+    assert_eq!(
+        serde_json::to_string(&our_tools).unwrap(),
+        serde_json::to_string(&gw_tools).unwrap()
+    );
+    let mut texts = Vec::new();
+    for (name, args) in calls {
+        let mine = call(&ours, name, args.clone()).await;
+        let theirs = call(&gw, name, args.clone()).await;
+        let as_json = |a: &Result<CallToolResult, Value>| match a {
+            Ok(r) => json!({"result": r}),
+            Err(e) => json!({"error": e}),
+        };
+        assert_eq!(
+            serde_json::to_string(&as_json(&mine)).unwrap(),
+            serde_json::to_string(&as_json(&theirs)).unwrap(),
+            "{name} {args}"
+        );
+        texts.push(text(&mine));
+    }
+    ours.cancel().await.unwrap();
+    gw.cancel().await.unwrap();
+    (our_tools, texts)
+}
+
+fn names(tools: &Value) -> Vec<&str> {
+    tools
         .as_array()
         .unwrap()
         .iter()
         .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "notes.create_note",
-            "notes.list_notes",
-            "notes.publish_note"
-        ]
-    );
-    assert!(our_tools[0]["inputSchema"]["properties"]
-        .get("is_public")
-        .is_none());
+        .collect()
+}
 
-    // Each call, in this order, through both; the answers must be identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_governed_rmcp_server_answers_byte_for_byte_as_the_gateway() {
+    // Each call, in this order, through both.
     let calls = [
         ("notes.create_note", json!({"title": "t", "txt": "x"})),
         (
@@ -176,21 +208,19 @@ async fn a_governed_rmcp_server_answers_byte_for_byte_as_the_gateway() {
         ("notes.delete_note", json!({"id": 1})),
         ("notes.list_notes", json!({})),
     ];
-    let mut texts = Vec::new();
-    for (name, args) in calls {
-        let mine = call(&ours, name, args.clone()).await;
-        let theirs = call(&gw, name, args.clone()).await;
-        let as_json = |a: &Result<CallToolResult, Value>| match a {
-            Ok(r) => json!({"result": r}),
-            Err(e) => json!({"error": e}),
-        };
-        assert_eq!(
-            serde_json::to_string(&as_json(&mine)).unwrap(),
-            serde_json::to_string(&as_json(&theirs)).unwrap(),
-            "{name} {args}"
-        );
-        texts.push(text(&mine));
-    }
+    let (tools, texts) = both("same", CONFIG, &calls).await;
+    // The listing: prefixed names, the hidden tool and the pin gone, every page.
+    assert_eq!(
+        names(&tools),
+        [
+            "notes.create_note",
+            "notes.list_notes",
+            "notes.publish_note"
+        ]
+    );
+    assert!(tools[0]["inputSchema"]["properties"]
+        .get("is_public")
+        .is_none());
     // What the answers say, as docs/behaviour.md words them (A3, A2, A7, G6, A5, H5, G2).
     assert_eq!(
         texts,
@@ -206,13 +236,44 @@ async fn a_governed_rmcp_server_answers_byte_for_byte_as_the_gateway() {
             "1. Plan [private] Ship it",
         ]
     );
-    ours.cancel().await.unwrap();
-    gw.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_settings_are_answered_alike_too() {
+    let calls = [
+        (
+            "create_note",
+            json!({"title": "Plan", "text": "Ship it", "reason": "asked to", "tags": ["x"]}),
+        ),
+        ("create_note", json!({"title": 5, "text": "x"})),
+        ("publish_note", json!({"id": "one"})),
+        ("list_notes", json!({})),
+    ];
+    let (tools, texts) = both("lenient", LENIENT, &calls).await;
+    assert_eq!(
+        names(&tools),
+        ["create_note", "list_notes", "delete_note", "publish_note"]
+    );
+    // R1: every tool is offered the optional reason.
+    assert!(tools[1]["inputSchema"]["properties"]
+        .get("reason")
+        .is_some());
+    assert_eq!(
+        texts,
+        [
+            // The reason and the undeclared key were taken out before the server saw the call.
+            "Created note 1 'Plan' (private).",
+            "Error: Invalid value for argument 'title': expected string of at most 200 characters.",
+            // Not validated: the server gets the string and answers in its own words.
+            "No note 0.",
+            "1. Plan [private] Ship it",
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_the_pipeline_does_not_govern_passes_through_the_governed_server() {
-    let path = config_file("through");
+    let path = config_file("through", CONFIG);
     let ours = governed(&path).await;
     let prompts = ours.peer().list_all_prompts().await.unwrap();
     assert_eq!(
