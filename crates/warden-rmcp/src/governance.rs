@@ -132,6 +132,8 @@ impl Governance {
         self
     }
 
+    /// The caller every request is made by, unless the server asks each request
+    /// ([`crate::Governed::with_caller_of`]).
     pub fn caller(&self) -> &Caller {
         &self.caller
     }
@@ -154,23 +156,29 @@ impl Governance {
         catalogue
     }
 
-    /// `tools/list`: the declarations this caller sees, as published.
-    pub fn listing(&self, catalogue: &Catalogue) -> Vec<Value> {
+    /// `tools/list`: the declarations `caller` sees, as published (none without a caller).
+    pub fn listing(&self, catalogue: &Catalogue, caller: Option<&Caller>) -> Vec<Value> {
         self.pipeline
-            .list(catalogue, Some(&self.caller))
+            .list(catalogue, caller)
             .into_iter()
             .cloned()
             .collect()
     }
 
-    /// `tools/call`: the pipeline's verdict on a call's `params`.
-    pub fn check(&self, catalogue: &Catalogue, session: &Session, params: Value) -> Verdict {
-        self.pipeline
-            .check(catalogue, session, Some(&self.caller), params)
+    /// `tools/call`: the pipeline's verdict on a call's `params` by `caller`
+    /// (without one every tool is unknown, G1).
+    pub fn check(
+        &self,
+        catalogue: &Catalogue,
+        session: &Session,
+        caller: Option<&Caller>,
+        params: Value,
+    ) -> Verdict {
+        self.pipeline.check(catalogue, session, caller, params)
     }
 
-    /// H5: `None` when the call may run; otherwise the text it is refused with.
-    pub async fn approval(&self, forward: &Forward) -> Option<&'static str> {
+    /// H5: `None` when `caller`'s call may run; otherwise the text it is refused with.
+    pub async fn approval(&self, caller: &Caller, forward: &Forward) -> Option<&'static str> {
         if !forward.needs_approval {
             return None;
         }
@@ -179,7 +187,7 @@ impl Governance {
             return Some(answer::APPROVAL_UNAVAILABLE);
         };
         let args = Value::Object(forward.arguments.clone());
-        match approve(&self.caller, &forward.tool.name, &args).await {
+        match approve(caller, &forward.tool.name, &args).await {
             true => None,
             false => Some(answer::APPROVAL_REFUSED),
         }
@@ -215,10 +223,10 @@ mod tests {
     #[test]
     fn names_are_prefixed_only_when_asked() {
         let plain = Governance::new("notes");
-        let listed = plain.listing(&plain.catalogue(&notes()));
+        let listed = plain.listing(&plain.catalogue(&notes()), Some(plain.caller()));
         assert_eq!(listed[0]["name"], "create_note");
         let prefixed = Governance::new("notes").with_prefix(true);
-        let listed = prefixed.listing(&prefixed.catalogue(&notes()));
+        let listed = prefixed.listing(&prefixed.catalogue(&notes()), Some(prefixed.caller()));
         assert_eq!(listed[0]["name"], "notes.create_note");
     }
 
@@ -229,6 +237,7 @@ mod tests {
         let v = g.check(
             &c,
             &g.session(),
+            Some(g.caller()),
             json!({"name": "create_note", "arguments": {"title": "t", "txt": "x"}}),
         );
         let Outcome::Answer { answer, .. } = v.outcome else {
@@ -244,6 +253,7 @@ mod tests {
         let v = other.check(
             &c,
             &other.session(),
+            Some(other.caller()),
             json!({"name": "create_note", "arguments": {"title": "t", "text": "x", "txt": "x"}}),
         );
         assert!(matches!(v.outcome, Outcome::Forward(_)));
@@ -257,8 +267,13 @@ mod tests {
             default: Effect::Allow,
         });
         let c = g.catalogue(&notes());
-        assert!(g.listing(&c).is_empty());
-        let v = g.check(&c, &g.session(), json!({"name": "create_note"}));
+        assert!(g.listing(&c, Some(g.caller())).is_empty());
+        let v = g.check(
+            &c,
+            &g.session(),
+            Some(g.caller()),
+            json!({"name": "create_note"}),
+        );
         let Outcome::Answer { answer, .. } = v.outcome else {
             panic!("forwarded")
         };
@@ -275,17 +290,18 @@ mod tests {
         let g = Governance::new("notes").with_rules(rules.clone());
         let c = g.catalogue(&notes());
         let call = json!({"name": "create_note", "arguments": {"title": "t", "text": "x"}});
-        let Outcome::Forward(f) = g.check(&c, &g.session(), call.clone()).outcome else {
+        let me = Caller::new("local");
+        let Outcome::Forward(f) = g.check(&c, &g.session(), Some(&me), call).outcome else {
             panic!("refused")
         };
         assert_eq!(
-            g.approval(&f).await,
+            g.approval(&me, &f).await,
             Some("Error: This call needs approval, and the client cannot ask for it. Ask for the tool to be allowed instead.")
         );
         let no: Approve = Arc::new(|_: &Caller, _: &str, _: &Value| Box::pin(async { false }));
         let g = g.with_approval(no);
         assert_eq!(
-            g.approval(&f).await,
+            g.approval(&me, &f).await,
             Some("Error: This call needs approval, and approval was refused.")
         );
         let seen = Arc::new(std::sync::Mutex::new(String::new()));
@@ -295,7 +311,7 @@ mod tests {
             Box::pin(async { true })
         });
         let g = g.with_approval(yes);
-        assert_eq!(g.approval(&f).await, None);
+        assert_eq!(g.approval(&me, &f).await, None);
         assert_eq!(
             *seen.lock().unwrap(),
             r#"local create_note {"title":"t","text":"x"}"#

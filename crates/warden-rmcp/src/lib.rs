@@ -38,4 +38,4 @@ pub mod server;
 
 pub use governance::{Governance, NoSuchUpstream};
 pub use provider::RmcpProvider;
-pub use server::Governed;
+pub use server::{CallerOf, Governed};

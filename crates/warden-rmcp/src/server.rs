@@ -20,7 +20,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 use std::sync::{Arc, RwLock};
-use warden_core::{Answer, Catalogue, Outcome, Session};
+use warden_core::{Answer, Caller, Catalogue, Outcome, Session};
 
 /// How long the gateway lets a client keep a tool list (2026-07-28 `ttlMs`).
 const LIST_TTL_MS: u64 = 30_000;
@@ -28,10 +28,16 @@ const LIST_TTL_MS: u64 = 30_000;
 /// must not hold a request forever.
 const MAX_PAGES: usize = 1000;
 
+/// Who a request is made by, read from its context (an HTTP server's
+/// authentication, say); `None`: nobody, to whom no tool is visible (G1).
+pub type CallerOf = Arc<dyn Fn(&RequestContext<RoleServer>) -> Option<Caller> + Send + Sync>;
+
 /// An rmcp server handler with the pipeline in front of its tools.
 pub struct Governed<S> {
     pub(crate) inner: S,
     governance: Arc<Governance>,
+    /// Asked per request; without it every request is the governance's caller's.
+    caller_of: Option<CallerOf>,
     /// This connection's: which undeclared keys it was warned about.
     session: Session,
     /// Built from the last listing; replaced only by another.
@@ -46,7 +52,23 @@ impl<S: ServerHandler> Governed<S> {
             session: governance.session(),
             inner,
             governance,
+            caller_of: None,
             catalogue: RwLock::new(None),
+        }
+    }
+
+    /// Reads the caller of each request from its context instead of using the
+    /// governance's one caller.
+    pub fn with_caller_of(mut self, caller_of: CallerOf) -> Self {
+        self.caller_of = Some(caller_of);
+        self
+    }
+
+    /// The caller of the request `context` belongs to.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Option<Caller> {
+        match &self.caller_of {
+            Some(caller_of) => caller_of(context),
+            None => Some(self.governance.caller().clone()),
         }
     }
 
@@ -110,9 +132,10 @@ impl<S: ServerHandler> Governed<S> {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let (catalogue, ttl) = self.relist(request, &context).await?;
+        let caller = self.caller(&context);
         let tools = self
             .governance
-            .listing(&catalogue)
+            .listing(&catalogue, caller.as_ref())
             .into_iter()
             .map(serde_json::from_value::<Tool>)
             .collect::<Result<Vec<_>, _>>()
@@ -132,12 +155,17 @@ impl<S: ServerHandler> Governed<S> {
     ) -> Result<CallToolResponse, McpError> {
         let catalogue = self.current(&context).await?;
         let params = serde_json::to_value(&request).map_err(internal)?;
-        let verdict = self.governance.check(&catalogue, &self.session, params);
-        let forward = match verdict.outcome {
-            Outcome::Forward(forward) => forward,
-            Outcome::Answer { answer, .. } => return answered(answer),
+        let caller = self.caller(&context);
+        let verdict = self
+            .governance
+            .check(&catalogue, &self.session, caller.as_ref(), params);
+        let (forward, caller) = match (verdict.outcome, &caller) {
+            (Outcome::Forward(forward), Some(caller)) => (forward, caller),
+            (Outcome::Answer { answer, .. }, _) => return answered(answer),
+            // The pipeline forwards nothing without a caller; should it, nothing runs.
+            (Outcome::Forward(_), None) => return Err(internal_error()),
         };
-        if let Some(refused) = self.governance.approval(&forward).await {
+        if let Some(refused) = self.governance.approval(caller, &forward).await {
             return answered(Answer::ToolError(refused.to_owned()));
         }
         let mut upstream = request;
@@ -148,10 +176,16 @@ impl<S: ServerHandler> Governed<S> {
         self.inner.call_tool(upstream, context).await
     }
 
-    /// The declaration a caller sees under `name`, from the last listing.
+    /// The declaration published under `name` from the last listing (no request
+    /// context here: for the governance's caller, and only when no per-request
+    /// caller is read, since then it would not be known who is asking).
     pub(crate) fn published(&self, name: &str) -> Option<Tool> {
+        if self.caller_of.is_some() {
+            return None;
+        }
         let catalogue = self.catalogue.read().unwrap_or_else(|e| e.into_inner());
-        let listed = self.governance.listing(catalogue.as_ref()?);
+        let caller = Some(self.governance.caller());
+        let listed = self.governance.listing(catalogue.as_ref()?, caller);
         let tool = listed.into_iter().find(|t| t["name"] == name)?;
         serde_json::from_value(tool).ok()
     }
@@ -172,5 +206,9 @@ fn answered(answer: Answer) -> Result<CallToolResponse, McpError> {
 /// A declaration or call that would not convert: nothing of it is shown.
 fn internal(e: serde_json::Error) -> McpError {
     tracing::warn!("a tool declaration or call did not convert: {e}");
+    internal_error()
+}
+
+fn internal_error() -> McpError {
     McpError::internal_error(warden_core::answer::INTERNAL_ERROR, None)
 }

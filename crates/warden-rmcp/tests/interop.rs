@@ -396,3 +396,57 @@ async fn a_server_error_reaches_the_model_as_a_tool_error_without_its_data() {
     );
     client.cancel().await.unwrap();
 }
+
+/// A client calling itself `name`, to a notes server governed by `governance`
+/// that reads the caller of each request from the client's declared name.
+async fn named_client(
+    name: &str,
+    governance: Arc<warden_rmcp::Governance>,
+) -> RunningService<RoleClient, rmcp::model::ClientConfig> {
+    let (server_end, client_end) = tokio::io::duplex(1 << 16);
+    let caller_of: warden_rmcp::CallerOf = Arc::new(|cx| {
+        let info = cx.peer.peer_info()?;
+        Some(Caller::new(info.client_info.name.clone()))
+    });
+    let server =
+        warden_rmcp::Governed::new(notes::Notes::default(), governance).with_caller_of(caller_of);
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_end).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let mut config = rmcp::model::ClientConfig::default();
+    config.client_info = rmcp::model::Implementation::new(name, "1");
+    config.serve(client_end).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caller_may_be_read_from_each_request() {
+    let alice = Rule::new(&["alice".into()], &["*".into()], Effect::Allow).unwrap();
+    let governance = Arc::new(warden_rmcp::Governance::new("notes").with_rules(Rules {
+        rules: vec![alice],
+        default: Effect::Deny,
+    }));
+    let a = named_client("alice", governance.clone()).await;
+    let b = named_client("bob", governance).await;
+    let listed = |tools: Vec<rmcp::model::Tool>| tools.len();
+    assert_eq!(listed(a.peer().list_all_tools().await.unwrap()), 4);
+    assert_eq!(listed(b.peer().list_all_tools().await.unwrap()), 0);
+    let params = || {
+        let args = json!({"title": "t", "text": "x"})
+            .as_object()
+            .cloned()
+            .unwrap();
+        CallToolRequestParams::new("create_note").with_arguments(args)
+    };
+    let created = a.peer().call_tool(params()).await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&created).unwrap()["content"][0]["text"],
+        "Created note 1 't' (private)."
+    );
+    let Err(ServiceError::McpError(refused)) = b.peer().call_tool(params()).await else {
+        panic!("bob's call ran")
+    };
+    assert_eq!(refused.message, "Unknown tool 'create_note'.");
+    assert_eq!(refused.code.0, -32602);
+}
