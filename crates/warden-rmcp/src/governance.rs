@@ -24,6 +24,8 @@ pub struct Governance {
     /// Tools appear as `upstream.tool` (true) or under their own names (false).
     prefix: bool,
     policy: LayeredPolicy,
+    /// Kept besides the pipeline's grant, to report what they name that the tools do not declare.
+    rules: Arc<Rules>,
     pipeline: Pipeline,
     caller: Caller,
     on_warn: Arc<dyn WarnSink>,
@@ -49,8 +51,17 @@ pub struct NoSuchUpstream(pub String);
 /// A sink that logs each undeclared key once per connection, as the gateway does.
 fn log_warnings() -> Arc<dyn WarnSink> {
     Arc::new(|w: &UnknownKeyWarning| {
-        tracing::info!(tool = %answer::shown(&w.tool), keys = %w.unknown_keys.iter().map(|k| answer::shown(k)).collect::<Vec<_>>().join(", "), "undeclared argument keys");
+        tracing::info!(tool = %logged(&w.tool), keys = %logged(&w.unknown_keys.join(", ")), "undeclared argument keys");
     })
+}
+
+/// A server's or a caller's text as it goes into the log: escaped, bounded.
+fn logged(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut w = answer::Escaping::new(&mut out, 1024);
+    let _ = w.write_str(text).and_then(|()| w.finish());
+    out
 }
 
 impl Governance {
@@ -62,6 +73,7 @@ impl Governance {
             upstream: upstream.into(),
             prefix: false,
             policy: LayeredPolicy::default(),
+            rules: Arc::new(Rules::default()),
             pipeline: Pipeline::new(),
             caller: Caller::new("local"),
             on_warn: log_warnings(),
@@ -110,7 +122,8 @@ impl Governance {
     /// The access rules (G1-G3, G6), over the names callers see.
     pub fn with_rules(mut self, rules: Rules) -> Self {
         let rules = Arc::new(rules);
-        self.pipeline = Pipeline::new().with_grant(rules.clone(), rules);
+        self.pipeline = Pipeline::new().with_grant(rules.clone(), rules.clone());
+        self.rules = rules;
         self
     }
 
@@ -151,7 +164,11 @@ impl Governance {
         let (catalogue, problems) = builder.build();
         for p in problems {
             // Tool names and what is wrong with them come from the server's listing.
-            tracing::warn!(upstream = %self.upstream, tool = %answer::shown(&p.tool), dropped = p.dropped, "{}", answer::shown(&p.problem));
+            tracing::warn!(upstream = %self.upstream, tool = %logged(&p.tool), dropped = p.dropped, "{}", logged(&p.problem));
+        }
+        for p in self.rules.problems(&catalogue) {
+            // A rule's condition on an argument the tool does not declare, as the gateway warns.
+            tracing::warn!("config: {}", logged(&p.to_string()));
         }
         catalogue
     }
@@ -218,6 +235,14 @@ mod tests {
             },
         );
         policy
+    }
+
+    #[test]
+    fn what_the_log_gets_is_escaped_and_bounded() {
+        assert_eq!(logged("tool\nforged line"), "tool\\u{a}forged line");
+        let long = logged(&"x".repeat(5000));
+        assert_eq!(long.chars().count(), 1024);
+        assert!(long.ends_with('…'));
     }
 
     #[test]

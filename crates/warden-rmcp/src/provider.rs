@@ -1,6 +1,6 @@
 //! A [`ToolProvider`] over an rmcp client, so an rmcp agent host stacks
 //! warden-core's layers (`PolicyLayer`, `StageLayer` …) over the servers it
-//! already reaches with rmcp, on whatever transport rmcp connected them.
+//! already reaches with rmcp, on whatever transport rmcp connected them (L2).
 
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};

@@ -1,4 +1,4 @@
-//! The pipeline in front of an rmcp [`ServerHandler`], in process.
+//! The pipeline in front of an rmcp [`ServerHandler`], in process (L1).
 //!
 //! [`Governed`] is a `ServerHandler` itself: `tools/list` and `tools/call` go
 //! through the pipeline ([`Governance`]), every other request and notification

@@ -3,9 +3,9 @@
 //! - an rmcp server governed in process, run as a child process and reached by
 //!   rmcp's child-process client, answers every call byte for byte as the
 //!   gateway answers in front of the same server (plain, as its upstream child)
-//!   under the same warden.toml;
+//!   under the same warden.toml (L1);
 //! - the provider stack over rmcp's client peer, talking to an rmcp server over
-//!   a TCP socket.
+//!   a TCP socket (L2).
 
 #[path = "../../../examples/rmcp/notes.rs"]
 mod notes;
