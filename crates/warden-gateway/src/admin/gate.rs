@@ -50,15 +50,17 @@ impl Gate {
         })
     }
 
+    /// The admin's caller name; `None` for a loopback client when no admin
+    /// callers are configured.
     pub(super) async fn check(
         &self,
         peer: IpAddr,
         authorization: Option<&[u8]>,
         gw: &Gateway,
-    ) -> Result<(), Refusal> {
+    ) -> Result<Option<String>, Refusal> {
         if self.admins.is_empty() {
             return if is_loopback(peer) {
-                Ok(())
+                Ok(None)
             } else {
                 Err(Refusal::Forbidden(NOT_LOOPBACK))
             };
@@ -81,7 +83,7 @@ impl Gate {
             }
         }
         if self.admins.iter().any(|s| s.matches(&identity.caller)) {
-            Ok(())
+            Ok(Some(identity.caller.name))
         } else {
             Err(Refusal::Forbidden(NOT_ADMIN))
         }

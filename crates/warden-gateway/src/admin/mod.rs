@@ -1,6 +1,6 @@
 //! The admin listener (`[admin] listen`, formerly `[metrics] listen`): Prometheus
 //! `/metrics`, the health probes `/healthz` and `/readyz` (as on the HTTP front),
-//! the operator console (HTML pages at `/`, `/catalogue`, `/calls`,
+//! the operator console (HTML pages at `/`, `/charts`, `/catalogue`, `/calls`,
 //! `/calls/<id>`, `/pins`, `/quotas`) and the admin API (the same data as JSON
 //! under `/api/`).
 //!
@@ -21,10 +21,16 @@
 //! so scrapers that reach it by the pod's address need no change; so do the
 //! health probes.
 
+mod act;
+mod chart;
+mod csrf;
+mod dashboard;
 pub mod data;
 mod gate;
 pub mod html;
 mod listen;
+mod pins;
+mod stats;
 
 use crate::front::http::hosts::HostCheck;
 use crate::gateway::Gateway;
@@ -42,6 +48,7 @@ struct Site {
     gw: std::sync::Arc<Gateway>,
     gate: Gate,
     hosts: HostCheck,
+    csrf: csrf::Csrf,
 }
 
 type Reply = Response<Full<Bytes>>;
@@ -90,7 +97,7 @@ fn json_reply(status: StatusCode, v: &Value) -> Reply {
 
 impl Site {
     /// Every request: the probes and `/metrics` first, then Host and Origin, then
-    /// who asks; the console is read-only.
+    /// who asks; then a page (GET) or an action (POST, [`act`]).
     async fn respond(&self, peer: IpAddr, req: Request<hyper::body::Incoming>) -> Reply {
         let gw = &self.gw;
         // Health probes, like /metrics, need no credentials and no listed Host.
@@ -111,8 +118,11 @@ impl Site {
             return refusal(StatusCode::FORBIDDEN, text, api);
         }
         let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
-        if let Err(refused) = self.gate.check(peer, authorization, gw).await {
-            return match refused {
+        let who = match self.gate.check(peer, authorization, gw).await {
+            // Whom the page is for: its forms' CSRF tokens are bound to it.
+            Ok(Some(admin)) => format!("caller:{admin}"),
+            Ok(None) => "loopback".to_owned(),
+            Err(refused) => return match refused {
                 Refusal::Unauthenticated => refusal(
                     StatusCode::UNAUTHORIZED,
                     "Credentials are needed: an admin caller's API key or JWT, as a bearer token or as the password of HTTP Basic.",
@@ -129,20 +139,23 @@ impl Site {
                     }
                     r
                 }
-            };
+            },
+        };
+        if req.method() == Method::POST {
+            return act::act(self, &who, req).await;
         }
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut r = reply(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "text/plain; charset=utf-8",
-                "the console is read-only: GET only\n".into(),
+                TEXT,
+                crate::texts::ADMIN_METHOD.to_owned(),
             );
             r.headers_mut()
-                .insert("allow", HeaderValue::from_static("GET, HEAD"));
+                .insert("allow", HeaderValue::from_static("GET, HEAD, POST"));
             return r;
         }
         let query = req.uri().query().unwrap_or_default().to_owned();
-        page(gw, &path, &query).await
+        page(gw, &path, &query, &self.csrf.token(&who)).await
     }
 }
 
@@ -163,7 +176,7 @@ fn refusal(status: StatusCode, text: &str, api: bool) -> Reply {
 }
 
 /// A console page or its JSON, for a request that passed every check.
-async fn page(gw: &Gateway, path: &str, query: &str) -> Reply {
+async fn page(gw: &Gateway, path: &str, query: &str, csrf: &str) -> Reply {
     let api = path.starts_with("/api/");
     let pairs = query_pairs(query);
     let page = path.strip_prefix("/api").unwrap_or(path);
@@ -179,6 +192,14 @@ async fn page(gw: &Gateway, path: &str, query: &str) -> Reply {
                 json_reply(StatusCode::OK, &d)
             } else {
                 reply(StatusCode::OK, HTML, html::overview(&d))
+            }
+        }
+        "/charts" => {
+            let d = data::charts(gw).await;
+            if api {
+                json_reply(StatusCode::OK, &d)
+            } else {
+                reply(StatusCode::OK, HTML, dashboard::charts(&d))
             }
         }
         "/catalogue" => {
@@ -211,11 +232,11 @@ async fn page(gw: &Gateway, path: &str, query: &str) -> Reply {
             }
         }
         "/pins" => {
-            let d = data::pins(gw);
+            let d = pins::data(gw);
             if api {
                 json_reply(StatusCode::OK, &d)
             } else {
-                reply(StatusCode::OK, HTML, html::pins(&d))
+                reply(StatusCode::OK, HTML, pins::html(&d, csrf))
             }
         }
         "/quotas" => {

@@ -141,6 +141,21 @@ impl Gateway {
             .collect()
     }
 
+    /// The pins lock was written by this process (the console approved a tool):
+    /// the catalogue is built again under it at once, and every session is told
+    /// its tools changed, as after a reload.
+    pub async fn pins_changed(&self) {
+        let before = self.upstreams.catalogue();
+        self.upstreams.rebuild_catalogue().await;
+        self.sessions.changed(session::ListChange::Tools(before));
+        self.sessions
+            .broadcast(jsonrpc::notification(
+                "notifications/tools/list_changed",
+                None,
+            ))
+            .await;
+    }
+
     /// Keeps tool-definition drift (P2) out of the audit trail, for a gateway that
     /// only inspects the upstreams (`mcp-warden tools`, `mcp-warden pins`); it is
     /// still logged. Call before connecting.

@@ -376,6 +376,22 @@ async fn audit_records_round_trip() {
             .collect::<Vec<_>>(),
         [("allowed", "ok", 1)]
     );
+    // The chart figures, from their columns.
+    let facts = s.audit_facts(0).await.unwrap();
+    let got: Vec<_> = facts
+        .into_iter()
+        .map(crate::FactsRow::into_facts)
+        .map(|f| (f.decision, f.outcome, f.upstream, f.duration_ms))
+        .collect();
+    assert_eq!(
+        got,
+        [(
+            "allowed".to_owned(),
+            "ok".to_owned(),
+            Some("notes".to_owned()),
+            2.5
+        )]
+    );
     // Reconnecting does not migrate again.
     drop(s);
     let again = Postgres::connect(&db.url()).await.unwrap();

@@ -3,8 +3,8 @@
 
 use crate::chain::Lanes;
 use crate::{
-    millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, MinuteCount, OnAbandoned,
-    StoreError, ABANDONED,
+    millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, FactsRow, Finish, MinuteCount,
+    OnAbandoned, StoreError, ABANDONED,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
@@ -60,6 +60,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         seq INTEGER NOT NULL,
         hash TEXT NOT NULL
     );",
+    // 5: copies of the fields the console charts (decision, upstream, duration,
+    // guard findings), so its counts read columns instead of every record's JSON.
+    // Rows written before have none; the console reads those from the JSON.
+    "ALTER TABLE audit ADD COLUMN decision TEXT;
+    ALTER TABLE audit ADD COLUMN upstream TEXT;
+    ALTER TABLE audit ADD COLUMN duration_ms REAL;
+    ALTER TABLE audit ADD COLUMN findings TEXT;",
 ];
 
 /// The embedded SQLite store.
@@ -335,7 +342,8 @@ impl Sqlite {
     pub async fn counts_per_minute(&self, since_ms: i64) -> Result<Vec<MinuteCount>, StoreError> {
         self.with(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT time_ms / 60000, json_extract(record, '$.decision'), outcome, COUNT(*)
+                "SELECT time_ms / 60000, COALESCE(decision, json_extract(record, '$.decision')),
+                        outcome, COUNT(*)
                  FROM audit WHERE time_ms >= ?1 GROUP BY 1, 2, 3",
             )?;
             let rows = stmt.query_map(params![since_ms], |r| {
@@ -344,6 +352,29 @@ impl Sqlite {
                     decision: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
                     outcome: r.get(2)?,
                     calls: r.get::<_, i64>(3)? as u64,
+                })
+            })?;
+            rows.collect::<Result<Vec<_>, _>>()
+        })
+        .await
+    }
+
+    pub(crate) async fn audit_facts(&self, since_ms: i64) -> Result<Vec<FactsRow>, StoreError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT time_ms / 60000, outcome, decision, upstream, duration_ms, findings,
+                        CASE WHEN decision IS NULL THEN record END
+                 FROM audit WHERE time_ms >= ?1",
+            )?;
+            let rows = stmt.query_map(params![since_ms], |r| {
+                Ok(FactsRow {
+                    minute: r.get(0)?,
+                    outcome: r.get(1)?,
+                    decision: r.get(2)?,
+                    upstream: r.get(3)?,
+                    duration_ms: r.get(4)?,
+                    findings: r.get(5)?,
+                    record: r.get(6)?,
                 })
             })?;
             rows.collect::<Result<Vec<_>, _>>()
