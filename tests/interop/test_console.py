@@ -15,11 +15,14 @@ import sqlite3
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
 from conftest import ROOT, WARDEN
-from otel_peers import Gateway, Upstream
+from browser import Browser
+from otel_peers import TOOLS, Gateway, Upstream
 
 KEYS = {"ALICE_KEY": "alice-admin-key", "BOB_KEY": "bob-plain-key"}
 OUT = pathlib.Path(os.environ.get("WARDEN_TEST_OUTPUT", ROOT / "target" / "test-output")) / "console"
@@ -387,10 +390,15 @@ def test_the_pins_and_quotas_pages_show_their_state(upstream, config, tmp_path):
         for i in range(2):
             assert "result" in gw.call(bob, i + 1, "up.echo", {"text": "x"})
         pins = json.loads(gw.get("/api/pins")[2])
+        echo_was = next(t for t in TOOLS if t["name"] == "echo")["description"]
         assert pins == {"lock": "warden.pins.json", "present": True, "upstreams": [{
             "upstream": "up", "mode": "report", "locked_tools": 3, "listed": True,
-            "drift": [{"tool": "up.echo", "change": "changed: description"},
-                      {"tool": "up.fresh", "change": "added"}]}]}
+            "drift": [{"tool": "up.echo", "change": "changed: description", "approve": "up.echo",
+                       "fields": [{"field": "description", "locked": echo_was, "listed": "Echo, now louder."}]},
+                      {"tool": "up.fresh", "change": "added", "approve": "up.fresh",
+                       "fields": [{"field": "name", "locked": None, "listed": "fresh"},
+                                  {"field": "description", "locked": None, "listed": "New."},
+                                  {"field": "inputSchema", "locked": None, "listed": {"type": "object"}}]}]}]}
         quotas = json.loads(gw.get("/api/quotas")[2])
         assert quotas["rates_shared"] is False
         assert [(q["quota"], q["callers"], q["tools"], q["rate"], q["burst"], q["concurrency"])
@@ -404,7 +412,8 @@ def test_the_pins_and_quotas_pages_show_their_state(upstream, config, tmp_path):
         dom, _ = chromium(gw.admin + "/pins", "pins")
         assert "The pins lock warden.pins.json holds" in section(dom, "lock")
         rows = section(dom, "pins")
-        assert "report" in rows and "up.echo: changed: description" in rows and "up.fresh: added" in rows
+        assert "report" in rows and '<a href="#review-up.echo">up.echo</a>: changed: description' in rows
+        assert '<a href="#review-up.fresh">up.fresh</a>: added' in rows
         dom, _ = chromium(gw.admin + "/quotas", "quotas")
         rows = section(dom, "quotas")
         assert "bob: 8 of 10 calls available now" in rows
@@ -414,4 +423,90 @@ def test_the_pins_and_quotas_pages_show_their_state(upstream, config, tmp_path):
         assert '<a class="skip" href="#main">Skip to content</a>' in dom
         assert '<a href="/pins">Pins</a><a href="/quotas">Quotas</a>' in dom
     finally:
+        gw.close()
+
+
+def admin_post(gw, path, body, content_type, headers=None):
+    """POSTs to an admin path; (status, headers, body)."""
+    h = {"Content-Type": content_type, **(headers or {})}
+    req = urllib.request.Request(gw.admin + path, body.encode(), h, method="POST")
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args):
+            return None
+
+    try:
+        with urllib.request.build_opener(NoRedirect).open(req, timeout=30) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+def tool_names(gw, key, id):
+    return [t["name"] for t in gw.request(key, id, "tools/list", {})["result"]["tools"]]
+
+
+def test_a_drifted_tool_is_reviewed_and_approved_in_the_console(upstream, config, tmp_path):
+    """pins = "hidden" (the default): a changed tool disappears; the console shows
+    the change side by side, and its approve button (clicked in a real browser)
+    writes the lock as `pins approve` would and brings the tool back at once."""
+    admin = 'callers = ["group:ops"]'
+    path = config(config_text(upstream, tmp_path, admin))
+    locked = subprocess.run([WARDEN, "pins", "lock", "--config", path], capture_output=True, text=True,
+                            env={**os.environ, **KEYS}, timeout=60)
+    assert locked.returncode == 0, locked.stderr
+    upstream.tools[0]["description"] = "Echo, now <b>louder</b>."
+    gw = Gateway(path, env=KEYS, admin=True)
+    browser = None
+    try:
+        bob = KEYS["BOB_KEY"]
+        gw.open_session(bob)
+        assert "up.echo" not in tool_names(gw, bob, 1)  # hidden while it differs from the lock
+
+        # A forged form post (no token, or another page's) is refused and changes nothing.
+        auth = {"Authorization": basic(KEYS["ALICE_KEY"])}
+        for body in ["tool=up.echo", "tool=up.echo&csrf=AAAA"]:
+            status, _, text = admin_post(gw, "/pins/approve", body, "application/x-www-form-urlencoded", auth)
+            assert status == 403, text
+            assert "Forbidden: this form&#39;s CSRF token is missing or not valid; reload the page and submit it again." in text
+        # The API takes JSON only: a cross-site form cannot send it.
+        status, _, text = admin_post(gw, "/api/pins/approve", "tool=up.echo", "application/x-www-form-urlencoded", auth)
+        assert (status, json.loads(text)) == (415, {"error": "The admin API takes a JSON object (Content-Type: application/json)."})
+        # Not for a caller who is no admin, whatever the body.
+        status, _, _ = admin_post(gw, "/api/pins/approve", '{"tool": "up.echo"}', "application/json",
+                                  {"Authorization": f"Bearer {bob}"})
+        assert status == 403
+        assert "up.echo" not in tool_names(gw, bob, 2)
+
+        browser = Browser(headers=auth)
+        dom = browser.open(gw.admin + "/pins")
+        review = section(dom, "review-up.echo")
+        assert "<del>" in review and "<ins>Echo, now &lt;b&gt;louder&lt;/b&gt;.</ins>" in review, review
+        browser.screenshot(OUT / "pins-review.png")
+        dom = browser.click('form[action="/pins/approve"] button')
+        assert browser.url() == gw.admin + "/pins"
+        assert "none: every tool is as locked" in section(dom, "pins")
+        browser.screenshot(OUT / "pins-approved.png")
+
+        # Back without a restart, and the lock reads as `pins approve` writes it.
+        assert "up.echo" in tool_names(gw, bob, 3)
+        assert "result" in gw.call(bob, 4, "up.echo", {"text": "x"})
+        diff = subprocess.run([WARDEN, "pins", "diff", "--config", path], capture_output=True, text=True,
+                              env={**os.environ, **KEYS}, timeout=60)
+        assert diff.returncode == 0 and "no drift" in diff.stdout, diff.stdout + diff.stderr
+
+        # The same through the API: a name nobody lists is refused, the lock unchanged.
+        status, _, text = admin_post(gw, "/api/pins/approve", '{"tool": "up.nope"}', "application/json", auth)
+        assert (status, json.loads(text)) == (409, {"error": "no upstream lists or locks: up.nope; the lock is unchanged"})
+        upstream.tools[0]["description"] = "Echo, third edition."
+        gw.close()
+        gw = Gateway(path, env=KEYS, admin=True)
+        gw.open_session(bob)  # the upstreams start (and list) with the first session
+        assert "up.echo" not in tool_names(gw, bob, 1)
+        status, _, text = admin_post(gw, "/api/pins/approve", '{"tool": "up.echo"}', "application/json", auth)
+        assert (status, json.loads(text)) == (200, {"approved": "up.echo", "locked_tools": 3})
+        assert "up.echo" in tool_names(gw, bob, 2)
+    finally:
+        if browser:
+            browser.close()
         gw.close()
