@@ -161,6 +161,11 @@ class Browser:
         self.wait_for_load()
         return self.dom()
 
+    def type(self, selector, text):
+        """Types `text` into the field `selector` finds, as keyboard input."""
+        self.command("Runtime.evaluate", expression=f"document.querySelector({json.dumps(selector)}).focus()")
+        self.command("Input.insertText", text=text)
+
     def screenshot(self, path):
         r = self.command("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)

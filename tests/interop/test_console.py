@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -506,6 +507,103 @@ def test_a_drifted_tool_is_reviewed_and_approved_in_the_console(upstream, config
         status, _, text = admin_post(gw, "/api/pins/approve", '{"tool": "up.echo"}', "application/json", auth)
         assert (status, json.loads(text)) == (200, {"approved": "up.echo", "locked_tools": 3})
         assert "up.echo" in tool_names(gw, bob, 2)
+    finally:
+        if browser:
+            browser.close()
+        gw.close()
+
+
+def waiting_calls(gw, auth, n, timeout=20):
+    """The inbox once it holds `n` calls."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        waiting = json.loads(gw.get("/api/approvals", auth)[2])["waiting"]
+        if len(waiting) == n:
+            return waiting
+        time.sleep(0.1)
+    raise AssertionError(f"the inbox never held {n} calls")
+
+
+def call_in_background(gw, key, id, tool, arguments):
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=gw.call(key, id, tool, arguments)), daemon=True)
+    t.start()
+    return t, out
+
+
+def test_an_operator_approves_and_denies_calls_in_the_console(upstream, config, tmp_path):
+    """[access] approver = "console": an `ask` call waits in the inbox (its
+    arguments redacted as the audit trail records them); clicking Approve in a
+    real browser runs it, Deny refuses it exactly as a client's no would, and
+    the audit trail names the operator and their note."""
+    text = config_text(upstream, tmp_path, 'callers = ["group:ops"]') + """
+    [access]
+    approver = "console"
+    """
+    gw = Gateway(config(text), env=KEYS, admin=True)
+    browser = None
+    try:
+        bob, auth = KEYS["BOB_KEY"], {"Authorization": basic(KEYS["ALICE_KEY"])}
+        gw.open_session(bob)
+        # bob's client cannot elicit: with approver = "client" this call would be refused at once.
+        thread, out = call_in_background(gw, bob, 1, "up.risky", {"target": "prod", "password": "hunter2"})
+        [w] = waiting_calls(gw, auth, 1)
+        assert (w["caller"], w["tool"], w["arguments"], w["rule"]) == (
+            "bob", "up.risky", {"target": "prod", "password": "[redacted]"}, "an ask rule (H5)")
+        assert thread.is_alive()
+
+        browser = Browser(headers=auth)
+        dom = browser.open(gw.admin + "/approvals")
+        row = section(dom, f"waiting-{w['id']}")
+        assert "[redacted]" in row and "hunter2" not in dom and "up.risky" in row
+        browser.type(f"#note-{w['id']}", "change ticket 42")
+        browser.screenshot(OUT / "approvals-waiting.png")
+        dom = browser.click(f'#waiting-{w["id"]} button[value="approve"]')
+        assert browser.url() == gw.admin + "/approvals"
+        assert "No call is waiting for approval." in dom
+        thread.join(20)
+        assert out["r"]["result"].get("isError") is not True, out
+        assert upstream.calls and upstream.calls[-1][1]["name"] == "risky"
+
+        # Deny, through the page again: the exact refusal a client's no gives.
+        thread, out = call_in_background(gw, bob, 2, "up.risky", {"target": "dev"})
+        [w] = waiting_calls(gw, auth, 1)
+        browser.open(gw.admin + "/approvals")
+        browser.screenshot(OUT / "approvals-deny.png")
+        browser.click(f'#waiting-{w["id"]} button[value="deny"]')
+        thread.join(20)
+        assert out["r"]["result"] == {"content": [{"type": "text", "text": "Error: This call needs approval, and approval was refused."}], "isError": True}
+
+        # The API answers too; a call answered already is no longer waiting.
+        thread, out = call_in_background(gw, bob, 3, "up.risky", {})
+        [w] = waiting_calls(gw, auth, 1)
+        body = json.dumps({"id": str(w["id"]), "decision": "approve", "note": "scripted"})
+        status, _, text = admin_post(gw, "/api/approvals/decide", body, "application/json", auth)
+        assert (status, json.loads(text)) == (200, {"decided": str(w["id"]), "decision": "approve"})
+        status, _, text = admin_post(gw, "/api/approvals/decide", body, "application/json", auth)
+        assert (status, json.loads(text)) == (404, {"error": "No such call is waiting: it was answered, timed out or cancelled."})
+        thread.join(20)
+        assert out["r"]["result"].get("isError") is not True
+
+        # A forged form post (no token) answers nothing.
+        thread, out = call_in_background(gw, bob, 4, "up.risky", {})
+        [w] = waiting_calls(gw, auth, 1)
+        status, _, _ = admin_post(gw, "/approvals/decide", f"id={w['id']}&decision=approve",
+                                  "application/x-www-form-urlencoded", auth)
+        assert status == 403 and thread.is_alive()
+        admin_post(gw, "/api/approvals/decide", json.dumps({"id": str(w["id"]), "decision": "deny"}),
+                   "application/json", auth)
+        thread.join(20)
+
+        # The audit trail names who answered, with their note.
+        calls = json.loads(gw.get("/api/calls?tool=up.risky", auth)[2])["calls"]
+        details = [json.loads(gw.get(f"/api/calls/{c['id']}", auth)[2]) for c in reversed(calls)]
+        assert [(d["outcome"], d.get("approver"), d.get("approval_note")) for d in details] == [
+            ("ok", "console:alice", "change ticket 42"),
+            ("refused", "console:alice", None),
+            ("ok", "console:alice", "scripted"),
+            ("refused", "console:alice", None),
+        ]
     finally:
         if browser:
             browser.close()

@@ -168,6 +168,13 @@ pub struct AuditRecord {
     /// the matched text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<GuardFinding>,
+    /// Who answered the call's approval (H6): `client` (its user, through
+    /// elicitation) or `console:<admin>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approver: Option<String>,
+    /// The note the operator gave with the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_note: Option<String>,
 }
 
 /// One guard's finding in a call's result: the kind, where, how many times,

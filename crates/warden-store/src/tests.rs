@@ -228,6 +228,8 @@ async fn audit_records_are_queried_by_filter() {
         touched: Vec::new(),
         drift: None,
         findings: Vec::new(),
+        approver: None,
+        approval_note: None,
     };
     s.record(&rec("alice", "notes.create_note", "ok"))
         .await
@@ -493,6 +495,8 @@ async fn chart_facts_come_from_the_columns_and_from_older_rows_json() {
         touched: Vec::new(),
         drift: None,
         findings: Vec::new(),
+        approver: None,
+        approval_note: None,
     };
     let found = AuditRecord {
         findings: vec![finding.clone()],

@@ -95,6 +95,23 @@ pub(super) async fn act(
                 }
             }
         }
+        "/approvals/decide" => {
+            let (id, decision) = (
+                get("id").unwrap_or_default(),
+                get("decision").unwrap_or_default(),
+            );
+            match super::approvals::decide(&site.gw, &id, &decision, get("note"), who) {
+                Ok(()) if api => json_reply(
+                    StatusCode::OK,
+                    &json!({"decided": id, "decision": decision}),
+                ),
+                Ok(()) => see_other("/approvals"),
+                Err(text) if text == super::approvals::BAD_DECISION => {
+                    failure(StatusCode::BAD_REQUEST, text, api)
+                }
+                Err(text) => failure(StatusCode::NOT_FOUND, text, api),
+            }
+        }
         _ => failure(StatusCode::NOT_FOUND, NO_ACTION, api),
     }
 }

@@ -54,7 +54,7 @@ pub fn page(title: &str, api: &str, body: &str) -> String {
          <meta name=\"viewport\" content=\"width=device-width\"><style>{STYLE}</style></head><body>\
          <a class=\"skip\" href=\"#main\">Skip to content</a>\
          <header><nav aria-label=\"Console\"><strong>mcp-warden</strong> · \
-         <a href=\"/\">Overview</a><a href=\"/charts\">Charts</a><a href=\"/catalogue\">Catalogue</a><a href=\"/calls\">Calls</a>\
+         <a href=\"/\">Overview</a><a href=\"/charts\">Charts</a><a href=\"/approvals\">Approvals</a><a href=\"/catalogue\">Catalogue</a><a href=\"/calls\">Calls</a>\
          <a href=\"/pins\">Pins</a><a href=\"/quotas\">Quotas</a></nav></header>\
          <main id=\"main\" tabindex=\"-1\"><h1>{t}</h1>{body}\
          <p><a href=\"{api}\">This page as JSON</a></p></main></body></html>\n",

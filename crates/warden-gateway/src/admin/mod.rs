@@ -1,6 +1,6 @@
 //! The admin listener (`[admin] listen`, formerly `[metrics] listen`): Prometheus
 //! `/metrics`, the health probes `/healthz` and `/readyz` (as on the HTTP front),
-//! the operator console (HTML pages at `/`, `/charts`, `/catalogue`, `/calls`,
+//! the operator console (HTML pages at `/`, `/charts`, `/approvals`, `/catalogue`, `/calls`,
 //! `/calls/<id>`, `/pins`, `/quotas`) and the admin API (the same data as JSON
 //! under `/api/`).
 //!
@@ -22,6 +22,7 @@
 //! health probes.
 
 mod act;
+mod approvals;
 mod chart;
 mod csrf;
 mod dashboard;
@@ -192,6 +193,14 @@ async fn page(gw: &Gateway, path: &str, query: &str, csrf: &str) -> Reply {
                 json_reply(StatusCode::OK, &d)
             } else {
                 reply(StatusCode::OK, HTML, html::overview(&d))
+            }
+        }
+        "/approvals" => {
+            let d = approvals::data(gw);
+            if api {
+                json_reply(StatusCode::OK, &d)
+            } else {
+                reply(StatusCode::OK, HTML, approvals::html(&d, csrf))
             }
         }
         "/charts" => {

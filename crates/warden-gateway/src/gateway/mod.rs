@@ -28,6 +28,7 @@ mod flow;
 mod grant;
 mod health;
 mod inbound;
+pub mod inbox;
 mod input;
 pub mod ledger;
 mod listen;
@@ -139,6 +140,11 @@ impl Gateway {
             .into_iter()
             .filter_map(|(name, tools)| Some((name, tools?)))
             .collect()
+    }
+
+    /// The calls waiting for an operator's approval (H6).
+    pub fn inbox(&self) -> &Arc<inbox::Inbox> {
+        &self.calls.inbox
     }
 
     /// The pins lock was written by this process (the console approved a tool):

@@ -339,6 +339,8 @@ async fn audit_records_round_trip() {
         touched: Vec::new(),
         drift: None,
         findings: Vec::new(),
+        approver: None,
+        approval_note: None,
     };
     s.record_batch(std::slice::from_ref(&rec)).await.unwrap();
     let got = s

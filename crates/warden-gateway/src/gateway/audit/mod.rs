@@ -153,6 +153,8 @@ impl AuditTrail {
             touched: Vec::new(),
             drift: None,
             findings: Vec::new(),
+            approver: None,
+            approval_note: None,
         }
     }
 
@@ -182,6 +184,8 @@ impl AuditTrail {
             touched: Vec::new(),
             drift: Some(drift),
             findings: Vec::new(),
+            approver: None,
+            approval_note: None,
         }
     }
 
