@@ -142,6 +142,22 @@ class Browser:
                          returnByValue=True)
         return r["result"]["value"]
 
+    def wait_for_url(self, url, timeout=20):
+        """Waits until the page is `url` (after redirects and refreshes); its DOM."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                if self.url() == url and self.command("Runtime.evaluate", expression="document.readyState",
+                                                      returnByValue=True)["result"]["value"] == "complete":
+                    return self.dom()
+            except RuntimeError:
+                pass  # between two documents
+            time.sleep(0.1)
+        raise TimeoutError(f"the page never became {url} (it is {self.url()})")
+
+    def cookies(self):
+        return self.command("Network.getAllCookies")["cookies"]
+
     def url(self):
         r = self.command("Runtime.evaluate", expression="location.href", returnByValue=True)
         return r["result"]["value"]

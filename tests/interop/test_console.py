@@ -608,3 +608,110 @@ def test_an_operator_approves_and_denies_calls_in_the_console(upstream, config, 
         if browser:
             browser.close()
         gw.close()
+
+
+class Issuer:
+    """authserver.py (plain http on loopback), the console's OpenID Connect issuer."""
+
+    def __init__(self):
+        import sys
+        here = pathlib.Path(__file__).resolve().parent
+        self.proc = subprocess.Popen([sys.executable, str(here / "authserver.py")],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        m = re.search(r"listening on (\S+)", self.proc.stdout.readline())
+        assert m
+        self.url = m.group(1)
+
+    def register(self, redirect):
+        body = json.dumps({"redirect_uris": [redirect], "token_endpoint_auth_method": "client_secret_basic"})
+        req = urllib.request.Request(self.url + "/register", body.encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_console_users_log_in_at_the_issuer(upstream, config, tmp_path):
+    """[admin] login: a browser with no credential is sent to the issuer
+    (authorization code + PKCE) and comes back with a session cookie (HttpOnly,
+    SameSite=Strict); a caller who is no admin gets the refusal page; logging out
+    ends the session; API keys keep working for /api/."""
+    issuer = Issuer()
+    port = free_port()
+    client = issuer.register(f"http://127.0.0.1:{port}/login/callback")
+    text = config_text(upstream, tmp_path, f'callers = ["alice"]\n    login = true').replace(
+        'listen = "127.0.0.1:0"', f'listen = "127.0.0.1:{port}"') + f"""
+    [oauth]
+    issuer = "{issuer.url}"
+    resource = "http://127.0.0.1/mcp"
+    client_id = "{client['client_id']}"
+    client_secret_env = "CONSOLE_SECRET"
+    """
+    gw = Gateway(config(text), env={**KEYS, "CONSOLE_SECRET": client["client_secret"]}, admin=True)
+    browsers = []
+    try:
+        base = f"http://127.0.0.1:{port}"
+        # Without a credential a page sends the browser to log in; the API answers 401.
+        assert gw.get("/api/overview")[0] == 401
+        req = urllib.request.Request(base + "/calls")
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args):
+                return None
+        try:
+            urllib.request.build_opener(NoRedirect).open(req, timeout=10)
+            raise AssertionError("not redirected")
+        except urllib.error.HTTPError as e:
+            assert (e.code, e.headers["Location"]) == (303, "/login")
+
+        alice = Browser()
+        browsers.append(alice)
+        alice.command("Network.enable")
+        alice.open(base + "/calls")
+        dom = alice.wait_for_url(base + "/")
+        assert "Upstreams" in section(dom, "main")
+        [cookie] = [c for c in alice.cookies() if c["name"] == "warden_console"]
+        assert (cookie["httpOnly"], cookie["sameSite"], cookie["secure"]) == (True, "Strict", False)
+        alice.screenshot(OUT / "login-overview.png")
+
+        # A caller the issuer vouches for, who is no admin: the refusal page.
+        bob = Browser()
+        browsers.append(bob)
+        bob.command("Network.enable")
+        dom = bob.open(base + "/login?login_hint=bob")
+        dom = bob.wait_for_url(bob.url())
+        assert "This caller is not one of the [admin] callers." in dom
+        assert not [c for c in bob.cookies() if c["name"] == "warden_console"]
+        bob.screenshot(OUT / "login-not-admin.png")
+
+        # Logging out ends the session: its cookie opens nothing any more.
+        alice.open(base + "/logout")
+        dom = alice.click('form[action="/logout"] button')
+        assert "You are logged out of the console." in dom
+        assert not [c for c in alice.cookies() if c["name"] == "warden_console"]
+        try:
+            urllib.request.build_opener(NoRedirect).open(urllib.request.Request(
+                base + "/", headers={"Cookie": f"warden_console={cookie['value']}"}), timeout=10)
+            raise AssertionError("the old session still opens the console")
+        except urllib.error.HTTPError as e:
+            assert (e.code, e.headers["Location"]) == (303, "/login")
+
+        # API keys keep working for /api/, and a forged logout needs its token.
+        auth = {"Authorization": f"Bearer {KEYS['ALICE_KEY']}"}
+        assert gw.get("/api/overview", auth)[0] == 200
+        status, _, _ = admin_post(gw, "/logout", "", "application/x-www-form-urlencoded",
+                                  {"Cookie": f"warden_console={cookie['value']}"})
+        assert status == 303  # no session: sent to log in, nothing to end
+    finally:
+        for b in browsers:
+            b.close()
+        gw.close()
+        issuer.close()

@@ -23,12 +23,17 @@ const NOT_JSON: &str = "The admin API takes a JSON object (Content-Type: applica
 const TOO_LARGE: &str = "The request body is too large.";
 const NO_ACTION: &str = "No such action.";
 
-/// One POST, from an admin (`who`) the gate let through.
+/// One POST, from an admin (`who`) the gate let through. `binding`: what its
+/// pages' CSRF tokens were made for; `session`: the console session it came
+/// with (O9).
 pub(super) async fn act(
     site: &Site,
     who: &str,
+    binding: &str,
+    session: Option<&str>,
     req: Request<hyper::body::Incoming>,
 ) -> super::Reply {
+    let headers = req.headers().clone();
     let path = req.uri().path().to_owned();
     let api = path.starts_with("/api/");
     let content_type = req
@@ -56,7 +61,7 @@ pub(super) async fn act(
         let f = super::query_pairs(&String::from_utf8_lossy(&body));
         let token = f.iter().find(|(k, _)| k == FIELD).map(|(_, v)| v.as_str());
         if content_type != "application/x-www-form-urlencoded"
-            || !token.is_some_and(|t| site.csrf.verify(who, t))
+            || !token.is_some_and(|t| site.csrf.verify(binding, t))
         {
             tracing::warn!(path = %crate::logged::logged(&path), "a console form was posted without a valid CSRF token (403)");
             return failure(StatusCode::FORBIDDEN, CSRF_REFUSED, api);
@@ -112,6 +117,10 @@ pub(super) async fn act(
                 Err(text) => failure(StatusCode::NOT_FOUND, text, api),
             }
         }
+        "/logout" if !api => match (&site.login, session) {
+            (Some(login), Some(sid)) => login.logout(sid, &headers),
+            _ => see_other("/"),
+        },
         _ => failure(StatusCode::NOT_FOUND, NO_ACTION, api),
     }
 }

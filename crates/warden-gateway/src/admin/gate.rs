@@ -10,7 +10,7 @@ use warden_core::CallerSelector;
 
 /// Who may use the console and the admin API.
 pub(super) struct Gate {
-    auth: Auth,
+    pub(super) auth: Auth,
     admins: Vec<CallerSelector>,
 }
 
@@ -68,6 +68,12 @@ impl Gate {
         // Never the anonymous caller: the console needs a credential.
         let header = authorization.ok_or(Refusal::Unauthenticated)?;
         let bearer = as_bearer(header).ok_or(Refusal::Unauthenticated)?;
+        self.admin_of(&bearer, gw).await.map(Some)
+    }
+
+    /// The admin caller `bearer` (`Bearer <token>`) names, checked as every
+    /// console request's credential is (a login's token too, O9).
+    pub(super) async fn admin_of(&self, bearer: &str, gw: &Gateway) -> Result<String, Refusal> {
         let identity = self
             .auth
             .identify(Some(bearer.as_bytes()), &gw.current_config())
@@ -83,7 +89,7 @@ impl Gate {
             }
         }
         if self.admins.iter().any(|s| s.matches(&identity.caller)) {
-            Ok(Some(identity.caller.name))
+            Ok(identity.caller.name)
         } else {
             Err(Refusal::Forbidden(NOT_ADMIN))
         }

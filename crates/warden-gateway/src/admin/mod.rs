@@ -30,6 +30,7 @@ pub mod data;
 mod gate;
 pub mod html;
 mod listen;
+mod login;
 mod pins;
 mod stats;
 
@@ -38,7 +39,7 @@ use crate::gateway::Gateway;
 use bytes::Bytes;
 use gate::{Gate, Refusal};
 use http_body_util::Full;
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 pub use listen::serve;
 use serde_json::Value;
@@ -50,6 +51,8 @@ struct Site {
     gate: Gate,
     hosts: HostCheck,
     csrf: csrf::Csrf,
+    /// `[admin] login`: console sessions opened by logging in at the issuer (O9).
+    login: Option<login::Login>,
 }
 
 type Reply = Response<Full<Bytes>>;
@@ -118,32 +121,27 @@ impl Site {
             tracing::debug!(client = %peer, "an admin request with a Host or Origin that is not allowed was refused");
             return refusal(StatusCode::FORBIDDEN, text, api);
         }
-        let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
-        let who = match self.gate.check(peer, authorization, gw).await {
-            // Whom the page is for: its forms' CSRF tokens are bound to it.
-            Ok(Some(admin)) => format!("caller:{admin}"),
-            Ok(None) => "loopback".to_owned(),
-            Err(refused) => return match refused {
-                Refusal::Unauthenticated => refusal(
-                    StatusCode::UNAUTHORIZED,
-                    "Credentials are needed: an admin caller's API key or JWT, as a bearer token or as the password of HTTP Basic.",
-                    api,
-                ),
-                Refusal::Forbidden(text) => refusal(StatusCode::FORBIDDEN, text, api),
-                Refusal::Scope { challenge, scope } => {
-                    let text = crate::texts::http_insufficient_scope(&scope);
-                    let mut r = refusal(StatusCode::FORBIDDEN, &text, api);
-                    let value = crate::front::auth::refused::insufficient_scope(&challenge, &scope);
-                    // Scopes are checked to be header-safe when the configuration is read.
-                    if let Ok(v) = HeaderValue::from_str(&value) {
-                        r.headers_mut().insert(WWW_AUTHENTICATE, v);
-                    }
-                    r
-                }
-            },
+        if let Some(r) = self.login_route(&req, &path).await {
+            return r;
+        }
+        let (who, session) = match self.who(peer, &req).await {
+            Ok(who) => who,
+            // A browser with no credential is sent to log in, when it can (O9).
+            Err(Refusal::Unauthenticated) if self.login.is_some() && !api => {
+                let mut r = reply(StatusCode::SEE_OTHER, HTML, String::new());
+                r.headers_mut()
+                    .insert(LOCATION, HeaderValue::from_static("/login"));
+                return r;
+            }
+            Err(refused) => return refused_reply(refused, api),
+        };
+        // Whom the page is for, and its session: its forms' CSRF tokens are bound to both.
+        let binding = match &session {
+            Some(sid) => format!("{who} session:{sid}"),
+            None => who.clone(),
         };
         if req.method() == Method::POST {
-            return act::act(self, &who, req).await;
+            return act::act(self, &who, &binding, session.as_deref(), req).await;
         }
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut r = reply(
@@ -155,8 +153,79 @@ impl Site {
                 .insert("allow", HeaderValue::from_static("GET, HEAD, POST"));
             return r;
         }
+        let csrf = self.csrf.token(&binding);
+        if path == "/logout" {
+            return reply(StatusCode::OK, HTML, login::logout_page(&csrf));
+        }
         let query = req.uri().query().unwrap_or_default().to_owned();
-        page(gw, &path, &query, &self.csrf.token(&who)).await
+        page(gw, &path, &query, &csrf).await
+    }
+
+    /// Who asks: `caller:<admin>` (or `loopback`), and the console session it
+    /// came with, if that is how (O9). A request's own credential comes first.
+    async fn who(
+        &self,
+        peer: IpAddr,
+        req: &Request<hyper::body::Incoming>,
+    ) -> Result<(String, Option<String>), Refusal> {
+        let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
+        if authorization.is_none() {
+            if let Some((admin, sid)) = self.login.as_ref().and_then(|l| l.session(req.headers())) {
+                return Ok((format!("caller:{admin}"), Some(sid)));
+            }
+        }
+        match self.gate.check(peer, authorization, &self.gw).await? {
+            Some(admin) => Ok((format!("caller:{admin}"), None)),
+            None => Ok(("loopback".to_owned(), None)),
+        }
+    }
+
+    /// `/login` and `/login/callback`, which need no credential (O9).
+    async fn login_route(&self, req: &Request<hyper::body::Incoming>, path: &str) -> Option<Reply> {
+        let login = self.login.as_ref()?;
+        let rs = self.gate.auth.oauth()?;
+        if req.method() != Method::GET {
+            return None;
+        }
+        match path {
+            "/login" => {
+                let query = req.uri().query().unwrap_or_default();
+                Some(login.start(rs, req.headers(), query).await)
+            }
+            "/login/callback" => {
+                let query = req.uri().query().unwrap_or_default();
+                let check = |token: String| async move {
+                    self.gate
+                        .admin_of(&format!("Bearer {token}"), &self.gw)
+                        .await
+                        .map_err(|refused| refused_reply(refused, false))
+                };
+                Some(login.callback(rs, req.headers(), query, check).await)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How a refused request is answered: 401 (asking for Basic), or 403.
+fn refused_reply(refused: Refusal, api: bool) -> Reply {
+    match refused {
+        Refusal::Unauthenticated => refusal(
+            StatusCode::UNAUTHORIZED,
+            "Credentials are needed: an admin caller's API key or JWT, as a bearer token or as the password of HTTP Basic.",
+            api,
+        ),
+        Refusal::Forbidden(text) => refusal(StatusCode::FORBIDDEN, text, api),
+        Refusal::Scope { challenge, scope } => {
+            let text = crate::texts::http_insufficient_scope(&scope);
+            let mut r = refusal(StatusCode::FORBIDDEN, &text, api);
+            let value = crate::front::auth::refused::insufficient_scope(&challenge, &scope);
+            // Scopes are checked to be header-safe when the configuration is read.
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                r.headers_mut().insert(WWW_AUTHENTICATE, v);
+            }
+            r
+        }
     }
 }
 

@@ -62,11 +62,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     );",
     // 5: copies of the fields the console charts (decision, upstream, duration,
     // guard findings), so its counts read columns instead of every record's JSON.
-    // Rows written before have none; the console reads those from the JSON.
+    // Rows written before have none; the console reads those from the JSON. The
+    // index holds every column the charts read, so counting never touches a record.
     "ALTER TABLE audit ADD COLUMN decision TEXT;
     ALTER TABLE audit ADD COLUMN upstream TEXT;
     ALTER TABLE audit ADD COLUMN duration_ms REAL;
-    ALTER TABLE audit ADD COLUMN findings TEXT;",
+    ALTER TABLE audit ADD COLUMN findings TEXT;
+    CREATE INDEX audit_facts ON audit (time_ms, outcome, decision, upstream, duration_ms, findings);",
 ];
 
 /// The embedded SQLite store.
@@ -342,9 +344,15 @@ impl Sqlite {
     pub async fn counts_per_minute(&self, since_ms: i64) -> Result<Vec<MinuteCount>, StoreError> {
         self.with(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT time_ms / 60000, COALESCE(decision, json_extract(record, '$.decision')),
-                        outcome, COUNT(*)
-                 FROM audit WHERE time_ms >= ?1 GROUP BY 1, 2, 3",
+                "SELECT m, d, o, SUM(n) FROM (
+                   SELECT time_ms / 60000 AS m, decision AS d, outcome AS o, COUNT(*) AS n
+                   FROM audit INDEXED BY audit_facts WHERE time_ms >= ?1 AND decision IS NOT NULL
+                   GROUP BY 1, 2, 3
+                   UNION ALL
+                   SELECT time_ms / 60000, json_extract(record, '$.decision'), outcome, COUNT(*)
+                   FROM audit INDEXED BY audit_facts WHERE time_ms >= ?1 AND decision IS NULL
+                   GROUP BY 1, 2, 3)
+                 GROUP BY 1, 2, 3",
             )?;
             let rows = stmt.query_map(params![since_ms], |r| {
                 Ok(MinuteCount {
@@ -361,10 +369,10 @@ impl Sqlite {
 
     pub(crate) async fn audit_facts(&self, since_ms: i64) -> Result<Vec<FactsRow>, StoreError> {
         self.with(move |conn| {
+            // From the index alone; then the rows written before the columns, whole.
             let mut stmt = conn.prepare_cached(
-                "SELECT time_ms / 60000, outcome, decision, upstream, duration_ms, findings,
-                        CASE WHEN decision IS NULL THEN record END
-                 FROM audit WHERE time_ms >= ?1",
+                "SELECT time_ms / 60000, outcome, decision, upstream, duration_ms, findings
+                 FROM audit INDEXED BY audit_facts WHERE time_ms >= ?1 AND decision IS NOT NULL",
             )?;
             let rows = stmt.query_map(params![since_ms], |r| {
                 Ok(FactsRow {
@@ -374,10 +382,29 @@ impl Sqlite {
                     upstream: r.get(3)?,
                     duration_ms: r.get(4)?,
                     findings: r.get(5)?,
-                    record: r.get(6)?,
+                    record: None,
                 })
             })?;
-            rows.collect::<Result<Vec<_>, _>>()
+            let mut out = rows.collect::<Result<Vec<_>, _>>()?;
+            let mut older = conn.prepare_cached(
+                "SELECT time_ms / 60000, outcome, record
+                 FROM audit INDEXED BY audit_facts WHERE time_ms >= ?1 AND decision IS NULL",
+            )?;
+            let rows = older.query_map(params![since_ms], |r| {
+                Ok(FactsRow {
+                    minute: r.get(0)?,
+                    outcome: r.get(1)?,
+                    decision: None,
+                    upstream: None,
+                    duration_ms: None,
+                    findings: None,
+                    record: r.get(2)?,
+                })
+            })?;
+            for row in rows {
+                out.push(row?);
+            }
+            Ok(out)
         })
         .await
     }
