@@ -16,7 +16,9 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.error
+import uuid
 import urllib.request
 
 import pytest
@@ -715,3 +717,57 @@ def test_console_users_log_in_at_the_issuer(upstream, config, tmp_path):
             b.close()
         gw.close()
         issuer.close()
+
+
+PG = urllib.parse.urlsplit(os.environ.get("WARDEN_TEST_PG_URL") or "postgres://postgres@127.0.0.1:5432")
+
+
+def psql(sql, db="postgres"):
+    done = subprocess.run(["psql", "-h", PG.hostname, "-p", str(PG.port or 5432), "-U", PG.username or "postgres",
+                           "-d", db, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_fleet_shares_its_approvals_inbox(upstream, config, tmp_path):
+    """Two replicas on one PostgreSQL store: a call waiting at one is listed by
+    the other's console, answered there, and goes on at the one holding it; the
+    first answer wins across the replicas."""
+    name = f"warden_console_{uuid.uuid4().hex[:12]}"
+    psql(f"CREATE DATABASE {name}")
+    url = f"postgres://{PG.username or 'postgres'}@{PG.hostname}:{PG.port or 5432}/{name}"
+    text = config_text(upstream, tmp_path, 'callers = ["group:ops"]').replace(
+        f'url = "sqlite://{tmp_path}/warden.db"', f'url = "{url}"') + """
+    [access]
+    approver = "console"
+    """
+    path = config(text)
+    a = b = None
+    try:
+        a = Gateway(path, env=KEYS, admin=True)
+        b = Gateway(path, env=KEYS, admin=True)
+        bob, auth = KEYS["BOB_KEY"], {"Authorization": basic(KEYS["ALICE_KEY"])}
+        a.open_session(bob)
+        thread, out = call_in_background(a, bob, 1, "up.risky", {"password": "hunter2"})
+        [w] = waiting_calls(b, auth, 1)  # listed by the replica that does not hold it
+        assert (w["tool"], w["arguments"]) == ("up.risky", {"password": "[redacted]"})
+        [at_a] = waiting_calls(a, auth, 1)  # and by the one that does
+        assert {k: v for k, v in at_a.items() if k != "waited_ms"} == {k: v for k, v in w.items() if k != "waited_ms"}
+        body = json.dumps({"id": w["id"], "decision": "approve", "note": "from b"})
+        status, _, text = admin_post(b, "/api/approvals/decide", body, "application/json", auth)
+        assert status == 200, text
+        # The first answer wins: the other replica's is too late.
+        status, _, text = admin_post(a, "/api/approvals/decide", body.replace("approve", "deny"), "application/json", auth)
+        assert status == 404, text
+        thread.join(20)
+        assert out["r"]["result"].get("isError") is not True, out
+        assert waiting_calls(b, auth, 0) == []
+        calls = json.loads(a.get("/api/calls?tool=up.risky", auth)[2])["calls"]
+        detail = json.loads(a.get(f"/api/calls/{calls[0]['id']}", auth)[2])
+        assert (detail["outcome"], detail["approver"], detail["approval_note"]) == ("ok", "console:alice", "from b")
+    finally:
+        for g in (a, b):
+            if g:
+                g.close()
+        psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

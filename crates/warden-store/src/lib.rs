@@ -43,7 +43,7 @@ mod time;
 
 pub use chain::{Break, Verdict, GENESIS};
 pub use group::{AuditWriter, Durability, Unstored, Unwritten, BATCH_WINDOW, MAX_BATCH, QUEUE};
-pub use pg::{Postgres, QuotaTake, AUDIT_LANES, DEFAULT_CONNECTIONS};
+pub use pg::{Postgres, QuotaTake, SharedApproval, AUDIT_LANES, DEFAULT_CONNECTIONS};
 pub use sqlite::Sqlite;
 
 use serde::{Deserialize, Serialize};

@@ -95,6 +95,15 @@ const MIGRATIONS: &[&str] = &[
         ADD COLUMN duration_ms DOUBLE PRECISION, ADD COLUMN findings TEXT;
     CREATE INDEX warden_audit_facts ON warden_audit (time_ms)
         INCLUDE (outcome, decision, upstream, duration_ms, findings);",
+    // 8: calls waiting for an operator's approval, shared by the replicas (H6):
+    // listed by the one holding the call, answered at any.
+    "CREATE TABLE warden_approval (
+        id TEXT PRIMARY KEY,
+        waiting TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        until_ms BIGINT NOT NULL,
+        verdict TEXT
+    );",
 ];
 
 /// The server's time in ms since the epoch (clock_timestamp: the time now, not
@@ -111,7 +120,9 @@ fn claim_free_key() -> String {
     )
 }
 
+mod approvals;
 mod audit;
+pub use approvals::SharedApproval;
 mod limits;
 pub use limits::QuotaTake;
 

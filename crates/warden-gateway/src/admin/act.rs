@@ -105,7 +105,7 @@ pub(super) async fn act(
                 get("id").unwrap_or_default(),
                 get("decision").unwrap_or_default(),
             );
-            match super::approvals::decide(&site.gw, &id, &decision, get("note"), who) {
+            match super::approvals::decide(&site.gw, &id, &decision, get("note"), who).await {
                 Ok(()) if api => json_reply(
                     StatusCode::OK,
                     &json!({"decided": id, "decision": decision}),

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::fmt::Write as _;
 
 /// The waiting calls, oldest first, and who answers approvals here.
-pub fn data(gw: &Gateway) -> Value {
+pub async fn data(gw: &Gateway) -> Value {
     let approver = match gw.current_config().access.approver {
         crate::config::Approver::Client => "client",
         crate::config::Approver::Console => "console",
@@ -19,6 +19,7 @@ pub fn data(gw: &Gateway) -> Value {
     let waiting: Vec<Value> = gw
         .inbox()
         .list()
+        .await
         .into_iter()
         .map(|(w, waited_ms)| {
             let mut v = serde_json::to_value(&w).unwrap_or_default();
@@ -31,7 +32,7 @@ pub fn data(gw: &Gateway) -> Value {
 
 /// Answers waiting call `id` (`decision`: `approve` or `deny`) for admin `who`;
 /// `Err`: what to tell them.
-pub fn decide(
+pub async fn decide(
     gw: &Gateway,
     id: &str,
     decision: &str,
@@ -43,7 +44,6 @@ pub fn decide(
         "deny" => false,
         _ => return Err(BAD_DECISION),
     };
-    let id: u64 = id.parse().map_err(|_| NOT_WAITING)?;
     let by = match who.strip_prefix("caller:") {
         Some(name) => format!("console:{name}"),
         None => format!("console:{who}"),
@@ -51,7 +51,7 @@ pub fn decide(
     // A note is the operator's words for the audit trail: bounded.
     let note = note.map(|n| n.chars().take(500).collect::<String>());
     let verdict = Verdict { approved, by, note };
-    if gw.inbox().decide(id, verdict) {
+    if gw.inbox().decide(id, verdict).await {
         Ok(())
     } else {
         Err(NOT_WAITING)
@@ -82,7 +82,7 @@ pub fn html(data: &Value, csrf: &str) -> String {
     }
     b.push_str("<table id=\"inbox\"><thead><tr><th scope=\"col\">Caller</th><th scope=\"col\">Tool</th><th scope=\"col\">Arguments</th><th scope=\"col\">Why it asks</th><th scope=\"col\">Waited</th><th scope=\"col\">Answer</th></tr></thead><tbody>");
     for w in &waiting {
-        let id = w["id"].as_u64().unwrap_or_default();
+        let id = esc(w["id"].as_str().unwrap_or_default());
         let reason = match w["reason"].as_str() {
             Some(r) => format!("<br>The caller's reason: {}", esc(r)),
             None => String::new(),
@@ -114,13 +114,13 @@ mod tests {
     #[test]
     fn each_waiting_call_has_its_answer_form() {
         let page = html(
-            &json!({"approver": "console", "waiting": [{"id": 7, "caller": "bob", "tool": "up.risky",
+            &json!({"approver": "console", "waiting": [{"id": "r1-7", "caller": "bob", "tool": "up.risky",
                 "arguments": {"password": "[redacted]"}, "rule": "an ask rule (H5)", "reason": "<why>",
                 "since": "t", "waited_ms": 2500}]}),
             "tok",
         );
-        assert!(page.contains("<tr id=\"waiting-7\"><td>bob</td><td>up.risky</td><td><pre>{\n  &quot;password&quot;: &quot;[redacted]&quot;\n}</pre></td><td>an ask rule (H5)<br>The caller's reason: &lt;why&gt;</td><td>2 s</td>"), "{page}");
-        assert!(page.contains("<input type=\"hidden\" name=\"csrf\" value=\"tok\"><input type=\"hidden\" name=\"id\" value=\"7\">"));
+        assert!(page.contains("<tr id=\"waiting-r1-7\"><td>bob</td><td>up.risky</td><td><pre>{\n  &quot;password&quot;: &quot;[redacted]&quot;\n}</pre></td><td>an ask rule (H5)<br>The caller's reason: &lt;why&gt;</td><td>2 s</td>"), "{page}");
+        assert!(page.contains("<input type=\"hidden\" name=\"csrf\" value=\"tok\"><input type=\"hidden\" name=\"id\" value=\"r1-7\">"));
         assert!(
             page.contains("<button type=\"submit\" name=\"decision\" value=\"deny\">Deny</button>")
         );

@@ -265,7 +265,7 @@ async fn page(gw: &Gateway, path: &str, query: &str, csrf: &str) -> Reply {
             }
         }
         "/approvals" => {
-            let d = approvals::data(gw);
+            let d = approvals::data(gw).await;
             if api {
                 json_reply(StatusCode::OK, &d)
             } else {

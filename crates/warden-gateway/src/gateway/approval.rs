@@ -128,8 +128,8 @@ fn question_form(question: &Question<'_>) -> Value {
 /// (H6); nobody answering in time refuses it, as a client's silence does.
 async fn console(inbox: &Arc<Inbox>, waiting: Waiting, timeout: Duration) -> Approval {
     let tool = waiting.tool.clone();
-    let mut ticket = inbox.enter(waiting);
-    tracing::info!(tool = %logged(&tool), id = ticket.id, "a call waits for an operator's approval in the console");
+    let mut ticket = inbox.enter(waiting, timeout).await;
+    tracing::info!(tool = %logged(&tool), id = %ticket.id, "a call waits for an operator's approval in the console");
     match tokio::time::timeout(timeout, &mut ticket.answer).await {
         Ok(Ok(v)) => {
             tracing::info!(tool = %logged(&tool), approved = v.approved, by = %logged(&v.by), "approval answered in the console");

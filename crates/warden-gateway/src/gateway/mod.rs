@@ -226,6 +226,11 @@ impl Gateway {
             upstreams.clone(),
             sessions.clone(),
             ParkedCalls::new(state_key),
+            // Shared with the other replicas through the store, when there is one.
+            match &shared {
+                Some(pg) => inbox::Inbox::new(pg.owner(), Some(pg.clone())),
+                None => inbox::Inbox::new("local", None),
+            },
         );
         let gateway = Arc::new(Gateway {
             live: RwLock::new(Arc::new(config.clone())),

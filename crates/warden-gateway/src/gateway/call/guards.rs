@@ -404,7 +404,7 @@ impl Calls {
             (None, None, None) => "an ask rule (H5)".to_owned(),
         };
         Waiting {
-            id: 0,
+            id: String::new(),
             caller: ctx.caller.as_ref().map(|c| c.name.clone()),
             tool: ctx.tool.clone(),
             arguments,

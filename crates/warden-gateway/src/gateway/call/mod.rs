@@ -143,6 +143,7 @@ impl Calls {
         upstreams: Arc<Upstreams>,
         sessions: Arc<Sessions>,
         parked: ParkedCalls<Relayed>,
+        inbox: super::inbox::Inbox,
     ) -> Calls {
         Calls {
             policy: RwLock::new(Arc::new(policy)),
@@ -150,7 +151,7 @@ impl Calls {
             upstreams,
             sessions,
             parked: Arc::new(parked),
-            inbox: Arc::default(),
+            inbox: Arc::new(inbox),
         }
     }
 
