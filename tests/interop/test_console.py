@@ -472,6 +472,14 @@ def test_a_drifted_tool_is_reviewed_and_approved_in_the_console(upstream, config
             status, _, text = admin_post(gw, "/pins/approve", body, "application/x-www-form-urlencoded", auth)
             assert status == 403, text
             assert "Forbidden: this form&#39;s CSRF token is missing or not valid; reload the page and submit it again." in text
+        # Neither PUT nor DELETE: the console takes GET, HEAD and POST.
+        req = urllib.request.Request(gw.admin + "/pins", b"", auth, method="PUT")
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            raise AssertionError("PUT was taken")
+        except urllib.error.HTTPError as e:
+            assert (e.code, e.headers["Allow"], e.read().decode()) == (
+                405, "GET, HEAD, POST", "Method not allowed: the console takes GET, HEAD and POST.\n")
         # The API takes JSON only: a cross-site form cannot send it.
         status, _, text = admin_post(gw, "/api/pins/approve", "tool=up.echo", "application/x-www-form-urlencoded", auth)
         assert (status, json.loads(text)) == (415, {"error": "The admin API takes a JSON object (Content-Type: application/json)."})
