@@ -140,7 +140,7 @@ class Browser:
     def dom(self):
         r = self.command("Runtime.evaluate", expression="document.documentElement.outerHTML",
                          returnByValue=True)
-        return r["result"]["value"]
+        return r["result"].get("value", "")
 
     def wait_for_url(self, url, timeout=20):
         """Waits until the page is `url` (after redirects and refreshes); its DOM."""
@@ -148,19 +148,33 @@ class Browser:
         while time.time() < deadline:
             try:
                 if self.url() == url and self.command("Runtime.evaluate", expression="document.readyState",
-                                                      returnByValue=True)["result"]["value"] == "complete":
+                                                      returnByValue=True)["result"].get("value") == "complete":
                     return self.dom()
             except RuntimeError:
                 pass  # between two documents
             time.sleep(0.1)
         raise TimeoutError(f"the page never became {url} (it is {self.url()})")
 
+    def wait_for_text(self, text, timeout=20):
+        """Waits until the page shows `text`; its DOM."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                dom = self.dom()
+                if text in dom:
+                    return dom
+            except RuntimeError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"the page never showed {text!r}")
+
     def cookies(self):
         return self.command("Network.getAllCookies")["cookies"]
 
     def url(self):
         r = self.command("Runtime.evaluate", expression="location.href", returnByValue=True)
-        return r["result"]["value"]
+        # Between two documents the page may answer nothing yet.
+        return r["result"].get("value", "")
 
     def click(self, selector):
         """Clicks the element `selector` finds with the mouse, at its centre, and
