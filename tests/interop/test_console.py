@@ -282,7 +282,7 @@ def test_ten_thousand_audit_records(upstream, config, tmp_path):
     gw = Gateway(path, env=KEYS, admin=True)
     try:
         slow = []
-        for page in ["/", "/charts", "/calls", "/calls?caller=c7&outcome=refused", "/calls?limit=1000",
+        for page in ["/", "/charts", "/approvals", "/calls", "/calls?caller=c7&outcome=refused", "/calls?limit=1000",
                      "/calls/5000", "/catalogue?caller=bob", "/pins", "/quotas", "/api/calls?since=1h",
                      "/api/overview", "/api/charts"]:
             gw.get(page)  # once to warm the connection's statement cache, then timed
