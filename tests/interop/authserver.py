@@ -5,7 +5,8 @@ Serves, over https with the test certificate in tests/tls (or plain http):
   OpenID Connect discovery at /.well-known/openid-configuration;
 - dynamic client registration (RFC 7591) at /register;
 - authorization code + PKCE (S256 only) at /authorize, approved at once for the
-  user named by the `user` query parameter (default "alice"): no person needed;
+  user named by the `user` (or OpenID Connect's `login_hint`) query parameter
+  (default "alice"): no person needed;
 - the token endpoint: authorization_code, refresh_token and token exchange
   (RFC 8693, for the gateway's own confidential client);
 - its signing keys (ES256 JWKs, and RS256, ES384 or EdDSA ones once asked for)
@@ -240,7 +241,8 @@ def make_handler(state: State):
             code = secrets.token_urlsafe(16)
             state.codes[code] = {"client_id": c["client_id"], "redirect_uri": redirect,
                                  "challenge": q["code_challenge"], "scope": q.get("scope", ""),
-                                 "resource": q.get("resource"), "sub": q.get("user", "alice")}
+                                 "resource": q.get("resource"),
+                                 "sub": q.get("user") or q.get("login_hint") or "alice"}
             params = {"code": code, "state": q.get("state", ""), "iss": state.issuer}
             self.send_response(302)
             self.send_header("Location", redirect + ("&" if "?" in redirect else "?") + urllib.parse.urlencode(params))

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import ROOT, WARDEN
-from otel_peers import Gateway, Upstream
+from otel_peers import TOOLS, Gateway, Upstream
 
 KEYS = {"ALICE_KEY": "alice-admin-key", "BOB_KEY": "bob-plain-key"}
 OUT = pathlib.Path(os.environ.get("WARDEN_TEST_OUTPUT", ROOT / "target" / "test-output")) / "console"
@@ -233,37 +233,81 @@ def test_without_admin_callers_the_console_is_for_loopback_only(upstream, config
         gw.close()
 
 
+GUARD = """
+    [[guard]]
+    name = "leaks"
+    on = ["results"]
+    detect = ["secrets"]
+    action = "redact"
+"""
+
+REFUSALS = ["unknown_tool", "rate_limited", "denied", "unknown_tool", "flow_denied"]
+
+
+def bulk_record(i, t):
+    """The i-th of the 10,000 records, at `t` ms: the row as the gateway writes it
+    (its JSON, and the columns the console counts from)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t / 1000)) + f".{t % 1000:03d}Z"
+    outcome = "refused" if i % 7 == 0 else ("tool_error" if i % 11 == 0 else "ok")
+    decision = REFUSALS[i % 5] if outcome == "refused" else "allowed"
+    upstream = ["up", "db", "search"][i % 3] if outcome != "refused" else None
+    duration = 0.1 if outcome == "refused" else float(1 + (i * 37) % 200) * (1 + i % 3)
+    findings = ([{"guard": "leaks", "detector": "secrets", "kind": ["aws_key", "github_token"][i % 2],
+                  "path": "/content/0/text", "count": 1, "action": "redact"}] if i % 13 == 0 and outcome == "ok" else [])
+    record = {"time": stamp, "session": "bulk", "caller": f"c{i % 50}", "tool": f"up.t{i % 30}",
+              "upstream": upstream, "arguments": {"n": i}, "reason": None, "unknown_keys": [],
+              "unknown_mode": None, "decision": decision, "outcome": outcome, "duration_ms": duration,
+              "idempotency_key": None, "replayed": False}
+    if findings:
+        record["findings"] = findings
+    return (t, record["caller"], record["tool"], outcome, json.dumps(record), decision, upstream, duration,
+            json.dumps(findings) if findings else None)
+
+
 def test_ten_thousand_audit_records(upstream, config, tmp_path):
-    """Fills the trail with 10,000 records and loads every page; prints the times
-    (a figure for the report, not a timed assertion)."""
-    path = config(config_text(upstream, tmp_path, ""))
+    """Fills the trail with 10,000 records (the last ten minutes: every one of
+    them counts in the charts) and loads every page: each within 100 ms. The
+    times are printed for the record."""
+    path = config(config_text(upstream, tmp_path, "") + GUARD)
     gw = Gateway(path, env=KEYS, admin=True)
     make_calls(gw)
     gw.close()
     db = sqlite3.connect(tmp_path / "warden.db")
     now = int(time.time() * 1000)
-    rows = []
-    for i in range(10_000):
-        t = now - i * 50
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t / 1000)) + f".{t % 1000:03d}Z"
-        outcome = "refused" if i % 7 == 0 else "ok"
-        record = {"time": stamp, "session": "bulk", "caller": f"c{i % 50}", "tool": f"up.t{i % 30}",
-                  "upstream": "up", "arguments": {"n": i}, "reason": None, "unknown_keys": [],
-                  "unknown_mode": None, "decision": "unknown_tool" if outcome == "refused" else "allowed",
-                  "outcome": outcome, "duration_ms": 1.0, "idempotency_key": None, "replayed": False}
-        rows.append((t, record["caller"], record["tool"], outcome, json.dumps(record)))
-    db.executemany("INSERT INTO audit (time_ms, caller, tool, outcome, record) VALUES (?, ?, ?, ?, ?)", rows)
+    rows = [bulk_record(i, now - i * 50) for i in range(10_000)]
+    db.executemany("INSERT INTO audit (time_ms, caller, tool, outcome, record, decision, upstream, duration_ms, findings)"
+                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     db.commit()
     db.close()
     gw = Gateway(path, env=KEYS, admin=True)
     try:
-        for page in ["/", "/calls", "/calls?caller=c7&outcome=refused", "/calls?limit=1000",
-                     "/calls/5000", "/catalogue?caller=bob", "/api/calls?since=1h", "/api/overview"]:
-            start = time.perf_counter()
-            status, _, body = gw.get(page)
-            took = (time.perf_counter() - start) * 1000
-            assert status == 200, page
-            print(f"10,000 records: GET {page} took {took:.1f} ms ({len(body)} bytes)")
+        slow = []
+        for page in ["/", "/charts", "/approvals", "/calls", "/calls?caller=c7&outcome=refused", "/calls?limit=1000",
+                     "/calls/5000", "/catalogue?caller=bob", "/pins", "/quotas", "/api/calls?since=1h",
+                     "/api/overview", "/api/charts"]:
+            gw.get(page)  # once to warm the connection's statement cache, then timed
+            took = []
+            for _ in range(5):
+                start = time.perf_counter()
+                status, _, body = gw.get(page)
+                took.append((time.perf_counter() - start) * 1000)
+                assert status == 200, page
+            took.sort()
+            print(f"10,000 records: GET {page} took {took[2]:.1f} ms median of 5, worst {took[-1]:.1f} ms ({len(body)} bytes)")
+            if took[2] > 100:
+                slow.append((page, took[2]))
+        assert not slow, f"pages over 100 ms with 10,000 records: {slow}"
+        charts = json.loads(gw.get("/api/charts")[2])
+        # Every bulk record falls in the window, and so do make_calls' three.
+        assert sum(sum(m["outcomes"].values()) for m in charts["per_minute"]) == 10_003
+        refused = {r["reason"]: r["calls"] for r in charts["refusals"]}
+        assert refused["unknown_tool"] == sum(1 for i in range(0, 10_000, 7) if i % 5 in (0, 3)) + 1
+        assert [u["upstream"] for u in charts["latency"]] == ["db", "search", "up"]
+        assert {f["kind"] for f in charts["findings"]} == {"aws_key", "github_token"}
+        dom, _ = chromium(gw.admin + "/charts", "charts")
+        for part in ["per-minute", "refusals", "latency", "findings"]:
+            assert f'<svg id="{part}-chart"' in dom and f'<table id="{part}-table">' in dom, part
+        assert "rate_limited" in section(dom, "refusals-table")
         calls = json.loads(gw.get("/api/calls?caller=c7&outcome=refused")[2])["calls"]
         assert calls and all(c["caller"] == "c7" and c["outcome"] == "refused" for c in calls)
         assert len(json.loads(gw.get("/api/calls?limit=1000")[2])["calls"]) == 1000
@@ -343,10 +387,15 @@ def test_the_pins_and_quotas_pages_show_their_state(upstream, config, tmp_path):
         for i in range(2):
             assert "result" in gw.call(bob, i + 1, "up.echo", {"text": "x"})
         pins = json.loads(gw.get("/api/pins")[2])
+        echo_was = next(t for t in TOOLS if t["name"] == "echo")["description"]
         assert pins == {"lock": "warden.pins.json", "present": True, "upstreams": [{
             "upstream": "up", "mode": "report", "locked_tools": 3, "listed": True,
-            "drift": [{"tool": "up.echo", "change": "changed: description"},
-                      {"tool": "up.fresh", "change": "added"}]}]}
+            "drift": [{"tool": "up.echo", "change": "changed: description", "approve": "up.echo",
+                       "fields": [{"field": "description", "locked": echo_was, "listed": "Echo, now louder."}]},
+                      {"tool": "up.fresh", "change": "added", "approve": "up.fresh",
+                       "fields": [{"field": "name", "locked": None, "listed": "fresh"},
+                                  {"field": "description", "locked": None, "listed": "New."},
+                                  {"field": "inputSchema", "locked": None, "listed": {"type": "object"}}]}]}]}
         quotas = json.loads(gw.get("/api/quotas")[2])
         assert quotas["rates_shared"] is False
         assert [(q["quota"], q["callers"], q["tools"], q["rate"], q["burst"], q["concurrency"])
@@ -360,7 +409,8 @@ def test_the_pins_and_quotas_pages_show_their_state(upstream, config, tmp_path):
         dom, _ = chromium(gw.admin + "/pins", "pins")
         assert "The pins lock warden.pins.json holds" in section(dom, "lock")
         rows = section(dom, "pins")
-        assert "report" in rows and "up.echo: changed: description" in rows and "up.fresh: added" in rows
+        assert "report" in rows and '<a href="#review-up.echo">up.echo</a>: changed: description' in rows
+        assert '<a href="#review-up.fresh">up.fresh</a>: added' in rows
         dom, _ = chromium(gw.admin + "/quotas", "quotas")
         rows = section(dom, "quotas")
         assert "bob: 8 of 10 calls available now" in rows

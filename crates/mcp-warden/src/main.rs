@@ -246,42 +246,9 @@ fn load(arg: &ConfigArg) -> anyhow::Result<Config> {
     Ok(Config::load(&arg.config)?)
 }
 
-/// Writes `path` so that a reader sees the old file or the new one, never a part:
-/// the text goes to a new file beside it, synced, which then takes its name.
-/// Gateways that watch the pins lock (`run --watch`) would otherwise read it half
-/// written and refuse a reload for nothing. A symlinked lock is written where the
-/// link points (the link stays), the file keeps its permissions, and where no
-/// file may be created beside it (a read-only folder), it is written in place.
+/// Writes `path` whole, never a part of it ([`pins::write_whole`]).
 fn write_whole(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let name = target.file_name().unwrap_or_default().to_string_lossy();
-    let part = target.with_file_name(format!(".{name}.{}.part", std::process::id()));
-    let fail = |e: std::io::Error| anyhow!("writing {}: {e}", path.display());
-    let mut file = match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&part)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            return std::fs::write(&target, text).map_err(fail);
-        }
-        Err(e) => return Err(fail(e)),
-    };
-    let written = (|| {
-        file.write_all(text.as_bytes())?;
-        if let Ok(meta) = std::fs::metadata(&target) {
-            file.set_permissions(meta.permissions())?;
-        }
-        file.sync_all()?;
-        std::fs::rename(&part, &target)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&part);
-        return Err(fail(e));
-    }
-    Ok(())
+    pins::write_whole(path, text).map_err(|e| anyhow!(e))
 }
 
 /// A configuration a gateway may start with: the file, and the pins lock beside
@@ -467,13 +434,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     lock = pins::Lock::of(&listings);
                 }
                 PinsAction::Approve { tools, .. } => {
-                    let unmatched = lock.approve(&listings, &tools);
-                    if !unmatched.is_empty() {
-                        return Err(anyhow!(
-                            "no upstream lists or locks: {}; the lock is unchanged",
-                            unmatched.join(", ")
-                        ));
-                    }
+                    let n = pins::approve_into(&path, &listings, &tools).map_err(|e| anyhow!(e))?;
+                    println!("{}: {n} tool(s) locked", path.display());
+                    return Ok(ExitCode::SUCCESS);
                 }
                 PinsAction::Diff { .. } => {
                     let none = Default::default();

@@ -201,6 +201,62 @@ impl Lock {
     }
 }
 
+/// `mcp-warden pins approve` and the console's approve, one way: takes the named
+/// tools (all when `names` is empty) of `listings` into the lock at `path` and
+/// writes it whole; how many tools the lock then holds. A lock that cannot be read,
+/// or a name no upstream lists or locks, leaves the file as it was.
+pub fn approve_into(
+    path: &Path,
+    listings: &[(String, Vec<Value>)],
+    names: &[String],
+) -> Result<usize, String> {
+    let mut lock = Lock::read(path)?.unwrap_or_default();
+    let unmatched = lock.approve(listings, names);
+    if !unmatched.is_empty() {
+        return Err(crate::texts::pins_unmatched(&unmatched));
+    }
+    write_whole(path, &lock.to_text())?;
+    Ok(lock.upstreams.values().map(BTreeMap::len).sum())
+}
+
+/// Writes `path` so that a reader sees the old file or the new one, never a part:
+/// the text goes to a new file beside it, synced, which then takes its name.
+/// Gateways that watch the pins lock (`run --watch`) would otherwise read it half
+/// written and refuse a reload for nothing. A symlinked lock is written where the
+/// link points (the link stays), the file keeps its permissions, and where no
+/// file may be created beside it (a read-only folder), it is written in place.
+pub fn write_whole(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write as _;
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let name = target.file_name().unwrap_or_default().to_string_lossy();
+    let part = target.with_file_name(format!(".{name}.{}.part", std::process::id()));
+    let fail = |e: std::io::Error| format!("writing {}: {e}", path.display());
+    let mut file = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&part)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return std::fs::write(&target, text).map_err(fail);
+        }
+        Err(e) => return Err(fail(e)),
+    };
+    let written = (|| {
+        file.write_all(text.as_bytes())?;
+        if let Ok(meta) = std::fs::metadata(&target) {
+            file.set_permissions(meta.permissions())?;
+        }
+        file.sync_all()?;
+        std::fs::rename(&part, &target)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&part);
+        return Err(fail(e));
+    }
+    Ok(())
+}
+
 /// The rules' argument conditions measured against the tools as the lock beside
 /// `config` holds them (G6): a path its input schema does not have, or a test its
 /// declared type can never pass, each with a did-you-mean hint where one is near;

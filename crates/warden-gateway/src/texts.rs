@@ -45,6 +45,17 @@ pub fn call_tool_unknown(name: &str) -> String {
 // P2 `ask`: what opens the approval question for a tool that differs from the
 // pins lock (the question itself is H5's).
 
+/// The admin listener was sent a method it does not take (O3).
+pub const ADMIN_METHOD: &str = "Method not allowed: the console takes GET, HEAD and POST.\n";
+
+/// `pins approve` (and the console's) named tools no upstream lists or locks.
+pub fn pins_unmatched(names: &[String]) -> String {
+    format!(
+        "no upstream lists or locks: {}; the lock is unchanged",
+        names.join(", ")
+    )
+}
+
 /// The tool's reviewed `fields` changed since the lock was written.
 pub fn pin_changed(tool: &str, fields: &[&str]) -> String {
     format!(

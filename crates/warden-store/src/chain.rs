@@ -43,6 +43,33 @@ pub struct Linked {
     pub outcome: String,
     /// The record's JSON, as the `record` column holds it.
     pub json: String,
+    /// Copies of a few of the record's fields in columns of their own, so the
+    /// console counts them without reading the JSON; outside the hash (the JSON
+    /// holds them), and left default when rows are read back to be verified.
+    pub facts: Facts,
+}
+
+/// The record's fields the console charts, as the columns hold them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Facts {
+    pub decision: String,
+    pub upstream: Option<String>,
+    pub duration_ms: f64,
+    /// The guard findings as JSON, when there are any.
+    pub findings: Option<String>,
+}
+
+impl Facts {
+    fn of(r: &AuditRecord) -> Facts {
+        Facts {
+            decision: r.decision.clone(),
+            upstream: r.upstream.clone(),
+            duration_ms: r.duration_ms,
+            findings: (!r.findings.is_empty())
+                .then(|| serde_json::to_string(&r.findings).ok())
+                .flatten(),
+        }
+    }
 }
 
 impl Linked {
@@ -127,6 +154,7 @@ impl ChainHead {
                 tool: r.tool.clone(),
                 outcome: r.outcome.clone(),
                 json,
+                facts: Facts::of(r),
             };
             row.hash = row.expected_hash();
             prev = row.hash.clone();

@@ -43,7 +43,7 @@ mod time;
 
 pub use chain::{Break, Verdict, GENESIS};
 pub use group::{AuditWriter, Durability, Unstored, Unwritten, BATCH_WINDOW, MAX_BATCH, QUEUE};
-pub use pg::{Postgres, QuotaTake, AUDIT_LANES, DEFAULT_CONNECTIONS};
+pub use pg::{Postgres, QuotaTake, SharedApproval, AUDIT_LANES, DEFAULT_CONNECTIONS};
 pub use sqlite::Sqlite;
 
 use serde::{Deserialize, Serialize};
@@ -168,6 +168,13 @@ pub struct AuditRecord {
     /// the matched text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<GuardFinding>,
+    /// Who answered the call's approval (H6): `client` (its user, through
+    /// elicitation) or `console:<admin>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approver: Option<String>,
+    /// The note the operator gave with the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_note: Option<String>,
 }
 
 /// One guard's finding in a call's result: the kind, where, how many times,
@@ -223,6 +230,75 @@ pub struct MinuteCount {
     pub decision: String,
     pub outcome: String,
     pub calls: u64,
+}
+
+/// One record's figures as the console charts them: when, how it was decided
+/// and ended, where it went, how long it took and what guards found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditFacts {
+    /// Minutes since the epoch.
+    pub minute: i64,
+    pub decision: String,
+    pub outcome: String,
+    pub upstream: Option<String>,
+    pub duration_ms: f64,
+    pub findings: Vec<GuardFinding>,
+}
+
+/// The fields of a record the columns copy, read from its JSON (rows written
+/// before the columns were).
+#[derive(Deserialize)]
+struct FactsOfRecord {
+    #[serde(default)]
+    decision: String,
+    #[serde(default)]
+    upstream: Option<String>,
+    #[serde(default)]
+    duration_ms: f64,
+    #[serde(default)]
+    findings: Vec<GuardFinding>,
+}
+
+/// A row of the facts query: minute, outcome, the columns (all `None` for a
+/// row written before them) and, for such a row, its record's JSON.
+pub(crate) struct FactsRow {
+    pub minute: i64,
+    pub outcome: String,
+    pub decision: Option<String>,
+    pub upstream: Option<String>,
+    pub duration_ms: Option<f64>,
+    pub findings: Option<String>,
+    pub record: Option<String>,
+}
+
+impl FactsRow {
+    pub(crate) fn into_facts(self) -> AuditFacts {
+        let (decision, upstream, duration_ms, findings) = match (self.decision, self.record) {
+            (Some(d), _) => (
+                d,
+                self.upstream,
+                self.duration_ms.unwrap_or_default(),
+                self.findings
+                    .and_then(|f| serde_json::from_str(&f).ok())
+                    .unwrap_or_default(),
+            ),
+            (None, record) => {
+                let old: Option<FactsOfRecord> = record.and_then(|r| serde_json::from_str(&r).ok());
+                match old {
+                    Some(o) => (o.decision, o.upstream, o.duration_ms, o.findings),
+                    None => Default::default(),
+                }
+            }
+        };
+        AuditFacts {
+            minute: self.minute,
+            decision,
+            outcome: self.outcome,
+            upstream,
+            duration_ms,
+            findings,
+        }
+    }
 }
 
 /// What `mcp-warden audit` filters on.
@@ -468,6 +544,17 @@ impl Store {
             Store::Sqlite(s) => s.counts_per_minute(since_ms).await,
             Store::Postgres(p) => p.counts_per_minute(since_ms).await,
         }
+    }
+
+    /// The figures of every record at or after `since_ms`, in no order: what the
+    /// console's charts count. Read from columns of their own, not the records'
+    /// JSON (but for rows written before those columns were).
+    pub async fn audit_facts(&self, since_ms: i64) -> Result<Vec<AuditFacts>, StoreError> {
+        let rows = match self {
+            Store::Sqlite(s) => s.audit_facts(since_ms).await?,
+            Store::Postgres(p) => p.audit_facts(since_ms).await?,
+        };
+        Ok(rows.into_iter().map(FactsRow::into_facts).collect())
     }
 
     /// One record by its id in the trail.

@@ -9,8 +9,8 @@
 
 use crate::chain::Lanes;
 use crate::{
-    millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, Finish, MinuteCount, OnAbandoned,
-    StoreError, ABANDONED,
+    millis, new_owner, now_ms, AuditFilter, AuditRecord, Claim, FactsRow, Finish, MinuteCount,
+    OnAbandoned, StoreError, ABANDONED,
 };
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -88,7 +88,23 @@ const MIGRATIONS: &[&str] = &[
         seq BIGINT NOT NULL,
         hash TEXT NOT NULL
     );",
-    // 7: the console's and `audit`'s filters, newest first. Most records are
+    // 7: copies of the fields the console charts (decision, upstream, duration,
+    // guard findings), so its counts read columns instead of every record's JSON.
+    // Rows written before have none; the console reads those from the JSON.
+    "ALTER TABLE warden_audit ADD COLUMN decision TEXT, ADD COLUMN upstream TEXT,
+        ADD COLUMN duration_ms DOUBLE PRECISION, ADD COLUMN findings TEXT;
+    CREATE INDEX warden_audit_facts ON warden_audit (time_ms)
+        INCLUDE (outcome, decision, upstream, duration_ms, findings);",
+    // 8: calls waiting for an operator's approval, shared by the replicas (H6):
+    // listed by the one holding the call, answered at any.
+    "CREATE TABLE warden_approval (
+        id TEXT PRIMARY KEY,
+        waiting TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        until_ms BIGINT NOT NULL,
+        verdict TEXT
+    );",
+    // 9: the console's and `audit`'s filters, newest first. Most records are
     // `ok`, which a search by id finds at once: only the others are indexed by
     // outcome, so the common write pays for two indexes, not three.
     "CREATE INDEX warden_audit_caller ON warden_audit (caller, id);
@@ -110,7 +126,9 @@ fn claim_free_key() -> String {
     )
 }
 
+mod approvals;
 mod audit;
+pub use approvals::SharedApproval;
 mod limits;
 pub use limits::QuotaTake;
 
@@ -548,7 +566,7 @@ impl Postgres {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT time_ms / 60000, record::json ->> 'decision', outcome, COUNT(*)
+                "SELECT time_ms / 60000, COALESCE(decision, record::json ->> 'decision'), outcome, COUNT(*)
                  FROM warden_audit WHERE time_ms >= $1 GROUP BY 1, 2, 3",
                 &[&since_ms],
             )
@@ -561,6 +579,31 @@ impl Postgres {
                 decision: r.get::<_, Option<String>>(1).unwrap_or_default(),
                 outcome: r.get(2),
                 calls: r.get::<_, i64>(3) as u64,
+            })
+            .collect())
+    }
+
+    pub(crate) async fn audit_facts(&self, since_ms: i64) -> Result<Vec<FactsRow>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT time_ms / 60000, outcome, decision, upstream, duration_ms, findings,
+                        CASE WHEN decision IS NULL THEN record END
+                 FROM warden_audit WHERE time_ms >= $1",
+                &[&since_ms],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .iter()
+            .map(|r| FactsRow {
+                minute: r.get(0),
+                outcome: r.get(1),
+                decision: r.get(2),
+                upstream: r.get(3),
+                duration_ms: r.get(4),
+                findings: r.get(5),
+                record: r.get(6),
             })
             .collect())
     }

@@ -228,6 +228,8 @@ async fn audit_records_are_queried_by_filter() {
         touched: Vec::new(),
         drift: None,
         findings: Vec::new(),
+        approver: None,
+        approval_note: None,
     };
     s.record(&rec("alice", "notes.create_note", "ok"))
         .await
@@ -325,7 +327,7 @@ fn a_newer_schema_is_refused_with_a_fix() {
     let e = Sqlite::init(conn).err().unwrap();
     assert!(e
         .to_string()
-        .contains("schema version 99, newer than this mcp-warden knows (5); upgrade mcp-warden"));
+        .contains("schema version 99, newer than this mcp-warden knows (6); upgrade mcp-warden"));
 }
 
 #[test]
@@ -458,4 +460,93 @@ pub(crate) async fn prune_keeps_the_chain_verifiable(s: &Store) {
 #[tokio::test]
 async fn sqlite_prunes_old_records_in_batches_and_the_chain_still_verifies() {
     prune_keeps_the_chain_verifiable(&Store::in_memory().unwrap()).await;
+}
+
+#[tokio::test]
+async fn chart_facts_come_from_the_columns_and_from_older_rows_json() {
+    let sqlite = Sqlite::init(Connection::open_in_memory().unwrap()).unwrap();
+    let finding = GuardFinding {
+        guard: "leaks".into(),
+        detector: "secrets".into(),
+        kind: "aws_key".into(),
+        path: "/content/0/text".into(),
+        count: 2,
+        action: "redact".into(),
+    };
+    let rec = |decision: &str, outcome: &str, upstream: Option<&str>, ms: f64| AuditRecord {
+        time: "2026-11-30T00:00:00.000Z".into(),
+        session: "s".into(),
+        caller: Some("alice".into()),
+        tool: "up.t".into(),
+        upstream: upstream.map(str::to_owned),
+        server: None,
+        arguments: json!({}),
+        reason: None,
+        unknown_keys: vec![],
+        unknown_mode: None,
+        decision: decision.into(),
+        outcome: outcome.into(),
+        duration_ms: ms,
+        idempotency_key: None,
+        replayed: false,
+        error: None,
+        credential: None,
+        labels: Vec::new(),
+        touched: Vec::new(),
+        drift: None,
+        findings: Vec::new(),
+        approver: None,
+        approval_note: None,
+    };
+    let found = AuditRecord {
+        findings: vec![finding.clone()],
+        ..rec("allowed", "ok", Some("up"), 12.5)
+    };
+    let refused = rec("unknown_tool", "refused", None, 0.25);
+    let s = Store::Sqlite(sqlite.clone());
+    s.record_batch(&[found, refused]).await.unwrap();
+    // A row as a gateway wrote it before the columns: only its JSON says.
+    let old = serde_json::to_string(&rec("rate_limited", "refused", Some("up"), 3.0)).unwrap();
+    let now = now_ms();
+    sqlite
+        .with(move |c| {
+            c.execute(
+                "INSERT INTO audit (time_ms, caller, tool, outcome, record) VALUES (?1, 'alice', 'up.t', 'refused', ?2)",
+                params![now, old],
+            )
+        })
+        .await
+        .unwrap();
+    let mut facts = s.audit_facts(0).await.unwrap();
+    facts.sort_by(|a, b| a.decision.cmp(&b.decision));
+    let minute = now / 60_000;
+    assert!(facts
+        .iter()
+        .all(|f| (minute - 1..=minute).contains(&f.minute)));
+    let got: Vec<_> = facts
+        .iter()
+        .map(|f| {
+            (
+                f.decision.as_str(),
+                f.outcome.as_str(),
+                f.upstream.as_deref(),
+                f.duration_ms,
+                f.findings.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("allowed", "ok", Some("up"), 12.5, vec![finding]),
+            ("rate_limited", "refused", Some("up"), 3.0, vec![]),
+            ("unknown_tool", "refused", None, 0.25, vec![]),
+        ]
+    );
+    assert!(s.audit_facts(now + 60_000).await.unwrap().is_empty());
+    // The per-minute counts read the column too, and the old row's JSON.
+    let counts = s.counts_per_minute(0).await.unwrap();
+    let mut decisions: Vec<_> = counts.iter().map(|c| c.decision.as_str()).collect();
+    decisions.sort();
+    assert_eq!(decisions, ["allowed", "rate_limited", "unknown_tool"]);
 }

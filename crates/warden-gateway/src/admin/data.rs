@@ -63,6 +63,24 @@ pub async fn overview(gw: &Gateway) -> Value {
     })
 }
 
+/// The charts' figures (calls per minute by outcome, refusals by reason,
+/// latency per upstream, guard findings) over the last [`MINUTES`] minutes,
+/// counted from the audit trail's columns.
+pub async fn charts(gw: &Gateway) -> Value {
+    let Some(store) = gw.audit_store() else {
+        return json!({"error": "no audit store is configured ([store] url)"});
+    };
+    let now = now_ms();
+    let since = (now / 60_000 - MINUTES + 1) * 60_000;
+    match store.audit_facts(since).await {
+        Ok(facts) => {
+            let guards = !gw.current_config().guards.list.is_empty();
+            super::stats::charts(&facts, now, MINUTES, guards)
+        }
+        Err(e) => json!({"error": format!("the audit store cannot be read: {e}")}),
+    }
+}
+
 /// Counts by minute (newest first, every minute of the window) and (decision, outcome).
 fn per_minute(counts: &[MinuteCount], now: i64) -> Value {
     let this_minute = now / 60_000;
@@ -319,70 +337,6 @@ pub async fn call(gw: &Gateway, id: i64) -> Option<Value> {
     }
     detail.insert("why".into(), json!(why));
     Some(Value::Object(detail))
-}
-
-/// The pins lock (P2): whether there is one beside the config, and per upstream
-/// its mode, how many tools the lock holds and how its last listing drifted from
-/// them (what `mcp-warden pins diff` prints).
-pub fn pins(gw: &Gateway) -> Value {
-    let path = crate::pins::lock_path(&gw.config.path);
-    // The file's name only: where the config lives is not the console's to show.
-    let file = path.file_name().map(|n| n.to_string_lossy().into_owned());
-    let lock = match crate::pins::Lock::read(&path) {
-        Ok(lock) => lock,
-        Err(e) => {
-            tracing::warn!(
-                "the console cannot read the pins lock: {}",
-                crate::logged::logged(&e)
-            );
-            return json!({"lock": file, "present": true, "error": "the pins lock cannot be read (the log says why); the gateway keeps the last good one"});
-        }
-    };
-    let listings = gw.upstream_listings();
-    let upstreams: Vec<Value> = gw
-        .config
-        .upstream
-        .iter()
-        .map(|u| {
-            // The mode as the config writes it (`hidden` when unset).
-            let mode = format!("{:?}", u.pins.unwrap_or_default()).to_lowercase();
-            let locked = lock.as_ref().and_then(|l| l.upstreams.get(&u.name));
-            let listing = listings.iter().find(|(name, _)| *name == u.name);
-            let drift: Vec<Value> = match (&lock, locked, listing) {
-                (Some(_), locked, Some((_, tools))) => {
-                    let none = Default::default();
-                    crate::pins::diff(locked.unwrap_or(&none), tools)
-                        .iter()
-                        .map(|d| drift(&u.name, d))
-                        .collect()
-                }
-                _ => Vec::new(),
-            };
-            json!({
-                "upstream": u.name,
-                "mode": mode,
-                "locked_tools": locked.map_or(0, |t| t.len()),
-                "listed": listing.is_some(),
-                "drift": drift,
-            })
-        })
-        .collect();
-    json!({"lock": file, "present": lock.is_some(), "upstreams": upstreams})
-}
-
-/// One drift as the console lists it: the tool and what changed.
-fn drift(up: &str, d: &crate::pins::Drift) -> Value {
-    use crate::pins::Drift;
-    let (tool, change) = match d {
-        Drift::Added(n) => (n, "added".to_owned()),
-        Drift::Removed(n) => (n, "removed".to_owned()),
-        Drift::Renamed { from, to } => (from, format!("renamed to {up}.{to}")),
-        Drift::Changed(n, fields) => {
-            let names: Vec<&str> = fields.iter().map(|(k, _, _)| k.as_str()).collect();
-            (n, format!("changed: {}", names.join(", ")))
-        }
-    };
-    json!({"tool": format!("{up}.{tool}"), "change": change})
 }
 
 /// The quotas (Q1-Q4) as configured, and each caller's use of each as this

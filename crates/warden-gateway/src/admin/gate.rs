@@ -10,7 +10,7 @@ use warden_core::CallerSelector;
 
 /// Who may use the console and the admin API.
 pub(super) struct Gate {
-    auth: Auth,
+    pub(super) auth: Auth,
     admins: Vec<CallerSelector>,
 }
 
@@ -50,15 +50,17 @@ impl Gate {
         })
     }
 
+    /// The admin's caller name; `None` for a loopback client when no admin
+    /// callers are configured.
     pub(super) async fn check(
         &self,
         peer: IpAddr,
         authorization: Option<&[u8]>,
         gw: &Gateway,
-    ) -> Result<(), Refusal> {
+    ) -> Result<Option<String>, Refusal> {
         if self.admins.is_empty() {
             return if is_loopback(peer) {
-                Ok(())
+                Ok(None)
             } else {
                 Err(Refusal::Forbidden(NOT_LOOPBACK))
             };
@@ -66,6 +68,12 @@ impl Gate {
         // Never the anonymous caller: the console needs a credential.
         let header = authorization.ok_or(Refusal::Unauthenticated)?;
         let bearer = as_bearer(header).ok_or(Refusal::Unauthenticated)?;
+        self.admin_of(&bearer, gw).await.map(Some)
+    }
+
+    /// The admin caller `bearer` (`Bearer <token>`) names, checked as every
+    /// console request's credential is (a login's token too, O9).
+    pub(super) async fn admin_of(&self, bearer: &str, gw: &Gateway) -> Result<String, Refusal> {
         let identity = self
             .auth
             .identify(Some(bearer.as_bytes()), &gw.current_config())
@@ -81,7 +89,7 @@ impl Gate {
             }
         }
         if self.admins.iter().any(|s| s.matches(&identity.caller)) {
-            Ok(())
+            Ok(identity.caller.name)
         } else {
             Err(Refusal::Forbidden(NOT_ADMIN))
         }

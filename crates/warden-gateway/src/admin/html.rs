@@ -44,7 +44,8 @@ th{background:#eef2f7}a:focus,input:focus,select:focus,button:focus{outline:3px 
 .skip{position:absolute;left:-999px}.skip:focus{left:1em;top:.5em;background:#fff;color:#000;padding:.3em}\
 .refused,.failed{color:#9b1d20;font-weight:600}.ok{color:#1e6b34}pre{background:#f5f5f5;padding:.6em;overflow:auto}\
 form{margin:.5em 0 1em}label{margin-right:.3em}input,select,button{margin-right:1em;font:inherit}\
-td ul{margin:0;padding-left:1.2em}";
+td ul{margin:0;padding-left:1.2em}del{background:#fbe3e4;color:#7b1d1d}ins{background:#e3f4e6;color:#1e6b34;text-decoration:none}\
+.diff pre{margin:0;background:none;padding:0;white-space:pre-wrap}.diff td{min-width:20em}.figure{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}.chart{max-width:100%;height:auto}";
 
 /// A whole page: `title`, the JSON twin at `api`, and the body.
 pub fn page(title: &str, api: &str, body: &str) -> String {
@@ -53,7 +54,7 @@ pub fn page(title: &str, api: &str, body: &str) -> String {
          <meta name=\"viewport\" content=\"width=device-width\"><style>{STYLE}</style></head><body>\
          <a class=\"skip\" href=\"#main\">Skip to content</a>\
          <header><nav aria-label=\"Console\"><strong>mcp-warden</strong> · \
-         <a href=\"/\">Overview</a><a href=\"/catalogue\">Catalogue</a><a href=\"/calls\">Calls</a>\
+         <a href=\"/\">Overview</a><a href=\"/charts\">Charts</a><a href=\"/approvals\">Approvals</a><a href=\"/catalogue\">Catalogue</a><a href=\"/calls\">Calls</a>\
          <a href=\"/pins\">Pins</a><a href=\"/quotas\">Quotas</a></nav></header>\
          <main id=\"main\" tabindex=\"-1\"><h1>{t}</h1>{body}\
          <p><a href=\"{api}\">This page as JSON</a></p></main></body></html>\n",
@@ -326,57 +327,6 @@ fn paging(b: &mut String, older: Option<&str>, newest: Option<&str>) {
         );
     }
     b.push_str("</p></nav>");
-}
-
-/// The pins page: the lock, and per upstream its mode and drift.
-pub fn pins(data: &Value) -> String {
-    let mut b = String::new();
-    b.push_str(&error_note(data));
-    if data.get("error").is_none() {
-        if data["present"] == true {
-            let _ = write!(
-                b,
-                "<p id=\"lock\">The pins lock {} holds the reviewed tool definitions; a tool that differs from it is handled as each upstream's mode says.</p>",
-                text(&data["lock"])
-            );
-        } else {
-            let _ = write!(
-                b,
-                "<p id=\"lock\">No pins lock ({} beside the config): every listed tool is served as listed. <code>mcp-warden pins lock</code> writes one.</p>",
-                text(&data["lock"])
-            );
-        }
-    }
-    b.push_str("<table id=\"pins\"><thead><tr><th scope=\"col\">Upstream</th><th scope=\"col\">Mode</th><th scope=\"col\">Locked tools</th><th scope=\"col\">Drift from the lock</th></tr></thead><tbody>");
-    for u in data["upstreams"].as_array().into_iter().flatten() {
-        let drift: Vec<String> = u["drift"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|d| format!("<li>{}: {}</li>", text(&d["tool"]), text(&d["change"])))
-            .collect();
-        let drift = match (
-            drift.is_empty(),
-            data["present"] == true,
-            u["listed"] == true,
-        ) {
-            (false, _, _) => format!("<ul class=\"failed\">{}</ul>", drift.concat()),
-            (true, false, _) => "no lock".to_owned(),
-            (true, true, false) => "not listed yet".to_owned(),
-            (true, true, true) => {
-                "<span class=\"ok\">none: every tool is as locked</span>".to_owned()
-            }
-        };
-        let _ = write!(
-            b,
-            "<tr><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{drift}</td></tr>",
-            text(&u["upstream"]),
-            text(&u["mode"]),
-            text(&u["locked_tools"]),
-        );
-    }
-    b.push_str("</tbody></table>");
-    page("Pins", "/api/pins", &b)
 }
 
 /// The quotas page: each quota as configured and each caller's use of it.

@@ -24,6 +24,8 @@ pub async fn serve(addr: &str, gw: Arc<Gateway>) -> Result<SocketAddr, String> {
     let site = Arc::new(Site {
         gate: Gate::from_config(&gw)?,
         hosts: HostCheck::new(&gw.config.gateway, addr),
+        csrf: super::csrf::Csrf::new()?,
+        login: super::login::Login::from_config(&gw.config)?,
         gw: gw.clone(),
     });
     let listener = TcpListener::bind(addr)

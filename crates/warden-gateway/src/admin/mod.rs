@@ -1,6 +1,6 @@
 //! The admin listener (`[admin] listen`, formerly `[metrics] listen`): Prometheus
 //! `/metrics`, the health probes `/healthz` and `/readyz` (as on the HTTP front),
-//! the operator console (HTML pages at `/`, `/catalogue`, `/calls`,
+//! the operator console (HTML pages at `/`, `/charts`, `/approvals`, `/catalogue`, `/calls`,
 //! `/calls/<id>`, `/pins`, `/quotas`) and the admin API (the same data as JSON
 //! under `/api/`).
 //!
@@ -21,17 +21,25 @@
 //! so scrapers that reach it by the pod's address need no change; so do the
 //! health probes.
 
+mod act;
+mod approvals;
+mod chart;
+mod csrf;
+mod dashboard;
 pub mod data;
 mod gate;
 pub mod html;
 mod listen;
+mod login;
+mod pins;
+mod stats;
 
 use crate::front::http::hosts::HostCheck;
 use crate::gateway::Gateway;
 use bytes::Bytes;
 use gate::{Gate, Refusal};
 use http_body_util::Full;
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 pub use listen::serve;
 use serde_json::Value;
@@ -42,6 +50,9 @@ struct Site {
     gw: std::sync::Arc<Gateway>,
     gate: Gate,
     hosts: HostCheck,
+    csrf: csrf::Csrf,
+    /// `[admin] login`: console sessions opened by logging in at the issuer (O9).
+    login: Option<login::Login>,
 }
 
 type Reply = Response<Full<Bytes>>;
@@ -90,7 +101,7 @@ fn json_reply(status: StatusCode, v: &Value) -> Reply {
 
 impl Site {
     /// Every request: the probes and `/metrics` first, then Host and Origin, then
-    /// who asks; the console is read-only.
+    /// who asks; then a page (GET) or an action (POST, [`act`]).
     async fn respond(&self, peer: IpAddr, req: Request<hyper::body::Incoming>) -> Reply {
         let gw = &self.gw;
         // Health probes, like /metrics, need no credentials and no listed Host.
@@ -110,39 +121,111 @@ impl Site {
             tracing::debug!(client = %peer, "an admin request with a Host or Origin that is not allowed was refused");
             return refusal(StatusCode::FORBIDDEN, text, api);
         }
-        let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
-        if let Err(refused) = self.gate.check(peer, authorization, gw).await {
-            return match refused {
-                Refusal::Unauthenticated => refusal(
-                    StatusCode::UNAUTHORIZED,
-                    "Credentials are needed: an admin caller's API key or JWT, as a bearer token or as the password of HTTP Basic.",
-                    api,
-                ),
-                Refusal::Forbidden(text) => refusal(StatusCode::FORBIDDEN, text, api),
-                Refusal::Scope { challenge, scope } => {
-                    let text = crate::texts::http_insufficient_scope(&scope);
-                    let mut r = refusal(StatusCode::FORBIDDEN, &text, api);
-                    let value = crate::front::auth::refused::insufficient_scope(&challenge, &scope);
-                    // Scopes are checked to be header-safe when the configuration is read.
-                    if let Ok(v) = HeaderValue::from_str(&value) {
-                        r.headers_mut().insert(WWW_AUTHENTICATE, v);
-                    }
-                    r
-                }
-            };
+        if let Some(r) = self.login_route(&req, &path).await {
+            return r;
+        }
+        let (who, session) = match self.who(peer, &req).await {
+            Ok(who) => who,
+            // A browser with no credential is sent to log in, when it can (O9).
+            Err(Refusal::Unauthenticated) if self.login.is_some() && !api => {
+                let mut r = reply(StatusCode::SEE_OTHER, HTML, String::new());
+                r.headers_mut()
+                    .insert(LOCATION, HeaderValue::from_static("/login"));
+                return r;
+            }
+            Err(refused) => return refused_reply(refused, api),
+        };
+        // Whom the page is for, and its session: its forms' CSRF tokens are bound to both.
+        let binding = match &session {
+            Some(sid) => format!("{who} session:{sid}"),
+            None => who.clone(),
+        };
+        if req.method() == Method::POST {
+            return act::act(self, &who, &binding, session.as_deref(), req).await;
         }
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut r = reply(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "text/plain; charset=utf-8",
-                "the console is read-only: GET only\n".into(),
+                TEXT,
+                crate::texts::ADMIN_METHOD.to_owned(),
             );
             r.headers_mut()
-                .insert("allow", HeaderValue::from_static("GET, HEAD"));
+                .insert("allow", HeaderValue::from_static("GET, HEAD, POST"));
             return r;
         }
+        let csrf = self.csrf.token(&binding);
+        if path == "/logout" {
+            return reply(StatusCode::OK, HTML, login::logout_page(&csrf));
+        }
         let query = req.uri().query().unwrap_or_default().to_owned();
-        page(gw, &path, &query).await
+        page(gw, &path, &query, &csrf).await
+    }
+
+    /// Who asks: `caller:<admin>` (or `loopback`), and the console session it
+    /// came with, if that is how (O9). A request's own credential comes first.
+    async fn who(
+        &self,
+        peer: IpAddr,
+        req: &Request<hyper::body::Incoming>,
+    ) -> Result<(String, Option<String>), Refusal> {
+        let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
+        if authorization.is_none() {
+            if let Some((admin, sid)) = self.login.as_ref().and_then(|l| l.session(req.headers())) {
+                return Ok((format!("caller:{admin}"), Some(sid)));
+            }
+        }
+        match self.gate.check(peer, authorization, &self.gw).await? {
+            Some(admin) => Ok((format!("caller:{admin}"), None)),
+            None => Ok(("loopback".to_owned(), None)),
+        }
+    }
+
+    /// `/login` and `/login/callback`, which need no credential (O9).
+    async fn login_route(&self, req: &Request<hyper::body::Incoming>, path: &str) -> Option<Reply> {
+        let login = self.login.as_ref()?;
+        let rs = self.gate.auth.oauth()?;
+        if req.method() != Method::GET {
+            return None;
+        }
+        match path {
+            "/login" => {
+                let query = req.uri().query().unwrap_or_default();
+                Some(login.start(rs, req.headers(), query).await)
+            }
+            "/login/callback" => {
+                let query = req.uri().query().unwrap_or_default();
+                let check = |token: String| async move {
+                    self.gate
+                        .admin_of(&format!("Bearer {token}"), &self.gw)
+                        .await
+                        .map_err(|refused| refused_reply(refused, false))
+                };
+                Some(login.callback(rs, req.headers(), query, check).await)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How a refused request is answered: 401 (asking for Basic), or 403.
+fn refused_reply(refused: Refusal, api: bool) -> Reply {
+    match refused {
+        Refusal::Unauthenticated => refusal(
+            StatusCode::UNAUTHORIZED,
+            "Credentials are needed: an admin caller's API key or JWT, as a bearer token or as the password of HTTP Basic.",
+            api,
+        ),
+        Refusal::Forbidden(text) => refusal(StatusCode::FORBIDDEN, text, api),
+        Refusal::Scope { challenge, scope } => {
+            let text = crate::texts::http_insufficient_scope(&scope);
+            let mut r = refusal(StatusCode::FORBIDDEN, &text, api);
+            let value = crate::front::auth::refused::insufficient_scope(&challenge, &scope);
+            // Scopes are checked to be header-safe when the configuration is read.
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                r.headers_mut().insert(WWW_AUTHENTICATE, v);
+            }
+            r
+        }
     }
 }
 
@@ -163,7 +246,7 @@ fn refusal(status: StatusCode, text: &str, api: bool) -> Reply {
 }
 
 /// A console page or its JSON, for a request that passed every check.
-async fn page(gw: &Gateway, path: &str, query: &str) -> Reply {
+async fn page(gw: &Gateway, path: &str, query: &str, csrf: &str) -> Reply {
     let api = path.starts_with("/api/");
     let pairs = query_pairs(query);
     let page = path.strip_prefix("/api").unwrap_or(path);
@@ -179,6 +262,22 @@ async fn page(gw: &Gateway, path: &str, query: &str) -> Reply {
                 json_reply(StatusCode::OK, &d)
             } else {
                 reply(StatusCode::OK, HTML, html::overview(&d))
+            }
+        }
+        "/approvals" => {
+            let d = approvals::data(gw).await;
+            if api {
+                json_reply(StatusCode::OK, &d)
+            } else {
+                reply(StatusCode::OK, HTML, approvals::html(&d, csrf))
+            }
+        }
+        "/charts" => {
+            let d = data::charts(gw).await;
+            if api {
+                json_reply(StatusCode::OK, &d)
+            } else {
+                reply(StatusCode::OK, HTML, dashboard::charts(&d))
             }
         }
         "/catalogue" => {
@@ -211,11 +310,11 @@ async fn page(gw: &Gateway, path: &str, query: &str) -> Reply {
             }
         }
         "/pins" => {
-            let d = data::pins(gw);
+            let d = pins::data(gw);
             if api {
                 json_reply(StatusCode::OK, &d)
             } else {
-                reply(StatusCode::OK, HTML, html::pins(&d))
+                reply(StatusCode::OK, HTML, pins::html(&d, csrf))
             }
         }
         "/quotas" => {

@@ -44,6 +44,8 @@ pub struct Access {
     pub default: Effect,
     /// How long an `ask` waits for the human's answer, in ms.
     pub approval_timeout_ms: u64,
+    /// Who answers an `ask` (H6).
+    pub approver: super::file::Approver,
     /// The grant webhook (G4), if one is configured.
     pub webhook: Option<HttpTarget>,
 }
@@ -181,6 +183,7 @@ pub(super) fn check(file: &ConfigFile) -> Result<Checked, Vec<Invalid>> {
             access: Access {
                 default,
                 approval_timeout_ms: file.access.approval_timeout_ms,
+                approver: file.access.approver.unwrap_or_default(),
                 webhook,
             },
             hook,

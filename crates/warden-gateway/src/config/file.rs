@@ -137,6 +137,30 @@ impl FromStr for AccessDefault {
     }
 }
 
+/// Who answers an approval (H5, H6): the client's user through elicitation, an
+/// operator in the console's inbox, or whichever answers first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Approver {
+    #[default]
+    Client,
+    Console,
+    Both,
+}
+
+impl FromStr for Approver {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "client" => Ok(Approver::Client),
+            "console" => Ok(Approver::Console),
+            "both" => Ok(Approver::Both),
+            other => Err(format!(
+                "'{other}' is not an approver; use client, console or both"
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccessConfig {
@@ -146,6 +170,10 @@ pub struct AccessConfig {
     /// How long an `ask` waits for the human's answer, in ms.
     #[serde(default = "default_approval_timeout")]
     pub approval_timeout_ms: u64,
+    /// Who answers an `ask`: `client` (elicitation, the default), `console` (the
+    /// approvals inbox) or `both` (the first answer wins).
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub approver: Option<Approver>,
     /// A grant webhook (G4): decides per caller and tool; when it fails a listing
     /// falls back to the rules and a call fails closed.
     pub webhook: Option<WebhookConfig>,
@@ -162,6 +190,7 @@ impl Default for AccessConfig {
         AccessConfig {
             default: None,
             approval_timeout_ms: default_approval_timeout(),
+            approver: None,
             webhook: None,
         }
     }

@@ -15,7 +15,7 @@ pub mod servers;
 
 pub use check::{loopback_url, parse_duration, toml_to_json, Access, Hook};
 pub use file::{
-    AccessConfig, AccessDefault, AdminConfig, AuditConfig, AuthConfig, CallerConfig,
+    AccessConfig, AccessDefault, AdminConfig, Approver, AuditConfig, AuthConfig, CallerConfig,
     CredentialConfig, DefaultsConfig, Discovery, Durability, ErrorData, ExchangeConfig, FlowConfig,
     Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, OAuthConfig, Phase,
     PinMode, QuotaConfig, RuleConfig, ServerConfig, StoreConfig, ToolConfig, TracesConfig,

@@ -2,22 +2,36 @@
 //! approved it, asked through MCP elicitation: a request to the client, or, for a
 //! 2026-07-28 client, an `InputRequiredResult` whose answer comes back with the
 //! retried call under a sealed state bound to the caller, tool and arguments.
+//! With `[access] approver = "console"` an operator answers in the console's
+//! inbox instead (H6); with `"both"`, whichever answers first.
 
+use super::inbox::{Inbox, Verdict, Waiting};
 use super::input;
 use super::rev2026::{self, Binding, Envelope, Sealed, StateKey};
 use super::session::{CallKey, ClientSession, Sessions};
+use crate::config::Approver;
 use crate::logged::logged;
 use crate::upstream::SUPPORTED_VERSIONS;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
 use warden_core::{answer, CallContext};
 
-/// How an approval question ended.
+/// How an approval question ended, and who answered (`None`: nobody did, or an
+/// earlier round of a 2026-07-28 call had).
 pub enum Approval {
-    Approved,
-    Refused(&'static str),
+    Approved(Option<Verdict>),
+    Refused(&'static str, Option<Verdict>),
     /// A 2026-07-28 client is asked through the call's result; it retries.
     InputRequired(Value),
+}
+
+/// The operators' side of an approval: the inbox, who may answer, and what the
+/// inbox shows of the call.
+pub struct Operators<'a> {
+    pub inbox: &'a Arc<Inbox>,
+    pub approver: Approver,
+    pub waiting: Waiting,
 }
 
 /// The call a human is asked about.
@@ -32,6 +46,7 @@ pub struct Question<'a> {
 
 /// Puts a call to the human. A 2026-07-28 call brings its envelope, what its
 /// state is bound to, and what the state it brought back holds (opened already).
+#[allow(clippy::too_many_arguments)]
 pub async fn approve(
     session: &ClientSession,
     sessions: &Sessions,
@@ -40,34 +55,43 @@ pub async fn approve(
     (envelope, binding, sealed): (Option<&Envelope>, Option<&Binding>, Option<&Sealed>),
     key: &StateKey,
     timeout: Duration,
+    operators: Operators<'_>,
 ) -> Approval {
-    let Question {
-        ctx,
-        because,
-        shown,
-    } = question;
     // Approved in an earlier round of this very call (its state says so).
     if input::approved(sealed) {
-        return Approval::Approved;
+        return Approval::Approved(None);
     }
     let can = match envelope {
         Some(e) => e.can("elicitation"),
         None => session.client_can("elicitation"),
     };
+    let Operators {
+        inbox,
+        approver,
+        waiting,
+    } = operators;
+    match approver {
+        Approver::Client => {}
+        // A 2026-07-28 call is not held while its client asks (it retries),
+        // so nothing can race the console for it: the console answers it.
+        Approver::Console => return console(inbox, waiting, timeout).await,
+        Approver::Both if !can || envelope.is_some() => {
+            return console(inbox, waiting, timeout).await
+        }
+        Approver::Both => {
+            let params = question_form(&question);
+            return tokio::select! {
+                answered = console(inbox, waiting, timeout) => answered,
+                approved = elicit(session, sessions, call, params, timeout) => decided(question.ctx, approved),
+            };
+        }
+    }
+    let ctx = question.ctx;
     if !can {
         tracing::info!(tool = %logged(&ctx.tool), "approval needed but the client cannot elicit; denied");
-        return Approval::Refused(answer::APPROVAL_UNAVAILABLE);
+        return Approval::Refused(answer::APPROVAL_UNAVAILABLE, None);
     }
-    let args = match shown {
-        Some(v) => serde_json::to_string(v),
-        None => serde_json::to_string(&ctx.arguments),
-    };
-    let args = args.unwrap_or_default();
-    let shown: String = args.chars().take(2000).collect();
-    let mut params = form(&match because {
-        Some(b) => answer::approval_question_because(b, &ctx.tool, &shown),
-        None => answer::approval_question(&ctx.tool, &shown),
-    });
+    let mut params = question_form(&question);
     if let (Some(e), Some(binding)) = (envelope, binding) {
         let now = rev2026::unix_now();
         let answered = sealed
@@ -83,6 +107,43 @@ pub async fn approve(
     }
     let approved = elicit(session, sessions, call, params, timeout).await;
     decided(ctx, approved)
+}
+
+/// The elicitation that puts `question` to the client's user.
+fn question_form(question: &Question<'_>) -> Value {
+    let ctx = question.ctx;
+    let args = match question.shown {
+        Some(v) => serde_json::to_string(v),
+        None => serde_json::to_string(&ctx.arguments),
+    };
+    let args = args.unwrap_or_default();
+    let shown: String = args.chars().take(2000).collect();
+    form(&match question.because {
+        Some(b) => answer::approval_question_because(b, &ctx.tool, &shown),
+        None => answer::approval_question(&ctx.tool, &shown),
+    })
+}
+
+/// Lists the call in the console's inbox and waits for an operator's answer
+/// (H6); nobody answering in time refuses it, as a client's silence does.
+async fn console(inbox: &Arc<Inbox>, waiting: Waiting, timeout: Duration) -> Approval {
+    let tool = waiting.tool.clone();
+    let mut ticket = inbox.enter(waiting, timeout).await;
+    tracing::info!(tool = %logged(&tool), id = %ticket.id, "a call waits for an operator's approval in the console");
+    match tokio::time::timeout(timeout, &mut ticket.answer).await {
+        Ok(Ok(v)) => {
+            tracing::info!(tool = %logged(&tool), approved = v.approved, by = %logged(&v.by), "approval answered in the console");
+            if v.approved {
+                Approval::Approved(Some(v))
+            } else {
+                Approval::Refused(answer::APPROVAL_REFUSED, Some(v))
+            }
+        }
+        _ => {
+            tracing::info!(tool = %logged(&tool), "nobody answered the approval in the console in time; refused");
+            Approval::Refused(answer::APPROVAL_REFUSED, None)
+        }
+    }
 }
 
 /// The elicitation of one yes-or-no question (flat form: one boolean).
@@ -129,11 +190,17 @@ async fn elicit(
     })
 }
 
+/// The client's user answered (or did not, in time).
 fn decided(ctx: &CallContext, approved: bool) -> Approval {
     tracing::info!(tool = %logged(&ctx.tool), approved, "approval answered");
+    let by = Some(Verdict {
+        approved,
+        by: "client".to_owned(),
+        note: None,
+    });
     if approved {
-        Approval::Approved
+        Approval::Approved(by)
     } else {
-        Approval::Refused(answer::APPROVAL_REFUSED)
+        Approval::Refused(answer::APPROVAL_REFUSED, by)
     }
 }

@@ -28,6 +28,7 @@ mod flow;
 mod grant;
 mod health;
 mod inbound;
+pub mod inbox;
 mod input;
 pub mod ledger;
 mod listen;
@@ -141,6 +142,26 @@ impl Gateway {
             .collect()
     }
 
+    /// The calls waiting for an operator's approval (H6).
+    pub fn inbox(&self) -> &Arc<inbox::Inbox> {
+        &self.calls.inbox
+    }
+
+    /// The pins lock was written by this process (the console approved a tool):
+    /// the catalogue is built again under it at once, and every session is told
+    /// its tools changed, as after a reload.
+    pub async fn pins_changed(&self) {
+        let before = self.upstreams.catalogue();
+        self.upstreams.rebuild_catalogue().await;
+        self.sessions.changed(session::ListChange::Tools(before));
+        self.sessions
+            .broadcast(jsonrpc::notification(
+                "notifications/tools/list_changed",
+                None,
+            ))
+            .await;
+    }
+
     /// Keeps tool-definition drift (P2) out of the audit trail, for a gateway that
     /// only inspects the upstreams (`mcp-warden tools`, `mcp-warden pins`); it is
     /// still logged. Call before connecting.
@@ -206,6 +227,11 @@ impl Gateway {
             upstreams.clone(),
             sessions.clone(),
             ParkedCalls::new(state_key),
+            // Shared with the other replicas through the store, when there is one.
+            match &shared {
+                Some(pg) => inbox::Inbox::new(pg.owner(), Some(pg.clone())),
+                None => inbox::Inbox::new("local", None),
+            },
         );
         let gateway = Arc::new(Gateway {
             live: RwLock::new(Arc::new(config.clone())),

@@ -30,6 +30,8 @@ pub struct Policy {
     pub after_hooks: AfterHooks,
     /// How long a client has to answer the gateway's (or an upstream's) question.
     pub approval_timeout: Duration,
+    /// Who answers an approval (H6).
+    pub approver: crate::config::Approver,
     pub quotas: Arc<Quotas>,
     pub flows: Arc<Flows>,
     /// Guards over tool results (S1-S5).
@@ -107,6 +109,7 @@ impl Policy {
             before_hooks,
             after_hooks,
             approval_timeout: Duration::from_millis(config.access.approval_timeout_ms),
+            approver: config.access.approver,
             quotas,
             flows,
             guards: config.guards.clone(),

@@ -24,8 +24,14 @@ impl Postgres {
         let (tool, outcome, json) = (text(|r| &r.tool), text(|r| &r.outcome), text(|r| &r.json));
         let (chain, prev, hash) = (text(|r| &r.chain), text(|r| &r.prev), text(|r| &r.hash));
         let seq: Vec<i64> = rows.iter().map(|r| r.seq).collect();
+        let decision = text(|r| &r.facts.decision);
+        let upstream: Vec<Option<&str>> =
+            rows.iter().map(|r| r.facts.upstream.as_deref()).collect();
+        let duration: Vec<f64> = rows.iter().map(|r| r.facts.duration_ms).collect();
+        let findings: Vec<Option<&str>> =
+            rows.iter().map(|r| r.facts.findings.as_deref()).collect();
         let (t, i) = (Type::TEXT_ARRAY, Type::INT8_ARRAY);
-        let params: [(&(dyn ToSql + Sync), Type); 9] = [
+        let params: [(&(dyn ToSql + Sync), Type); 13] = [
             (&time, i.clone()),
             (&caller, t.clone()),
             (&tool, t.clone()),
@@ -34,15 +40,21 @@ impl Postgres {
             (&chain, t.clone()),
             (&seq, i),
             (&prev, t.clone()),
-            (&hash, t),
+            (&hash, t.clone()),
+            (&decision, t.clone()),
+            (&upstream, t.clone()),
+            (&duration, Type::FLOAT8_ARRAY),
+            (&findings, t),
         ];
         let client = self.client().await?;
         // Typed: no separate prepare, so the batch is one round trip.
         client
             .execute_typed(
-                "INSERT INTO warden_audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash)
+                "INSERT INTO warden_audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash,
+                                           decision, upstream, duration_ms, findings)
                  SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
-                                      $6::TEXT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[])",
+                                      $6::TEXT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[],
+                                      $10::TEXT[], $11::TEXT[], $12::FLOAT8[], $13::TEXT[])",
                 &params,
             )
             .await
@@ -80,6 +92,7 @@ impl Postgres {
                     tool: r.get(7),
                     outcome: r.get(8),
                     json: r.get(9),
+                    facts: Default::default(),
                 },
             })
             .collect())

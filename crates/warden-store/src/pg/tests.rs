@@ -339,6 +339,8 @@ async fn audit_records_round_trip() {
         touched: Vec::new(),
         drift: None,
         findings: Vec::new(),
+        approver: None,
+        approval_note: None,
     };
     s.record_batch(std::slice::from_ref(&rec)).await.unwrap();
     let got = s
@@ -375,6 +377,22 @@ async fn audit_records_round_trip() {
             .map(|c| (c.decision.as_str(), c.outcome.as_str(), c.calls))
             .collect::<Vec<_>>(),
         [("allowed", "ok", 1)]
+    );
+    // The chart figures, from their columns.
+    let facts = s.audit_facts(0).await.unwrap();
+    let got: Vec<_> = facts
+        .into_iter()
+        .map(crate::FactsRow::into_facts)
+        .map(|f| (f.decision, f.outcome, f.upstream, f.duration_ms))
+        .collect();
+    assert_eq!(
+        got,
+        [(
+            "allowed".to_owned(),
+            "ok".to_owned(),
+            Some("notes".to_owned()),
+            2.5
+        )]
     );
     // Reconnecting does not migrate again.
     drop(s);
@@ -541,5 +559,51 @@ async fn postgres_prunes_old_records_in_batches_and_the_chain_still_verifies() {
     let s = crate::Store::Postgres(Postgres::connect(&db.url()).await.unwrap());
     crate::tests::prune_keeps_the_chain_verifiable(&s).await;
     drop(s);
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_waiting_approval_is_listed_to_every_replica_and_answered_once() {
+    let db = TestDb::create("approval").await;
+    let (a, b) = (
+        Postgres::connect(&db.url()).await.unwrap(),
+        Postgres::connect(&db.url()).await.unwrap(),
+    );
+    a.approval_wait("a-1", r#"{"tool":"up.risky"}"#, 60_000)
+        .await
+        .unwrap();
+    a.approval_wait("a-2", r#"{"tool":"up.other"}"#, -1)
+        .await
+        .unwrap(); // expired at once: never listed, never answered
+    let listed = b.approvals_waiting().await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|w| (w.id.as_str(), w.waiting.as_str()))
+            .collect::<Vec<_>>(),
+        [("a-1", r#"{"tool":"up.risky"}"#)]
+    );
+    assert!(listed[0].waited_ms >= 0);
+    assert_eq!(a.approval_verdict("a-1").await.unwrap(), None);
+    // Two replicas answer at once: one wins, and the holder reads that one.
+    let (x, y) = tokio::join!(
+        b.approval_decide("a-1", "yes"),
+        a.approval_decide("a-1", "no")
+    );
+    let (x, y) = (x.unwrap(), y.unwrap());
+    assert!(x ^ y, "exactly one answer is taken");
+    let won = if x { "yes" } else { "no" };
+    assert_eq!(
+        a.approval_verdict("a-1").await.unwrap().as_deref(),
+        Some(won)
+    );
+    assert!(
+        b.approvals_waiting().await.unwrap().is_empty(),
+        "answered: no longer waiting"
+    );
+    assert!(!b.approval_decide("a-2", "yes").await.unwrap());
+    a.approval_end("a-1").await.unwrap();
+    assert_eq!(a.approval_verdict("a-1").await.unwrap(), None);
+    drop((a, b));
     db.drop_db().await;
 }

@@ -21,13 +21,15 @@ impl Sqlite {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             {
                 let mut insert = tx.prepare_cached(
-                    "INSERT INTO audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    "INSERT INTO audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash,
+                                        decision, upstream, duration_ms, findings)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 )?;
                 for r in &rows {
+                    let f = &r.facts;
                     insert.execute(params![
                         r.time_ms, r.caller, r.tool, r.outcome, r.json, r.chain, r.seq, r.prev,
-                        r.hash
+                        r.hash, f.decision, f.upstream, f.duration_ms, f.findings
                     ])?;
                 }
             }
@@ -61,6 +63,7 @@ impl Sqlite {
                         tool: r.get(7)?,
                         outcome: r.get(8)?,
                         json: r.get(9)?,
+                        facts: Default::default(),
                     },
                 })
             })?;

@@ -3,8 +3,8 @@
 
 use crate::chain::Lanes;
 use crate::{
-    millis, new_owner, now_ms, AuditRecord, Claim, Finish, MinuteCount, OnAbandoned, StoreError,
-    ABANDONED,
+    millis, new_owner, now_ms, AuditRecord, Claim, FactsRow, Finish, MinuteCount, OnAbandoned,
+    StoreError, ABANDONED,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
@@ -61,7 +61,16 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         seq INTEGER NOT NULL,
         hash TEXT NOT NULL
     );",
-    // 5: the console's and `audit`'s filters, newest first (an index holds the
+    // 5: copies of the fields the console charts (decision, upstream, duration,
+    // guard findings), so its counts read columns instead of every record's JSON.
+    // Rows written before have none; the console reads those from the JSON. The
+    // index holds every column the charts read, so counting never touches a record.
+    "ALTER TABLE audit ADD COLUMN decision TEXT;
+    ALTER TABLE audit ADD COLUMN upstream TEXT;
+    ALTER TABLE audit ADD COLUMN duration_ms REAL;
+    ALTER TABLE audit ADD COLUMN findings TEXT;
+    CREATE INDEX audit_facts ON audit (time_ms, outcome, decision, upstream, duration_ms, findings);",
+    // 6: the console's and `audit`'s filters, newest first (an index holds the
     // rowid, which is `id`, so each is in id order within its key).
     "CREATE INDEX audit_caller ON audit (caller);
     CREATE INDEX audit_tool ON audit (tool);
@@ -299,8 +308,15 @@ impl Sqlite {
     pub async fn counts_per_minute(&self, since_ms: i64) -> Result<Vec<MinuteCount>, StoreError> {
         self.with(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT time_ms / 60000, json_extract(record, '$.decision'), outcome, COUNT(*)
-                 FROM audit WHERE time_ms >= ?1 GROUP BY 1, 2, 3",
+                "SELECT m, d, o, SUM(n) FROM (
+                   SELECT time_ms / 60000 AS m, decision AS d, outcome AS o, COUNT(*) AS n
+                   FROM audit INDEXED BY audit_facts WHERE time_ms >= ?1 AND decision IS NOT NULL
+                   GROUP BY 1, 2, 3
+                   UNION ALL
+                   SELECT time_ms / 60000, json_extract(record, '$.decision'), outcome, COUNT(*)
+                   FROM audit INDEXED BY audit_facts WHERE time_ms >= ?1 AND decision IS NULL
+                   GROUP BY 1, 2, 3)
+                 GROUP BY 1, 2, 3",
             )?;
             let rows = stmt.query_map(params![since_ms], |r| {
                 Ok(MinuteCount {
@@ -311,6 +327,48 @@ impl Sqlite {
                 })
             })?;
             rows.collect::<Result<Vec<_>, _>>()
+        })
+        .await
+    }
+
+    pub(crate) async fn audit_facts(&self, since_ms: i64) -> Result<Vec<FactsRow>, StoreError> {
+        self.with(move |conn| {
+            // From the index alone; then the rows written before the columns, whole.
+            let mut stmt = conn.prepare_cached(
+                "SELECT time_ms / 60000, outcome, decision, upstream, duration_ms, findings
+                 FROM audit INDEXED BY audit_facts WHERE time_ms >= ?1 AND decision IS NOT NULL",
+            )?;
+            let rows = stmt.query_map(params![since_ms], |r| {
+                Ok(FactsRow {
+                    minute: r.get(0)?,
+                    outcome: r.get(1)?,
+                    decision: r.get(2)?,
+                    upstream: r.get(3)?,
+                    duration_ms: r.get(4)?,
+                    findings: r.get(5)?,
+                    record: None,
+                })
+            })?;
+            let mut out = rows.collect::<Result<Vec<_>, _>>()?;
+            let mut older = conn.prepare_cached(
+                "SELECT time_ms / 60000, outcome, record
+                 FROM audit INDEXED BY audit_facts WHERE time_ms >= ?1 AND decision IS NULL",
+            )?;
+            let rows = older.query_map(params![since_ms], |r| {
+                Ok(FactsRow {
+                    minute: r.get(0)?,
+                    outcome: r.get(1)?,
+                    decision: None,
+                    upstream: None,
+                    duration_ms: None,
+                    findings: None,
+                    record: r.get(2)?,
+                })
+            })?;
+            for row in rows {
+                out.push(row?);
+            }
+            Ok(out)
         })
         .await
     }

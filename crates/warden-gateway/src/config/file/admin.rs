@@ -14,6 +14,11 @@ pub struct AdminConfig {
     /// authenticated as on the HTTP front (API key or JWT). Empty: loopback clients only.
     #[serde(default)]
     pub callers: Vec<String>,
+    /// Console users log in with OpenID Connect (authorization code + PKCE) at
+    /// the `[oauth]` issuer, as the gateway's client (`oauth.client_id`); the
+    /// token they get must name an admin caller. API keys keep working.
+    #[serde(default)]
+    pub login: bool,
     /// A client must send a whole request head within this long of connecting, or
     /// of the head's first byte on a kept-alive connection (`10s`).
     #[serde(default = "default_admin_head_timeout")]
@@ -40,6 +45,7 @@ impl Default for AdminConfig {
         AdminConfig {
             listen: None,
             callers: Vec::new(),
+            login: false,
             http_head_timeout: default_admin_head_timeout(),
             http_idle_timeout: default_admin_idle_timeout(),
             max_connections: DEFAULT_ADMIN_MAX_CONNECTIONS,

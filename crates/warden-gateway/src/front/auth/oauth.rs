@@ -86,6 +86,8 @@ struct Endpoints {
     jwks: Option<HttpTarget>,
     introspection: Option<HttpTarget>,
     token: Option<HttpTarget>,
+    /// Where a browser is sent to log in (the console's login, O9).
+    authorization: Option<HttpTarget>,
 }
 
 struct Key {

@@ -184,6 +184,8 @@ impl AuditTrail {
             touched: Vec::new(),
             drift: None,
             findings: Vec::new(),
+            approver: None,
+            approval_note: None,
         }
     }
 
@@ -213,6 +215,8 @@ impl AuditTrail {
             touched: Vec::new(),
             drift: Some(drift),
             findings: Vec::new(),
+            approver: None,
+            approval_note: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! I1), each of which may refuse it or hold it.
 
 use super::*;
+use crate::gateway::inbox::Waiting;
 
 impl Calls {
     /// The guards, and for a 2026-07-28 client under flow policy its sealed flow
@@ -309,6 +310,11 @@ impl Calls {
     ) -> Result<(), Option<Body>> {
         let policy = a.policy.clone();
         let mut span = child(&a.record, "warden.approval", Kind::Internal);
+        let operators = approval::Operators {
+            inbox: &self.inbox,
+            approver: policy.approver,
+            waiting: self.waiting(a, ctx, flow_ask.as_deref()),
+        };
         let asking = approval::approve(
             session,
             &self.sessions,
@@ -325,6 +331,7 @@ impl Calls {
             ),
             self.state_key(),
             policy.approval_timeout,
+            operators,
         );
         let asked = tokio::select! {
             asked = asking => asked,
@@ -336,16 +343,23 @@ impl Calls {
         };
         if let Some(s) = &mut span {
             let answer = match &asked {
-                Approval::Approved => "approved",
-                Approval::Refused(_) => "refused",
+                Approval::Approved(_) => "approved",
+                Approval::Refused(..) => "refused",
                 Approval::InputRequired(_) => "input_required",
             };
             s.set("warden.approval", answer);
         }
         drop(span);
+        // Who answered, and their note, go in the call's audit record (H6).
+        if let (Approval::Approved(Some(v)) | Approval::Refused(_, Some(v)), Some(r)) =
+            (&asked, a.record.audit.as_mut())
+        {
+            r.approver = Some(v.by.clone());
+            r.approval_note = v.note.clone();
+        }
         match asked {
-            Approval::Approved => Ok(()),
-            Approval::Refused(text) => {
+            Approval::Approved(_) => Ok(()),
+            Approval::Refused(text, _) => {
                 let text = match &flow_ask {
                     Some(reason) => texts::flow_not_approved(&ctx.tool, reason, text),
                     None => text.to_owned(),
@@ -368,6 +382,35 @@ impl Calls {
                     .await;
                 Err(Some(Ok(result)))
             }
+        }
+    }
+
+    /// What the console's inbox shows of a call waiting for approval: the
+    /// arguments as the audit trail records them (with what an `ask` guard
+    /// found redacted too), and which rule asks.
+    fn waiting(&self, a: &Accepted, ctx: &CallContext, flow_ask: Option<&str>) -> Waiting {
+        let audit = &self.settle.audit;
+        let arguments = match (&a.approval_shown, &a.record.audit) {
+            (Some(Value::Object(shown)), _) => audit.redacted(shown),
+            (_, Some(r)) => r.arguments.clone(),
+            _ => audit.redacted(&ctx.arguments),
+        };
+        let rule = match (flow_ask, &a.approval_because, &a.approval_shown) {
+            (Some(reason), _, _) => format!("an ask flow rule (F2): {reason}"),
+            (None, Some(because), _) => format!("an ask rule (H5): {because}"),
+            (None, None, Some(_)) => {
+                "an ask guard found something in the arguments (S6)".to_owned()
+            }
+            (None, None, None) => "an ask rule (H5)".to_owned(),
+        };
+        Waiting {
+            id: String::new(),
+            caller: ctx.caller.as_ref().map(|c| c.name.clone()),
+            tool: ctx.tool.clone(),
+            arguments,
+            rule,
+            reason: ctx.reason.clone(),
+            since: String::new(),
         }
     }
 

@@ -66,6 +66,8 @@ pub struct Calls {
     sessions: Arc<Sessions>,
     /// 2026-07-28 calls waiting for their client's answer to an upstream's request.
     parked: Arc<ParkedCalls<Relayed>>,
+    /// Calls waiting for an operator's approval in the console (H6).
+    pub inbox: Arc<super::inbox::Inbox>,
 }
 
 /// What a call brings of the 2026-07-28 revision: its request id, envelope, what
@@ -141,6 +143,7 @@ impl Calls {
         upstreams: Arc<Upstreams>,
         sessions: Arc<Sessions>,
         parked: ParkedCalls<Relayed>,
+        inbox: super::inbox::Inbox,
     ) -> Calls {
         Calls {
             policy: RwLock::new(Arc::new(policy)),
@@ -148,6 +151,7 @@ impl Calls {
             upstreams,
             sessions,
             parked: Arc::new(parked),
+            inbox: Arc::new(inbox),
         }
     }
 

@@ -7,7 +7,7 @@ use super::*;
 impl Upstreams {
     /// Builds the catalogue from the cached listings under the pins lock, then
     /// records the drifts it found in the audit trail.
-    pub(super) async fn rebuild_catalogue(&self) {
+    pub(crate) async fn rebuild_catalogue(&self) {
         let drifted = self.build_catalogue();
         self.record_drifts(drifted).await;
     }

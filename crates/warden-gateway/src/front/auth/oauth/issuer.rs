@@ -163,7 +163,16 @@ impl ResourceServer {
             jwks: endpoint("jwks_uri")?,
             introspection: endpoint("introspection_endpoint")?,
             token: endpoint("token_endpoint")?,
+            authorization: endpoint("authorization_endpoint")?,
         })
+    }
+
+    /// For the console's login (O9): the authorization endpoint a browser is
+    /// sent to, and the token endpoint its code is redeemed at (with the
+    /// gateway's client credentials, [`ResourceServer::post`]).
+    pub async fn login_endpoints(&self) -> Option<(HttpTarget, HttpTarget)> {
+        let e = self.endpoints().await?;
+        Some((e.authorization.clone()?, e.token.clone()?))
     }
 
     /// The token endpoint and the client credentials, for token exchange.
