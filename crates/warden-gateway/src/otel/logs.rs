@@ -21,7 +21,7 @@ use super::proto::{
     bytes_field, key_value, message, resource, scope, tag, varint, FIXED64, VARINT,
 };
 use super::span::Attr;
-use super::ExportHeaders;
+use super::{export_headers, schedule_delay, ExportHeaders};
 use crate::net::target::HttpTarget;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -66,23 +66,8 @@ impl LogSettings {
             Some(base) => logs_url(base),
             None => set("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")?.trim().to_owned(),
         };
-        let delay = match set("OTEL_BLRP_SCHEDULE_DELAY").map(|v| v.trim().parse::<u64>()) {
-            None => BATCH_DELAY,
-            Some(Ok(ms)) => Duration::from_millis(ms),
-            Some(Err(_)) => {
-                tracing::warn!(
-                    "OTEL_BLRP_SCHEDULE_DELAY is not a number of milliseconds; {} ms it is",
-                    BATCH_DELAY.as_millis()
-                );
-                BATCH_DELAY
-            }
-        };
-        let headers = match set("OTEL_EXPORTER_OTLP_LOGS_HEADERS") {
-            Some(h) => ExportHeaders::parse(&h, "OTEL_EXPORTER_OTLP_LOGS_HEADERS"),
-            None => set("OTEL_EXPORTER_OTLP_HEADERS")
-                .map(|h| ExportHeaders::parse(&h, "OTEL_EXPORTER_OTLP_HEADERS"))
-                .unwrap_or_default(),
-        };
+        let delay = schedule_delay(&set, "OTEL_BLRP_SCHEDULE_DELAY", BATCH_DELAY);
+        let headers = export_headers(&set, "OTEL_EXPORTER_OTLP_LOGS_HEADERS");
         Some(LogSettings {
             url,
             service_name: service_name

@@ -182,23 +182,8 @@ impl Settings {
             Some(r) => (r, true),
             None => sampler(set("OTEL_TRACES_SAMPLER"), set("OTEL_TRACES_SAMPLER_ARG")),
         };
-        let delay = match set("OTEL_BSP_SCHEDULE_DELAY").map(|v| v.trim().parse::<u64>()) {
-            None => otlp::BATCH_DELAY,
-            Some(Ok(ms)) => Duration::from_millis(ms),
-            Some(Err(_)) => {
-                tracing::warn!(
-                    "OTEL_BSP_SCHEDULE_DELAY is not a number of milliseconds; {} ms it is",
-                    otlp::BATCH_DELAY.as_millis()
-                );
-                otlp::BATCH_DELAY
-            }
-        };
-        let headers = match set("OTEL_EXPORTER_OTLP_TRACES_HEADERS") {
-            Some(h) => ExportHeaders::parse(&h, "OTEL_EXPORTER_OTLP_TRACES_HEADERS"),
-            None => set("OTEL_EXPORTER_OTLP_HEADERS")
-                .map(|h| ExportHeaders::parse(&h, "OTEL_EXPORTER_OTLP_HEADERS"))
-                .unwrap_or_default(),
-        };
+        let delay = schedule_delay(&set, "OTEL_BSP_SCHEDULE_DELAY", otlp::BATCH_DELAY);
+        let headers = export_headers(&set, "OTEL_EXPORTER_OTLP_TRACES_HEADERS");
         Some(Settings {
             url,
             service_name,
@@ -207,6 +192,37 @@ impl Settings {
             delay,
             headers,
         })
+    }
+}
+
+/// How long items wait to fill a batch: the variable `name` in milliseconds,
+/// else `default` (a value that is no number is warned about).
+pub(crate) fn schedule_delay(
+    set: &dyn Fn(&str) -> Option<String>,
+    name: &str,
+    default: Duration,
+) -> Duration {
+    match set(name).map(|v| v.trim().parse::<u64>()) {
+        None => default,
+        Some(Ok(ms)) => Duration::from_millis(ms),
+        Some(Err(_)) => {
+            tracing::warn!(
+                "{name} is not a number of milliseconds; {} ms it is",
+                default.as_millis()
+            );
+            default
+        }
+    }
+}
+
+/// The headers export requests carry: the signal's own variable
+/// (`OTEL_EXPORTER_OTLP_TRACES_HEADERS`), else `OTEL_EXPORTER_OTLP_HEADERS`.
+pub(crate) fn export_headers(set: &dyn Fn(&str) -> Option<String>, own: &str) -> ExportHeaders {
+    match set(own) {
+        Some(h) => ExportHeaders::parse(&h, own),
+        None => set("OTEL_EXPORTER_OTLP_HEADERS")
+            .map(|h| ExportHeaders::parse(&h, "OTEL_EXPORTER_OTLP_HEADERS"))
+            .unwrap_or_default(),
     }
 }
 
