@@ -8,8 +8,9 @@
 //! answers exactly like an absent one.
 
 use crate::answer;
-use crate::call::Caller;
+use crate::call::{CallScope, Caller};
 use crate::catalogue::{Catalogue, ToolEntry};
+use crate::cel_when::{CelCondition, CelInput};
 use crate::condition::{Condition, Conditions, Evidence, Step};
 use crate::hint;
 use crate::policy::UnknownMode;
@@ -94,6 +95,8 @@ pub struct Rule {
     pub effect: Effect,
     /// Conditions on the call's arguments (G6); empty: the rule decides on names alone.
     pub when: Conditions,
+    /// A CEL condition over the call (C1), which must hold besides `when`.
+    pub cel: Option<CelCondition>,
 }
 
 impl Rule {
@@ -125,7 +128,20 @@ impl Rule {
             tools: matchers,
             effect,
             when: Conditions::default(),
+            cel: None,
         })
+    }
+
+    /// The rule, deciding only calls `cel` holds for (C1).
+    pub fn when_cel(mut self, cel: CelCondition) -> Rule {
+        self.cel = Some(cel);
+        self
+    }
+
+    /// Whether something about the call beyond its caller and tool name decides
+    /// whether the rule applies (`when`, `when_any`, `when_cel`).
+    pub fn is_conditional(&self) -> bool {
+        !self.when.is_empty() || self.cel.is_some()
     }
 
     /// The rule, deciding only calls whose arguments meet `when` (G6).
@@ -182,7 +198,7 @@ impl Rules {
             if !r.applies(caller, tool) {
                 continue;
             }
-            if r.when.is_empty() {
+            if !r.is_conditional() {
                 return r.effect;
             }
             if r.effect != Effect::Deny {
@@ -200,30 +216,62 @@ impl Rules {
         tool: &str,
         args: &Map<String, Value>,
     ) -> Option<ArgDecision> {
-        // The first condition an allowing rule missed: what the caller could change.
-        let mut missed: Option<Evidence> = None;
+        let input = CelInput {
+            caller,
+            tool,
+            upstream: "",
+            args,
+            scope: &CallScope::default(),
+        };
+        self.effect_on_call(&input)
+    }
+
+    /// [`Rules::effect_on_arguments`] with everything a `when_cel` condition
+    /// reads (C1). A CEL condition that fails at run time fails the call closed
+    /// (C3), whatever the rule's effect.
+    pub fn effect_on_call(&self, input: &CelInput<'_>) -> Option<ArgDecision> {
+        let (caller, tool, args) = (input.caller, input.tool, input.args);
+        // The words for the first condition an allowing rule missed: what the caller could change.
+        let mut missed: Option<String> = None;
         let mut conditional = false;
         let words =
             |ev: &Evidence| answer::argument_constraint(&ev.argument, tool, &ev.must, &caller.name);
-        for r in &self.rules {
+        for (i, r) in self.rules.iter().enumerate() {
             if !r.applies(caller, tool) {
                 continue;
             }
-            if r.when.is_empty() {
-                return conditional.then(|| decided(r.effect, missed.as_ref().map(words)));
+            if !r.is_conditional() {
+                return conditional.then(|| decided(r.effect, missed));
             }
             conditional = true;
             // An allow needs every element a wildcard reaches to pass; deny and ask
             // are set off by any (the cautious reading both ways).
-            let (held, evidence) = r.when.check(args, r.effect == Effect::Allow);
+            let (mut held, mut why) = (true, None);
+            if !r.when.is_empty() {
+                let (h, ev) = r.when.check(args, r.effect == Effect::Allow);
+                (held, why) = (h, Some(words(&ev)));
+            }
+            if let (true, Some(cel)) = (held, &r.cel) {
+                held = match cel.holds(input) {
+                    Ok(h) => h,
+                    Err(failure) => {
+                        return Some(ArgDecision::Failed(format!("rule[{i}].when_cel: {failure}")))
+                    }
+                };
+                // The CEL condition decided: it is what the words are about.
+                let effect = if held { r.effect } else { Effect::Deny };
+                if !held || why.is_none() {
+                    why = Some(answer::policy_condition(effect, tool, &caller.name));
+                }
+            }
             if held {
-                return Some(decided(r.effect, Some(words(&evidence))));
+                return Some(decided(r.effect, why));
             }
             if r.effect != Effect::Deny && missed.is_none() {
-                missed = Some(evidence);
+                missed = why;
             }
         }
-        conditional.then(|| decided(self.default, missed.as_ref().map(words)))
+        conditional.then(|| decided(self.default, missed))
     }
 
     /// Rules that can never match because an earlier rule takes all their cases:
@@ -233,7 +281,7 @@ impl Rules {
         for (j, later) in self.rules.iter().enumerate() {
             let by = self.rules[..j].iter().position(|earlier| {
                 // A rule with conditions lets the calls that miss them through to later rules.
-                earlier.when.is_empty()
+                !earlier.is_conditional()
                     && later.callers.iter().all(|c| earlier.covers_caller(c))
                     && later
                         .tool_patterns
@@ -469,7 +517,23 @@ impl Grant for Rules {
         tool: &ToolEntry,
         args: &Map<String, Value>,
     ) -> Option<ArgDecision> {
-        self.effect_on_arguments(caller, &tool.name, args)
+        self.decide_in_scope(caller, tool, args, &CallScope::default())
+    }
+
+    fn decide_in_scope(
+        &self,
+        caller: &Caller,
+        tool: &ToolEntry,
+        args: &Map<String, Value>,
+        scope: &CallScope,
+    ) -> Option<ArgDecision> {
+        self.effect_on_call(&CelInput {
+            caller,
+            tool: &tool.name,
+            upstream: &tool.upstream,
+            args,
+            scope,
+        })
     }
 }
 
