@@ -295,6 +295,12 @@ impl Rules {
         out
     }
 
+    /// Whether some rule has a `when_cel` condition, which reads a call's
+    /// [`CallScope`] (C1): a host builds the scope only then.
+    pub fn reads_scope(&self) -> bool {
+        self.rules.iter().any(|r| r.cel.is_some())
+    }
+
     /// Whether some rule (or the default) lets someone call `tool` (allow or ask).
     pub fn grants_any(&self, tool: &str) -> bool {
         self.rules

@@ -121,8 +121,8 @@ impl CelCondition {
                 Some(e) => format!(
                     "syntax error at line {}, column {}: {}",
                     e.pos.0,
-                    e.pos.1 + 1,
-                    e.msg
+                    e.pos.1,
+                    e.msg.strip_prefix("Syntax error: ").unwrap_or(&e.msg)
                 ),
                 None => "syntax error".to_owned(),
             }

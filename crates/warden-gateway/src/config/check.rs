@@ -20,7 +20,7 @@ use auth::{credentials, oauth};
 use serde_json::Value;
 use std::collections::HashSet;
 use warden_core::{
-    ArgPath, Condition, Conditions, Effect, LayeredPolicy, Overrides, Rule, Rules, Test,
+    ArgPath, CelCondition, Condition, Conditions, Effect, LayeredPolicy, Overrides, Rule, Rules, Test,
 };
 
 /// One thing wrong with the file: the dotted key and what to do about it.
@@ -539,7 +539,13 @@ fn rule(i: usize, r: &RuleConfig) -> Result<Rule, Invalid> {
         Rule::new(&r.callers, &r.tools, r.effect).map_err(|m| invalid(format!("rule[{i}]"), m))?;
     let all = conditions(i, "when", &r.when)?;
     let any = conditions(i, "when_any", &r.when_any)?;
-    Ok(rule.when(Conditions { all, any }))
+    let rule = rule.when(Conditions { all, any });
+    match &r.when_cel {
+        Some(src) => CelCondition::compile(src)
+            .map(|c| rule.when_cel(c))
+            .map_err(|m| invalid(format!("rule[{i}].when_cel"), m)),
+        None => Ok(rule),
+    }
 }
 
 /// A rule's conditions on arguments (G6); an error names the rule, the list and the entry.

@@ -294,6 +294,9 @@ pub struct RuleConfig {
     /// Conditions of which at least one must hold (besides all of `when`) (G6).
     #[serde(default)]
     pub when_any: Vec<ConditionConfig>,
+    /// A CEL expression over caller, tool, args, session and request that must
+    /// hold too (C1).
+    pub when_cel: Option<String>,
 }
 
 /// One condition on an argument (G6): a path and exactly one test (`min` and

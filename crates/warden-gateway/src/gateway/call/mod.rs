@@ -40,8 +40,38 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use warden_core::hooks::{self, BeforeOutcome, CallContext};
-use warden_core::{answer, CallReport, Caller, Catalogue, Forward, Refusal, Verdict};
+use warden_core::{answer, CallReport, CallScope, Caller, Catalogue, Forward, Refusal, Verdict};
 use warden_store::{Claim, Finish, OnAbandoned};
+
+/// What a `when_cel` condition reads of a call beyond its caller, tool and
+/// arguments (C1), `calls` being the session's calls before this one.
+fn scope(
+    policy: &Policy,
+    catalogue: &Catalogue,
+    session: &ClientSession,
+    name: Option<&str>,
+    calls: u64,
+) -> CallScope {
+    let tool = name.and_then(|n| catalogue.get(n));
+    let transport = if session.label.starts_with("http") {
+        "http"
+    } else {
+        "stdio"
+    };
+    CallScope {
+        claims: Map::new(),
+        tool_labels: tool.map_or(Vec::new(), |t| {
+            policy.flows.labels_of(&t.upstream, &t.upstream_name)
+        }),
+        session_labels: session::lock(&session.flow).iter().cloned().collect(),
+        session_calls: calls,
+        time: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64),
+        transport: transport.to_owned(),
+        revision: session.version().unwrap_or_default().to_owned(),
+    }
+}
 
 /// How long a quota credit redeems: as long as the state that carries it opens.
 const CREDIT_TTL: Duration = Duration::from_secs(rev2026::STATE_TTL_SECS);
@@ -303,8 +333,11 @@ impl Calls {
                     Refusal::NoToolName | Refusal::InvalidArguments => Decision::InvalidArguments,
                     Refusal::UnknownTool => Decision::UnknownTool,
                     Refusal::GrantFailure => Decision::GrantFailure,
-                    Refusal::ArgumentRule => Decision::Denied,
+                    Refusal::ArgumentRule | Refusal::ConditionFailed => Decision::Denied,
                 };
+                if let Some(note) = &verdict.report.condition_failed {
+                    tracing::warn!(tool = %logged(tool), note = %logged(note), "a when_cel condition failed; the call is refused");
+                }
                 let end = End::Pipeline { decision, answer };
                 return Begun::Done(self.settle.settle(&record, end).await);
             }
@@ -374,20 +407,30 @@ impl Calls {
         check: Map<String, Value>,
         span: Option<&Span>,
     ) -> Verdict {
-        let name = check.get("name").and_then(Value::as_str);
+        let name = check.get("name").and_then(Value::as_str).map(str::to_owned);
+        let name = name.as_deref();
         let caller = session.caller();
         let caller = caller.as_deref();
+        let calls = session.calls.fetch_add(1, Ordering::Relaxed);
+        // Only a `when_cel` condition reads the scope: build it only for one.
+        let scope = match policy.grant.rules.reads_scope() {
+            true => scope(policy, catalogue, session, name, calls),
+            false => CallScope::default(),
+        };
+        let params = Value::Object(check);
+        let at = (caller, &scope);
         match policy.grant.for_call(caller, name, span).await {
-            Some(grant) => policy.pipeline.check_with(
-                &*grant,
-                catalogue,
-                &session.warn,
-                caller,
-                Value::Object(check),
-            ),
-            None => policy
-                .pipeline
-                .check(catalogue, &session.warn, caller, Value::Object(check)),
+            Some(grant) => {
+                policy
+                    .pipeline
+                    .check_in_scope(&*grant, catalogue, &session.warn, at, params)
+            }
+            None => {
+                let rules = &*policy.grant.rules;
+                policy
+                    .pipeline
+                    .check_in_scope(rules, catalogue, &session.warn, at, params)
+            }
         }
     }
 
