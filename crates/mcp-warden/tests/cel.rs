@@ -1,4 +1,4 @@
-//! `when_cel` conditions (C1-C4) through the real binary and the demo server:
+//! `when_cel` conditions (X1-X4) through the real binary and the demo server:
 //! an expression over caller, tool, args, session and request decides a call,
 //! its refusal says a policy condition did, a condition that fails at run time
 //! fails the call closed, `check` names a bad expression's rule and position,
@@ -50,10 +50,7 @@ fn a_cel_condition_decides_and_a_failing_one_fails_closed() {
     );
     // The session's second call: a long text is now refused (session.calls > 1)…
     assert_eq!(
-        w.call_text(
-            "notes.create_note",
-            json!({"title": "a", "text": "short"})
-        ),
+        w.call_text("notes.create_note", json!({"title": "a", "text": "short"})),
         "Created note 1 'a' (private)."
     );
     let r = w.call(
@@ -89,7 +86,9 @@ fn a_cel_condition_decides_and_a_failing_one_fails_closed() {
     let log = w.stderr_after_exit();
     assert!(
         log.contains("a when_cel condition failed; the call is refused")
-            && log.contains("rule[2].when_cel: it stopped: a key it reads is absent (guard it with has())"),
+            && log.contains(
+                "rule[2].when_cel: it stopped: a key it reads is absent (guard it with has())"
+            ),
         "{log}"
     );
 }
@@ -127,9 +126,7 @@ fn check_names_a_bad_expression_its_rule_and_where() {
 #[test]
 fn a_reload_with_a_bad_expression_leaves_the_policy_in_force() {
     let port = free_port();
-    let toml = format!(
-        "{RULES}{DEMO}[admin]\nlisten = \"127.0.0.1:{port}\"\n"
-    );
+    let toml = format!("{RULES}{DEMO}[admin]\nlisten = \"127.0.0.1:{port}\"\n");
     let mut w = Warden::start_capturing_stderr("cel-reload", &toml, "info");
     let bad = toml.replace("args.id > 10", "request.time > 'ten'");
     let path = write_config(&w.dir, &bad);

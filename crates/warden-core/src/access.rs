@@ -95,7 +95,7 @@ pub struct Rule {
     pub effect: Effect,
     /// Conditions on the call's arguments (G6); empty: the rule decides on names alone.
     pub when: Conditions,
-    /// A CEL condition over the call (C1), which must hold besides `when`.
+    /// A CEL condition over the call (X1), which must hold besides `when`.
     pub cel: Option<CelCondition>,
 }
 
@@ -132,7 +132,7 @@ impl Rule {
         })
     }
 
-    /// The rule, deciding only calls `cel` holds for (C1).
+    /// The rule, deciding only calls `cel` holds for (X1).
     pub fn when_cel(mut self, cel: CelCondition) -> Rule {
         self.cel = Some(cel);
         self
@@ -227,8 +227,8 @@ impl Rules {
     }
 
     /// [`Rules::effect_on_arguments`] with everything a `when_cel` condition
-    /// reads (C1). A CEL condition that fails at run time fails the call closed
-    /// (C3), whatever the rule's effect.
+    /// reads (X1). A CEL condition that fails at run time fails the call closed
+    /// (X3), whatever the rule's effect.
     pub fn effect_on_call(&self, input: &CelInput<'_>) -> Option<ArgDecision> {
         let (caller, tool, args) = (input.caller, input.tool, input.args);
         // The words for the first condition an allowing rule missed: what the caller could change.
@@ -255,7 +255,9 @@ impl Rules {
                 held = match cel.holds(input) {
                     Ok(h) => h,
                     Err(failure) => {
-                        return Some(ArgDecision::Failed(format!("rule[{i}].when_cel: {failure}")))
+                        return Some(ArgDecision::Failed(format!(
+                            "rule[{i}].when_cel: {failure}"
+                        )))
                     }
                 };
                 // The CEL condition decided: it is what the words are about.
@@ -296,7 +298,7 @@ impl Rules {
     }
 
     /// Whether some rule has a `when_cel` condition, which reads a call's
-    /// [`CallScope`] (C1): a host builds the scope only then.
+    /// [`CallScope`] (X1): a host builds the scope only then.
     pub fn reads_scope(&self) -> bool {
         self.rules.iter().any(|r| r.cel.is_some())
     }

@@ -319,7 +319,7 @@ pub fn argument_constraint(argument: &str, tool: &str, must: &str, caller: &str)
     )
 }
 
-/// C2: the words for a call a `when_cel` condition decided: a refusal (after
+/// X2: the words for a call a `when_cel` condition decided: a refusal (after
 /// "Error: "), or the question put to a human.
 pub fn policy_condition(effect: crate::access::Effect, tool: &str, caller: &str) -> String {
     match effect {
@@ -336,7 +336,7 @@ pub fn policy_condition(effect: crate::access::Effect, tool: &str, caller: &str)
     }
 }
 
-/// C3: a `when_cel` condition could not be evaluated: the call fails closed.
+/// X3: a `when_cel` condition could not be evaluated: the call fails closed.
 pub const CONDITION_FAILED: &str = "Error: Policy could not decide on this call, so it is refused.";
 
 /// G6: a call refused by a rule on its arguments.

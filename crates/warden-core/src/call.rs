@@ -25,7 +25,7 @@ impl Caller {
 }
 
 /// What a call carries beyond its caller, tool and arguments, for `when_cel`
-/// conditions (C1): the host fills what it knows; the default is an empty scope.
+/// conditions (X1): the host fills what it knows; the default is an empty scope.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CallScope {
     /// The caller's verified token claims (empty without a token).
@@ -58,7 +58,7 @@ pub enum Refusal {
     InvalidArguments,
     /// A rule on the arguments refused the call (G6).
     ArgumentRule,
-    /// A `when_cel` condition could not be evaluated: the call failed closed (C3).
+    /// A `when_cel` condition could not be evaluated: the call failed closed (X3).
     ConditionFailed,
 }
 
@@ -72,7 +72,7 @@ pub struct CallReport {
     /// A3: the undeclared keys the call carried, and the mode applied to them.
     pub unknown_keys: Vec<String>,
     pub unknown_mode: Option<UnknownMode>,
-    /// C3: the `when_cel` condition that failed and how (no values), for the log.
+    /// X3: the `when_cel` condition that failed and how (no values), for the log.
     pub condition_failed: Option<String>,
 }
 

@@ -84,8 +84,8 @@ pub mod stage;
 
 pub use access::{CallerSelector, Effect, Rule, RuleProblem, Rules};
 pub use call::{Answer, CallReport, CallScope, Caller, Forward, Outcome, Refusal, Verdict};
-pub use cel_when::{CelCondition, CelFailure, CelInput};
 pub use catalogue::{ArgCheck, BuildProblem, Catalogue, PolicySource, ToolEntry};
+pub use cel_when::{CelCondition, CelFailure, CelInput};
 pub use condition::{ArgPath, Condition, Conditions, Test};
 pub use hooks::{
     AfterHook, BeforeDecision, BeforeHook, CallContext, CallEnd, DenyReason, HookError,

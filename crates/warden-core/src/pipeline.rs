@@ -111,7 +111,7 @@ impl Pipeline {
     }
 
     /// [`Pipeline::check_with`] with what the call carries for `when_cel`
-    /// conditions besides its caller (C1).
+    /// conditions besides its caller (X1).
     pub fn check_in_scope(
         &self,
         grant: &dyn Grant,

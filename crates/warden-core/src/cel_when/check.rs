@@ -47,10 +47,7 @@ impl Ty {
     /// Two known types no value of which can ever be equal (numbers compare
     /// across int, uint and double).
     fn disjoint(self, other: Ty) -> bool {
-        self != Ty::Dyn
-            && other != Ty::Dyn
-            && self != other
-            && !(self.numeric() && other.numeric())
+        self != Ty::Dyn && other != Ty::Dyn && self != other && !(self.numeric() && other.numeric())
     }
 }
 
@@ -59,12 +56,55 @@ pub const VARIABLES: [&str; 5] = ["caller", "tool", "args", "session", "request"
 
 fn fields(var: &str) -> Option<&'static [(&'static str, Ty)]> {
     Some(match var {
-        "caller" => &[("name", Ty::String), ("groups", Ty::List), ("claims", Ty::Map)],
-        "tool" => &[("name", Ty::String), ("upstream", Ty::String), ("labels", Ty::List)],
+        "caller" => &[
+            ("name", Ty::String),
+            ("groups", Ty::List),
+            ("claims", Ty::Map),
+        ],
+        "tool" => &[
+            ("name", Ty::String),
+            ("upstream", Ty::String),
+            ("labels", Ty::List),
+        ],
         "session" => &[("labels", Ty::List), ("calls", Ty::Int)],
-        "request" => &[("time", Ty::Int), ("transport", Ty::String), ("revision", Ty::String)],
+        "request" => &[
+            ("time", Ty::Int),
+            ("transport", Ty::String),
+            ("revision", Ty::String),
+        ],
         _ => return None,
     })
+}
+
+/// What an expression reads of one variable: only that is built for a call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Need {
+    /// Not named.
+    #[default]
+    Nothing,
+    /// Only these fields (keys of `args`), each read as `var.field`.
+    Fields(Vec<String>),
+    /// The whole value (it is named other than as `var.field`).
+    All,
+}
+
+impl Need {
+    fn field(&mut self, name: &str) {
+        match self {
+            Need::Nothing => *self = Need::Fields(vec![name.to_owned()]),
+            Need::Fields(f) if !f.iter().any(|x| x == name) => f.push(name.to_owned()),
+            _ => {}
+        }
+    }
+
+    /// Whether the value, or its field `name`, is wanted.
+    pub fn wants(&self, name: &str) -> bool {
+        match self {
+            Need::Nothing => false,
+            Need::Fields(f) => f.iter().any(|x| x == name),
+            Need::All => true,
+        }
+    }
 }
 
 /// A problem found, and where.
@@ -80,6 +120,8 @@ pub(super) struct Checker<'s> {
     bound: Vec<String>,
     nodes: usize,
     depth: usize,
+    /// What the expression reads of each of [`VARIABLES`], in that order.
+    pub(super) needs: [Need; 5],
 }
 
 impl<'s> Checker<'s> {
@@ -90,6 +132,7 @@ impl<'s> Checker<'s> {
             bound: Vec::new(),
             nodes: 0,
             depth: 0,
+            needs: Default::default(),
         }
     }
 
@@ -104,10 +147,7 @@ impl<'s> Checker<'s> {
     pub(super) fn root(&mut self, e: &IdedExpr) -> Result<(), Problem> {
         let ty = self.ty(e)?;
         if ty != Ty::Bool && ty != Ty::Dyn {
-            return Err(self.problem(
-                e,
-                format!("the expression gives {}, not a bool", ty.name()),
-            ));
+            return Err(self.problem(e, format!("the expression gives {}, not a bool", ty.name())));
         }
         Ok(())
     }
@@ -115,18 +155,26 @@ impl<'s> Checker<'s> {
     fn ty(&mut self, e: &IdedExpr) -> Result<Ty, Problem> {
         self.nodes += 1;
         if self.nodes > MAX_NODES {
-            return Err(self.problem(
-                e,
-                format!("the expression has more than {MAX_NODES} parts"),
-            ));
+            return Err(self.problem(e, format!("the expression has more than {MAX_NODES} parts")));
         }
         Ok(match &e.expr {
             Expr::Literal(l) => literal(l),
-            Expr::Ident(name) => self.ident(e, name)?,
+            Expr::Ident(name) => {
+                let ty = self.ident(e, name)?;
+                if !self.bound.iter().any(|b| b == name) {
+                    if let Some(i) = VARIABLES.iter().position(|v| v == name) {
+                        self.needs[i] = Need::All;
+                    }
+                }
+                ty
+            }
             Expr::Select(s) => {
                 if let Expr::Ident(var) = &s.operand.expr {
                     if !self.bound.iter().any(|b| b == var) {
                         self.ident(&s.operand, var)?;
+                        if let Some(i) = VARIABLES.iter().position(|v| v == var) {
+                            self.needs[i].field(&s.field);
+                        }
                         return self.field(e, var, &s.field, s.test);
                     }
                 }
@@ -256,7 +304,9 @@ impl<'s> Checker<'s> {
                 }
                 Ty::Bool
             }
-            operators::LESS | operators::LESS_EQUALS | operators::GREATER
+            operators::LESS
+            | operators::LESS_EQUALS
+            | operators::GREATER
             | operators::GREATER_EQUALS => {
                 let orderable = |t: Ty| matches!(t, Ty::Dyn | Ty::String | Ty::Bool) || t.numeric();
                 if !orderable(args[0]) || !orderable(args[1]) || args[0].disjoint(args[1]) {
@@ -270,7 +320,10 @@ impl<'s> Checker<'s> {
             }
             operators::IN => {
                 if !matches!(args[1], Ty::List | Ty::Map | Ty::Dyn) {
-                    return never(format!("'in' needs a list or a map, not {}", args[1].name()));
+                    return never(format!(
+                        "'in' needs a list or a map, not {}",
+                        args[1].name()
+                    ));
                 }
                 Ty::Bool
             }

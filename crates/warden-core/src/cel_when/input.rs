@@ -3,13 +3,13 @@
 //! way the arguments were written (integers stay integers, other numbers are
 //! doubles).
 
-use super::Uses;
+use super::{Need, Uses};
 use crate::call::{CallScope, Caller};
 use cel::objects::{Key, Map as CelMap};
 use cel::Value as Cel;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// One call, as a `when_cel` expression sees it.
 #[derive(Debug, Clone, Copy)]
@@ -25,16 +25,63 @@ pub struct CelInput<'a> {
 
 fn strings(list: &[String]) -> Cel {
     Cel::List(Arc::new(
-        list.iter().map(|s| Cel::String(Arc::new(s.clone()))).collect(),
+        list.iter()
+            .map(|s| Cel::String(Arc::new(s.clone())))
+            .collect(),
     ))
 }
 
-fn record(entries: Vec<(&str, Cel)>) -> Cel {
-    let map: HashMap<Key, Cel> = entries
+/// The field names of the fixed variables, allocated once.
+fn field_key(name: &'static str) -> Key {
+    static KEYS: OnceLock<Vec<(&'static str, Arc<String>)>> = OnceLock::new();
+    let keys = KEYS.get_or_init(|| {
+        [
+            "name",
+            "groups",
+            "claims",
+            "upstream",
+            "labels",
+            "calls",
+            "time",
+            "transport",
+            "revision",
+        ]
         .into_iter()
-        .map(|(k, v)| (Key::String(Arc::new(k.to_owned())), v))
-        .collect();
-    Cel::Map(CelMap { map: Arc::new(map) })
+        .map(|k| (k, Arc::new(k.to_owned())))
+        .collect()
+    });
+    match keys.iter().find(|(k, _)| *k == name) {
+        Some((_, arc)) => Key::String(Arc::clone(arc)),
+        None => Key::String(Arc::new(name.to_owned())),
+    }
+}
+
+/// A variable with fixed fields, built with only the fields its [`Need`] wants.
+struct Record<'n> {
+    need: &'n Need,
+    map: HashMap<Key, Cel>,
+}
+
+impl<'n> Record<'n> {
+    fn new(need: &'n Need) -> Self {
+        Record {
+            need,
+            map: HashMap::new(),
+        }
+    }
+
+    fn add(mut self, name: &'static str, value: impl FnOnce() -> Cel) -> Self {
+        if self.need.wants(name) {
+            self.map.insert(field_key(name), value());
+        }
+        self
+    }
+
+    fn done(self) -> Cel {
+        Cel::Map(CelMap {
+            map: Arc::new(self.map),
+        })
+    }
 }
 
 fn string(s: &str) -> Cel {
@@ -69,54 +116,59 @@ fn object(o: &Map<String, Value>) -> Cel {
     Cel::Map(CelMap { map: Arc::new(map) })
 }
 
+/// The arguments, with only the keys `need` wants.
+fn arguments(need: &Need, o: &Map<String, Value>) -> Cel {
+    match need {
+        Need::Fields(keys) => {
+            let map: HashMap<Key, Cel> = keys
+                .iter()
+                .filter_map(|k| {
+                    o.get(k)
+                        .map(|v| (Key::String(Arc::new(k.clone())), json(v)))
+                })
+                .collect();
+            Cel::Map(CelMap { map: Arc::new(map) })
+        }
+        _ => object(o),
+    }
+}
+
 impl CelInput<'_> {
-    /// The variables `uses` names, each with its value.
-    pub(super) fn variables(&self, uses: Uses) -> Vec<(&'static str, Cel)> {
+    /// The variables `uses` names, each with what it reads of them.
+    pub(super) fn variables(&self, uses: &Uses) -> Vec<(&'static str, Cel)> {
+        let [caller, tool, args, session, request] = uses;
         let mut out = Vec::with_capacity(5);
-        if uses.caller {
-            out.push((
-                "caller",
-                record(vec![
-                    ("name", string(&self.caller.name)),
-                    ("groups", strings(&self.caller.groups)),
-                    ("claims", object(&self.scope.claims)),
-                ]),
-            ));
+        let scope = self.scope;
+        if *caller != Need::Nothing {
+            let r = Record::new(caller)
+                .add("name", || string(&self.caller.name))
+                .add("groups", || strings(&self.caller.groups))
+                .add("claims", || object(&scope.claims));
+            out.push(("caller", r.done()));
         }
-        if uses.tool {
-            out.push((
-                "tool",
-                record(vec![
-                    ("name", string(self.tool)),
-                    ("upstream", string(self.upstream)),
-                    ("labels", strings(&self.scope.tool_labels)),
-                ]),
-            ));
+        if *tool != Need::Nothing {
+            let r = Record::new(tool)
+                .add("name", || string(self.tool))
+                .add("upstream", || string(self.upstream))
+                .add("labels", || strings(&scope.tool_labels));
+            out.push(("tool", r.done()));
         }
-        if uses.args {
-            out.push(("args", object(self.args)));
+        if *args != Need::Nothing {
+            out.push(("args", arguments(args, self.args)));
         }
-        if uses.session {
-            out.push((
-                "session",
-                record(vec![
-                    ("labels", strings(&self.scope.session_labels)),
-                    (
-                        "calls",
-                        Cel::Int(i64::try_from(self.scope.session_calls).unwrap_or(i64::MAX)),
-                    ),
-                ]),
-            ));
+        if *session != Need::Nothing {
+            let calls = i64::try_from(scope.session_calls).unwrap_or(i64::MAX);
+            let r = Record::new(session)
+                .add("labels", || strings(&scope.session_labels))
+                .add("calls", || Cel::Int(calls));
+            out.push(("session", r.done()));
         }
-        if uses.request {
-            out.push((
-                "request",
-                record(vec![
-                    ("time", Cel::Int(self.scope.time)),
-                    ("transport", string(&self.scope.transport)),
-                    ("revision", string(&self.scope.revision)),
-                ]),
-            ));
+        if *request != Need::Nothing {
+            let r = Record::new(request)
+                .add("time", || Cel::Int(scope.time))
+                .add("transport", || string(&scope.transport))
+                .add("revision", || string(&scope.revision));
+            out.push(("request", r.done()));
         }
         out
     }

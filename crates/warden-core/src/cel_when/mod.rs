@@ -1,6 +1,6 @@
 //! `when_cel`: a condition written in CEL (the Common Expression Language) on a
 //! rule, quota, flow or guard, over the variables `caller`, `tool`, `args`,
-//! `session` and `request` (docs/behaviour.md, C1-C4).
+//! `session` and `request` (docs/behaviour.md, X1-X4).
 //!
 //! An expression is compiled once, when the configuration loads; what can be
 //! known then is an error then (syntax, unknown variables and fields, types that
@@ -12,7 +12,7 @@
 mod check;
 mod input;
 
-pub use check::VARIABLES;
+pub use check::{Need, VARIABLES};
 pub use input::{json, CelInput};
 
 use cel::{Context, Env, ExecutionError, Program, Value as Cel};
@@ -52,15 +52,8 @@ impl fmt::Display for Position {
     }
 }
 
-/// Which variables an expression names: only those are built for a call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Uses {
-    caller: bool,
-    tool: bool,
-    args: bool,
-    session: bool,
-    request: bool,
-}
+/// What an expression reads of each variable, in the order of [`VARIABLES`].
+pub(crate) type Uses = [check::Need; 5];
 
 /// A compiled `when_cel` expression.
 #[derive(Clone)]
@@ -134,14 +127,7 @@ impl CelCondition {
             Some(at) => format!("{} (at {at})", p.what),
             None => p.what,
         })?;
-        let refs = program.references();
-        let uses = Uses {
-            caller: refs.has_variable("caller"),
-            tool: refs.has_variable("tool"),
-            args: refs.has_variable("args"),
-            session: refs.has_variable("session"),
-            request: refs.has_variable("request"),
-        };
+        let uses = checker.needs;
         Ok(CelCondition {
             source: source.to_owned(),
             program: Arc::new(program),
@@ -152,7 +138,7 @@ impl CelCondition {
     /// Whether the expression holds for this call.
     pub fn holds(&self, input: &CelInput<'_>) -> Result<bool, CelFailure> {
         let mut ctx = Context::with_env(Arc::clone(env()));
-        for (name, value) in input.variables(self.uses) {
+        for (name, value) in input.variables(&self.uses) {
             ctx.add_variable_from_value(name, value);
         }
         match self.program.execute(&ctx) {

@@ -43,14 +43,20 @@ fn reads_every_variable() {
     for (src, want) in [
         ("caller.name == 'alice' && 'ops' in caller.groups", true),
         ("caller.claims.tenant == 'acme'", true),
-        ("tool.name.startsWith('notes.') && tool.upstream == 'notes'", true),
+        (
+            "tool.name.startsWith('notes.') && tool.upstream == 'notes'",
+            true,
+        ),
         ("'pii' in tool.labels", true),
         ("args.amount > 100 && args.title.size() < 10", true),
         ("args.tags.exists(t, t == 'b')", true),
         ("args.ratio < 1.0 && args.amount >= 120.0", true),
         ("has(args.missing)", false),
         ("'secret' in session.labels && session.calls == 3", true),
-        ("request.transport == 'stdio' && request.revision == '2025-06-18'", true),
+        (
+            "request.transport == 'stdio' && request.revision == '2025-06-18'",
+            true,
+        ),
         ("request.time > 1600000000", true),
         ("args.title.matches('^h.*o$')", true),
         ("caller.name == 'bob'", false),
@@ -117,8 +123,9 @@ fn compile_errors_name_what_and_where() {
 #[test]
 fn macro_variables_are_known_inside_only() {
     assert!(CelCondition::compile("args.tags.all(t, t != 'x')").is_ok());
-    assert!(compile_err("args.tags.all(t, t != 'x') && t == 'y'")
-        .starts_with("unknown variable 't'"));
+    assert!(
+        compile_err("args.tags.all(t, t != 'x') && t == 'y'").starts_with("unknown variable 't'")
+    );
 }
 
 #[test]
@@ -142,14 +149,26 @@ fn size_is_bounded() {
 }
 
 #[test]
-fn only_named_variables_are_built() {
-    let c = CelCondition::compile("args.a == 1").unwrap();
+fn only_what_is_named_is_built() {
+    let c = CelCondition::compile("args.a == 1 && has(args.b) && caller.name == 'x'").unwrap();
+    let fields = |f: &[&str]| Need::Fields(f.iter().map(|s| s.to_string()).collect());
     assert_eq!(
         c.uses,
-        Uses {
-            args: true,
-            ..Uses::default()
-        }
+        [
+            fields(&["name"]),
+            Need::Nothing,
+            fields(&["a", "b"]),
+            Need::Nothing,
+            Need::Nothing
+        ]
+    );
+    // Named whole (here: ranged over), the variable is built whole.
+    let c = CelCondition::compile("args.exists(k, k == 'x') && args.a == 1").unwrap();
+    assert_eq!(c.uses[2], Need::All);
+    // A key the call lacks stays absent: has() is false, reading it fails.
+    assert_eq!(
+        eval("has(args.b) || args.a == 1", json!({"a": 1, "c": 2})),
+        Ok(true)
     );
 }
 

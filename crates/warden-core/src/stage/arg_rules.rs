@@ -23,7 +23,7 @@ pub enum Ruled {
     Ask(Option<String>),
     /// Answered here.
     Answer(Answer, Refusal),
-    /// A `when_cel` condition failed (C3): refused with
+    /// A `when_cel` condition failed (X3): refused with
     /// [`answer::CONDITION_FAILED`]; the note is for the operator's log.
     Failed(String),
 }
@@ -43,7 +43,7 @@ pub fn apply(
             Answer::ToolError(answer::argument_refused(&why)),
             Refusal::ArgumentRule,
         ),
-        // C3: fails closed; what went wrong is the operator's, not the caller's.
+        // X3: fails closed; what went wrong is the operator's, not the caller's.
         Some(ArgDecision::Failed(note)) => Ruled::Failed(note),
         // G2: answered exactly like a name the caller cannot see.
         Some(ArgDecision::Hide) => Ruled::Answer(

@@ -38,7 +38,7 @@ pub enum ArgDecision {
     Refuse(String),
     /// No rule lets this call through and none can say why: as if the tool were absent.
     Hide,
-    /// A `when_cel` condition could not be evaluated (C3): the call is refused
+    /// A `when_cel` condition could not be evaluated (X3): the call is refused
     /// with a fixed answer; the text (rule and what went wrong, no values) is
     /// for the operator's log.
     Failed(String),
@@ -63,7 +63,7 @@ pub trait Grant: Send + Sync {
     }
 
     /// [`Grant::decide_arguments`] with what a call carries beyond its caller,
-    /// tool and arguments, for `when_cel` conditions (C1). By default the scope
+    /// tool and arguments, for `when_cel` conditions (X1). By default the scope
     /// is not read.
     fn decide_in_scope(
         &self,

@@ -20,7 +20,8 @@ use auth::{credentials, oauth};
 use serde_json::Value;
 use std::collections::HashSet;
 use warden_core::{
-    ArgPath, CelCondition, Condition, Conditions, Effect, LayeredPolicy, Overrides, Rule, Rules, Test,
+    ArgPath, CelCondition, Condition, Conditions, Effect, LayeredPolicy, Overrides, Rule, Rules,
+    Test,
 };
 
 /// One thing wrong with the file: the dotted key and what to do about it.

@@ -295,7 +295,7 @@ pub struct RuleConfig {
     #[serde(default)]
     pub when_any: Vec<ConditionConfig>,
     /// A CEL expression over caller, tool, args, session and request that must
-    /// hold too (C1).
+    /// hold too (X1).
     pub when_cel: Option<String>,
 }
 

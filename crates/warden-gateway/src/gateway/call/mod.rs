@@ -44,7 +44,7 @@ use warden_core::{answer, CallReport, CallScope, Caller, Catalogue, Forward, Ref
 use warden_store::{Claim, Finish, OnAbandoned};
 
 /// What a `when_cel` condition reads of a call beyond its caller, tool and
-/// arguments (C1), `calls` being the session's calls before this one.
+/// arguments (X1), `calls` being the session's calls before this one.
 fn scope(
     policy: &Policy,
     catalogue: &Catalogue,
