@@ -16,6 +16,7 @@ use warden_gateway::gateway::{ClientSession, DescriptionFinding, Gateway, Outgoi
 use warden_gateway::pins;
 
 mod audit;
+mod replay;
 
 #[derive(Parser)]
 #[command(
@@ -122,6 +123,25 @@ enum Command {
         /// At most this many records, oldest first.
         #[arg(long, default_value_t = 1000)]
         limit: usize,
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Judge the recorded calls of the audit trail by this configuration's access
+    /// rules, offline; list the calls whose decision changes; exit 1 when one that
+    /// ran would now be refused.
+    Replay {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Only calls since: a duration back from now (7d) or a UTC time.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only calls made by this caller.
+        #[arg(long)]
+        caller: Option<String>,
+        /// Only calls to tools matching this glob (as callers name them).
+        #[arg(long)]
+        tool: Option<String>,
         /// Print JSON lines instead of a table.
         #[arg(long)]
         json: bool,
@@ -447,6 +467,20 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 limit,
             };
             audit::list(&load(&config)?, filter, json).await
+        }
+        Command::Replay {
+            config,
+            since,
+            caller,
+            tool,
+            json,
+        } => {
+            let filter = replay::Filter {
+                since,
+                caller,
+                tool,
+            };
+            replay::replay(&load(&config)?, filter, json).await
         }
         Command::Pins { action } => {
             let config = load(action.config())?;

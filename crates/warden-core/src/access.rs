@@ -138,6 +138,13 @@ impl Rule {
         self
     }
 
+    /// Whether the rule's conditions read the top-level argument `key` (replay
+    /// cannot judge a call whose recorded value for it was redacted).
+    pub fn reads_argument(&self, key: &str) -> bool {
+        self.when.iter().any(|c| c.path.root() == key)
+            || self.cel.as_ref().is_some_and(|c| c.reads_argument(key))
+    }
+
     /// Whether something about the call beyond its caller and tool name decides
     /// whether the rule applies (`when`, `when_any`, `when_cel`).
     pub fn is_conditional(&self) -> bool {
@@ -194,18 +201,23 @@ impl Rules {
     /// allows or asks makes the tool visible (`Allow`; the call's arguments decide
     /// the rest), one that denies is passed over, since some call may miss it.
     pub fn effect(&self, caller: &Caller, tool: &str) -> Effect {
-        for r in &self.rules {
+        self.effect_by(caller, tool).0
+    }
+
+    /// [`Rules::effect`], and the index of the rule that decided it (`None`: the default).
+    pub fn effect_by(&self, caller: &Caller, tool: &str) -> (Effect, Option<usize>) {
+        for (i, r) in self.rules.iter().enumerate() {
             if !r.applies(caller, tool) {
                 continue;
             }
             if !r.is_conditional() {
-                return r.effect;
+                return (r.effect, Some(i));
             }
             if r.effect != Effect::Deny {
-                return Effect::Allow;
+                return (Effect::Allow, Some(i));
             }
         }
-        self.default
+        (self.default, None)
     }
 
     /// The decision on one call's arguments (G6), or `None` when no rule with
@@ -230,6 +242,12 @@ impl Rules {
     /// reads (X1). A CEL condition that fails at run time fails the call closed
     /// (X3), whatever the rule's effect.
     pub fn effect_on_call(&self, input: &CelInput<'_>) -> Option<ArgDecision> {
+        self.judge_call(input).map(|(d, _)| d)
+    }
+
+    /// [`Rules::effect_on_call`], and the index of the rule that decided
+    /// (`None`: the default), for replay.
+    pub fn judge_call(&self, input: &CelInput<'_>) -> Option<(ArgDecision, Option<usize>)> {
         let (caller, tool, args) = (input.caller, input.tool, input.args);
         // The words for the first condition an allowing rule missed: what the caller could change.
         let mut missed: Option<String> = None;
@@ -241,7 +259,7 @@ impl Rules {
                 continue;
             }
             if !r.is_conditional() {
-                return conditional.then(|| decided(r.effect, missed));
+                return conditional.then(|| (decided(r.effect, missed), Some(i)));
             }
             conditional = true;
             // An allow needs every element a wildcard reaches to pass; deny and ask
@@ -255,9 +273,8 @@ impl Rules {
                 held = match cel.holds(input) {
                     Ok(h) => h,
                     Err(failure) => {
-                        return Some(ArgDecision::Failed(format!(
-                            "rule[{i}].when_cel: {failure}"
-                        )))
+                        let note = format!("rule[{i}].when_cel: {failure}");
+                        return Some((ArgDecision::Failed(note), Some(i)));
                     }
                 };
                 // The CEL condition decided: it is what the words are about.
@@ -267,13 +284,13 @@ impl Rules {
                 }
             }
             if held {
-                return Some(decided(r.effect, why));
+                return Some((decided(r.effect, why), Some(i)));
             }
             if r.effect != Effect::Deny && missed.is_none() {
                 missed = why;
             }
         }
-        conditional.then(|| decided(self.default, missed))
+        conditional.then(|| (decided(self.default, missed), None))
     }
 
     /// Rules that can never match because an earlier rule takes all their cases:

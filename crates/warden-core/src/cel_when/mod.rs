@@ -135,6 +135,11 @@ impl CelCondition {
         })
     }
 
+    /// Whether the expression reads the top-level argument `key`.
+    pub fn reads_argument(&self, key: &str) -> bool {
+        self.uses[2].wants(key)
+    }
+
     /// Whether the expression holds for this call.
     pub fn holds(&self, input: &CelInput<'_>) -> Result<bool, CelFailure> {
         let mut ctx = Context::with_env(Arc::clone(env()));
