@@ -97,6 +97,8 @@ pub struct Rule {
     pub when: Conditions,
     /// A CEL condition over the call (X1), which must hold besides `when`.
     pub cel: Option<CelCondition>,
+    /// `mode = "shadow"` (X6): judged and reported, never enforced.
+    pub shadow: bool,
 }
 
 impl Rule {
@@ -129,7 +131,14 @@ impl Rule {
             effect,
             when: Conditions::default(),
             cel: None,
+            shadow: false,
         })
+    }
+
+    /// The rule in shadow mode (X6): judged and reported, never enforced.
+    pub fn in_shadow(mut self) -> Rule {
+        self.shadow = true;
+        self
     }
 
     /// The rule, deciding only calls `cel` holds for (X1).
@@ -206,8 +215,13 @@ impl Rules {
 
     /// [`Rules::effect`], and the index of the rule that decided it (`None`: the default).
     pub fn effect_by(&self, caller: &Caller, tool: &str) -> (Effect, Option<usize>) {
+        self.effect_in(caller, tool, false)
+    }
+
+    /// [`Rules::effect_by`], shadow rules (X6) counted as enforced or passed over.
+    fn effect_in(&self, caller: &Caller, tool: &str, shadow: bool) -> (Effect, Option<usize>) {
         for (i, r) in self.rules.iter().enumerate() {
-            if !r.applies(caller, tool) {
+            if !r.applies(caller, tool) || (r.shadow && !shadow) {
                 continue;
             }
             if !r.is_conditional() {
@@ -248,6 +262,11 @@ impl Rules {
     /// [`Rules::effect_on_call`], and the index of the rule that decided
     /// (`None`: the default), for replay.
     pub fn judge_call(&self, input: &CelInput<'_>) -> Option<(ArgDecision, Option<usize>)> {
+        self.judge_in(input, false)
+    }
+
+    /// [`Rules::judge_call`], shadow rules (X6) counted as enforced or passed over.
+    fn judge_in(&self, input: &CelInput<'_>, shadow: bool) -> Option<(ArgDecision, Option<usize>)> {
         let (caller, tool, args) = (input.caller, input.tool, input.args);
         // The words for the first condition an allowing rule missed: what the caller could change.
         let mut missed: Option<String> = None;
@@ -255,7 +274,7 @@ impl Rules {
         let words =
             |ev: &Evidence| answer::argument_constraint(&ev.argument, tool, &ev.must, &caller.name);
         for (i, r) in self.rules.iter().enumerate() {
-            if !r.applies(caller, tool) {
+            if !r.applies(caller, tool) || (r.shadow && !shadow) {
                 continue;
             }
             if !r.is_conditional() {
@@ -300,7 +319,9 @@ impl Rules {
         for (j, later) in self.rules.iter().enumerate() {
             let by = self.rules[..j].iter().position(|earlier| {
                 // A rule with conditions lets the calls that miss them through to later rules.
+                // A shadow rule takes no case at all (X6).
                 !earlier.is_conditional()
+                    && !earlier.shadow
                     && later.callers.iter().all(|c| earlier.covers_caller(c))
                     && later
                         .tool_patterns
@@ -561,6 +582,9 @@ impl Grant for Rules {
         })
     }
 }
+
+mod shadow;
+pub use shadow::Shadowed;
 
 #[cfg(test)]
 mod tests;

@@ -74,6 +74,8 @@ pub struct CallReport {
     pub unknown_mode: Option<UnknownMode>,
     /// X3: the `when_cel` condition that failed and how (no values), for the log.
     pub condition_failed: Option<String>,
+    /// X6: what the shadow rules would have made of the call, where it differs.
+    pub shadow: Option<crate::access::Shadowed>,
 }
 
 /// A call the pipeline lets through, as it should go upstream.

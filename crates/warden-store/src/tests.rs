@@ -228,6 +228,7 @@ async fn audit_records_are_queried_by_filter() {
         touched: Vec::new(),
         drift: None,
         findings: Vec::new(),
+        shadow: None,
     };
     s.record(&rec("alice", "notes.create_note", "ok"))
         .await

@@ -540,7 +540,10 @@ fn rule(i: usize, r: &RuleConfig) -> Result<Rule, Invalid> {
         Rule::new(&r.callers, &r.tools, r.effect).map_err(|m| invalid(format!("rule[{i}]"), m))?;
     let all = conditions(i, "when", &r.when)?;
     let any = conditions(i, "when_any", &r.when_any)?;
-    let rule = rule.when(Conditions { all, any });
+    let mut rule = rule.when(Conditions { all, any });
+    if r.mode == Some(super::file::RuleMode::Shadow) {
+        rule = rule.in_shadow();
+    }
     match &r.when_cel {
         Some(src) => CelCondition::compile(src)
             .map(|c| rule.when_cel(c))

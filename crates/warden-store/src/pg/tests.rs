@@ -339,6 +339,7 @@ async fn audit_records_round_trip() {
         touched: Vec::new(),
         drift: None,
         findings: Vec::new(),
+        shadow: None,
     };
     s.record_batch(std::slice::from_ref(&rec)).await.unwrap();
     let got = s

@@ -153,6 +153,7 @@ impl AuditTrail {
             touched: Vec::new(),
             drift: None,
             findings: Vec::new(),
+            shadow: report.shadow.map(|s| s.to_string()),
         }
     }
 
@@ -182,6 +183,7 @@ impl AuditTrail {
             touched: Vec::new(),
             drift: Some(drift),
             findings: Vec::new(),
+            shadow: None,
         }
     }
 

@@ -417,9 +417,11 @@ impl Calls {
             true => scope(policy, catalogue, session, name, calls),
             false => CallScope::default(),
         };
+        let shadow = policy.grant.rules.has_shadow();
+        let sent = shadow.then(|| check.get("arguments").cloned());
         let params = Value::Object(check);
         let at = (caller, &scope);
-        match policy.grant.for_call(caller, name, span).await {
+        let mut verdict = match policy.grant.for_call(caller, name, span).await {
             Some(grant) => {
                 policy
                     .pipeline
@@ -431,7 +433,29 @@ impl Calls {
                     .pipeline
                     .check_in_scope(rules, catalogue, &session.warn, at, params)
             }
+        };
+        if let (Some(sent), Some(caller), Some(name)) = (sent, caller, name) {
+            // X6: judged on the arguments the tool would get, or, for a call
+            // refused before they were settled, on those sent.
+            let empty = Map::new();
+            let args = match &verdict.outcome {
+                warden_core::Outcome::Forward(f) => &f.arguments,
+                _ => sent.as_ref().and_then(Value::as_object).unwrap_or(&empty),
+            };
+            let tool = catalogue.get(name);
+            let input = warden_core::CelInput {
+                caller,
+                tool: name,
+                upstream: tool.map_or("", |t| t.upstream.as_str()),
+                args,
+                scope: &scope,
+            };
+            verdict.report.shadow = policy.grant.rules.shadow_verdict(&input);
+            if let Some(s) = verdict.report.shadow {
+                self.settle.metrics.shadow(s.word());
+            }
         }
+        verdict
     }
 
     /// What a call the pipeline refused leaves behind: its audit record, and for a
