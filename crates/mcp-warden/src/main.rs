@@ -16,6 +16,8 @@ use warden_gateway::gateway::{ClientSession, DescriptionFinding, Gateway, Outgoi
 use warden_gateway::pins;
 
 mod audit;
+mod judge;
+mod policy_test;
 mod replay;
 
 #[derive(Parser)]
@@ -38,6 +40,17 @@ struct ConfigArg {
     /// The TOML configuration file.
     #[arg(long, short, env = "MCP_WARDEN_CONFIG", default_value = "warden.toml")]
     config: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum PolicyAction {
+    /// Run the cases of CASES.toml; print a diff for each that fails; exit 1 if any does.
+    Test {
+        /// The cases file: [[case]] tables of caller, tool, arguments, expect, message.
+        cases: PathBuf,
+        #[command(flatten)]
+        config: ConfigArg,
+    },
 }
 
 #[derive(Subcommand)]
@@ -145,6 +158,12 @@ enum Command {
         /// Print JSON lines instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Policy as code: `policy test CASES.toml` judges cases of caller, tool and
+    /// arguments by this configuration's access rules.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
     },
     /// Pin tool definitions against rug pulls: lock, diff, approve (starts the upstreams).
     Pins {
@@ -482,6 +501,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             replay::replay(&load(&config)?, filter, json).await
         }
+        Command::Policy {
+            action: PolicyAction::Test { cases, config },
+        } => policy_test::run(&load(&config)?, &cases),
         Command::Pins { action } => {
             let config = load(action.config())?;
             let path = pins::lock_path(&config.path);

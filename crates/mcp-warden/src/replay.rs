@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Instant;
-use warden_core::{ArgDecision, CallScope, Caller, CelInput, Effect, Rules};
+use warden_core::{CallScope, Caller, CelInput, Effect, Rules};
 use warden_gateway::config::Config;
 use warden_store::{AuditFilter, AuditRecord};
 
@@ -75,20 +75,18 @@ fn redacted(args: &Map<String, Value>) -> Vec<&str> {
 /// The decision `rules` take on a recorded call now, and the rule that took it.
 fn now(rules: &Rules, caller: &Caller, record: &AuditRecord) -> (Verdict, Option<usize>) {
     let tool = record.tool.as_str();
-    let (effect, by) = rules.effect_by(caller, tool);
-    if effect == Effect::Deny {
-        return (Verdict::Refuse, by);
-    }
     let empty = Map::new();
     let args = record.arguments.as_object().unwrap_or(&empty);
     let hidden = redacted(args);
-    if let Some(key) = hidden.iter().find(|k| {
-        rules
-            .rules
-            .iter()
-            .any(|r| r.applies(caller, tool) && r.reads_argument(k))
-    }) {
-        return (Verdict::Redacted((*key).to_owned()), None);
+    if rules.effect_by(caller, tool).0 != Effect::Deny {
+        if let Some(key) = hidden.iter().find(|k| {
+            rules
+                .rules
+                .iter()
+                .any(|r| r.applies(caller, tool) && r.reads_argument(k))
+        }) {
+            return (Verdict::Redacted((*key).to_owned()), None);
+        }
     }
     let scope = CallScope {
         tool_labels: record.labels.clone(),
@@ -110,21 +108,13 @@ fn now(rules: &Rules, caller: &Caller, record: &AuditRecord) -> (Verdict, Option
         args,
         scope: &scope,
     };
-    match rules.judge_call(&input) {
-        None => (
-            if effect == Effect::Ask {
-                Verdict::Ask
-            } else {
-                Verdict::Allow
-            },
-            by,
-        ),
-        Some((ArgDecision::Allow, i)) => (Verdict::Allow, i),
-        Some((ArgDecision::Ask(_), i)) => (Verdict::Ask, i),
-        Some((ArgDecision::Refuse(_) | ArgDecision::Hide | ArgDecision::Failed(_), i)) => {
-            (Verdict::Refuse, i)
-        }
-    }
+    let judged = crate::judge::judge(rules, &input);
+    let verdict = match judged.effect {
+        Effect::Allow => Verdict::Allow,
+        Effect::Ask => Verdict::Ask,
+        Effect::Deny => Verdict::Refuse,
+    };
+    (verdict, judged.rule)
 }
 
 /// One recorded call whose decision changes.
