@@ -401,6 +401,9 @@ pub struct FlowConfig {
     pub effect: FlowEffect,
     /// Why, in plain words for the model (built-in: a sentence naming the labels).
     pub reason: Option<String>,
+    /// A CEL expression over caller, tool, args, session and request that must
+    /// hold too for the rule to stop the call (X1).
+    pub when_cel: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
