@@ -299,7 +299,11 @@ impl Rules {
                 // The CEL condition decided: it is what the words are about.
                 let effect = if held { r.effect } else { Effect::Deny };
                 if !held || why.is_none() {
-                    why = Some(answer::policy_condition(effect, tool, &caller.name));
+                    why = Some(answer::policy_condition(
+                        effect == Effect::Ask,
+                        tool,
+                        &caller.name,
+                    ));
                 }
             }
             if held {
@@ -584,7 +588,6 @@ impl Grant for Rules {
 }
 
 mod shadow;
-pub use shadow::Shadowed;
 
 #[cfg(test)]
 mod tests;

@@ -321,14 +321,14 @@ pub fn argument_constraint(argument: &str, tool: &str, must: &str, caller: &str)
 
 /// X2: the words for a call a `when_cel` condition decided: a refusal (after
 /// "Error: "), or the question put to a human.
-pub fn policy_condition(effect: crate::access::Effect, tool: &str, caller: &str) -> String {
-    match effect {
-        crate::access::Effect::Ask => format!(
+pub fn policy_condition(ask: bool, tool: &str, caller: &str) -> String {
+    match ask {
+        true => format!(
             "Policy asks for approval of this call to tool '{}' for caller '{}'.",
             shown(tool),
             shown(caller)
         ),
-        _ => format!(
+        false => format!(
             "Policy does not allow this call to tool '{}' for caller '{}'.",
             shown(tool),
             shown(caller)

@@ -75,7 +75,27 @@ pub struct CallReport {
     /// X3: the `when_cel` condition that failed and how (no values), for the log.
     pub condition_failed: Option<String>,
     /// X6: what the shadow rules would have made of the call, where it differs.
-    pub shadow: Option<crate::access::Shadowed>,
+    pub shadow: Option<Shadowed>,
+}
+
+/// What the shadow rules would have made of a call, where it differs from
+/// what was enforced (X6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shadowed {
+    /// `would_deny`, `would_ask` or `would_allow`.
+    pub would: &'static str,
+    /// The rule that would have decided it (`None`: the default).
+    pub rule: Option<usize>,
+}
+
+impl std::fmt::Display for Shadowed {
+    /// `would_deny by rule[2]`, as the audit trail records it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.rule {
+            Some(i) => write!(f, "{} by rule[{i}]", self.would),
+            None => write!(f, "{} by the default", self.would),
+        }
+    }
 }
 
 /// A call the pipeline lets through, as it should go upstream.

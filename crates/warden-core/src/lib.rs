@@ -82,8 +82,10 @@ pub mod provider;
 pub mod scan;
 pub mod stage;
 
-pub use access::{CallerSelector, Effect, Rule, RuleProblem, Rules, Shadowed};
-pub use call::{Answer, CallReport, CallScope, Caller, Forward, Outcome, Refusal, Verdict};
+pub use access::{CallerSelector, Effect, Rule, RuleProblem, Rules};
+pub use call::{
+    Answer, CallReport, CallScope, Caller, Forward, Outcome, Refusal, Shadowed, Verdict,
+};
 pub use catalogue::{ArgCheck, BuildProblem, Catalogue, PolicySource, ToolEntry};
 pub use cel_when::{CelCondition, CelFailure, CelInput};
 pub use condition::{ArgPath, Condition, Conditions, Test};

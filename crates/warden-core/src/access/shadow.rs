@@ -5,38 +5,16 @@
 //! audit trail and the metrics.
 
 use super::{Effect, Rules};
+use crate::call::Shadowed;
 use crate::cel_when::CelInput;
 use crate::stage::grant::ArgDecision;
-use std::fmt;
 
-/// What the shadow rules would have made of a call, where it differs from
-/// what was enforced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shadowed {
-    /// The effect the call would have had.
-    pub would: Effect,
-    /// The rule that would have decided it (`None`: the default).
-    pub rule: Option<usize>,
-}
-
-impl Shadowed {
-    /// `would_deny`, `would_ask` or `would_allow`.
-    pub fn word(&self) -> &'static str {
-        match self.would {
-            Effect::Deny => "would_deny",
-            Effect::Ask => "would_ask",
-            Effect::Allow => "would_allow",
-        }
-    }
-}
-
-impl fmt::Display for Shadowed {
-    /// `would_deny by rule[2]`, as the audit trail records it.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.rule {
-            Some(i) => write!(f, "{} by rule[{i}]", self.word()),
-            None => write!(f, "{} by the default", self.word()),
-        }
+/// `would_deny`, `would_ask` or `would_allow`.
+fn word_of(effect: Effect) -> &'static str {
+    match effect {
+        Effect::Deny => "would_deny",
+        Effect::Ask => "would_ask",
+        Effect::Allow => "would_allow",
     }
 }
 
@@ -72,7 +50,10 @@ impl Rules {
         }
         let (enforced, _) = self.overall(input, false);
         let (would, rule) = self.overall(input, true);
-        (would != enforced).then_some(Shadowed { would, rule })
+        (would != enforced).then_some(Shadowed {
+            would: word_of(would),
+            rule,
+        })
     }
 }
 

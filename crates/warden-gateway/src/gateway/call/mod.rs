@@ -452,7 +452,7 @@ impl Calls {
             };
             verdict.report.shadow = policy.grant.rules.shadow_verdict(&input);
             if let Some(s) = verdict.report.shadow {
-                self.settle.metrics.shadow(s.word());
+                self.settle.metrics.shadow(s.would);
             }
         }
         verdict
