@@ -43,17 +43,6 @@ struct ConfigArg {
 }
 
 #[derive(Subcommand)]
-enum PolicyAction {
-    /// Run the cases of CASES.toml; print a diff for each that fails; exit 1 if any does.
-    Test {
-        /// The cases file: [[case]] tables of caller, tool, arguments, expect, message.
-        cases: PathBuf,
-        #[command(flatten)]
-        config: ConfigArg,
-    },
-}
-
-#[derive(Subcommand)]
 enum Command {
     /// Serve MCP clients: over stdio (newline-delimited JSON-RPC on stdin/stdout) or
     /// Streamable HTTP (POST/GET/DELETE on http://ADDR/mcp). Default: gateway.front.
@@ -143,27 +132,12 @@ enum Command {
     /// Judge the recorded calls of the audit trail by this configuration's access
     /// rules, offline; list the calls whose decision changes; exit 1 when one that
     /// ran would now be refused.
-    Replay {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// Only calls since: a duration back from now (7d) or a UTC time.
-        #[arg(long)]
-        since: Option<String>,
-        /// Only calls made by this caller.
-        #[arg(long)]
-        caller: Option<String>,
-        /// Only calls to tools matching this glob (as callers name them).
-        #[arg(long)]
-        tool: Option<String>,
-        /// Print JSON lines instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    Replay(replay::Args),
     /// Policy as code: `policy test CASES.toml` judges cases of caller, tool and
     /// arguments by this configuration's access rules.
     Policy {
         #[command(subcommand)]
-        action: PolicyAction,
+        action: policy_test::Action,
     },
     /// Pin tool definitions against rug pulls: lock, diff, approve (starts the upstreams).
     Pins {
@@ -487,22 +461,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             audit::list(&load(&config)?, filter, json).await
         }
-        Command::Replay {
-            config,
-            since,
-            caller,
-            tool,
-            json,
-        } => {
-            let filter = replay::Filter {
-                since,
-                caller,
-                tool,
-            };
-            replay::replay(&load(&config)?, filter, json).await
-        }
+        Command::Replay(args) => replay::replay(&load(&args.config)?, &args).await,
         Command::Policy {
-            action: PolicyAction::Test { cases, config },
+            action: policy_test::Action::Test { cases, config },
         } => policy_test::run(&load(&config)?, &cases),
         Command::Pins { action } => {
             let config = load(action.config())?;

@@ -10,6 +10,18 @@ use std::process::ExitCode;
 use warden_core::{CallScope, Caller, CelInput, Effect};
 use warden_gateway::config::Config;
 
+/// `mcp-warden policy …`.
+#[derive(clap::Subcommand)]
+pub enum Action {
+    /// Run the cases of CASES.toml; print a diff for each that fails; exit 1 if any does.
+    Test {
+        /// The cases file: [[case]] tables of caller, tool, arguments, expect, message.
+        cases: std::path::PathBuf,
+        #[command(flatten)]
+        config: crate::ConfigArg,
+    },
+}
+
 /// A cases file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

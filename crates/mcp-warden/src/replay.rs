@@ -14,11 +14,23 @@ use warden_core::{CallScope, Caller, CelInput, Effect, Rules};
 use warden_gateway::config::Config;
 use warden_store::{AuditFilter, AuditRecord};
 
-/// Which recorded calls to replay, as the command line gave them.
-pub struct Filter {
-    pub since: Option<String>,
-    pub caller: Option<String>,
-    pub tool: Option<String>,
+/// `mcp-warden replay`: which recorded calls to replay, against which file.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub config: crate::ConfigArg,
+    /// Only calls since: a duration back from now (7d) or a UTC time.
+    #[arg(long)]
+    since: Option<String>,
+    /// Only calls made by this caller.
+    #[arg(long)]
+    caller: Option<String>,
+    /// Only calls to tools matching this glob (as callers name them).
+    #[arg(long)]
+    tool: Option<String>,
+    /// Print JSON lines instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 /// A call's access decision, as the trail recorded it or as the rules take it now.
@@ -130,22 +142,24 @@ fn rule_name(rule: Option<usize>) -> String {
 }
 
 /// Replays the trail of `config`'s store against `config`'s rules.
-pub async fn replay(config: &Config, filter: Filter, as_json: bool) -> anyhow::Result<ExitCode> {
-    let since_ms = filter
+pub async fn replay(config: &Config, args: &Args) -> anyhow::Result<ExitCode> {
+    let since_ms = args
         .since
-        .map(|s| warden_store::parse_since(&s, std::time::SystemTime::now()))
+        .as_ref()
+        .map(|s| warden_store::parse_since(s, std::time::SystemTime::now()))
         .transpose()
         .map_err(|e| anyhow!("--since: {e}"))?;
-    let glob = filter
+    let glob = args
         .tool
-        .map(|g| Glob::new(&g).map(|g| g.compile_matcher()))
+        .as_ref()
+        .map(|g| Glob::new(g).map(|g| g.compile_matcher()))
         .transpose()
         .map_err(|e| anyhow!("--tool: {e}"))?;
     let store = crate::audit::open_trail(config).await?;
     let read = Instant::now();
     let records = store
         .query(AuditFilter {
-            caller: filter.caller,
+            caller: args.caller.clone(),
             tool: None,
             outcome: None,
             since_ms,
@@ -190,7 +204,7 @@ pub async fn replay(config: &Config, filter: Filter, as_json: bool) -> anyhow::R
         .iter()
         .filter(|c| c.before == Verdict::Allow && c.now == Verdict::Refuse)
         .count();
-    if as_json {
+    if args.json {
         print_json(&changes)?;
     } else {
         print_table(&changes);

@@ -14,6 +14,7 @@ mod keys;
 mod reads;
 mod relaying;
 mod routed;
+mod scope;
 
 pub use reads::Read;
 
@@ -42,36 +43,6 @@ use std::time::{Duration, Instant};
 use warden_core::hooks::{self, BeforeOutcome, CallContext};
 use warden_core::{answer, CallReport, CallScope, Caller, Catalogue, Forward, Refusal, Verdict};
 use warden_store::{Claim, Finish, OnAbandoned};
-
-/// What a `when_cel` condition reads of a call beyond its caller, tool and
-/// arguments (X1), `calls` being the session's calls before this one.
-fn scope(
-    policy: &Policy,
-    catalogue: &Catalogue,
-    session: &ClientSession,
-    name: Option<&str>,
-    calls: u64,
-) -> CallScope {
-    let tool = name.and_then(|n| catalogue.get(n));
-    let transport = if session.label.starts_with("http") {
-        "http"
-    } else {
-        "stdio"
-    };
-    CallScope {
-        claims: Map::new(),
-        tool_labels: tool.map_or(Vec::new(), |t| {
-            policy.flows.labels_of(&t.upstream, &t.upstream_name)
-        }),
-        session_labels: session::lock(&session.flow).iter().cloned().collect(),
-        session_calls: calls,
-        time: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64),
-        transport: transport.to_owned(),
-        revision: session.version().unwrap_or_default().to_owned(),
-    }
-}
 
 /// How long a quota credit redeems: as long as the state that carries it opens.
 const CREDIT_TTL: Duration = Duration::from_secs(rev2026::STATE_TTL_SECS);
@@ -414,7 +385,7 @@ impl Calls {
         let calls = session.calls.fetch_add(1, Ordering::Relaxed);
         // Only a `when_cel` condition reads the scope: build it only for one.
         let scope = match policy.grant.rules.reads_scope() {
-            true => scope(policy, catalogue, session, name, calls),
+            true => scope::of(policy, catalogue, session, name, calls),
             false => CallScope::default(),
         };
         let shadow = policy.grant.rules.has_shadow();
@@ -435,22 +406,8 @@ impl Calls {
             }
         };
         if let (Some(sent), Some(caller), Some(name)) = (sent, caller, name) {
-            // X6: judged on the arguments the tool would get, or, for a call
-            // refused before they were settled, on those sent.
-            let empty = Map::new();
-            let args = match &verdict.outcome {
-                warden_core::Outcome::Forward(f) => &f.arguments,
-                _ => sent.as_ref().and_then(Value::as_object).unwrap_or(&empty),
-            };
-            let tool = catalogue.get(name);
-            let input = warden_core::CelInput {
-                caller,
-                tool: name,
-                upstream: tool.map_or("", |t| t.upstream.as_str()),
-                args,
-                scope: &scope,
-            };
-            verdict.report.shadow = policy.grant.rules.shadow_verdict(&input);
+            let call = (caller, name, sent.as_ref());
+            verdict.report.shadow = scope::shadow(policy, catalogue, call, &verdict, &scope);
             if let Some(s) = verdict.report.shadow {
                 self.settle.metrics.shadow(s.would);
             }
