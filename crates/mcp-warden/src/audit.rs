@@ -16,7 +16,7 @@ pub struct Filter {
 }
 
 /// The configured store, which must exist already: these commands read it.
-async fn open_trail(config: &Config) -> anyhow::Result<Store> {
+pub(crate) async fn open_trail(config: &Config) -> anyhow::Result<Store> {
     if config.store.url.is_none() {
         return Err(anyhow!("{}: no [store] url is configured, so there is no audit trail to query; add [store] url = \"sqlite://warden.db\"", config.path.display()));
     }

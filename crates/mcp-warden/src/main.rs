@@ -16,6 +16,9 @@ use warden_gateway::gateway::{ClientSession, DescriptionFinding, Gateway, Outgoi
 use warden_gateway::pins;
 
 mod audit;
+mod judge;
+mod policy_test;
+mod replay;
 
 #[derive(Parser)]
 #[command(
@@ -125,6 +128,16 @@ enum Command {
         /// Print JSON lines instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Judge the recorded calls of the audit trail by this configuration's access
+    /// rules, offline; list the calls whose decision changes; exit 1 when one that
+    /// ran would now be refused.
+    Replay(replay::Args),
+    /// Policy as code: `policy test CASES.toml` judges cases of caller, tool and
+    /// arguments by this configuration's access rules.
+    Policy {
+        #[command(subcommand)]
+        action: policy_test::Action,
     },
     /// Pin tool definitions against rug pulls: lock, diff, approve (starts the upstreams).
     Pins {
@@ -415,6 +428,10 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             audit::list(&load(&config)?, filter, json).await
         }
+        Command::Replay(args) => replay::replay(&load(&args.config)?, &args).await,
+        Command::Policy {
+            action: policy_test::Action::Test { cases, config },
+        } => policy_test::run(&load(&config)?, &cases),
         Command::Pins { action } => {
             let config = load(action.config())?;
             let path = pins::lock_path(&config.path);

@@ -650,3 +650,24 @@ fn without_a_shared_store_a_session_with_flow_rules_ends_when_it_idles_out() {
     assert_eq!((r.status, r.body), (404, not_found), "idled out at a");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// X1 on `[[flow]]`: the rule stops only calls its `when_cel` holds for; one
+/// that fails at run time fails the call closed.
+#[test]
+fn a_flow_with_when_cel_stops_only_the_calls_it_holds_for() {
+    let config = labelled("deny", "when_cel = \"args.text.contains('@')\"\n");
+    let mut w = Warden::start("flow-cel", &config);
+    w.call_text("drive.echo", json!({}));
+    w.call_text("web.echo", json!({}));
+    // The trifecta is complete, but no address: the rule does not hold.
+    assert_eq!(
+        w.call_text("mail.echo", json!({"text": "hello"})),
+        r#"{"text":"hello"}"#
+    );
+    assert_eq!(text(&w.call("mail.echo", json!({"text": "a@b.c"}))), DENIED);
+    // No `text` to read: the condition fails, and so does the call.
+    assert_eq!(
+        text(&w.call("mail.echo", json!({"n": 1}))),
+        "Error: Policy could not decide on this call, so it is refused."
+    );
+}

@@ -8,8 +8,9 @@
 //! answers exactly like an absent one.
 
 use crate::answer;
-use crate::call::Caller;
+use crate::call::{CallScope, Caller};
 use crate::catalogue::{Catalogue, ToolEntry};
+use crate::cel_when::{CelCondition, CelInput};
 use crate::condition::{Condition, Conditions, Evidence, Step};
 use crate::hint;
 use crate::policy::UnknownMode;
@@ -94,6 +95,10 @@ pub struct Rule {
     pub effect: Effect,
     /// Conditions on the call's arguments (G6); empty: the rule decides on names alone.
     pub when: Conditions,
+    /// A CEL condition over the call (X1), which must hold besides `when`.
+    pub cel: Option<CelCondition>,
+    /// `mode = "shadow"` (X6): judged and reported, never enforced.
+    pub shadow: bool,
 }
 
 impl Rule {
@@ -125,7 +130,34 @@ impl Rule {
             tools: matchers,
             effect,
             when: Conditions::default(),
+            cel: None,
+            shadow: false,
         })
+    }
+
+    /// The rule in shadow mode (X6): judged and reported, never enforced.
+    pub fn in_shadow(mut self) -> Rule {
+        self.shadow = true;
+        self
+    }
+
+    /// The rule, deciding only calls `cel` holds for (X1).
+    pub fn when_cel(mut self, cel: CelCondition) -> Rule {
+        self.cel = Some(cel);
+        self
+    }
+
+    /// Whether the rule's conditions read the top-level argument `key` (replay
+    /// cannot judge a call whose recorded value for it was redacted).
+    pub fn reads_argument(&self, key: &str) -> bool {
+        self.when.iter().any(|c| c.path.root() == key)
+            || self.cel.as_ref().is_some_and(|c| c.reads_argument(key))
+    }
+
+    /// Whether something about the call beyond its caller and tool name decides
+    /// whether the rule applies (`when`, `when_any`, `when_cel`).
+    pub fn is_conditional(&self) -> bool {
+        !self.when.is_empty() || self.cel.is_some()
     }
 
     /// The rule, deciding only calls whose arguments meet `when` (G6).
@@ -178,18 +210,28 @@ impl Rules {
     /// allows or asks makes the tool visible (`Allow`; the call's arguments decide
     /// the rest), one that denies is passed over, since some call may miss it.
     pub fn effect(&self, caller: &Caller, tool: &str) -> Effect {
-        for r in &self.rules {
-            if !r.applies(caller, tool) {
+        self.effect_by(caller, tool).0
+    }
+
+    /// [`Rules::effect`], and the index of the rule that decided it (`None`: the default).
+    pub fn effect_by(&self, caller: &Caller, tool: &str) -> (Effect, Option<usize>) {
+        self.effect_in(caller, tool, false)
+    }
+
+    /// [`Rules::effect_by`], shadow rules (X6) counted as enforced or passed over.
+    fn effect_in(&self, caller: &Caller, tool: &str, shadow: bool) -> (Effect, Option<usize>) {
+        for (i, r) in self.rules.iter().enumerate() {
+            if !r.applies(caller, tool) || (r.shadow && !shadow) {
                 continue;
             }
-            if r.when.is_empty() {
-                return r.effect;
+            if !r.is_conditional() {
+                return (r.effect, Some(i));
             }
             if r.effect != Effect::Deny {
-                return Effect::Allow;
+                return (Effect::Allow, Some(i));
             }
         }
-        self.default
+        (self.default, None)
     }
 
     /// The decision on one call's arguments (G6), or `None` when no rule with
@@ -200,30 +242,78 @@ impl Rules {
         tool: &str,
         args: &Map<String, Value>,
     ) -> Option<ArgDecision> {
-        // The first condition an allowing rule missed: what the caller could change.
-        let mut missed: Option<Evidence> = None;
+        let input = CelInput {
+            caller,
+            tool,
+            upstream: "",
+            args,
+            scope: &CallScope::default(),
+        };
+        self.effect_on_call(&input)
+    }
+
+    /// [`Rules::effect_on_arguments`] with everything a `when_cel` condition
+    /// reads (X1). A CEL condition that fails at run time fails the call closed
+    /// (X3), whatever the rule's effect.
+    pub fn effect_on_call(&self, input: &CelInput<'_>) -> Option<ArgDecision> {
+        self.judge_call(input).map(|(d, _)| d)
+    }
+
+    /// [`Rules::effect_on_call`], and the index of the rule that decided
+    /// (`None`: the default), for replay.
+    pub fn judge_call(&self, input: &CelInput<'_>) -> Option<(ArgDecision, Option<usize>)> {
+        self.judge_in(input, false)
+    }
+
+    /// [`Rules::judge_call`], shadow rules (X6) counted as enforced or passed over.
+    fn judge_in(&self, input: &CelInput<'_>, shadow: bool) -> Option<(ArgDecision, Option<usize>)> {
+        let (caller, tool, args) = (input.caller, input.tool, input.args);
+        // The words for the first condition an allowing rule missed: what the caller could change.
+        let mut missed: Option<String> = None;
         let mut conditional = false;
         let words =
             |ev: &Evidence| answer::argument_constraint(&ev.argument, tool, &ev.must, &caller.name);
-        for r in &self.rules {
-            if !r.applies(caller, tool) {
+        for (i, r) in self.rules.iter().enumerate() {
+            if !r.applies(caller, tool) || (r.shadow && !shadow) {
                 continue;
             }
-            if r.when.is_empty() {
-                return conditional.then(|| decided(r.effect, missed.as_ref().map(words)));
+            if !r.is_conditional() {
+                return conditional.then(|| (decided(r.effect, missed), Some(i)));
             }
             conditional = true;
             // An allow needs every element a wildcard reaches to pass; deny and ask
             // are set off by any (the cautious reading both ways).
-            let (held, evidence) = r.when.check(args, r.effect == Effect::Allow);
+            let (mut held, mut why) = (true, None);
+            if !r.when.is_empty() {
+                let (h, ev) = r.when.check(args, r.effect == Effect::Allow);
+                (held, why) = (h, Some(words(&ev)));
+            }
+            if let (true, Some(cel)) = (held, &r.cel) {
+                held = match cel.holds(input) {
+                    Ok(h) => h,
+                    Err(failure) => {
+                        let note = format!("rule[{i}].when_cel: {failure}");
+                        return Some((ArgDecision::Failed(note), Some(i)));
+                    }
+                };
+                // The CEL condition decided: it is what the words are about.
+                let effect = if held { r.effect } else { Effect::Deny };
+                if !held || why.is_none() {
+                    why = Some(answer::policy_condition(
+                        effect == Effect::Ask,
+                        tool,
+                        &caller.name,
+                    ));
+                }
+            }
             if held {
-                return Some(decided(r.effect, Some(words(&evidence))));
+                return Some((decided(r.effect, why), Some(i)));
             }
             if r.effect != Effect::Deny && missed.is_none() {
-                missed = Some(evidence);
+                missed = why;
             }
         }
-        conditional.then(|| decided(self.default, missed.as_ref().map(words)))
+        conditional.then(|| (decided(self.default, missed), None))
     }
 
     /// Rules that can never match because an earlier rule takes all their cases:
@@ -233,7 +323,9 @@ impl Rules {
         for (j, later) in self.rules.iter().enumerate() {
             let by = self.rules[..j].iter().position(|earlier| {
                 // A rule with conditions lets the calls that miss them through to later rules.
-                earlier.when.is_empty()
+                // A shadow rule takes no case at all (X6).
+                !earlier.is_conditional()
+                    && !earlier.shadow
                     && later.callers.iter().all(|c| earlier.covers_caller(c))
                     && later
                         .tool_patterns
@@ -245,6 +337,12 @@ impl Rules {
             }
         }
         out
+    }
+
+    /// Whether some rule has a `when_cel` condition, which reads a call's
+    /// [`CallScope`] (X1): a host builds the scope only then.
+    pub fn reads_scope(&self) -> bool {
+        self.rules.iter().any(|r| r.cel.is_some())
     }
 
     /// Whether some rule (or the default) lets someone call `tool` (allow or ask).
@@ -469,9 +567,27 @@ impl Grant for Rules {
         tool: &ToolEntry,
         args: &Map<String, Value>,
     ) -> Option<ArgDecision> {
-        self.effect_on_arguments(caller, &tool.name, args)
+        self.decide_in_scope(caller, tool, args, &CallScope::default())
+    }
+
+    fn decide_in_scope(
+        &self,
+        caller: &Caller,
+        tool: &ToolEntry,
+        args: &Map<String, Value>,
+        scope: &CallScope,
+    ) -> Option<ArgDecision> {
+        self.effect_on_call(&CelInput {
+            caller,
+            tool: &tool.name,
+            upstream: &tool.upstream,
+            args,
+            scope,
+        })
     }
 }
+
+mod shadow;
 
 #[cfg(test)]
 mod tests;

@@ -319,6 +319,26 @@ pub fn argument_constraint(argument: &str, tool: &str, must: &str, caller: &str)
     )
 }
 
+/// X2: the words for a call a `when_cel` condition decided: a refusal (after
+/// "Error: "), or the question put to a human.
+pub fn policy_condition(ask: bool, tool: &str, caller: &str) -> String {
+    match ask {
+        true => format!(
+            "Policy asks for approval of this call to tool '{}' for caller '{}'.",
+            shown(tool),
+            shown(caller)
+        ),
+        false => format!(
+            "Policy does not allow this call to tool '{}' for caller '{}'.",
+            shown(tool),
+            shown(caller)
+        ),
+    }
+}
+
+/// X3: a `when_cel` condition could not be evaluated: the call fails closed.
+pub const CONDITION_FAILED: &str = "Error: Policy could not decide on this call, so it is refused.";
+
 /// G6: a call refused by a rule on its arguments.
 pub fn argument_refused(constraint: &str) -> String {
     format!("Error: {constraint}")

@@ -24,6 +24,26 @@ impl Caller {
     }
 }
 
+/// What a call carries beyond its caller, tool and arguments, for `when_cel`
+/// conditions (X1): the host fills what it knows; the default is an empty scope.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallScope {
+    /// The caller's verified token claims (empty without a token).
+    pub claims: Map<String, Value>,
+    /// The flow labels of the tool called (F1).
+    pub tool_labels: Vec<String>,
+    /// The flow labels the session has met so far (F1).
+    pub session_labels: Vec<String>,
+    /// Calls the session made before this one.
+    pub session_calls: u64,
+    /// When the call arrived, in seconds since the Unix epoch (UTC).
+    pub time: i64,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// The protocol revision the client agreed (`2025-06-18`), empty if none.
+    pub revision: String,
+}
+
 /// Why the pipeline answered a call itself (for the audit trail and metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -38,6 +58,8 @@ pub enum Refusal {
     InvalidArguments,
     /// A rule on the arguments refused the call (G6).
     ArgumentRule,
+    /// A `when_cel` condition could not be evaluated: the call failed closed (X3).
+    ConditionFailed,
 }
 
 /// What the argument stages noticed and did, whatever the outcome.
@@ -50,6 +72,30 @@ pub struct CallReport {
     /// A3: the undeclared keys the call carried, and the mode applied to them.
     pub unknown_keys: Vec<String>,
     pub unknown_mode: Option<UnknownMode>,
+    /// X3: the `when_cel` condition that failed and how (no values), for the log.
+    pub condition_failed: Option<String>,
+    /// X6: what the shadow rules would have made of the call, where it differs.
+    pub shadow: Option<Shadowed>,
+}
+
+/// What the shadow rules would have made of a call, where it differs from
+/// what was enforced (X6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shadowed {
+    /// `would_deny`, `would_ask` or `would_allow`.
+    pub would: &'static str,
+    /// The rule that would have decided it (`None`: the default).
+    pub rule: Option<usize>,
+}
+
+impl std::fmt::Display for Shadowed {
+    /// `would_deny by rule[2]`, as the audit trail records it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.rule {
+            Some(i) => write!(f, "{} by rule[{i}]", self.would),
+            None => write!(f, "{} by the default", self.would),
+        }
+    }
 }
 
 /// A call the pipeline lets through, as it should go upstream.

@@ -70,6 +70,7 @@ pub mod access;
 pub mod answer;
 pub mod call;
 pub mod catalogue;
+pub mod cel_when;
 pub mod condition;
 pub mod expected;
 pub mod hint;
@@ -82,8 +83,11 @@ pub mod scan;
 pub mod stage;
 
 pub use access::{CallerSelector, Effect, Rule, RuleProblem, Rules};
-pub use call::{Answer, CallReport, Caller, Forward, Outcome, Refusal, Verdict};
+pub use call::{
+    Answer, CallReport, CallScope, Caller, Forward, Outcome, Refusal, Shadowed, Verdict,
+};
 pub use catalogue::{ArgCheck, BuildProblem, Catalogue, PolicySource, ToolEntry};
+pub use cel_when::{CelCondition, CelFailure, CelInput};
 pub use condition::{ArgPath, Condition, Conditions, Test};
 pub use hooks::{
     AfterHook, BeforeDecision, BeforeHook, CallContext, CallEnd, DenyReason, HookError,

@@ -2,7 +2,7 @@
 //! Read this file to know what happens to a tool call and in which order; each
 //! stage lives in [`crate::stage`] with its own tests.
 
-use crate::call::{Answer, CallReport, Caller, Forward, Outcome, Refusal, Verdict};
+use crate::call::{Answer, CallReport, CallScope, Caller, Forward, Outcome, Refusal, Verdict};
 use crate::catalogue::Catalogue;
 use crate::meta::MetaLimits;
 use crate::stage::{
@@ -101,6 +101,25 @@ impl Pipeline {
         caller: Option<&Caller>,
         params: Value,
     ) -> Verdict {
+        self.check_in_scope(
+            grant,
+            catalogue,
+            session,
+            (caller, &CallScope::default()),
+            params,
+        )
+    }
+
+    /// [`Pipeline::check_with`] with what the call carries for `when_cel`
+    /// conditions besides its caller (X1).
+    pub fn check_in_scope(
+        &self,
+        grant: &dyn Grant,
+        catalogue: &Catalogue,
+        session: &Session,
+        (caller, scope): (Option<&Caller>, &CallScope),
+        params: Value,
+    ) -> Verdict {
         let mut report = CallReport::default();
         let answered = |answer, refusal, report| Verdict {
             outcome: Outcome::Answer { answer, refusal },
@@ -159,7 +178,7 @@ impl Pipeline {
         // Rules on arguments last: they judge the values the tool will get (G6).
         let mut approval_because = None;
         if let Some(caller) = caller {
-            match stage::arg_rules::apply(grant, caller, tool, &args) {
+            match stage::arg_rules::apply(grant, caller, tool, &args, scope) {
                 Ruled::Stands => {}
                 Ruled::Allow => needs_approval = false,
                 Ruled::Ask(why) => {
@@ -167,6 +186,11 @@ impl Pipeline {
                     approval_because = why;
                 }
                 Ruled::Answer(answer, refusal) => return answered(answer, refusal, report),
+                Ruled::Failed(note) => {
+                    report.condition_failed = Some(note);
+                    let answer = Answer::ToolError(answer::CONDITION_FAILED.to_owned());
+                    return answered(answer, Refusal::ConditionFailed, report);
+                }
             }
         }
         // A tool its policy always puts to a human: no rule allows it past that.

@@ -34,6 +34,8 @@ pub struct Metrics {
     pub trace_spans_dropped: Arc<AtomicU64>,
     /// HTTP front: requests refused before any session or pipeline, by status.
     http_refused: Mutex<BTreeMap<u16, u64>>,
+    /// X6: calls the shadow rules would have decided otherwise, by what they would have done.
+    shadow: Mutex<BTreeMap<&'static str, u64>>,
     /// HTTP front: sessions open now.
     pub http_sessions: AtomicU64,
     /// HTTP front: connections open now.
@@ -75,6 +77,16 @@ impl Metrics {
             audit_lost,
             ..Default::default()
         }
+    }
+
+    /// Counts one call the shadow rules would have decided otherwise (X6).
+    pub fn shadow(&self, would: &'static str) {
+        *self
+            .shadow
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(would)
+            .or_default() += 1;
     }
 
     /// Counts one HTTP request the front refused (401, 403, 404, 413 …).
@@ -272,6 +284,18 @@ impl Metrics {
                 out,
                 "warden_guard_findings_total{{guard=\"{guard}\",kind=\"{kind}\",action=\"{action}\"}} {n}"
             );
+        }
+        let shadow = self
+            .shadow
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let _ = writeln!(
+            out,
+            "# HELP warden_shadow_total Calls shadow rules would have decided otherwise (X6), by what they would have done.\n# TYPE warden_shadow_total counter"
+        );
+        for (would, n) in shadow {
+            let _ = writeln!(out, "warden_shadow_total{{would=\"{would}\"}} {n}");
         }
         let refused = self
             .http_refused

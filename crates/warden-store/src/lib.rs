@@ -175,6 +175,10 @@ pub struct AuditRecord {
     /// The note the operator gave with the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_note: Option<String>,
+    /// What the shadow rules would have made of the call where it differs from
+    /// what was enforced (X6): `would_deny by rule[2]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<String>,
 }
 
 /// One guard's finding in a call's result: the kind, where, how many times,

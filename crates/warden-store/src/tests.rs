@@ -230,6 +230,7 @@ async fn audit_records_are_queried_by_filter() {
         findings: Vec::new(),
         approver: None,
         approval_note: None,
+        shadow: None,
     };
     s.record(&rec("alice", "notes.create_note", "ok"))
         .await
@@ -497,6 +498,7 @@ async fn chart_facts_come_from_the_columns_and_from_older_rows_json() {
         findings: Vec::new(),
         approver: None,
         approval_note: None,
+        shadow: None,
     };
     let found = AuditRecord {
         findings: vec![finding.clone()],

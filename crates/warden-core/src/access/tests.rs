@@ -423,3 +423,80 @@ mod negation {
         }
     }
 }
+
+fn cel(src: &str) -> CelCondition {
+    CelCondition::compile(src).unwrap()
+}
+
+#[test]
+fn a_cel_condition_decides_like_when_and_says_so() {
+    let rules = Rules {
+        rules: vec![
+            rule(&["*"], &["bank.*"], Effect::Deny)
+                .when_cel(cel("args.amount > 1000 && !('finance' in caller.groups)")),
+            rule(&["*"], &["bank.transfer"], Effect::Ask).when_cel(cel("args.amount > 100")),
+            rule(&["*"], &["bank.transfer"], Effect::Allow)
+                .when_cel(cel("tool.name == 'bank.transfer' && args.amount > 0")),
+        ],
+        default: Effect::Deny,
+    };
+    let alice = caller("alice", &[]);
+    let fin = caller("fin", &["finance"]);
+    // Listing: a conditional deny is passed over, a conditional allow shows the tool.
+    assert_eq!(rules.effect(&alice, "bank.transfer"), Effect::Allow);
+    let on = |who: &Caller, v| rules.effect_on_arguments(who, "bank.transfer", &args(v));
+    assert_eq!(
+        on(&alice, json!({"amount": 5000})),
+        Some(ArgDecision::Refuse(
+            "Policy does not allow this call to tool 'bank.transfer' for caller 'alice'.".into()
+        ))
+    );
+    assert_eq!(
+        on(&fin, json!({"amount": 5000})),
+        Some(ArgDecision::Ask(Some(
+            "Policy asks for approval of this call to tool 'bank.transfer' for caller 'fin'."
+                .into()
+        )))
+    );
+    assert_eq!(on(&alice, json!({"amount": 50})), Some(ArgDecision::Allow));
+    // The allow missed and the default denies: the words say a policy condition did.
+    assert_eq!(
+        on(&alice, json!({"amount": -5})),
+        Some(ArgDecision::Refuse(
+            "Policy does not allow this call to tool 'bank.transfer' for caller 'alice'.".into()
+        ))
+    );
+}
+
+#[test]
+fn a_cel_condition_that_fails_at_run_time_fails_the_call_closed() {
+    // An allow rule: were the failure read as "does not hold", the default would allow.
+    let rules = Rules {
+        rules: vec![rule(&["*"], &["t"], Effect::Deny).when_cel(cel("args.n > 3"))],
+        default: Effect::Allow,
+    };
+    let me = caller("me", &[]);
+    assert_eq!(
+        rules.effect_on_arguments(&me, "t", &args(json!({"n": "x"}))),
+        Some(ArgDecision::Failed(
+            "rule[0].when_cel: it stopped: a value it reads has a type the expression does not handle"
+                .into()
+        ))
+    );
+    assert_eq!(
+        rules.effect_on_arguments(&me, "t", &args(json!({"n": 1}))),
+        Some(ArgDecision::Allow)
+    );
+}
+
+#[test]
+fn a_rule_with_a_cel_condition_shadows_nothing() {
+    let rules = Rules {
+        rules: vec![
+            rule(&["*"], &["*"], Effect::Deny).when_cel(cel("caller.name == 'x'")),
+            rule(&["*"], &["t"], Effect::Allow),
+        ],
+        default: Effect::Deny,
+    };
+    assert!(rules.shadowed().is_empty());
+}

@@ -7,7 +7,7 @@
 //! call runs, is put to a human, or is refused with the constraint it missed.
 
 use crate::answer::{self, Answer};
-use crate::call::{Caller, Refusal};
+use crate::call::{CallScope, Caller, Refusal};
 use crate::catalogue::ToolEntry;
 use crate::stage::grant::{ArgDecision, Grant};
 use serde_json::{Map, Value};
@@ -23,6 +23,9 @@ pub enum Ruled {
     Ask(Option<String>),
     /// Answered here.
     Answer(Answer, Refusal),
+    /// A `when_cel` condition failed (X3): refused with
+    /// [`answer::CONDITION_FAILED`]; the note is for the operator's log.
+    Failed(String),
 }
 
 pub fn apply(
@@ -30,8 +33,9 @@ pub fn apply(
     caller: &Caller,
     tool: &ToolEntry,
     args: &Map<String, Value>,
+    scope: &CallScope,
 ) -> Ruled {
-    match grant.decide_arguments(caller, tool, args) {
+    match grant.decide_in_scope(caller, tool, args, scope) {
         None => Ruled::Stands,
         Some(ArgDecision::Allow) => Ruled::Allow,
         Some(ArgDecision::Ask(why)) => Ruled::Ask(why),
@@ -39,6 +43,8 @@ pub fn apply(
             Answer::ToolError(answer::argument_refused(&why)),
             Refusal::ArgumentRule,
         ),
+        // X3: fails closed; what went wrong is the operator's, not the caller's.
+        Some(ArgDecision::Failed(note)) => Ruled::Failed(note),
         // G2: answered exactly like a name the caller cannot see.
         Some(ArgDecision::Hide) => Ruled::Answer(
             Answer::RpcError {

@@ -8,7 +8,7 @@
 //! listing fall back to the base rules but makes a call fail closed (G4).
 
 use crate::answer;
-use crate::call::{Answer, Caller, Refusal};
+use crate::call::{Answer, CallScope, Caller, Refusal};
 use crate::catalogue::{Catalogue, ToolEntry};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -38,6 +38,10 @@ pub enum ArgDecision {
     Refuse(String),
     /// No rule lets this call through and none can say why: as if the tool were absent.
     Hide,
+    /// A `when_cel` condition could not be evaluated (X3): the call is refused
+    /// with a fixed answer; the text (rule and what went wrong, no values) is
+    /// for the operator's log.
+    Failed(String),
 }
 
 /// A source of grant decisions. `tool` is `None` when the name resolves to nothing;
@@ -56,6 +60,19 @@ pub trait Grant: Send + Sync {
         _args: &Map<String, Value>,
     ) -> Option<ArgDecision> {
         None
+    }
+
+    /// [`Grant::decide_arguments`] with what a call carries beyond its caller,
+    /// tool and arguments, for `when_cel` conditions (X1). By default the scope
+    /// is not read.
+    fn decide_in_scope(
+        &self,
+        caller: &Caller,
+        tool: &ToolEntry,
+        args: &Map<String, Value>,
+        _scope: &CallScope,
+    ) -> Option<ArgDecision> {
+        self.decide_arguments(caller, tool, args)
     }
 }
 

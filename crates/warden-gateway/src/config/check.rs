@@ -20,7 +20,8 @@ use auth::{credentials, oauth};
 use serde_json::Value;
 use std::collections::HashSet;
 use warden_core::{
-    ArgPath, Condition, Conditions, Effect, LayeredPolicy, Overrides, Rule, Rules, Test,
+    ArgPath, CelCondition, Condition, Conditions, Effect, LayeredPolicy, Overrides, Rule, Rules,
+    Test,
 };
 
 /// One thing wrong with the file: the dotted key and what to do about it.
@@ -546,7 +547,16 @@ fn rule(i: usize, r: &RuleConfig) -> Result<Rule, Invalid> {
         Rule::new(&r.callers, &r.tools, r.effect).map_err(|m| invalid(format!("rule[{i}]"), m))?;
     let all = conditions(i, "when", &r.when)?;
     let any = conditions(i, "when_any", &r.when_any)?;
-    Ok(rule.when(Conditions { all, any }))
+    let mut rule = rule.when(Conditions { all, any });
+    if r.mode == Some(super::file::RuleMode::Shadow) {
+        rule = rule.in_shadow();
+    }
+    match &r.when_cel {
+        Some(src) => CelCondition::compile(src)
+            .map(|c| rule.when_cel(c))
+            .map_err(|m| invalid(format!("rule[{i}].when_cel"), m)),
+        None => Ok(rule),
+    }
 }
 
 /// A rule's conditions on arguments (G6); an error names the rule, the list and the entry.

@@ -323,6 +323,32 @@ pub struct RuleConfig {
     /// Conditions of which at least one must hold (besides all of `when`) (G6).
     #[serde(default)]
     pub when_any: Vec<ConditionConfig>,
+    /// A CEL expression over caller, tool, args, session and request that must
+    /// hold too (X1).
+    pub when_cel: Option<String>,
+    /// enforce (built-in) | shadow: judged, audited and counted, not enforced (X6).
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub mode: Option<RuleMode>,
+}
+
+/// Whether a rule is enforced or only watched (X6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleMode {
+    Enforce,
+    Shadow,
+}
+
+impl FromStr for RuleMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "enforce" => Ok(RuleMode::Enforce),
+            "shadow" => Ok(RuleMode::Shadow),
+            other => Err(format!(
+                "'{other}' is not a mode; use one of: enforce, shadow"
+            )),
+        }
+    }
 }
 
 /// One condition on an argument (G6): a path and exactly one test (`min` and
@@ -404,6 +430,9 @@ pub struct FlowConfig {
     pub effect: FlowEffect,
     /// Why, in plain words for the model (built-in: a sentence naming the labels).
     pub reason: Option<String>,
+    /// A CEL expression over caller, tool, args, session and request that must
+    /// hold too for the rule to stop the call (X1).
+    pub when_cel: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

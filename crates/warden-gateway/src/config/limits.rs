@@ -146,6 +146,8 @@ pub struct Flow {
     pub effect: FlowEffect,
     /// Why, in words for the model.
     pub reason: String,
+    /// A CEL condition that must hold too (X1).
+    pub cel: Option<warden_core::CelCondition>,
 }
 
 impl Flow {
@@ -171,11 +173,18 @@ impl Flow {
                 f.calling
             ),
         };
+        let cel = f
+            .when_cel
+            .as_deref()
+            .map(warden_core::CelCondition::compile)
+            .transpose()
+            .map_err(|m| format!("when_cel: {m}"))?;
         Ok(Flow {
             touched: f.touched.clone(),
             calling: f.calling.clone(),
             effect: f.effect,
             reason,
+            cel,
         })
     }
 }

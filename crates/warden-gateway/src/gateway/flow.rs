@@ -59,6 +59,8 @@ pub enum FlowDecision {
     Deny(String),
     /// Runs once a human approves: the rule's reason.
     Ask(String),
+    /// A rule's `when_cel` failed (X3): refused closed; the note is the operator's.
+    Failed(String),
 }
 
 /// The flow rules and tool labels of one gateway.
@@ -147,15 +149,36 @@ impl Flows {
     }
 
     /// The rules' decision on a call carrying `labels` in a session that has touched `trail`.
-    pub fn decide(&self, trail: &Trail, labels: &[String]) -> FlowDecision {
+    /// A rule with `when_cel` stops the call only where it holds for `call`
+    /// (X1); without the call to read, or where it fails, the call fails closed.
+    pub fn decide(
+        &self,
+        trail: &Trail,
+        labels: &[String],
+        call: Option<&warden_core::CelInput<'_>>,
+    ) -> FlowDecision {
         let mut ask = None;
-        for rule in &self.rules {
+        for (i, rule) in self.rules.iter().enumerate() {
             let carries = labels.contains(&rule.calling);
             let completes = rule
                 .touched
                 .iter()
                 .all(|l| trail.contains(l) || labels.contains(l));
             if carries && completes {
+                if let Some(cel) = &rule.cel {
+                    match call.map(|c| cel.holds(c)) {
+                        Some(Ok(true)) => {}
+                        Some(Ok(false)) => continue,
+                        Some(Err(e)) => {
+                            return FlowDecision::Failed(format!("flow[{i}].when_cel: {e}"))
+                        }
+                        None => {
+                            return FlowDecision::Failed(format!(
+                                "flow[{i}].when_cel: no call to read"
+                            ))
+                        }
+                    }
+                }
                 match rule.effect {
                     FlowEffect::Deny => return FlowDecision::Deny(rule.reason.clone()),
                     FlowEffect::Ask => {
@@ -260,27 +283,27 @@ mod tests {
         assert_eq!(f.labels_of("m", "send_mail"), ["external_sink"]);
         assert!(f.labels_of("m", "list").is_empty());
         let sink = f.labels_of("m", "send_mail");
-        assert_eq!(f.decide(&trail(&[]), &sink), FlowDecision::Pass);
+        assert_eq!(f.decide(&trail(&[]), &sink, None), FlowDecision::Pass);
         assert_eq!(
-            f.decide(&trail(&["untrusted_content"]), &sink),
+            f.decide(&trail(&["untrusted_content"]), &sink, None),
             FlowDecision::Pass
         );
         assert_eq!(
-            f.decide(&trail(&["private_data"]), &sink),
+            f.decide(&trail(&["private_data"]), &sink, None),
             FlowDecision::Ask("Private data was read.".into())
         );
         let denied = FlowDecision::Deny("This session has already used tools labelled 'private_data' and 'untrusted_content', and this tool is labelled 'external_sink': together they could send what was read out of the session.".into());
         assert_eq!(
-            f.decide(&trail(&["private_data", "untrusted_content"]), &sink),
+            f.decide(&trail(&["private_data", "untrusted_content"]), &sink, None),
             denied
         );
         assert_eq!(
-            f.decide(&trail(&["untrusted_content", "private_data"]), &sink),
+            f.decide(&trail(&["untrusted_content", "private_data"]), &sink, None),
             denied
         );
         // Fetching a page after reading private data completes the trifecta by itself.
         assert_eq!(
-            f.decide(&trail(&["private_data"]), &f.labels_of("w", "fetch")),
+            f.decide(&trail(&["private_data"]), &f.labels_of("w", "fetch"), None),
             denied
         );
     }

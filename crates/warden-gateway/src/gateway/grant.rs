@@ -12,7 +12,7 @@ use crate::otel::{Kind, Span};
 use std::collections::HashMap;
 use std::sync::Arc;
 use warden_core::{
-    ArgDecision, Caller, Catalogue, Grant, GrantDecision, Pipeline, Rules, ToolEntry,
+    ArgDecision, CallScope, Caller, Catalogue, Grant, GrantDecision, Pipeline, Rules, ToolEntry,
 };
 
 /// The grant decision's sources.
@@ -45,6 +45,19 @@ impl Grant for Decided<'_> {
         match self.decisions.get(&tool.name) {
             Some(_) => None,
             None => self.base.decide_arguments(caller, tool, args),
+        }
+    }
+
+    fn decide_in_scope(
+        &self,
+        caller: &Caller,
+        tool: &ToolEntry,
+        args: &serde_json::Map<String, serde_json::Value>,
+        scope: &CallScope,
+    ) -> Option<ArgDecision> {
+        match self.decisions.get(&tool.name) {
+            Some(_) => None,
+            None => self.base.decide_in_scope(caller, tool, args, scope),
         }
     }
 }

@@ -141,6 +141,8 @@ pub struct ClientSession {
     stateless: AtomicBool,
     /// The flow labels of the calls this session was let through (F1-F4).
     pub(crate) flow: Mutex<std::collections::BTreeSet<String>>,
+    /// `tools/call` requests the session made so far (`session.calls` of C1).
+    pub(crate) calls: std::sync::atomic::AtomicU64,
     /// The virtual server the session was opened on (V1), if any.
     server: std::sync::OnceLock<String>,
     /// The tools `search_tools` found on a growing server (V6), by their
@@ -216,6 +218,7 @@ impl ClientSession {
             client: RwLock::new(None),
             stateless: AtomicBool::new(false),
             flow: Mutex::new(Default::default()),
+            calls: Default::default(),
             server: std::sync::OnceLock::new(),
             found: Mutex::new(Default::default()),
         })

@@ -341,6 +341,7 @@ async fn audit_records_round_trip() {
         findings: Vec::new(),
         approver: None,
         approval_note: None,
+        shadow: None,
     };
     s.record_batch(std::slice::from_ref(&rec)).await.unwrap();
     let got = s

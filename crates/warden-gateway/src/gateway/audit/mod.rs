@@ -186,6 +186,7 @@ impl AuditTrail {
             findings: Vec::new(),
             approver: None,
             approval_note: None,
+            shadow: report.shadow.map(|s| s.to_string()),
         }
     }
 
@@ -217,6 +218,7 @@ impl AuditTrail {
             findings: Vec::new(),
             approver: None,
             approval_note: None,
+            shadow: None,
         }
     }
 

@@ -159,8 +159,30 @@ impl Calls {
                 r.labels = labels.clone();
                 r.touched = trail.iter().cloned().collect();
             }
-            match policy.flows.decide(&trail, labels) {
+            let scope = CallScope {
+                tool_labels: labels.clone(),
+                session_labels: trail.iter().cloned().collect(),
+                ..CallScope::default()
+            };
+            let anonymous = Caller::default();
+            let input = warden_core::CelInput {
+                caller: ctx.caller.as_ref().unwrap_or(&anonymous),
+                tool: &ctx.tool,
+                upstream: &ctx.upstream,
+                args: &ctx.arguments,
+                scope: &scope,
+            };
+            match policy.flows.decide(&trail, labels, Some(&input)) {
                 FlowDecision::Pass => {}
+                FlowDecision::Failed(note) => {
+                    tracing::warn!(tool = %logged(&ctx.tool), note = %logged(&note), "a when_cel condition failed; the call is refused");
+                    let end = End::Policy {
+                        decision: Decision::FlowDenied,
+                        text: answer::CONDITION_FAILED.to_owned(),
+                        retry_ms: None,
+                    };
+                    return Err(self.settle.settle(&a.record, end).await);
+                }
                 FlowDecision::Ask(reason) => flow_ask = Some(reason),
                 FlowDecision::Deny(reason) => {
                     tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), touched = %logged(trail.iter().cloned().collect::<Vec<_>>().join(",")), "a flow rule refused the call");

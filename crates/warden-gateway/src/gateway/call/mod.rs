@@ -14,6 +14,7 @@ mod keys;
 mod reads;
 mod relaying;
 mod routed;
+mod scope;
 
 pub use reads::Read;
 
@@ -40,7 +41,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use warden_core::hooks::{self, BeforeOutcome, CallContext};
-use warden_core::{answer, CallReport, Caller, Catalogue, Forward, Refusal, Verdict};
+use warden_core::{answer, CallReport, CallScope, Caller, Catalogue, Forward, Refusal, Verdict};
 use warden_store::{Claim, Finish, OnAbandoned};
 
 /// How long a quota credit redeems: as long as the state that carries it opens.
@@ -307,8 +308,11 @@ impl Calls {
                     Refusal::NoToolName | Refusal::InvalidArguments => Decision::InvalidArguments,
                     Refusal::UnknownTool => Decision::UnknownTool,
                     Refusal::GrantFailure => Decision::GrantFailure,
-                    Refusal::ArgumentRule => Decision::Denied,
+                    Refusal::ArgumentRule | Refusal::ConditionFailed => Decision::Denied,
                 };
+                if let Some(note) = &verdict.report.condition_failed {
+                    tracing::warn!(tool = %logged(tool), note = %logged(note), "a when_cel condition failed; the call is refused");
+                }
                 let end = End::Pipeline { decision, answer };
                 return Begun::Done(self.settle.settle(&record, end).await);
             }
@@ -378,21 +382,41 @@ impl Calls {
         check: Map<String, Value>,
         span: Option<&Span>,
     ) -> Verdict {
-        let name = check.get("name").and_then(Value::as_str);
+        let name = check.get("name").and_then(Value::as_str).map(str::to_owned);
+        let name = name.as_deref();
         let caller = session.caller();
         let caller = caller.as_deref();
-        match policy.grant.for_call(caller, name, span).await {
-            Some(grant) => policy.pipeline.check_with(
-                &*grant,
-                catalogue,
-                &session.warn,
-                caller,
-                Value::Object(check),
-            ),
-            None => policy
-                .pipeline
-                .check(catalogue, &session.warn, caller, Value::Object(check)),
+        let calls = session.calls.fetch_add(1, Ordering::Relaxed);
+        // Only a `when_cel` condition reads the scope: build it only for one.
+        let scope = match policy.grant.rules.reads_scope() {
+            true => scope::of(policy, catalogue, session, name, calls),
+            false => CallScope::default(),
+        };
+        let shadow = policy.grant.rules.has_shadow();
+        let sent = shadow.then(|| check.get("arguments").cloned());
+        let params = Value::Object(check);
+        let at = (caller, &scope);
+        let mut verdict = match policy.grant.for_call(caller, name, span).await {
+            Some(grant) => {
+                policy
+                    .pipeline
+                    .check_in_scope(&*grant, catalogue, &session.warn, at, params)
+            }
+            None => {
+                let rules = &*policy.grant.rules;
+                policy
+                    .pipeline
+                    .check_in_scope(rules, catalogue, &session.warn, at, params)
+            }
+        };
+        if let (Some(sent), Some(caller), Some(name)) = (sent, caller, name) {
+            let call = (caller, name, sent.as_ref());
+            verdict.report.shadow = scope::shadow(policy, catalogue, call, &verdict, &scope);
+            if let Some(s) = verdict.report.shadow {
+                self.settle.metrics.shadow(s.would);
+            }
         }
+        verdict
     }
 
     /// What a call the pipeline refused leaves behind: its audit record, and for a
