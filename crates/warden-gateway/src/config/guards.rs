@@ -221,6 +221,11 @@ impl Guards {
         self.select(|g| g.arguments && g.applies(caller, tool))
     }
 
+    /// Whether any guard goes over tool definitions (S7).
+    pub fn over_descriptions(&self) -> bool {
+        self.list.iter().any(|g| g.descriptions)
+    }
+
     /// The guards over the definition of `tool` listed to `caller` (S7).
     pub fn for_descriptions(&self, caller: Option<&Caller>, tool: &str) -> Applied {
         self.select(|g| g.descriptions && g.applies(caller, tool))

@@ -341,6 +341,7 @@ fn drain_answer(key: CallKey) -> Outgoing {
         call: Some(key),
         ends_call: false,
         msg: Value::Null,
+        raw: None,
     }
 }
 
@@ -354,7 +355,15 @@ fn over(key: CallKey) -> Outgoing {
         call: Some(key),
         ends_call: true,
         msg: Value::Null,
+        raw: None,
     }
+}
+
+/// One line to write: made here from a message, or the message's own bytes
+/// (without the newline).
+enum OutLine {
+    Made(Vec<u8>),
+    Raw(bytes::Bytes),
 }
 
 async fn write_messages<W: AsyncWrite + Unpin>(
@@ -366,8 +375,14 @@ async fn write_messages<W: AsyncWrite + Unpin>(
         call,
         ends_call,
         msg,
+        raw,
     }) = rx.recv().await
     {
+        // Bytes the gateway had already are written as they are, then the newline.
+        let line_of = |msg: &Value| match &raw {
+            Some(bytes) => OutLine::Raw(bytes.clone()),
+            None => OutLine::Made(jsonrpc::to_line(msg)),
+        };
         // What to write: nothing for the notes (a request's end, the drain's
         // turn), and an answer only if its request has none written yet.
         let line = match (&call, msg.is_null()) {
@@ -375,15 +390,24 @@ async fn write_messages<W: AsyncWrite + Unpin>(
                 running.release(key);
                 None
             }
-            (Some(key), true) => running.drain_answer(key).map(|e| jsonrpc::to_line(&e)),
+            (Some(key), true) => running
+                .drain_answer(key)
+                .map(|e| OutLine::Made(jsonrpc::to_line(&e))),
             (None, true) => None,
             (Some(key), false) if matches!(jsonrpc::classify(&msg), Kind::Response { .. }) => {
-                running.answer(key).then(|| jsonrpc::to_line(&msg))
+                running.answer(key).then(|| line_of(&msg))
             }
-            (_, false) => Some(jsonrpc::to_line(&msg)),
+            (_, false) => Some(line_of(&msg)),
         };
         if let Some(line) = line {
-            if out.write_all(&line).await.is_err() {
+            let written = match line {
+                OutLine::Made(bytes) => out.write_all(&bytes).await,
+                OutLine::Raw(bytes) => match out.write_all(&bytes).await {
+                    Ok(()) => out.write_all(b"\n").await,
+                    e => e,
+                },
+            };
+            if written.is_err() {
                 tracing::error!("writing to stdout failed; the client is gone");
                 return;
             }
@@ -441,6 +465,7 @@ mod tests {
             call: Some(key.clone()),
             ends_call: true,
             msg,
+            raw: None,
         };
         let out = written(
             vec![

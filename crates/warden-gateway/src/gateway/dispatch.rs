@@ -195,30 +195,11 @@ impl Gateway {
                 Begun::Done(Some(Ok(result)))
             }
             "ping" => Begun::Done(Some(Ok(json!({})))),
-            "tools/list" => {
-                self.connect(None).await;
-                let caller = session.caller();
-                let found = session::lock(&session.found).clone();
-                match self
-                    .list_tools_on(session.server(), caller.as_deref(), &found)
-                    .await
-                {
-                    Ok(mut result) => {
-                        // The shortest lifetime an upstream gave its tools (stamped below).
-                        let ttl = self
-                            .upstreams
-                            .list()
-                            .iter()
-                            .filter_map(|u| u.tools_ttl())
-                            .min();
-                        if let (Some(t), Some(_)) = (ttl, &envelope) {
-                            result["ttlMs"] = json!(t);
-                        }
-                        Begun::Done(Some(Ok(result)))
-                    }
-                    Err(message) => err(jsonrpc::INTERNAL_ERROR, &message),
-                }
-            }
+            "tools/list" => match self.list_tools_raw(session, id, envelope.is_some()).await {
+                // Answered already, as bytes.
+                Ok(()) => Begun::Done(None),
+                Err(message) => err(jsonrpc::INTERNAL_ERROR, &message),
+            },
             "tools/call" => {
                 self.connect(None).await;
                 let params = params.unwrap_or(Value::Null);
@@ -376,6 +357,46 @@ impl Gateway {
 
     /// A `subscriptions/listen` stream ([`listen`]): acknowledged at once, then
     /// the list changes it asked for, until the client cancels it or goes away.
+    /// Answers a `tools/list` request with the listing's bytes (issue 25); at
+    /// 2026-07-28 (`stamped`) with the shortest lifetime an upstream gave its
+    /// tools and the revision's stamp after them.
+    async fn list_tools_raw(
+        &self,
+        session: &ClientSession,
+        id: &Value,
+        stamped: bool,
+    ) -> Result<(), String> {
+        self.connect(None).await;
+        let caller = session.caller();
+        let found = session::lock(&session.found).clone();
+        let tools = self
+            .listed_bytes(session.server(), caller.as_deref(), &found)
+            .await?;
+        let mut rest = json!({});
+        if stamped {
+            let ttl = self
+                .upstreams
+                .list()
+                .iter()
+                .filter_map(|u| u.tools_ttl())
+                .min();
+            if let Some(t) = ttl {
+                rest["ttlMs"] = json!(t);
+            }
+            rev2026::stamp_result("tools/list", &mut rest);
+        }
+        let rest = rest.as_object().cloned().unwrap_or_default();
+        session
+            .send(Outgoing {
+                call: Some(jsonrpc::id_key(id)),
+                ends_call: true,
+                msg: listing::envelope(id.clone()),
+                raw: Some(listing::answer(id, &tools, &rest)),
+            })
+            .await;
+        Ok(())
+    }
+
     pub(super) fn listen(
         self: &Arc<Self>,
         session: &Arc<ClientSession>,
@@ -573,6 +594,7 @@ async fn respond(session: &ClientSession, id: Value, body: Option<Body>, stamp: 
             call: Some(call),
             ends_call: true,
             msg,
+            raw: None,
         })
         .await;
 }

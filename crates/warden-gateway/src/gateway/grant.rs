@@ -76,6 +76,11 @@ impl GrantSource {
         GrantSource { rules, webhook }
     }
 
+    /// Whether a webhook decides grants (a listing may differ each time).
+    pub fn has_webhook(&self) -> bool {
+        self.webhook.is_some()
+    }
+
     /// The tools `caller` sees, in catalogue order.
     pub async fn list<'c>(
         &self,

@@ -32,6 +32,7 @@ pub mod inbox;
 mod input;
 pub mod ledger;
 mod listen;
+mod listing;
 mod log_level;
 pub mod policy;
 pub mod quota;
@@ -369,6 +370,46 @@ impl Gateway {
         self.listing(None, caller, &Default::default()).await
     }
 
+    /// The `tools` array of the `tools/list` result for a caller, as bytes:
+    /// kept from the last listing when nothing it depends on changed
+    /// ([`listing`]), else made and kept.
+    async fn listed_bytes(
+        &self,
+        server: Option<&str>,
+        caller: Option<&Caller>,
+        found: &std::collections::BTreeSet<String>,
+    ) -> Result<bytes::Bytes, String> {
+        let down = self.upstreams.unavailable();
+        if !down.is_empty() {
+            return Err(texts::listing_failed(&down));
+        }
+        let (policy, catalogue) = self.calls.snapshot();
+        if policy.grant.has_webhook() || policy.guards.over_descriptions() {
+            let (listed, _) = self.listing_of(&policy, &catalogue, server, caller, found).await;
+            return Ok(listing::serialise(listed["tools"].as_array().into_iter().flatten()));
+        }
+        let key = listing::ListingKey::new(caller, server, found);
+        if let Some(kept) = policy.listings.get(&catalogue, &key) {
+            return Ok(kept);
+        }
+        let listed = policy.grant.list(&policy.pipeline, &catalogue, caller).await;
+        let bytes = match server {
+            None => listing::serialise(listed),
+            // A server a reload took away shows nothing.
+            Some(name) => match policy.server(name) {
+                Some(s) => listing::serialise(&servers::listing(
+                    s,
+                    &listed,
+                    &policy.views.get(s, &catalogue),
+                    found,
+                )),
+                None => listing::serialise([]),
+            },
+        };
+        policy.listings.put(&catalogue, key, bytes.clone());
+        Ok(bytes)
+    }
+
     async fn listing(
         &self,
         server: Option<&str>,
@@ -380,9 +421,23 @@ impl Gateway {
             return Err(texts::listing_failed(&down));
         }
         let (policy, catalogue) = self.calls.snapshot();
+        Ok(self
+            .listing_of(&policy, &catalogue, server, caller, found)
+            .await)
+    }
+
+    /// The listing under one policy and catalogue, made afresh.
+    async fn listing_of(
+        &self,
+        policy: &policy::Policy,
+        catalogue: &Arc<Catalogue>,
+        server: Option<&str>,
+        caller: Option<&Caller>,
+        found: &std::collections::BTreeSet<String>,
+    ) -> (Value, Vec<DescriptionFinding>) {
         let listed = policy
             .grant
-            .list(&policy.pipeline, &catalogue, caller)
+            .list(&policy.pipeline, catalogue, caller)
             .await;
         // S7: a tool a `block` guard flags is absent for the callers it applies to.
         let (listed, mut findings) = descriptions::unblocked(&policy.guards, caller, listed);
@@ -395,7 +450,7 @@ impl Gateway {
             None => listed.into_iter().cloned().collect(),
             // A server a reload took away shows nothing.
             Some(name) => match policy.server(name) {
-                Some(s) => servers::listing(s, &listed, &policy.views.get(s, &catalogue), found),
+                Some(s) => servers::listing(s, &listed, &policy.views.get(s, catalogue), found),
                 None => Vec::new(),
             },
         };
@@ -406,7 +461,7 @@ impl Gateway {
             &mut tools,
             &self.calls.settle.metrics,
         ));
-        Ok((jsonrpc::object([("tools", Value::Array(tools))]), findings))
+        (jsonrpc::object([("tools", Value::Array(tools))]), findings)
     }
 
     /// Runs one `tools/call` through the pipeline and the upstream, start to finish.

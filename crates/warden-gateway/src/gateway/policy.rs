@@ -40,6 +40,8 @@ pub struct Policy {
     pub servers: Vec<Arc<crate::config::servers::VirtualServer>>,
     /// What each makes of the catalogue (V2, V4), worked out once per catalogue.
     pub views: super::servers::Views,
+    /// The listings made under this policy, as bytes (issue 25).
+    pub listings: super::listing::Listings,
 }
 
 /// The hooks a library user put around every call: they outlive reloads.
@@ -115,6 +117,7 @@ impl Policy {
             guards: config.guards.clone(),
             servers: config.servers.clone(),
             views: Default::default(),
+            listings: Default::default(),
         }
     }
 

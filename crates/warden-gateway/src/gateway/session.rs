@@ -10,6 +10,7 @@
 use crate::jsonrpc;
 use crate::logged::logged;
 use crate::upstream::Conn;
+use bytes::Bytes;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,6 +32,9 @@ pub struct Outgoing {
     /// The message is the answer to `call`, which ends it.
     pub ends_call: bool,
     pub msg: Value,
+    /// The message as the bytes to write, when the gateway has them already (a
+    /// cached listing): `msg` then holds only its envelope, for routing.
+    pub raw: Option<Bytes>,
 }
 
 impl Outgoing {
@@ -40,6 +44,7 @@ impl Outgoing {
             call: None,
             ends_call: false,
             msg,
+            raw: None,
         }
     }
 }
@@ -330,6 +335,7 @@ impl ClientSession {
             call,
             ends_call: false,
             msg,
+            raw: None,
         })
         .await
     }

@@ -106,7 +106,10 @@ async fn sort(session: Weak<HttpSession>, mut rx: mpsc::Receiver<Outgoing>) {
     while let Some(out) = rx.recv().await {
         let Some(s) = session.upgrade() else { break };
         // Serialised before the streams are locked: the lock is for sorting only.
-        let data = Bytes::from(serde_json::to_vec(&out.msg).unwrap_or_default());
+        let data = match &out.raw {
+            Some(bytes) => bytes.clone(),
+            None => Bytes::from(serde_json::to_vec(&out.msg).unwrap_or_default()),
+        };
         let mut streams = s.streams();
         match streams.target(&out) {
             Some((n, last)) => streams.push(n, data, last),

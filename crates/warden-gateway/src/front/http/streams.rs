@@ -182,6 +182,7 @@ mod tests {
             call: Some("1".into()),
             ends_call,
             msg,
+            raw: None,
         };
         let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}});
         assert_eq!(
