@@ -19,6 +19,8 @@ use warden_store::GuardFinding;
 #[derive(Clone)]
 pub(super) struct ResultGuards {
     pub guards: Arc<[Arc<Guard>]>,
+    /// The guards in shadow mode, with their place in the file (X9).
+    pub shadow: Vec<(usize, Arc<Guard>)>,
     pub flows: Arc<Flows>,
     /// A 2026-07-28 call: its caller's trail is remembered per caller.
     pub stateless: bool,
@@ -159,6 +161,9 @@ impl Calls {
             return end;
         };
         let governed = govern_result(&rg.guards, &mut result);
+        // X9: the shadow guards look at the result as the others left it.
+        let shadows = scope::shadow_guards(&rg.shadow, &result);
+        scope::note(&self.settle.metrics, record, &shadows);
         if !governed.findings.is_empty() {
             if let Some(text) = self.act_on_findings(session, record, rg, &governed).await {
                 result = settle::tool_error(&text);
@@ -284,12 +289,10 @@ impl Calls {
     /// redacting there; `None`: none apply. The caller of this hands the result
     /// to [`Calls::arguments_end`] once the call's record exists.
     pub(super) fn govern_arguments(
-        policy: &Policy,
-        caller: Option<&Caller>,
-        tool: &str,
+        guards: Option<Arc<[Arc<Guard>]>>,
         arguments: &mut Map<String, Value>,
     ) -> Option<Outbound> {
-        let guards = policy.guards.for_arguments(caller, tool)?;
+        let guards = guards?;
         let mut v = Value::Object(std::mem::take(arguments));
         let governed = govern_result(&guards, &mut v);
         if let Value::Object(m) = v {

@@ -30,6 +30,7 @@ use super::servers::Route;
 use super::session::{self, CallKey, ClientSession, Sessions};
 use super::settle::{self, Body, CallRecord, Decision, End, Settle};
 use super::upstreams::Upstreams;
+use crate::config::guards::CallGuards;
 use crate::logged::logged;
 use crate::otel::{self, Kind, Span};
 use crate::texts;
@@ -112,6 +113,9 @@ struct Accepted {
     sealed: Option<Sealed>,
     /// The guards over its result (S2; `None`: none apply).
     guards: Option<content::ResultGuards>,
+    /// What its `when_cel` conditions read beyond caller, tool and arguments
+    /// (X1, X8): empty when none reads it.
+    scope: Arc<CallScope>,
 }
 
 /// A call queued upstream.
@@ -266,7 +270,7 @@ impl Calls {
         if let Some(meta) = params.get("_meta") {
             check.insert("_meta".into(), meta.clone());
         }
-        let verdict = self
+        let (verdict, scope) = self
             .routed_check(
                 (&policy, &catalogue),
                 session,
@@ -323,19 +327,28 @@ impl Calls {
         if !verdict.report.unknown_keys.is_empty() {
             tracing::info!(tool = %logged(&forward.tool.name), mode = ?verdict.report.unknown_mode, keys = %logged(verdict.report.unknown_keys.join(", ")), "undeclared argument keys");
         }
-        let outbound = Calls::govern_arguments(
-            &policy,
-            session.caller().as_deref(),
-            &forward.tool.name.clone(),
-            &mut forward.arguments,
-        );
+        // The guards whose `when_cel` holds for the call (X8), on the
+        // arguments as the argument stages left them; a failed one refuses it.
+        let scope = Arc::new(scope);
+        let (guards, guard_failed) = match guards_of(&policy, session, &forward, &scope) {
+            Ok(g) => (g, None),
+            Err(note) => (CallGuards::default(), Some(note)),
+        };
+        let outbound = Calls::govern_arguments(guards.arguments, &mut forward.arguments);
+        // X9: shadow guards look at the arguments as the others left them.
+        let args = Value::Object(std::mem::take(&mut forward.arguments));
+        let shadow_args = scope::shadow_guards(&guards.shadow_arguments, &args);
+        if let Value::Object(m) = args {
+            forward.arguments = m;
+        }
+        let results = (guards.results, guards.shadow_results);
         let accepted = self.prepare(
             &policy,
             session,
             params,
             had_arguments,
-            (forward, outbound.as_ref()),
-            &verdict.report,
+            (forward, outbound.as_ref(), results),
+            (&verdict.report, scope),
             (call, envelope, binding, sealed),
             started,
         );
@@ -353,6 +366,17 @@ impl Calls {
             }
         };
         accepted.record.span = span.map(|s| Box::new(Mutex::new(s)));
+        scope::note(&self.settle.metrics, &mut accepted.record, &shadow_args);
+        if let Some(note) = guard_failed {
+            let tool = &accepted.record.tool;
+            tracing::warn!(tool = %logged(tool), note = %logged(&note), "a when_cel condition failed; the call is refused");
+            let end = End::Policy {
+                decision: Decision::Denied,
+                text: answer::CONDITION_FAILED.to_owned(),
+                retry_ms: None,
+            };
+            return Begun::Done(self.settle.settle(&accepted.record, end).await);
+        }
         if let Some(end) = outbound.and_then(|o| self.arguments_end(&mut accepted.record, o)) {
             return Begun::Done(self.settle.settle(&accepted.record, end).await);
         }
@@ -381,14 +405,14 @@ impl Calls {
         session: &ClientSession,
         check: Map<String, Value>,
         span: Option<&Span>,
-    ) -> Verdict {
+    ) -> (Verdict, CallScope) {
         let name = check.get("name").and_then(Value::as_str).map(str::to_owned);
         let name = name.as_deref();
         let caller = session.caller();
         let caller = caller.as_deref();
         let calls = session.calls.fetch_add(1, Ordering::Relaxed);
         // Only a `when_cel` condition reads the scope: build it only for one.
-        let scope = match policy.grant.rules.reads_scope() {
+        let scope = match policy.reads_scope() {
             true => scope::of(policy, catalogue, session, name, calls),
             false => CallScope::default(),
         };
@@ -416,7 +440,7 @@ impl Calls {
                 self.settle.metrics.shadow(s.would);
             }
         }
-        verdict
+        (verdict, scope)
     }
 
     /// What a call the pipeline refused leaves behind: its audit record, and for a
@@ -465,8 +489,12 @@ impl Calls {
         session: &Arc<ClientSession>,
         mut params: Value,
         had_arguments: bool,
-        (mut forward, outbound): (Forward, Option<&content::Outbound>),
-        report: &CallReport,
+        (mut forward, outbound, (results, shadow)): (
+            Forward,
+            Option<&content::Outbound>,
+            ResultsGuarded,
+        ),
+        (report, scope): (&CallReport, Arc<CallScope>),
         (call, envelope, binding, sealed): Revision2026,
         started: Instant,
     ) -> Result<Accepted, String> {
@@ -501,17 +529,14 @@ impl Calls {
             )
         });
         let limited = policy.quotas.any_for(caller, &tool.name);
-        let guards =
-            policy
-                .guards
-                .for_results(caller, &tool.name)
-                .map(|guards| content::ResultGuards {
-                    guards,
-                    flows: policy.flows.clone(),
-                    stateless: envelope.is_some(),
-                    call: call.clone(),
-                    timeout: policy.approval_timeout,
-                });
+        let guards = (results.is_some() || !shadow.is_empty()).then(|| content::ResultGuards {
+            guards: results.unwrap_or_else(|| Arc::from(Vec::new())),
+            shadow,
+            flows: policy.flows.clone(),
+            stateless: envelope.is_some(),
+            call: call.clone(),
+            timeout: policy.approval_timeout,
+        });
         // The flow context is the gateway's: it never goes upstream.
         let context = obj
             .get_mut("_meta")
@@ -575,8 +600,33 @@ impl Calls {
             flow,
             sealed,
             guards,
+            scope,
         })
     }
+}
+
+/// The guards over a call's result: those that act, and those in shadow mode (X9).
+type ResultsGuarded = (
+    crate::config::guards::Applied,
+    Vec<(usize, Arc<crate::config::guards::Guard>)>,
+);
+
+/// The guards of a call the pipeline let through (S2, S6), by their
+/// `when_cel` (X8); `Err`: one failed (X3), the operator's note.
+fn guards_of(
+    policy: &Policy,
+    session: &ClientSession,
+    forward: &Forward,
+    scope: &CallScope,
+) -> Result<CallGuards, String> {
+    let caller = session.caller().unwrap_or_default();
+    policy.guards.for_call(&warden_core::CelInput {
+        caller: &caller,
+        tool: &forward.tool.name,
+        upstream: &forward.tool.upstream,
+        args: &forward.arguments,
+        scope,
+    })
 }
 
 /// The end of a call its upstream answered. A result or a JSON-RPC error passes

@@ -1,9 +1,14 @@
-//! What a `when_cel` condition (X1) and the shadow rules (X6) read of a call
-//! beyond its caller, tool and arguments.
+//! What a `when_cel` condition (X1, X8) and the shadow rules (X6) read of a
+//! call beyond its caller, tool and arguments, and how shadow rules, quotas,
+//! flows and guards (X9) are noted on the call.
 
 use super::super::policy::Policy;
 use super::super::session::{self, ClientSession};
+use super::super::settle::CallRecord;
+use crate::config::guards::{Guard, GuardAction};
+use crate::metrics::Metrics;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 use warden_core::{CallScope, Caller, Catalogue, Shadowed, Verdict};
 
 /// What a `when_cel` condition reads of a call beyond its caller, tool and
@@ -22,7 +27,7 @@ pub(super) fn of(
         "stdio"
     };
     CallScope {
-        claims: Map::new(),
+        claims: session.claims(),
         tool_labels: tool.map_or(Vec::new(), |t| {
             policy.flows.labels_of(&t.upstream, &t.upstream_name)
         }),
@@ -59,4 +64,50 @@ pub(super) fn shadow(
         scope,
     };
     policy.grant.rules.shadow_verdict(&input)
+}
+
+/// X9: what a `[[guard]]` in shadow mode would have done, in the audit's words.
+fn would_of(action: GuardAction) -> &'static str {
+    match action {
+        GuardAction::Redact => "would_redact",
+        GuardAction::Block => "would_block",
+        GuardAction::Label => "would_label",
+        GuardAction::Report => "would_report",
+        GuardAction::Ask => "would_ask",
+    }
+}
+
+/// X9: the shadow guards (with their place in the file) that find something
+/// in `value`; it is scanned on a copy, and left as it was.
+pub(super) fn shadow_guards(guards: &[(usize, Arc<Guard>)], value: &Value) -> Vec<Shadowed> {
+    if guards.is_empty() {
+        return Vec::new();
+    }
+    let mut copy = value.clone();
+    guards
+        .iter()
+        .filter(|(_, g)| {
+            !super::keys::scan_keys(g, &mut copy, false).found.is_empty()
+                || !g.scanner.scan(&mut copy).is_empty()
+        })
+        .map(|(i, g)| Shadowed {
+            would: would_of(g.action),
+            of: "guard",
+            rule: Some(*i),
+        })
+        .collect()
+}
+
+/// X6, X9: a shadow note joins the call's audit record (`; ` between notes)
+/// and `warden_shadow_total`.
+pub(super) fn note(metrics: &Metrics, record: &mut CallRecord, shadows: &[Shadowed]) {
+    for s in shadows {
+        metrics.shadow(s.would);
+        if let Some(r) = record.audit.as_mut() {
+            r.shadow = Some(match r.shadow.take() {
+                Some(before) => format!("{before}; {s}"),
+                None => s.to_string(),
+            });
+        }
+    }
 }

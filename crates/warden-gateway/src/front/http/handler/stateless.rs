@@ -15,7 +15,7 @@ impl Front {
         headers: &HeaderMap,
         msg: Value,
         caller: warden_core::Caller,
-        token: Option<Arc<str>>,
+        token: Credentials,
         on: &OnServer,
     ) -> Reply {
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
@@ -85,7 +85,8 @@ impl Front {
             session.client.serve(name);
         }
         self.drain.track_stateless(&session);
-        session.client.update_caller(&who, token);
+        session.client.update_caller(&who, token.0);
+        session.client.set_claims(token.1);
         self.request(&session, id, msg, header_str(headers, "traceparent"))
             .await
     }
