@@ -385,4 +385,55 @@ mod tests {
             trail(&["private_data"])
         );
     }
+
+    #[test]
+    fn a_shadow_flow_rule_is_noted_and_never_stops_a_call() {
+        let c = Config::parse(
+            "[[upstream]]\nname = \"m\"\ncommand = [\"x\"]\nlabels = { \"send*\" = [\"external_sink\"] }\n\
+             [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"ask\"\nmode = \"shadow\"\n\
+             [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\nmode = \"shadow\"\nwhen_cel = \"args.to != 'me'\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        let f = Flows::new(
+            c.limits.flows,
+            c.limits.labels,
+            (Duration::from_secs(60), Duration::from_secs(600)),
+            None,
+        );
+        let (caller, scope) = (
+            warden_core::Caller::new("a"),
+            warden_core::CallScope::default(),
+        );
+        let args = |v: Value| v.as_object().cloned().unwrap();
+        let (them, me, none) = (
+            args(json!({"to": "x"})),
+            args(json!({"to": "me"})),
+            args(json!({})),
+        );
+        let call = |args| warden_core::CelInput {
+            caller: &caller,
+            tool: "m.send",
+            upstream: "m",
+            args,
+            scope: &scope,
+        };
+        let sink = f.labels_of("m", "send");
+        let read = trail(&["private_data"]);
+        let note = |a| {
+            f.shadow_verdict(&read, &sink, Some(&call(a)))
+                .map(|s| s.to_string())
+        };
+        for a in [&them, &me, &none] {
+            assert_eq!(f.decide(&read, &sink, Some(&call(a))), FlowDecision::Pass);
+        }
+        assert_eq!(note(&them).as_deref(), Some("would_deny by flow[1]"));
+        assert_eq!(note(&me).as_deref(), Some("would_ask by flow[0]"));
+        // The expression fails: enforced, it would refuse the call closed.
+        assert_eq!(note(&none).as_deref(), Some("would_deny by flow[1]"));
+        assert_eq!(
+            f.shadow_verdict(&trail(&[]), &sink, Some(&call(&them))),
+            None
+        );
+    }
 }

@@ -420,4 +420,64 @@ mod tests {
                 .is_none()
         );
     }
+
+    #[test]
+    fn a_call_gets_the_guards_whose_when_cel_holds_and_the_shadow_ones_apart() {
+        let c = Config::parse(
+            "[[upstream]]\nname = \"fx\"\ncommand = [\"x\"]\n\
+             [[guard]]\nname = \"a\"\non = [\"arguments\", \"results\"]\ndetect = [\"pii.email\"]\naction = \"block\"\nwhen_cel = \"args.n > 1\"\n\
+             [[guard]]\nname = \"s\"\non = [\"arguments\"]\ndetect = [\"pii.email\"]\naction = \"redact\"\nmode = \"shadow\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        let (caller, scope) = (Caller::new("ann"), CallScope::default());
+        let picked = |v: Value| {
+            let args = v.as_object().cloned().unwrap();
+            let call = warden_core::CelInput {
+                caller: &caller,
+                tool: "fx.t",
+                upstream: "fx",
+                args: &args,
+                scope: &scope,
+            };
+            c.guards.for_call(&call).map(|g| {
+                let names = |a: &crate::config::guards::Applied| {
+                    a.iter()
+                        .flat_map(|l| l.iter().map(|g| g.name.clone()))
+                        .collect::<Vec<_>>()
+                };
+                let shadow: Vec<usize> = g.shadow_arguments.iter().map(|(i, _)| *i).collect();
+                (names(&g.arguments), names(&g.results), shadow)
+            })
+        };
+        assert_eq!(
+            picked(json!({"n": 2})),
+            Ok((vec!["a".into()], vec!["a".into()], vec![1]))
+        );
+        assert_eq!(picked(json!({"n": 1})), Ok((vec![], vec![], vec![1])));
+        assert_eq!(
+            picked(json!({})),
+            Err(
+                "guard[0].when_cel: it stopped: a key it reads is absent (guard it with has())"
+                    .into()
+            )
+        );
+        let g = c.guards.for_call(&warden_core::CelInput {
+            caller: &caller,
+            tool: "fx.t",
+            upstream: "fx",
+            args: &Map::new(),
+            scope: &scope,
+        });
+        assert!(g.is_err());
+        let shadow = vec![(1, c.guards.list[1].clone())];
+        let sent = json!({"to": "a@b.co"});
+        let notes = scope::shadow_guards(&shadow, &sent);
+        assert_eq!(
+            notes.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            ["would_redact by guard[1]"]
+        );
+        assert_eq!(sent, json!({"to": "a@b.co"}), "scanned on a copy");
+        assert!(scope::shadow_guards(&shadow, &json!({"to": "nobody"})).is_empty());
+    }
 }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::config::Config;
+use serde_json::json;
 
 const LEASE: Duration = Duration::from_secs(60);
 
@@ -212,4 +213,85 @@ fn the_request_budget_refills() {
     let wait = b.take("a").unwrap_err();
     assert!(wait > 900.0 && wait <= 1000.0, "{wait}");
     assert!(b.take("b").is_ok());
+}
+
+/// [`Quotas::admit`] for `alice`'s call of `s.q` with `args`.
+async fn admit_args(q: &Quotas, args: serde_json::Value) -> Admission {
+    let (alice, scope) = (Caller::new("alice"), warden_core::CallScope::default());
+    let args = args.as_object().cloned().unwrap_or_default();
+    let call = CelInput {
+        caller: &alice,
+        tool: "s.q",
+        upstream: "s",
+        args: &args,
+        scope: &scope,
+    };
+    q.admit(Some(&call), LEASE, false).await
+}
+
+fn notes(a: &Admission) -> Vec<String> {
+    match a {
+        Admission::Admitted { shadow, .. } => shadow.iter().map(|s| s.to_string()).collect(),
+        _ => panic!("not admitted"),
+    }
+}
+
+#[tokio::test]
+async fn when_cel_decides_which_calls_a_quota_counts_and_a_failure_refuses() {
+    let q = quotas(
+        "[[quota]]\ncallers = [\"*\"]\ntools = [\"s.*\"]\nrate = \"1/hour\"\nwhen_cel = \"args.n > 1\"\n",
+    );
+    for _ in 0..3 {
+        assert!(text(&admit_args(&q, json!({"n": 1})).await).is_none());
+    }
+    assert!(text(&admit_args(&q, json!({"n": 2})).await).is_none());
+    assert!(text(&admit_args(&q, json!({"n": 3})).await).is_some());
+    // Refunded only where it counted: a call it does not count gives nothing back.
+    let (alice, scope) = (Caller::new("alice"), warden_core::CallScope::default());
+    let one = json!({"n": 1}).as_object().cloned().unwrap();
+    let call = |args| CelInput {
+        caller: &alice,
+        tool: "s.q",
+        upstream: "s",
+        args,
+        scope: &scope,
+    };
+    q.refund(Some(&call(&one)));
+    assert!(text(&admit_args(&q, json!({"n": 3})).await).is_some());
+    let three = json!({"n": 3}).as_object().cloned().unwrap();
+    q.refund(Some(&call(&three)));
+    assert!(text(&admit_args(&q, json!({"n": 3})).await).is_none());
+    match admit_args(&q, json!({})).await {
+        Admission::Failed(note) => assert_eq!(
+            note,
+            "quota[0].when_cel: it stopped: a key it reads is absent (guard it with has())"
+        ),
+        _ => panic!("a failed expression must refuse the call"),
+    }
+}
+
+#[tokio::test]
+async fn a_shadow_quota_counts_apart_and_notes_would_deny_without_refusing() {
+    let q = quotas(
+        "[[quota]]\ncallers = [\"*\"]\ntools = [\"s.*\"]\nrate = \"1/hour\"\nmode = \"shadow\"\n\
+         [[quota]]\ncallers = [\"*\"]\ntools = [\"s.*\"]\nconcurrency = 1\nmode = \"shadow\"\nwhen_cel = \"args.n > 0\"\n",
+    );
+    let first = admit_args(&q, json!({"n": 1})).await;
+    assert_eq!(notes(&first), Vec::<String>::new());
+    // The first call still holds the shadow concurrency slot.
+    let second = admit_args(&q, json!({"n": 1})).await;
+    assert_eq!(
+        notes(&second),
+        ["would_deny by quota[0]", "would_deny by quota[1]"]
+    );
+    drop(first);
+    assert_eq!(
+        notes(&admit_args(&q, json!({"n": 1})).await),
+        ["would_deny by quota[0]"]
+    );
+    // A shadow quota's failing expression would refuse, and never does.
+    assert_eq!(
+        notes(&admit_args(&q, json!({})).await),
+        ["would_deny by quota[1]", "would_deny by quota[0]"]
+    );
 }
