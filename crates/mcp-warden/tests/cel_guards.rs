@@ -199,6 +199,14 @@ fn check_names_the_entry_and_the_position_of_a_bad_expression() {
             "guard[0].mode: a guard on descriptions cannot be in shadow mode: a listing has no audit record to note it in",
         ),
         (
+            "[[guard]]\nname = \"g\"\non = [\"descriptions\"]\ndetect = [\"pii\"]\naction = \"report\"\nwhen_cel = \"true\"\n",
+            "guard[0].when_cel: a guard on descriptions cannot have when_cel: a listing has no call to read",
+        ),
+        (
+            "[[quota]]\ncallers = [\"*\"]\ntools = [\"t\"]\nconcurrency = 1\nmode = \"dry\"\n",
+            "quota[0].mode: 'dry' is not a mode; use one of: enforce, shadow",
+        ),
+        (
             "[[flow]]\ntouched = [\"a\"]\ncalling = \"b\"\neffect = \"deny\"\nmode = \"loud\"\n",
             "flow[0].mode: 'loud' is not a mode; use one of: enforce, shadow",
         ),
@@ -211,4 +219,50 @@ fn check_names_the_entry_and_the_position_of_a_bad_expression() {
             format!("error: {}: {expected}", path.display())
         );
     }
+}
+
+#[test]
+fn a_reload_with_a_bad_quota_expression_leaves_the_quota_in_force() {
+    let port = free_port();
+    let toml = format!(
+        r#"
+[gateway]
+stdio_caller = "local"
+[admin]
+listen = "127.0.0.1:{port}"
+
+[[quota]]
+callers = ["*"]
+tools = ["notes.publish_note"]
+rate = "1/hour"
+when_cel = "args.id > 1"
+{NOTES_UPSTREAM}"#
+    );
+    let mut w = Warden::start_capturing_stderr("cel-quota-reload", &toml, "info");
+    let bad = toml.replace("args.id > 1", "args.id > 'one' &&");
+    let path = write_config(&w.dir, &bad);
+    w.hangup();
+    wait_for_reloads(port, "invalid", 1);
+    // The old quota still counts only notes past the first.
+    w.call_text("notes.create_note", json!({"title": "a", "text": "x"}));
+    w.call_text("notes.create_note", json!({"title": "b", "text": "y"}));
+    for _ in 0..2 {
+        assert_eq!(
+            w.call_text("notes.publish_note", json!({"id": 1})),
+            "Note 1 is now public."
+        );
+    }
+    assert_eq!(
+        w.call_text("notes.publish_note", json!({"id": 2})),
+        "Note 2 is now public."
+    );
+    assert!(w
+        .call_text("notes.publish_note", json!({"id": 2}))
+        .starts_with("Error: Rate limit for tool 'notes.publish_note' reached"));
+    let log = w.stderr_after_exit();
+    let said = format!(
+        "config reload refused; the configuration in force stays: {}: quota[0].when_cel: syntax error at line 1, column 19: mismatched input '<EOF>' expecting {{'[', '{{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}}",
+        path.display()
+    );
+    assert!(log.contains(&said), "{log}");
 }
