@@ -323,14 +323,6 @@ pub(super) fn store_connections(store: &StoreConfig, url: Option<&str>) -> Resul
     Ok(())
 }
 
-/// `quota[2]`, or `quota[2].when_cel` for a key within it.
-fn entry_key(table: &str, i: usize, key: &str) -> String {
-    match key {
-        "" => format!("{table}[{i}]"),
-        k => format!("{table}[{i}].{k}"),
-    }
-}
-
 /// Quotas, flows, labels and the HTTP request budget (Q, F): every problem.
 fn limits(file: &ConfigFile) -> Result<Limits, Vec<Invalid>> {
     let mut errors = Vec::new();
@@ -338,14 +330,14 @@ fn limits(file: &ConfigFile) -> Result<Limits, Vec<Invalid>> {
     for (i, q) in file.quota.iter().enumerate() {
         match Quota::build(q) {
             Ok(q) => quotas.push(q),
-            Err((k, m)) => errors.push(invalid(entry_key("quota", i, k), m)),
+            Err((k, m)) => errors.push(invalid(super::limits::entry_key("quota", i, k), m)),
         }
     }
     let mut flows = Vec::with_capacity(file.flow.len());
     for (i, f) in file.flow.iter().enumerate() {
         match Flow::build(f) {
             Ok(f) => flows.push(f),
-            Err((k, m)) => errors.push(invalid(entry_key("flow", i, k), m)),
+            Err((k, m)) => errors.push(invalid(super::limits::entry_key("flow", i, k), m)),
         }
     }
     let labels = Labels::build(&file.upstream)

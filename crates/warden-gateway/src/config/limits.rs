@@ -227,6 +227,14 @@ impl Flow {
     }
 }
 
+/// `quota[2]`, or `quota[2].when_cel` for a key within it.
+pub(super) fn entry_key(table: &str, i: usize, key: &str) -> String {
+    match key {
+        "" => format!("{table}[{i}]"),
+        k => format!("{table}[{i}].{k}"),
+    }
+}
+
 /// A `when_cel`, compiled (X2); `Err`: its key and what is wrong where.
 pub(super) fn compile(
     source: Option<&str>,

@@ -73,13 +73,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-
-/// What a request's token gives the session: the `[oauth]` token itself (for
-/// token exchange) and its verified claims (`caller.claims`, X10).
-type Credentials = (
-    Option<Arc<str>>,
-    Option<Arc<serde_json::Map<String, Value>>>,
-);
 /// The endpoint's path.
 pub const ENDPOINT: &str = "/mcp";
 

@@ -279,12 +279,7 @@ impl Calls {
                 scope::note(&self.settle.metrics, &mut a.record, &shadow);
             }
             Admission::Failed(note) => {
-                tracing::warn!(tool = %logged(&ctx.tool), note = %logged(&note), "a when_cel condition failed; the call is refused");
-                let end = End::Policy {
-                    decision: Decision::RateLimited,
-                    text: answer::CONDITION_FAILED.to_owned(),
-                    retry_ms: None,
-                };
+                let end = scope::failed(&ctx.tool, &note, Decision::RateLimited);
                 return Err(self.settle.settle(&a.record, end).await);
             }
             Admission::Refused { text, retry_ms } => {
@@ -567,5 +562,24 @@ fn call_input<'a>(
         upstream: &ctx.upstream,
         args: &ctx.arguments,
         scope,
+    }
+}
+
+fn hook_decision(d: &hooks::BeforeDecision) -> &'static str {
+    match d {
+        hooks::BeforeDecision::Pass => "pass",
+        hooks::BeforeDecision::Deny(_) => "deny",
+        hooks::BeforeDecision::Answer(_) => "answer",
+    }
+}
+
+fn claim_name(c: &Claim) -> &'static str {
+    match c {
+        Claim::Run => "run",
+        Claim::TakenOver => "taken_over",
+        Claim::Replay(_) => "replay",
+        Claim::Running => "running",
+        Claim::Mismatch => "mismatch",
+        Claim::Abandoned { .. } => "abandoned",
     }
 }

@@ -30,7 +30,6 @@ use super::servers::Route;
 use super::session::{self, CallKey, ClientSession, Sessions};
 use super::settle::{self, Body, CallRecord, Decision, End, Settle};
 use super::upstreams::Upstreams;
-use crate::config::guards::CallGuards;
 use crate::logged::logged;
 use crate::otel::{self, Kind, Span};
 use crate::texts;
@@ -330,17 +329,13 @@ impl Calls {
         // The guards whose `when_cel` holds for the call (X8), on the
         // arguments as the argument stages left them; a failed one refuses it.
         let scope = Arc::new(scope);
-        let (guards, guard_failed) = match guards_of(&policy, session, &forward, &scope) {
+        let (guards, guard_failed) = match scope::guards_of(&policy, session, &forward, &scope) {
             Ok(g) => (g, None),
-            Err(note) => (CallGuards::default(), Some(note)),
+            Err(note) => (Default::default(), Some(note)),
         };
         let outbound = Calls::govern_arguments(guards.arguments, &mut forward.arguments);
         // X9: shadow guards look at the arguments as the others left them.
-        let args = Value::Object(std::mem::take(&mut forward.arguments));
-        let shadow_args = scope::shadow_guards(&guards.shadow_arguments, &args);
-        if let Value::Object(m) = args {
-            forward.arguments = m;
-        }
+        let shadow_args = scope::shadow_arguments(&guards.shadow_arguments, &mut forward);
         let results = (guards.results, guards.shadow_results);
         let accepted = self.prepare(
             &policy,
@@ -368,13 +363,7 @@ impl Calls {
         accepted.record.span = span.map(|s| Box::new(Mutex::new(s)));
         scope::note(&self.settle.metrics, &mut accepted.record, &shadow_args);
         if let Some(note) = guard_failed {
-            let tool = &accepted.record.tool;
-            tracing::warn!(tool = %logged(tool), note = %logged(&note), "a when_cel condition failed; the call is refused");
-            let end = End::Policy {
-                decision: Decision::Denied,
-                text: answer::CONDITION_FAILED.to_owned(),
-                retry_ms: None,
-            };
+            let end = scope::failed(&accepted.record.tool, &note, Decision::Denied);
             return Begun::Done(self.settle.settle(&accepted.record, end).await);
         }
         if let Some(end) = outbound.and_then(|o| self.arguments_end(&mut accepted.record, o)) {
@@ -492,7 +481,7 @@ impl Calls {
         (mut forward, outbound, (results, shadow)): (
             Forward,
             Option<&content::Outbound>,
-            ResultsGuarded,
+            scope::ResultsGuarded,
         ),
         (report, scope): (&CallReport, Arc<CallScope>),
         (call, envelope, binding, sealed): Revision2026,
@@ -605,30 +594,6 @@ impl Calls {
     }
 }
 
-/// The guards over a call's result: those that act, and those in shadow mode (X9).
-type ResultsGuarded = (
-    crate::config::guards::Applied,
-    Vec<(usize, Arc<crate::config::guards::Guard>)>,
-);
-
-/// The guards of a call the pipeline let through (S2, S6), by their
-/// `when_cel` (X8); `Err`: one failed (X3), the operator's note.
-fn guards_of(
-    policy: &Policy,
-    session: &ClientSession,
-    forward: &Forward,
-    scope: &CallScope,
-) -> Result<CallGuards, String> {
-    let caller = session.caller().unwrap_or_default();
-    policy.guards.for_call(&warden_core::CelInput {
-        caller: &caller,
-        tool: &forward.tool.name,
-        upstream: &forward.tool.upstream,
-        args: &forward.arguments,
-        scope,
-    })
-}
-
 /// The end of a call its upstream answered. A result or a JSON-RPC error passes
 /// through unchanged (E3), but a result that is not an object is no
 /// `CallToolResult`: relayed, it would hand the caller `null` or a bare string as
@@ -667,25 +632,6 @@ fn child(record: &CallRecord, name: &str, kind: Kind) -> Option<Span> {
     let span = record.span.as_ref()?;
     let span = span.lock().unwrap_or_else(|e| e.into_inner());
     Some(span.child(name, kind))
-}
-
-fn hook_decision(d: &hooks::BeforeDecision) -> &'static str {
-    match d {
-        hooks::BeforeDecision::Pass => "pass",
-        hooks::BeforeDecision::Deny(_) => "deny",
-        hooks::BeforeDecision::Answer(_) => "answer",
-    }
-}
-
-fn claim_name(c: &Claim) -> &'static str {
-    match c {
-        Claim::Run => "run",
-        Claim::TakenOver => "taken_over",
-        Claim::Replay(_) => "replay",
-        Claim::Running => "running",
-        Claim::Mismatch => "mismatch",
-        Claim::Abandoned { .. } => "abandoned",
-    }
 }
 
 /// What a 2026-07-28 call's sealed state is bound to: the caller, the tool as the

@@ -4,12 +4,13 @@
 
 use super::super::policy::Policy;
 use super::super::session::{self, ClientSession};
-use super::super::settle::CallRecord;
-use crate::config::guards::{Guard, GuardAction};
+use super::super::settle::{CallRecord, Decision, End};
+use crate::config::guards::{CallGuards, Guard, GuardAction};
+use crate::logged::logged;
 use crate::metrics::Metrics;
 use serde_json::{Map, Value};
 use std::sync::Arc;
-use warden_core::{CallScope, Caller, Catalogue, Shadowed, Verdict};
+use warden_core::{CallScope, Caller, Catalogue, Forward, Shadowed, Verdict};
 
 /// What a `when_cel` condition reads of a call beyond its caller, tool and
 /// arguments (X1), `calls` being the session's calls before this one.
@@ -109,5 +110,56 @@ pub(super) fn note(metrics: &Metrics, record: &mut CallRecord, shadows: &[Shadow
                 None => s.to_string(),
             });
         }
+    }
+}
+
+/// The guards over a call's result: those that act, and those in shadow mode (X9).
+pub(super) type ResultsGuarded = (
+    crate::config::guards::Applied,
+    Vec<(usize, Arc<crate::config::guards::Guard>)>,
+);
+
+/// The guards of a call the pipeline let through (S2, S6), by their
+/// `when_cel` (X8); `Err`: one failed (X3), the operator's note.
+pub(super) fn guards_of(
+    policy: &Policy,
+    session: &ClientSession,
+    forward: &Forward,
+    scope: &CallScope,
+) -> Result<CallGuards, String> {
+    let caller = session.caller().unwrap_or_default();
+    policy.guards.for_call(&warden_core::CelInput {
+        caller: &caller,
+        tool: &forward.tool.name,
+        upstream: &forward.tool.upstream,
+        args: &forward.arguments,
+        scope,
+    })
+}
+
+/// X9: the shadow guards over a call's arguments, as the others left them.
+pub(super) fn shadow_arguments(
+    guards: &[(usize, Arc<Guard>)],
+    forward: &mut Forward,
+) -> Vec<Shadowed> {
+    if guards.is_empty() {
+        return Vec::new();
+    }
+    let args = Value::Object(std::mem::take(&mut forward.arguments));
+    let found = shadow_guards(guards, &args);
+    if let Value::Object(m) = args {
+        forward.arguments = m;
+    }
+    found
+}
+
+/// X3, X8: how a call ends whose quota's or guard's `when_cel` failed (`note`,
+/// the operator's words, logged here).
+pub(super) fn failed(tool: &str, note: &str, decision: Decision) -> End {
+    tracing::warn!(tool = %logged(tool), note = %logged(note), "a when_cel condition failed; the call is refused");
+    End::Policy {
+        decision,
+        text: warden_core::answer::CONDITION_FAILED.to_owned(),
+        retry_ms: None,
     }
 }

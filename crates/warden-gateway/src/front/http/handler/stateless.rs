@@ -5,6 +5,13 @@
 
 use super::*;
 
+/// What a request's token gives the session: the `[oauth]` token itself (for
+/// token exchange) and its verified claims (`caller.claims`, X10).
+pub(super) type Credentials = (
+    Option<Arc<str>>,
+    Option<Arc<serde_json::Map<String, Value>>>,
+);
+
 impl Front {
     /// A 2026-07-28 request: its envelope and headers are checked here, at the
     /// edge, so that what it cannot be served for gets the status the revision
