@@ -266,3 +266,37 @@ when_cel = "args.id > 1"
     );
     assert!(log.contains(&said), "{log}");
 }
+
+/// X9 with a shared PostgreSQL store: two gateways count a shadow quota in
+/// the store together, and only the call past it notes `would_deny`.
+#[test]
+fn a_shadow_quota_is_counted_in_the_shared_store_across_gateways() {
+    let db = PgDb::create("shadowquota");
+    let (pa, pb) = (free_port(), free_port());
+    let config = |port: u16| {
+        format!(
+            "[gateway]\nstdio_caller = \"local\"\n[store]\nurl = \"{}\"\n[admin]\nlisten = \"127.0.0.1:{port}\"\n\
+             [[quota]]\ncallers = [\"*\"]\ntools = [\"notes.list_notes\"]\nrate = \"2/hour\"\nmode = \"shadow\"\n{NOTES_UPSTREAM}",
+            db.url()
+        )
+    };
+    let mut a = Warden::start("shadow-quota-pg-a", &config(pa));
+    let mut b = Warden::start("shadow-quota-pg-b", &config(pb));
+    for on_a in [true, false, true] {
+        let w = if on_a { &mut a } else { &mut b };
+        assert_eq!(w.call_text("notes.list_notes", json!({})), "No notes yet.");
+    }
+    let count = |port| {
+        metrics_text(port)
+            .lines()
+            .find(|l| l.starts_with("warden_shadow_total{would=\"would_deny\"}"))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        (count(pa), count(pb)),
+        (
+            Some("warden_shadow_total{would=\"would_deny\"} 1".to_owned()),
+            None
+        )
+    );
+}
