@@ -300,3 +300,33 @@ fn a_shadow_quota_is_counted_in_the_shared_store_across_gateways() {
         )
     );
 }
+
+/// X1 on `[[flow]]`: `session.calls` and `request` are the call's, as for a rule.
+#[test]
+fn a_flow_expression_reads_the_sessions_calls_and_the_request() {
+    let toml = format!(
+        r#"
+[gateway]
+stdio_caller = "local"
+
+[[flow]]
+touched = ["private_data"]
+calling = "external_sink"
+effect = "deny"
+reason = "Not after private data."
+when_cel = "session.calls >= 3 && request.transport == 'stdio' && request.revision != ''"
+{NOTES_UPSTREAM}"#
+    );
+    let mut w = Warden::start("cel-flow-scope", &toml);
+    w.call_text("notes.create_note", json!({"title": "a", "text": "x"}));
+    // The session's second call (one before it): the rule does not hold yet.
+    assert_eq!(
+        w.call_text("notes.publish_note", json!({"id": 1})),
+        "Note 1 is now public."
+    );
+    w.call_text("notes.list_notes", json!({}));
+    assert_eq!(
+        w.call_text("notes.publish_note", json!({"id": 1})),
+        "Error: Tool 'notes.publish_note' cannot be called at this point of the session. Not after private data."
+    );
+}
