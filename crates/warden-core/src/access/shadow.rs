@@ -52,6 +52,7 @@ impl Rules {
         let (would, rule) = self.overall(input, true);
         (would != enforced).then_some(Shadowed {
             would: word_of(would),
+            of: "rule",
             rule,
         })
     }

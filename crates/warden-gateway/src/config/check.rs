@@ -330,14 +330,14 @@ fn limits(file: &ConfigFile) -> Result<Limits, Vec<Invalid>> {
     for (i, q) in file.quota.iter().enumerate() {
         match Quota::build(q) {
             Ok(q) => quotas.push(q),
-            Err(m) => errors.push(invalid(format!("quota[{i}]"), m)),
+            Err((k, m)) => errors.push(invalid(super::limits::entry_key("quota", i, k), m)),
         }
     }
     let mut flows = Vec::with_capacity(file.flow.len());
     for (i, f) in file.flow.iter().enumerate() {
         match Flow::build(f) {
             Ok(f) => flows.push(f),
-            Err(m) => errors.push(invalid(format!("flow[{i}]"), m)),
+            Err((k, m)) => errors.push(invalid(super::limits::entry_key("flow", i, k), m)),
         }
     }
     let labels = Labels::build(&file.upstream)

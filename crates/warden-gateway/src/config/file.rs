@@ -396,6 +396,12 @@ pub struct QuotaConfig {
     /// through uncounted (false, the built-in).
     #[serde(default)]
     pub strict: bool,
+    /// A CEL expression over caller, tool, args, session and request: the quota
+    /// counts only the calls it holds for (X8).
+    pub when_cel: Option<String>,
+    /// enforce (built-in) | shadow: counted and audited, never refusing (X9).
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub mode: Option<RuleMode>,
 }
 
 /// What a matching `[[flow]]` does.
@@ -433,6 +439,9 @@ pub struct FlowConfig {
     /// A CEL expression over caller, tool, args, session and request that must
     /// hold too for the rule to stop the call (X1).
     pub when_cel: Option<String>,
+    /// enforce (built-in) | shadow: judged and audited, never stopping a call (X9).
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub mode: Option<RuleMode>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -118,6 +118,15 @@ impl Policy {
         }
     }
 
+    /// Whether a `when_cel` reads a call's scope beyond its caller, tool and
+    /// arguments (X1, X8): a call builds it only then.
+    pub fn reads_scope(&self) -> bool {
+        self.grant.rules.reads_scope()
+            || self.quotas.has_cel()
+            || self.flows.has_cel()
+            || self.guards.list.iter().any(|g| g.cel.is_some())
+    }
+
     /// The virtual server `name`, when this policy has one.
     pub fn server(&self, name: &str) -> Option<&Arc<crate::config::servers::VirtualServer>> {
         self.servers.iter().find(|s| s.name == name)

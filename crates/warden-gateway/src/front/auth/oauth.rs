@@ -78,6 +78,8 @@ pub struct Verified {
     pub scopes: Vec<String>,
     /// `exp`, seconds since the epoch.
     pub expires: Option<u64>,
+    /// The token's claims (the introspection answer for an opaque token).
+    pub claims: Option<Arc<serde_json::Map<String, Value>>>,
 }
 
 /// What the issuer's metadata says where to go.
@@ -451,6 +453,7 @@ impl ResourceServer {
             groups,
             scopes,
             expires: claims.get("exp").and_then(Value::as_u64),
+            claims: Some(Arc::new(claims.clone())),
         })
     }
 }
