@@ -329,6 +329,10 @@ pub struct RuleConfig {
     /// enforce (built-in) | shadow: judged, audited and counted, not enforced (X6).
     #[serde(default, deserialize_with = "parsed_opt")]
     pub mode: Option<RuleMode>,
+    /// With `effect = "ask"`: who answers this rule's question (client |
+    /// console | both), instead of `[access] approver` (H6).
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub approver: Option<Approver>,
 }
 
 /// Whether a rule is enforced or only watched (X6).
@@ -433,6 +437,10 @@ pub struct FlowConfig {
     /// A CEL expression over caller, tool, args, session and request that must
     /// hold too for the rule to stop the call (X1).
     pub when_cel: Option<String>,
+    /// With `effect = "ask"`: who answers this rule's question (client |
+    /// console | both), instead of `[access] approver` (H6).
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub approver: Option<Approver>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -148,6 +148,8 @@ pub struct Flow {
     pub reason: String,
     /// A CEL condition that must hold too (X1).
     pub cel: Option<warden_core::CelCondition>,
+    /// Who answers an `ask` (H6); `None`: `[access] approver`.
+    pub approver: Option<super::Approver>,
 }
 
 impl Flow {
@@ -173,6 +175,9 @@ impl Flow {
                 f.calling
             ),
         };
+        if f.approver.is_some() && f.effect != FlowEffect::Ask {
+            return Err(crate::texts::APPROVER_NOT_ASKING.replace("{what}", "flow rule"));
+        }
         let cel = f
             .when_cel
             .as_deref()
@@ -185,6 +190,7 @@ impl Flow {
             effect: f.effect,
             reason,
             cel,
+            approver: f.approver,
         })
     }
 }

@@ -57,8 +57,9 @@ pub enum FlowDecision {
     Pass,
     /// Refused: the rule's reason.
     Deny(String),
-    /// Runs once a human approves: the rule's reason.
-    Ask(String),
+    /// Runs once a human approves: the rule's reason, and who it names to
+    /// answer (H6; `None`: `[access] approver`).
+    Ask(String, Option<crate::config::Approver>),
     /// A rule's `when_cel` failed (X3): refused closed; the note is the operator's.
     Failed(String),
 }
@@ -182,12 +183,14 @@ impl Flows {
                 match rule.effect {
                     FlowEffect::Deny => return FlowDecision::Deny(rule.reason.clone()),
                     FlowEffect::Ask => {
-                        ask.get_or_insert_with(|| rule.reason.clone());
+                        ask.get_or_insert_with(|| (rule.reason.clone(), rule.approver));
                     }
                 }
             }
         }
-        ask.map_or(FlowDecision::Pass, FlowDecision::Ask)
+        ask.map_or(FlowDecision::Pass, |(reason, approver)| {
+            FlowDecision::Ask(reason, approver)
+        })
     }
 
     /// A 2026-07-28 caller's trail: what this gateway remembers for it, with what
@@ -290,7 +293,7 @@ mod tests {
         );
         assert_eq!(
             f.decide(&trail(&["private_data"]), &sink, None),
-            FlowDecision::Ask("Private data was read.".into())
+            FlowDecision::Ask("Private data was read.".into(), None)
         );
         let denied = FlowDecision::Deny("This session has already used tools labelled 'private_data' and 'untrusted_content', and this tool is labelled 'external_sink': together they could send what was read out of the session.".into());
         assert_eq!(

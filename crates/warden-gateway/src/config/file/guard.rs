@@ -28,6 +28,10 @@ pub struct GuardConfig {
     /// With `action = "label"`: the flow labels a finding adds to the session's trail.
     #[serde(default)]
     pub labels: Vec<String>,
+    /// With `action = "ask"` on arguments: who answers the guard's question
+    /// (client | console | both), instead of `[access] approver` (H6).
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub approver: Option<Approver>,
 }
 
 /// A guard's own pattern: its name is the kind its findings carry.
