@@ -5,6 +5,7 @@
 
 mod admin;
 mod audit;
+mod console;
 mod gateway;
 mod guard;
 mod server;
@@ -12,6 +13,7 @@ mod upstream;
 
 pub use admin::*;
 pub use audit::*;
+pub use console::*;
 pub use gateway::*;
 pub use guard::*;
 use serde::de::{self, Deserializer};
@@ -105,6 +107,9 @@ pub(super) struct ConfigFile {
     /// `[oauth]`: the HTTP front as an OAuth 2.1 resource server of one issuer.
     #[serde(default)]
     pub oauth: OAuthConfig,
+    /// `[console]`: the console's own OpenID Connect issuer for its login (O9).
+    #[serde(default)]
+    pub console: ConsoleConfig,
     /// `[[server]]`: virtual servers, named tool sets (V1-V7).
     #[serde(default)]
     pub server: Vec<ServerConfig>,
