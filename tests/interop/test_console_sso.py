@@ -114,3 +114,34 @@ def test_console_users_log_in_at_the_consoles_own_issuer(upstream, config, tmp_p
             b.close()
         gw.close()
         issuer.close()
+
+
+def test_a_login_at_the_oauth_issuer_checks_its_id_token_too(upstream, config, tmp_path):
+    """At the [oauth] issuer the access token names the admin, as before; the
+    ID token the issuer sends beside it must still be this login's (nonce)
+    and this client's (aud), else no session."""
+    issuer = Issuer()
+    port = free_port()
+    client = issuer.register(f"http://127.0.0.1:{port}/login/callback")
+    text = config_text(upstream, tmp_path, 'callers = ["alice"]\n    login = true').replace(
+        'listen = "127.0.0.1:0"', f'listen = "127.0.0.1:{port}"') + f"""
+    [oauth]
+    issuer = "{issuer.url}"
+    resource = "http://127.0.0.1/mcp"
+    client_id = "{client['client_id']}"
+    client_secret_env = "CONSOLE_SECRET"
+    """
+    gw = Gateway(config(text), env={**KEYS, "CONSOLE_SECRET": client["client_secret"]}, admin=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        asked, status, body = login_by_hand(base, "alice")
+        assert (asked["scope"], asked["resource"]) == ("openid", "http://127.0.0.1/mcp")
+        assert len(asked["nonce"]) == 43
+        assert status == 200 and "Logged in as alice." in body, body
+        for fault in ["nonce", "aud"]:
+            admin_call(issuer, "id_token_fault", {"fault": fault})
+            _, status, body = login_by_hand(base, "alice")
+            assert (status, ID_TOKEN_REFUSED in body) == (403, True), (fault, status, body)
+    finally:
+        gw.close()
+        issuer.close()

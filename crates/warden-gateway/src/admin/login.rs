@@ -368,8 +368,9 @@ impl Login {
     }
 
     /// The code redeemed at the token endpoint: the `[oauth]` issuer's access
-    /// token, or the identity a console issuer's ID token names once it passed
-    /// its checks; else the page that says the login failed.
+    /// token, or the identity a console issuer's ID token names. An ID token in
+    /// the answer is checked whichever issuer sent it (a console issuer must
+    /// send one); else the page that says the login failed.
     async fn redeem(
         &self,
         rs: &Arc<ResourceServer>,
@@ -387,16 +388,11 @@ impl Login {
         if self.own.is_none() {
             pairs.push(("resource", rs.resource()));
         }
-        let field = if self.own.is_some() {
-            "id_token"
-        } else {
-            "access_token"
-        };
-        let token = match rs
+        let answer = match rs
             .post(token_endpoint, crate::net::fetch::form(&pairs))
             .await
         {
-            Ok(v) => v.get(field).and_then(|t| t.as_str()).map(str::to_owned),
+            Ok(v) => Some(v),
             Err(e) => {
                 tracing::warn!(
                     "a console login failed at the issuer's token endpoint: {}",
@@ -405,15 +401,42 @@ impl Login {
                 None
             }
         };
-        let Some(token) = token else {
-            let page = message("Log in", LOGIN_FAILED);
-            return Err(reply(StatusCode::BAD_GATEWAY, HTML, page));
+        let field = |k: &str| {
+            let v = answer.as_ref()?.get(k)?.as_str()?;
+            Some(v.to_owned())
         };
-        if self.own.is_none() {
-            return Ok(Proof::Bearer(token));
+        let failed = || {
+            reply(
+                StatusCode::BAD_GATEWAY,
+                HTML,
+                message("Log in", LOGIN_FAILED),
+            )
+        };
+        // The ID token, where there is one, must be this login's; a console
+        // issuer's is the proof itself, so it must be there.
+        let id_token = field("id_token");
+        let who = match &id_token {
+            Some(t) => Some(self.check_id_token(rs, t, &p.nonce).await?),
+            None if self.own.is_some() => return Err(failed()),
+            None => None,
+        };
+        match (who, field("access_token")) {
+            (Some(who), _) if self.own.is_some() => Ok(Proof::Identity(who)),
+            (_, Some(token)) if self.own.is_none() => Ok(Proof::Bearer(token)),
+            _ => Err(failed()),
         }
-        match rs.verify_id_token(&token, &p.nonce).await {
-            Ok(who) => Ok(Proof::Identity(who)),
+    }
+
+    /// An ID token checked for this login (signature, `iss`, `aud` this
+    /// client, `exp`, `nonce`); else the page that says it did not pass.
+    async fn check_id_token(
+        &self,
+        rs: &Arc<ResourceServer>,
+        token: &str,
+        nonce: &str,
+    ) -> Result<Verified, Reply> {
+        match rs.verify_id_token(token, nonce, &self.client_id).await {
+            Ok(who) => Ok(who),
             Err(refused) => {
                 tracing::warn!(why = ?refused, "a console login's ID token did not pass its checks (signature, iss, aud, exp, nonce)");
                 let page = message("Log in", LOGIN_ID_TOKEN);

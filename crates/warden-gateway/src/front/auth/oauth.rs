@@ -393,31 +393,33 @@ impl ResourceServer {
     }
 
     async fn verify_jwt_now(self: &Arc<Self>, token: &str) -> Result<Verified, Refused> {
-        let claims = self.checked_claims(token).await?;
+        let claims = self.checked_claims(token, &self.resource).await?;
         self.identity(&claims)
     }
 
     /// An OpenID Connect ID token of this issuer (the console's login, O9):
-    /// signed by a key the issuer publishes, naming it (`iss`) and this client
-    /// (`aud`), unexpired, and carrying the `nonce` the login sent, so a token
-    /// minted for another login cannot be replayed into this one.
+    /// signed by a key the issuer publishes, naming it (`iss`) and the client
+    /// `client_id` (`aud`), unexpired, and carrying the `nonce` the login sent,
+    /// so a token minted for another login cannot be replayed into this one.
     pub async fn verify_id_token(
         self: &Arc<Self>,
         token: &str,
         nonce: &str,
+        client_id: &str,
     ) -> Result<Verified, Refused> {
-        let claims = self.checked_claims(token).await?;
+        let claims = self.checked_claims(token, client_id).await?;
         match claims.get("nonce") {
             Some(Value::String(n)) if !nonce.is_empty() && n == nonce => self.identity(&claims),
             _ => Err(Refused::Invalid),
         }
     }
 
-    /// A JWT's claims once its signature, `iss`, `aud`, `exp`, `nbf` and `iat`
-    /// passed.
+    /// A JWT's claims once its signature, `iss`, `aud` (`audience`), `exp`,
+    /// `nbf` and `iat` passed.
     async fn checked_claims(
         self: &Arc<Self>,
         token: &str,
+        audience: &str,
     ) -> Result<serde_json::Map<String, Value>, Refused> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| {
             // `none` and other names jsonwebtoken has no variant for fail to parse:
@@ -453,7 +455,7 @@ impl ResourceServer {
         let mut v = Validation::new(key.alg);
         v.leeway = LEEWAY_SECS;
         v.validate_nbf = true;
-        v.set_audience(&[&self.resource]);
+        v.set_audience(&[audience]);
         v.set_issuer(&[&self.issuer]);
         v.set_required_spec_claims(&["exp", "aud", "iss"]);
         let data = jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &key.key, &v)
