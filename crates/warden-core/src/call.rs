@@ -76,6 +76,9 @@ pub struct CallReport {
     pub condition_failed: Option<String>,
     /// X6: what the shadow rules would have made of the call, where it differs.
     pub shadow: Option<Shadowed>,
+    /// H6: the index of the rule whose `ask` puts the call to a human, when a
+    /// rule does (its host may let each rule name who answers).
+    pub ask_rule: Option<usize>,
 }
 
 /// What a shadow rule, quota, flow or guard would have made of a call, where

@@ -547,6 +547,10 @@ fn rule(i: usize, r: &RuleConfig) -> Result<Rule, Invalid> {
         Rule::new(&r.callers, &r.tools, r.effect).map_err(|m| invalid(format!("rule[{i}]"), m))?;
     let all = conditions(i, "when", &r.when)?;
     let any = conditions(i, "when_any", &r.when_any)?;
+    if r.approver.is_some() && r.effect != Effect::Ask {
+        let m = crate::texts::APPROVER_NOT_ASKING.replace("{what}", "rule");
+        return Err(invalid(format!("rule[{i}].approver"), m));
+    }
     let mut rule = rule.when(Conditions { all, any });
     if r.mode == Some(super::file::RuleMode::Shadow) {
         rule = rule.in_shadow();

@@ -64,6 +64,8 @@ pub struct Guard {
     selects: Rule,
     /// The tool globs as written (for `check`).
     pub tools: Vec<String>,
+    /// Who answers its `ask` on arguments (H6); `None`: `[access] approver`.
+    pub approver: Option<super::Approver>,
     /// It looks at tool results (S3), calls' arguments (S6), tool definitions (S7).
     pub results: bool,
     pub arguments: bool,
@@ -148,6 +150,10 @@ impl Guard {
             }
             _ => {}
         }
+        if g.approver.is_some() && (action != GuardAction::Ask || !arguments) {
+            let m = crate::texts::APPROVER_NOT_ASKING.replace("{what}", "guard on arguments");
+            return Err(("approver", m));
+        }
         let selects = Rule::new(&g.callers, &g.tools, Effect::Allow).map_err(|m| ("tools", m))?;
         let cel = super::limits::compile(g.when_cel.as_deref())?;
         let shadow = g.mode == Some(RuleMode::Shadow);
@@ -168,6 +174,7 @@ impl Guard {
             labels: g.labels.clone(),
             selects,
             tools: g.tools.clone(),
+            approver: g.approver,
             results,
             arguments,
             descriptions,

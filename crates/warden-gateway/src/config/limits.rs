@@ -179,6 +179,8 @@ pub struct Flow {
     pub cel: Option<CelCondition>,
     /// Judged and audited, never stopping a call (X9).
     pub shadow: bool,
+    /// Who answers an `ask` (H6); `None`: `[access] approver`.
+    pub approver: Option<super::Approver>,
 }
 
 impl Flow {
@@ -216,6 +218,9 @@ impl Flow {
                 f.calling
             ),
         };
+        if f.approver.is_some() && f.effect != FlowEffect::Ask {
+            return Err(crate::texts::APPROVER_NOT_ASKING.replace("{what}", "flow rule"));
+        }
         Ok(Flow {
             touched: f.touched.clone(),
             calling: f.calling.clone(),
@@ -223,6 +228,7 @@ impl Flow {
             reason,
             cel: None,
             shadow: false,
+            approver: f.approver,
         })
     }
 }

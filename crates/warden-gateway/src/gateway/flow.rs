@@ -57,8 +57,9 @@ pub enum FlowDecision {
     Pass,
     /// Refused: the rule's reason.
     Deny(String),
-    /// Runs once a human approves: the rule's reason.
-    Ask(String),
+    /// Runs once a human approves: the rule's reason, and who it names to
+    /// answer (H6; `None`: `[access] approver`).
+    Ask(String, Option<crate::config::Approver>),
     /// A rule's `when_cel` failed (X3): refused closed; the note is the operator's.
     Failed(String),
 }
@@ -179,7 +180,7 @@ impl Flows {
         }
         let word = |d: &FlowDecision| match d {
             FlowDecision::Pass => "would_allow",
-            FlowDecision::Ask(_) => "would_ask",
+            FlowDecision::Ask(..) => "would_ask",
             FlowDecision::Deny(_) | FlowDecision::Failed(_) => "would_deny",
         };
         let (enforced, _) = self.decide_in((trail, labels), call, false);
@@ -226,12 +227,12 @@ impl Flows {
             match rule.effect {
                 FlowEffect::Deny => return (FlowDecision::Deny(rule.reason.clone()), Some(i)),
                 FlowEffect::Ask => {
-                    ask.get_or_insert_with(|| (rule.reason.clone(), i));
+                    ask.get_or_insert_with(|| (rule.reason.clone(), rule.approver, i));
                 }
             }
         }
-        ask.map_or((FlowDecision::Pass, None), |(r, i)| {
-            (FlowDecision::Ask(r), Some(i))
+        ask.map_or((FlowDecision::Pass, None), |(r, approver, i)| {
+            (FlowDecision::Ask(r, approver), Some(i))
         })
     }
 
@@ -335,7 +336,7 @@ mod tests {
         );
         assert_eq!(
             f.decide(&trail(&["private_data"]), &sink, None),
-            FlowDecision::Ask("Private data was read.".into())
+            FlowDecision::Ask("Private data was read.".into(), None)
         );
         let denied = FlowDecision::Deny("This session has already used tools labelled 'private_data' and 'untrusted_content', and this tool is labelled 'external_sink': together they could send what was read out of the session.".into());
         assert_eq!(

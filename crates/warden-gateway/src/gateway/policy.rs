@@ -32,6 +32,8 @@ pub struct Policy {
     pub approval_timeout: Duration,
     /// Who answers an approval (H6).
     pub approver: crate::config::Approver,
+    /// Per `[[rule]]`, in order: who answers its `ask`, when it says (H6).
+    pub rule_approvers: Vec<Option<crate::config::Approver>>,
     pub quotas: Arc<Quotas>,
     pub flows: Arc<Flows>,
     /// Guards over tool results (S1-S5).
@@ -110,6 +112,7 @@ impl Policy {
             after_hooks,
             approval_timeout: Duration::from_millis(config.access.approval_timeout_ms),
             approver: config.access.approver,
+            rule_approvers: config.rule.iter().map(|r| r.approver).collect(),
             quotas,
             flows,
             guards: config.guards.clone(),

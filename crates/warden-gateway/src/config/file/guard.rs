@@ -34,6 +34,10 @@ pub struct GuardConfig {
     /// enforce (built-in) | shadow: it looks and is audited, never acting (X9).
     #[serde(default, deserialize_with = "super::parsed_opt")]
     pub mode: Option<super::RuleMode>,
+    /// With `action = "ask"` on arguments: who answers the guard's question
+    /// (client | console | both), instead of `[access] approver` (H6).
+    #[serde(default, deserialize_with = "super::parsed_opt")]
+    pub approver: Option<super::Approver>,
 }
 
 /// A guard's own pattern: its name is the kind its findings carry.

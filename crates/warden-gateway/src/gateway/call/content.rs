@@ -126,6 +126,12 @@ impl Outbound {
         Some(shown)
     }
 
+    /// H6: who the guard that asks names to answer, if it names anyone.
+    pub fn approver(&self) -> Option<crate::config::Approver> {
+        let (guard, _, _) = self.governed.asked.as_ref()?;
+        self.guards.iter().find(|g| g.name == *guard)?.approver
+    }
+
     /// S6 `label`: the labels the call's arguments add to the session's trail.
     pub fn labels(&self) -> &[String] {
         if self.governed.blocked.is_some() {

@@ -180,7 +180,10 @@ impl Calls {
                     };
                     return Err(self.settle.settle(&a.record, end).await);
                 }
-                FlowDecision::Ask(reason) => flow_ask = Some(reason),
+                FlowDecision::Ask(reason, approver) => {
+                    flow_ask = Some(reason);
+                    a.approvers.extend(approver);
+                }
                 FlowDecision::Deny(reason) => {
                     tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), touched = %logged(trail.iter().cloned().collect::<Vec<_>>().join(",")), "a flow rule refused the call");
                     let end = End::Policy {
@@ -339,7 +342,7 @@ impl Calls {
         let mut span = child(&a.record, "warden.approval", Kind::Internal);
         let operators = approval::Operators {
             inbox: &self.inbox,
-            approver: policy.approver,
+            approver: approval::approver_of(policy.approver, &a.approvers),
             waiting: self.waiting(a, ctx, flow_ask.as_deref()),
         };
         let asking = approval::approve(

@@ -91,6 +91,8 @@ struct Accepted {
     approval: bool,
     /// G6: the constraint an `ask` rule on the arguments puts to the human.
     approval_because: Option<String>,
+    /// H6: who the rule, flow rule and guard that ask name to answer.
+    approvers: Vec<crate::config::Approver>,
     /// S6: the arguments as the human is shown them, when an `ask` guard
     /// found something in them (redacted).
     approval_shown: Option<Value>,
@@ -429,6 +431,10 @@ impl Calls {
                 self.settle.metrics.shadow(s.would);
             }
         }
+        if let (Some(caller), Some(name)) = (caller, name) {
+            let call = (caller, name);
+            verdict.report.ask_rule = scope::asking_rule(policy, catalogue, call, &verdict, &scope);
+        }
         (verdict, scope)
     }
 
@@ -578,6 +584,7 @@ impl Calls {
             record,
             approval: forward.needs_approval,
             approval_because: forward.approval_because,
+            approvers: scope::approvers(policy, report, approval_shown.as_ref().and(outbound)),
             approval_shown,
             labels,
             ledger,
@@ -592,23 +599,6 @@ impl Calls {
             scope,
         })
     }
-}
-
-/// The end of a call its upstream answered. A result or a JSON-RPC error passes
-/// through unchanged (E3), but a result that is not an object is no
-/// `CallToolResult`: relayed, it would hand the caller `null` or a bare string as
-/// a tool's answer. The upstream failed, so the call fails like any other upstream
-/// failure (E2): the generic answer, `failed` in the audit trail and the ledger.
-fn upstream_end((body, error): (Body, Option<String>)) -> Result<End, CallError> {
-    let kind = match &body {
-        Ok(Value::Object(_)) | Err(_) => return Ok(End::Upstream { body, error }),
-        Ok(Value::Null) => "null",
-        Ok(Value::Bool(_)) => "a boolean",
-        Ok(Value::Number(_)) => "a number",
-        Ok(Value::String(_)) => "a string",
-        Ok(Value::Array(_)) => "an array",
-    };
-    Err(CallError::NotAnObject(kind))
 }
 
 /// The span of one tool call, under its request's.
@@ -647,35 +637,6 @@ fn binding_of(caller: Option<&Caller>, tool: &str, arguments: Option<&Value>) ->
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn a_result_that_is_no_object_is_an_upstream_failure() {
-        let ok = json!({"content": [], "isError": true});
-        assert!(
-            matches!(upstream_end((Ok(ok.clone()), None)), Ok(End::Upstream { body: Ok(r), .. }) if r == ok)
-        );
-        let error = json!({"code": -32000, "message": "m"});
-        assert!(matches!(
-            upstream_end((Err(error.clone()), None)),
-            Ok(End::Upstream { body: Err(e), .. }) if e == error
-        ));
-        for (result, kind) in [
-            (json!(null), "null"),
-            (json!("a string"), "a string"),
-            (json!([1]), "an array"),
-            (json!(1), "a number"),
-            (json!(true), "a boolean"),
-        ] {
-            match upstream_end((Ok(result), None)) {
-                Err(e) => assert_eq!(e, CallError::NotAnObject(kind)),
-                Ok(_) => panic!("{kind} passed as a result"),
-            }
-        }
-        assert_eq!(
-            CallError::NotAnObject("null").to_string(),
-            "the upstream's result is null, not a JSON object"
-        );
-    }
 
     #[test]
     fn a_binding_ignores_nothing_the_caller_sent() {

@@ -1,6 +1,7 @@
 //! What a `when_cel` condition (X1, X8) and the shadow rules (X6) read of a
 //! call beyond its caller, tool and arguments, and how shadow rules, quotas,
-//! flows and guards (X9) are noted on the call.
+//! flows and guards (X9) are noted on the call; and which rule asks about
+//! it, for who answers (H6).
 
 use super::super::policy::Policy;
 use super::super::session::{self, ClientSession};
@@ -10,7 +11,11 @@ use crate::logged::logged;
 use crate::metrics::Metrics;
 use serde_json::{Map, Value};
 use std::sync::Arc;
-use warden_core::{CallScope, Caller, Catalogue, Forward, Shadowed, Verdict};
+use super::content::Outbound;
+use crate::config::Approver;
+use warden_core::{
+    CallReport, CallScope, Caller, Catalogue, Forward, Shadowed, Verdict,
+};
 
 /// What a `when_cel` condition reads of a call beyond its caller, tool and
 /// arguments (X1), `calls` being the session's calls before this one.
@@ -162,4 +167,44 @@ pub(super) fn failed(tool: &str, note: &str, decision: Decision) -> End {
         text: warden_core::answer::CONDITION_FAILED.to_owned(),
         retry_ms: None,
     }
+}
+
+/// H6: the rule that puts the call to a human, judged as the call was, when
+/// some rule names its own approver (else nobody needs to know).
+pub(super) fn asking_rule(
+    policy: &Policy,
+    catalogue: &Catalogue,
+    (caller, name): (&Caller, &str),
+    verdict: &Verdict,
+    scope: &CallScope,
+) -> Option<usize> {
+    let warden_core::Outcome::Forward(f) = &verdict.outcome else {
+        return None;
+    };
+    if !f.needs_approval || policy.rule_approvers.iter().all(Option::is_none) {
+        return None;
+    }
+    let input = warden_core::CelInput {
+        caller,
+        tool: name,
+        upstream: catalogue.get(name).map_or("", |t| t.upstream.as_str()),
+        args: &f.arguments,
+        scope,
+    };
+    policy.grant.rules.asking_rule(&input)
+}
+
+/// H6: who the rule and the argument guard that ask about the call name to
+/// answer (`outbound`: when a guard asks).
+pub(super) fn approvers(
+    policy: &Policy,
+    report: &CallReport,
+    outbound: Option<&Outbound>,
+) -> Vec<Approver> {
+    let rule = report
+        .ask_rule
+        .and_then(|i| policy.rule_approvers.get(i).copied().flatten());
+    rule.into_iter()
+        .chain(outbound.and_then(Outbound::approver))
+        .collect()
 }
