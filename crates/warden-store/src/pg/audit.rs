@@ -17,6 +17,19 @@ impl Postgres {
             .await
     }
 
+    /// [`Postgres::record_batch`] stamped `time_ms` instead of now (tests write
+    /// the records of other days with it).
+    #[cfg(test)]
+    pub(crate) async fn record_batch_at(
+        &self,
+        records: &[AuditRecord],
+        time_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.chain
+            .append_at(records, time_ms, |rows| self.write_linked(rows))
+            .await
+    }
+
     async fn write_linked(&self, rows: Vec<Linked>) -> Result<(), StoreError> {
         let time: Vec<i64> = rows.iter().map(|r| r.time_ms).collect();
         let caller: Vec<Option<&str>> = rows.iter().map(|r| r.caller.as_deref()).collect();
@@ -116,35 +129,6 @@ impl Postgres {
         let client = self.client().await?;
         let row = client
             .query_one("SELECT COUNT(*) FROM warden_audit WHERE chain IS NULL", &[])
-            .await
-            .map_err(unavailable)?;
-        Ok(row.get::<_, i64>(0) as u64)
-    }
-}
-
-impl Postgres {
-    /// Deletes up to `batch` records older than `before_ms` (oldest first), in one
-    /// statement, and moves each chain's anchor to the last record of it deleted,
-    /// so the rest of the chain still verifies. How many went.
-    pub async fn prune_batch(&self, before_ms: i64, batch: usize) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        let row = client
-            .query_one(
-                "WITH doomed AS (
-                     SELECT id FROM warden_audit WHERE time_ms < $1 ORDER BY id LIMIT $2
-                 ), gone AS (
-                     DELETE FROM warden_audit a USING doomed d WHERE a.id = d.id
-                     RETURNING a.chain, a.seq, a.hash
-                 ), anchored AS (
-                     INSERT INTO warden_audit_anchor (chain, seq, hash)
-                     SELECT DISTINCT ON (chain) chain, seq, hash FROM gone
-                     WHERE chain IS NOT NULL ORDER BY chain, seq DESC
-                     ON CONFLICT (chain) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash
-                       WHERE EXCLUDED.seq > warden_audit_anchor.seq
-                 )
-                 SELECT COUNT(*) FROM gone",
-                &[&before_ms, &(batch as i64)],
-            )
             .await
             .map_err(unavailable)?;
         Ok(row.get::<_, i64>(0) as u64)
