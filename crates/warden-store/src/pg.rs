@@ -73,7 +73,7 @@ pub struct Postgres {
 /// one that was lost (a server restart, a terminated backend) is opened again by
 /// the next statement that takes it, so an outage lasts as long as the server's.
 struct Pool {
-    slots: Vec<Mutex<Option<Client>>>,
+    slots: Vec<Mutex<Option<Conn>>>,
     /// Where a statement that finds every connection busy waits, in turn.
     next: AtomicUsize,
     url: Arc<str>,
@@ -81,16 +81,28 @@ struct Pool {
     schema: usize,
 }
 
+/// One of the pool's connections, with the audit batch's INSERT once it has
+/// been prepared on it (parsed and planned once per connection, not per batch).
+struct Conn {
+    client: Client,
+    audit_insert: Option<tokio_postgres::Statement>,
+}
+
 impl Pool {
+    /// A connection to this statement alone (see [`Pool::conn`]).
+    async fn client(&self) -> Result<MappedMutexGuard<'_, Client>, StoreError> {
+        Ok(MappedMutexGuard::map(self.conn().await?, |c| &mut c.client))
+    }
+
     /// A connection to this statement alone: the first free open one, else a free
     /// slot opened now, else the next busy one in turn once it is free.
-    async fn client(&self) -> Result<MappedMutexGuard<'_, Client>, StoreError> {
+    async fn conn(&self) -> Result<MappedMutexGuard<'_, Conn>, StoreError> {
         let slots = &self.slots;
         let mut free_empty = None;
         let mut taken = None;
         for slot in slots {
             if let Ok(guard) = slot.try_lock() {
-                if guard.as_ref().is_some_and(|c| !c.is_closed()) {
+                if guard.as_ref().is_some_and(|c| !c.client.is_closed()) {
                     taken = Some(guard);
                     break;
                 }
@@ -104,9 +116,13 @@ impl Pool {
                 slots[turn].lock().await
             }
         };
-        if guard.as_ref().is_none_or(|c| c.is_closed()) {
+        if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
             *guard = None;
-            *guard = Some(Postgres::open(&self.url, self.schema).await?);
+            let client = Postgres::open(&self.url, self.schema).await?;
+            *guard = Some(Conn {
+                client,
+                audit_insert: None,
+            });
         }
         MutexGuard::try_map(guard, Option::as_mut)
             .map_err(|_| StoreError::Unavailable("PostgreSQL: no connection".into()))
@@ -132,7 +148,10 @@ impl Postgres {
     ) -> Result<Postgres, StoreError> {
         let first = Postgres::open(url, schema).await?;
         let mut slots: Vec<_> = (0..connections.max(1)).map(|_| Mutex::new(None)).collect();
-        *slots[0].get_mut() = Some(first);
+        *slots[0].get_mut() = Some(Conn {
+            client: first,
+            audit_insert: None,
+        });
         let owner = new_owner()?;
         let pool = Arc::new(Pool {
             slots,
@@ -169,7 +188,8 @@ impl Postgres {
     pub async fn open_connections(&self) -> usize {
         let mut open = 0;
         for slot in &self.pool.slots {
-            open += usize::from(slot.lock().await.as_ref().is_some_and(|c| !c.is_closed()));
+            let slot = slot.lock().await;
+            open += usize::from(slot.as_ref().is_some_and(|c| !c.client.is_closed()));
         }
         open
     }

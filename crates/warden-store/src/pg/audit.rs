@@ -8,6 +8,14 @@ use crate::{AuditRecord, StoreError};
 use std::collections::HashMap;
 use tokio_postgres::types::{ToSql, Type};
 
+/// One audit batch: a row per element of the arrays.
+const INSERT: &str =
+    "INSERT INTO warden_audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash,
+                               decision, upstream, duration_ms, findings)
+     SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
+                          $6::TEXT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[],
+                          $10::TEXT[], $11::TEXT[], $12::FLOAT8[], $13::TEXT[])";
+
 impl Postgres {
     /// Appends `records` to the trail in one statement, chained in order; they
     /// are committed when this returns.
@@ -59,17 +67,22 @@ impl Postgres {
             (&duration, Type::FLOAT8_ARRAY),
             (&findings, t),
         ];
-        let client = self.client().await?;
-        // Typed: no separate prepare, so the batch is one round trip.
-        client
-            .execute_typed(
-                "INSERT INTO warden_audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash,
-                                           decision, upstream, duration_ms, findings)
-                 SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
-                                      $6::TEXT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[],
-                                      $10::TEXT[], $11::TEXT[], $12::FLOAT8[], $13::TEXT[])",
-                &params,
-            )
+        let mut conn = self.pool.conn().await?;
+        let insert = match &conn.audit_insert {
+            Some(insert) => insert.clone(),
+            None => {
+                let types = params.each_ref().map(|(_, t)| t.clone());
+                let insert = conn
+                    .client
+                    .prepare_typed(INSERT, &types)
+                    .await
+                    .map_err(unavailable)?;
+                conn.audit_insert.insert(insert).clone()
+            }
+        };
+        let values = params.each_ref().map(|(v, _)| *v);
+        conn.client
+            .execute(&insert, &values)
             .await
             .map_err(unavailable)?;
         Ok(())
