@@ -8,7 +8,9 @@ Serves, over https with the test certificate in tests/tls (or plain http):
   user named by the `user` (or OpenID Connect's `login_hint`) query parameter
   (default "alice"): no person needed;
 - the token endpoint: authorization_code, refresh_token and token exchange
-  (RFC 8693, for the gateway's own confidential client);
+  (RFC 8693, for the gateway's own confidential client); a code asked for with
+  scope `openid` also gets an OpenID Connect ID token (`aud` the client, the
+  `nonce` the authorization request sent, `groups` as set for its user);
 - its signing keys (ES256 JWKs, and RS256, ES384 or EdDSA ones once asked for)
   at /jwks, introspection (RFC 7662) at /introspect;
 - test controls under /admin: rotate the key, publish an RSA, P-384 or Ed25519
@@ -17,7 +19,9 @@ Serves, over https with the test certificate in tests/tls (or plain http):
   opaque tokens, make /jwks huge, take /jwks down (HTTP 503), serve OpenID
   Connect discovery only (no RFC 8414 document), set the lifetime of exchanged
   tokens, slow introspection down, and read counters (key set fetches,
-  exchanges, introspection requests and the most of them at once).
+  exchanges, introspection requests and the most of them at once); set a user's
+  groups, and spoil the next ID tokens (another nonce, audience or issuer,
+  expired, or signed with an unpublished key).
 
 Run: `python authserver.py [--tls] [--port N]`; prints `listening on URL` once ready.
 Tokens are JWTs signed with PyJWT (cryptography keys); nothing here is for real use.
@@ -110,6 +114,8 @@ class State:
         self.introspecting_most = 0
         self.introspect_delay = 0.0
         self.key_counter = 1
+        self.groups = {}  # user -> the `groups` claim of their ID tokens
+        self.id_token_fault = ""  # "", "nonce", "aud", "iss", "expired" or "signature"
 
     @property
     def current(self):
@@ -131,6 +137,22 @@ class State:
             claims["aud"] = aud
         claims.update(extra or {})
         return self.sign(claims)
+
+    def id_token(self, sub, client_id, nonce):
+        """An OpenID Connect ID token for `sub`, spoilt as `id_token_fault` says."""
+        now = int(time.time())
+        fault = self.id_token_fault
+        claims = {"iss": self.issuer + ("/other" if fault == "iss" else ""), "sub": sub,
+                  "aud": "another-client" if fault == "aud" else client_id,
+                  "iat": now - (600 if fault == "expired" else 0),
+                  "exp": now + (-300 if fault == "expired" else 300),
+                  "groups": self.groups.get(sub, [])}
+        if nonce is not None:
+            claims["nonce"] = "another-nonce" if fault == "nonce" else nonce
+        key = Key("rogue") if fault == "signature" else self.current
+        if fault == "signature":
+            key.kid = self.current.kid  # a known key id, another key's signature
+        return self.sign(claims, key=key)
 
     def verify(self, token):
         head = jwt.get_unverified_header(token)
@@ -241,7 +263,7 @@ def make_handler(state: State):
             code = secrets.token_urlsafe(16)
             state.codes[code] = {"client_id": c["client_id"], "redirect_uri": redirect,
                                  "challenge": q["code_challenge"], "scope": q.get("scope", ""),
-                                 "resource": q.get("resource"),
+                                 "resource": q.get("resource"), "nonce": q.get("nonce"),
                                  "sub": q.get("user") or q.get("login_hint") or "alice"}
             params = {"code": code, "state": q.get("state", ""), "iss": state.issuer}
             self.send_response(302)
@@ -307,7 +329,10 @@ def make_handler(state: State):
                 if s256(form.get("code_verifier", "")) != code["challenge"]:
                     return self.error("invalid_grant", "PKCE verification failed")
                 resource = form.get("resource") or code["resource"]
-                return self.issue(code["sub"], resource, code["scope"], c["client_id"])
+                id_token = None
+                if "openid" in code["scope"].split():
+                    id_token = state.id_token(code["sub"], c["client_id"], code["nonce"])
+                return self.issue(code["sub"], resource, code["scope"], c["client_id"], id_token)
             if grant == "refresh_token":
                 r = state.refresh.pop(form.get("refresh_token", ""), None)
                 if r is None:
@@ -330,12 +355,15 @@ def make_handler(state: State):
                                        "token_type": "Bearer", "expires_in": ttl, "scope": scope})
             return self.error("unsupported_grant_type", str(grant))
 
-        def issue(self, sub, resource, scope, client_id):
+        def issue(self, sub, resource, scope, client_id, id_token=None):
             token = state.access_token(sub, resource, scope, client_id)
             refresh = secrets.token_urlsafe(16)
             state.refresh[refresh] = {"sub": sub, "resource": resource, "scope": scope}
-            return self.send(200, {"access_token": token, "token_type": "Bearer", "expires_in": 300,
-                                   "scope": scope, "refresh_token": refresh})
+            answer = {"access_token": token, "token_type": "Bearer", "expires_in": 300,
+                      "scope": scope, "refresh_token": refresh}
+            if id_token:
+                answer["id_token"] = id_token
+            return self.send(200, answer)
 
         def admin(self, what, form):
             if what == "client":
@@ -349,6 +377,14 @@ def make_handler(state: State):
                     new = Key(f"k{state.key_counter}")
                     state.keys = ([] if form.get("drop_old") else state.keys) + [new]
                 return self.send(200, {"kid": new.kid})
+            if what == "groups":
+                # {"user": "carol", "groups": ["ops"]}: the `groups` claim of carol's ID tokens.
+                state.groups[form["user"]] = form.get("groups", [])
+                return self.send(200, {})
+            if what == "id_token_fault":
+                # {"fault": "nonce"|"aud"|"iss"|"expired"|"signature"|""}: how the next ID tokens are spoilt.
+                state.id_token_fault = form.get("fault", "")
+                return self.send(200, {})
             if what == "huge_jwks":
                 state.huge_jwks = bool(form.get("on"))
                 return self.send(200, {})

@@ -391,8 +391,10 @@ def test_the_pins_and_quotas_pages_show_their_state(upstream, config, tmp_path):
         assert pins == {"lock": "warden.pins.json", "present": True, "upstreams": [{
             "upstream": "up", "mode": "report", "locked_tools": 3, "listed": True,
             "drift": [{"tool": "up.echo", "change": "changed: description", "approve": "up.echo",
+                       "reject": "up.echo", "rejected": False,
                        "fields": [{"field": "description", "locked": echo_was, "listed": "Echo, now louder."}]},
                       {"tool": "up.fresh", "change": "added", "approve": "up.fresh",
+                       "reject": "up.fresh", "rejected": False,
                        "fields": [{"field": "name", "locked": None, "listed": "fresh"},
                                   {"field": "description", "locked": None, "listed": "New."},
                                   {"field": "inputSchema", "locked": None, "listed": {"type": "object"}}]}]}]}

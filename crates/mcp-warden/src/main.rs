@@ -189,6 +189,14 @@ enum PinsAction {
         config: ConfigArg,
         tools: Vec<String>,
     },
+    /// Record the named tools' definitions as listed now as rejected: withheld
+    /// in every mode until the upstream lists another (`pins approve` lifts it).
+    Reject {
+        #[command(flatten)]
+        config: ConfigArg,
+        #[arg(required = true)]
+        tools: Vec<String>,
+    },
 }
 
 impl PinsAction {
@@ -196,7 +204,8 @@ impl PinsAction {
         match self {
             PinsAction::Lock { config }
             | PinsAction::Diff { config }
-            | PinsAction::Approve { config, .. } => config,
+            | PinsAction::Approve { config, .. }
+            | PinsAction::Reject { config, .. } => config,
         }
     }
 }
@@ -453,6 +462,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 PinsAction::Approve { tools, .. } => {
                     let n = pins::approve_into(&path, &listings, &tools).map_err(|e| anyhow!(e))?;
                     println!("{}: {n} tool(s) locked", path.display());
+                    return Ok(ExitCode::SUCCESS);
+                }
+                PinsAction::Reject { tools, .. } => {
+                    let n = pins::reject_into(&path, &listings, &tools).map_err(|e| anyhow!(e))?;
+                    println!("{}: {n} definition(s) rejected", path.display());
                     return Ok(ExitCode::SUCCESS);
                 }
                 PinsAction::Diff { .. } => {

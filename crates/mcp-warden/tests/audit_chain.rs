@@ -290,3 +290,38 @@ fn retention_deletes_old_records_and_what_is_left_still_verifies() {
     assert_eq!(verify(&config), (0, intact(&chain, 2)));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn postgres_retention_drops_the_days_older_than_it_and_what_is_left_still_verifies() {
+    let db = PgDb::create("retention");
+    calls(&db.url(), 5);
+    let chain = psql(&db, "SELECT DISTINCT chain FROM warden_audit");
+    // The first two records, moved five days back (their hashes no longer
+    // hold, but they are about to go): no partition holds that day, so they
+    // land in the default one.
+    psql(
+        &db,
+        "UPDATE warden_audit SET time_ms = time_ms - 5 * 86400000 WHERE seq < 2",
+    );
+    let defaulted = "SELECT COUNT(*) FROM warden_audit_default";
+    assert_eq!(psql(&db, defaulted), "2");
+    let toml = format!(
+        "[store]\nurl = \"{}\"\n[audit]\nretention = \"1d\"\n{}",
+        db.url(),
+        fixture_config("", "")
+    );
+    // Retention runs at start: the two move into their day's partition, which
+    // is wholly older than a day and dropped.
+    let w = Warden::start("pg-retention", &toml);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while psql(&db, "SELECT COUNT(*) FROM warden_audit").as_str() != "3" {
+        assert!(std::time::Instant::now() < deadline, "not dropped in 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(w.close().success());
+    assert_eq!(psql(&db, defaulted), "0");
+    let anchor = psql(&db, "SELECT chain || ' ' || seq FROM warden_audit_anchor");
+    assert_eq!(anchor, format!("{chain} 1"));
+    let config = config_for(&db.url());
+    assert_eq!(verify(&config), (0, intact(&chain, 3)));
+}

@@ -647,3 +647,47 @@ fn a_drifted_name_never_moves_to_another_upstream_offering_it() {
     // Names a still serves as locked stay with a.
     assert!(w.tool_names().contains(&"echo".to_owned()));
 }
+
+/// P4 through the CLI: `pins reject` records a drifted definition as listed
+/// now; a gateway then withholds it even in `report` mode (which serves the
+/// other drifts), and `pins approve` lifts the rejection.
+#[test]
+fn pins_reject_withholds_a_drifted_definition_whatever_the_mode() {
+    let dir = scratch("pins-reject");
+    let p = write_config(&dir, &rug_config(""))
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let lock = dir.join("warden.pins.json");
+    assert_eq!(cli(&["pins", "lock", "--config", &p]).0, 0);
+    let pulled = "env = { FIXTURE_RUG_PULL = \"pulled\" }\npins = \"report\"";
+    write_config(&dir, &fixture_config(pulled, ""));
+    let (code, _, err) = cli(&["pins", "reject", "--config", &p, "fx.echo"]);
+    assert_eq!(
+        (code, err.lines().last()),
+        (1, Some("error: nothing to reject under: fx.echo; only a tool listed now that differs from the lock can be rejected; the lock is unchanged"))
+    );
+    let (code, out, _) = cli(&["pins", "reject", "--config", &p, "fx.lookup"]);
+    assert_eq!(
+        (code, out),
+        (0, format!("{}: 1 definition(s) rejected\n", lock.display()))
+    );
+    // A gateway on this config; its own scratch folder is what it removes when done.
+    let serve = || {
+        let mut cmd = std::process::Command::new(WARDEN);
+        cmd.args(["run", "--config", &p]);
+        let mut w = Warden::spawn_command(scratch("pins-reject-run"), cmd, None);
+        w.handshake();
+        w.tool_names()
+    };
+    let listed = serve();
+    assert!(!listed.contains(&"fx.lookup".to_owned()), "{listed:?}");
+    assert!(
+        listed.contains(&"fx.stamp".to_owned()),
+        "report mode serves the other drifts"
+    );
+    let (code, _, err) = cli(&["pins", "approve", "--config", &p, "fx.lookup"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!std::fs::read_to_string(&lock).unwrap().contains("rejected"));
+    assert!(serve().contains(&"fx.lookup".to_owned()));
+}

@@ -76,15 +76,20 @@ pub struct CallReport {
     pub condition_failed: Option<String>,
     /// X6: what the shadow rules would have made of the call, where it differs.
     pub shadow: Option<Shadowed>,
+    /// H6: the index of the rule whose `ask` puts the call to a human, when a
+    /// rule does (its host may let each rule name who answers).
+    pub ask_rule: Option<usize>,
 }
 
-/// What the shadow rules would have made of a call, where it differs from
-/// what was enforced (X6).
+/// What a shadow rule, quota, flow or guard would have made of a call, where
+/// it differs from what was enforced (X6, X9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shadowed {
-    /// `would_deny`, `would_ask` or `would_allow`.
+    /// `would_deny`, `would_ask`, `would_allow`, `would_redact`, `would_block`…
     pub would: &'static str,
-    /// The rule that would have decided it (`None`: the default).
+    /// What kind of entry: `rule`, `quota`, `flow` or `guard`.
+    pub of: &'static str,
+    /// The entry that would have decided it (`None`: the access default).
     pub rule: Option<usize>,
 }
 
@@ -92,7 +97,7 @@ impl std::fmt::Display for Shadowed {
     /// `would_deny by rule[2]`, as the audit trail records it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.rule {
-            Some(i) => write!(f, "{} by rule[{i}]", self.would),
+            Some(i) => write!(f, "{} by {}[{i}]", self.would, self.of),
             None => write!(f, "{} by the default", self.would),
         }
     }

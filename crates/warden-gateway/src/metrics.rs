@@ -34,7 +34,7 @@ pub struct Metrics {
     pub trace_spans_dropped: Arc<AtomicU64>,
     /// HTTP front: requests refused before any session or pipeline, by status.
     http_refused: Mutex<BTreeMap<u16, u64>>,
-    /// X6: calls the shadow rules would have decided otherwise, by what they would have done.
+    /// X6, X9: calls shadow rules, quotas, flow rules and guards would have decided otherwise, by what they would have done.
     shadow: Mutex<BTreeMap<&'static str, u64>>,
     /// HTTP front: sessions open now.
     pub http_sessions: AtomicU64,
@@ -79,7 +79,7 @@ impl Metrics {
         }
     }
 
-    /// Counts one call the shadow rules would have decided otherwise (X6).
+    /// Counts one thing a shadow rule, quota, flow rule or guard would have done (X6, X9).
     pub fn shadow(&self, would: &'static str) {
         *self
             .shadow
@@ -292,7 +292,7 @@ impl Metrics {
             .clone();
         let _ = writeln!(
             out,
-            "# HELP warden_shadow_total Calls shadow rules would have decided otherwise (X6), by what they would have done.\n# TYPE warden_shadow_total counter"
+            "# HELP warden_shadow_total Calls shadow rules, quotas, flow rules and guards would have decided otherwise (X6, X9), by what they would have done.\n# TYPE warden_shadow_total counter"
         );
         for (would, n) in shadow {
             let _ = writeln!(out, "warden_shadow_total{{would=\"{would}\"}} {n}");

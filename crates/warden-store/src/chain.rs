@@ -208,6 +208,20 @@ impl Lanes {
         F: FnOnce(Vec<Linked>) -> Fut,
         Fut: Future<Output = Result<(), StoreError>>,
     {
+        self.append_at(records, crate::now_ms(), write).await
+    }
+
+    /// [`Lanes::append`] with the records stamped `time_ms`.
+    pub(crate) async fn append_at<F, Fut>(
+        &self,
+        records: &[AuditRecord],
+        time_ms: i64,
+        write: F,
+    ) -> Result<(), StoreError>
+    where
+        F: FnOnce(Vec<Linked>) -> Fut,
+        Fut: Future<Output = Result<(), StoreError>>,
+    {
         if records.is_empty() {
             return Ok(());
         }
@@ -219,7 +233,7 @@ impl Lanes {
                 self.heads[turn].lock().await
             }
         };
-        let linked = head.link(records, crate::now_ms())?;
+        let linked = head.link(records, time_ms)?;
         let last = linked.last().map(|l| (l.seq, l.hash.clone()));
         match write(linked).await {
             Ok(()) => {

@@ -43,7 +43,9 @@ mod time;
 
 pub use chain::{Break, Verdict, GENESIS};
 pub use group::{AuditWriter, Durability, Unstored, Unwritten, BATCH_WINDOW, MAX_BATCH, QUEUE};
-pub use pg::{Postgres, QuotaTake, SharedApproval, AUDIT_LANES, DEFAULT_CONNECTIONS};
+pub use pg::{
+    Postgres, QuotaTake, SharedApproval, AUDIT_LANES, DEFAULT_CONNECTIONS, PARTITION_DAYS_AHEAD,
+};
 pub use sqlite::Sqlite;
 
 use serde::{Deserialize, Serialize};
@@ -472,16 +474,19 @@ impl Store {
         }
     }
 
-    /// Deletes the records older than `before_ms`, `batch` at a time (each batch
-    /// its own short transaction or statement, so writers wait for none long),
-    /// keeping every chain verifiable from its first record left. How many went.
+    /// Deletes the records older than `before_ms`, keeping every chain
+    /// verifiable from its first record left. How many went. SQLite deletes
+    /// them `batch` at a time (each batch its own short transaction, so writers
+    /// wait for none long); PostgreSQL drops the day partitions wholly older
+    /// (a record outlives `before_ms` by at most a day).
     pub async fn prune_audit(&self, before_ms: i64, batch: usize) -> Result<u64, StoreError> {
+        let s = match self {
+            Store::Sqlite(s) => s,
+            Store::Postgres(p) => return p.drop_partitions_before(before_ms).await,
+        };
         let mut total = 0;
         loop {
-            let gone = match self {
-                Store::Sqlite(s) => s.prune_batch(before_ms, batch).await?,
-                Store::Postgres(p) => p.prune_batch(before_ms, batch).await?,
-            };
+            let gone = s.prune_batch(before_ms, batch).await?;
             total += gone;
             if gone < batch as u64 {
                 return Ok(total);

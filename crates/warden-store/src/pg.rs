@@ -20,98 +20,6 @@ use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, NoTls};
 
-/// Schema migrations, in order; the index + 1 is the version.
-const MIGRATIONS: &[&str] = &[
-    "CREATE TABLE warden_ledger (
-        scope TEXT NOT NULL,
-        key TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        state TEXT NOT NULL CHECK (state IN ('running', 'completed', 'failed')),
-        result TEXT,
-        created_ms BIGINT NOT NULL,
-        PRIMARY KEY (scope, key)
-    );
-    CREATE TABLE warden_audit (
-        id BIGSERIAL PRIMARY KEY,
-        time_ms BIGINT NOT NULL,
-        caller TEXT,
-        tool TEXT NOT NULL,
-        outcome TEXT NOT NULL,
-        record TEXT NOT NULL
-    );
-    CREATE INDEX warden_audit_time ON warden_audit (time_ms);",
-    // 2: a running claim's owner and lease (ms since the epoch, server clock). Rows
-    // written before have neither: a running one is never taken over and is
-    // forgotten with its retention, as before.
-    "ALTER TABLE warden_ledger ADD COLUMN owner TEXT;
-    ALTER TABLE warden_ledger ADD COLUMN lease_until_ms BIGINT;",
-    // 3: quota buckets shared by replicas: per bucket, the theoretical arrival
-    // time of its next call (ms since the epoch, server clock; GCRA).
-    "CREATE TABLE warden_quota (
-        key TEXT PRIMARY KEY,
-        tat_ms DOUBLE PRECISION NOT NULL
-    );",
-    // 4: HTTP sessions a client ended (DELETE), until their ids would have expired,
-    // so that no replica takes them up again.
-    "CREATE TABLE warden_session_end (
-        sid TEXT PRIMARY KEY,
-        until_ms BIGINT NOT NULL
-    );",
-    // 5: calls in flight under a concurrency quota, each slot leased (server
-    // clock) and renewed by the gateway that holds it, so a killed replica's slots
-    // free themselves; quota credits, one per paused call that was counted, which
-    // its retry redeems once; and the flow trails of sessions that can move
-    // between replicas (2026-07-28 callers).
-    "CREATE TABLE warden_quota_slot (
-        id TEXT PRIMARY KEY,
-        bucket TEXT NOT NULL,
-        lease_until_ms BIGINT NOT NULL
-    );
-    CREATE INDEX warden_quota_slot_bucket ON warden_quota_slot (bucket);
-    CREATE TABLE warden_quota_credit (
-        id TEXT PRIMARY KEY,
-        until_ms BIGINT NOT NULL
-    );
-    CREATE TABLE warden_flow_trail (
-        scope TEXT PRIMARY KEY,
-        labels TEXT[] NOT NULL,
-        until_ms BIGINT NOT NULL
-    );",
-    // 6: each audit record's place in its replica's hash chain (tamper evidence);
-    // rows written before have none and are reported as unchained. An anchor is
-    // where retention cut a chain: the last deleted row's seq and hash.
-    "ALTER TABLE warden_audit ADD COLUMN chain TEXT, ADD COLUMN seq BIGINT,
-        ADD COLUMN prev_hash TEXT, ADD COLUMN hash TEXT;
-    CREATE INDEX warden_audit_chain ON warden_audit (chain, seq, id) WHERE chain IS NOT NULL;
-    CREATE TABLE warden_audit_anchor (
-        chain TEXT PRIMARY KEY,
-        seq BIGINT NOT NULL,
-        hash TEXT NOT NULL
-    );",
-    // 7: copies of the fields the console charts (decision, upstream, duration,
-    // guard findings), so its counts read columns instead of every record's JSON.
-    // Rows written before have none; the console reads those from the JSON.
-    "ALTER TABLE warden_audit ADD COLUMN decision TEXT, ADD COLUMN upstream TEXT,
-        ADD COLUMN duration_ms DOUBLE PRECISION, ADD COLUMN findings TEXT;
-    CREATE INDEX warden_audit_facts ON warden_audit (time_ms)
-        INCLUDE (outcome, decision, upstream, duration_ms, findings);",
-    // 8: calls waiting for an operator's approval, shared by the replicas (H6):
-    // listed by the one holding the call, answered at any.
-    "CREATE TABLE warden_approval (
-        id TEXT PRIMARY KEY,
-        waiting TEXT NOT NULL,
-        created_ms BIGINT NOT NULL,
-        until_ms BIGINT NOT NULL,
-        verdict TEXT
-    );",
-    // 9: the console's and `audit`'s filters, newest first. Most records are
-    // `ok`, which a search by id finds at once: only the others are indexed by
-    // outcome, so the common write pays for two indexes, not three.
-    "CREATE INDEX warden_audit_caller ON warden_audit (caller, id);
-    CREATE INDEX warden_audit_tool ON warden_audit (tool, id);
-    CREATE INDEX warden_audit_outcome ON warden_audit (outcome, id) WHERE outcome <> 'ok';",
-];
-
 /// The server's time in ms since the epoch (clock_timestamp: the time now, not
 /// the transaction's start).
 const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT";
@@ -128,12 +36,13 @@ fn claim_free_key() -> String {
 
 mod approvals;
 mod audit;
+mod partitions;
+mod schema;
 pub use approvals::SharedApproval;
+pub use partitions::PARTITION_DAYS_AHEAD;
+use schema::MIGRATIONS;
 mod limits;
 pub use limits::QuotaTake;
-
-/// An arbitrary constant: the advisory lock replicas take while migrating.
-const MIGRATION_LOCK: i64 = 0x5741_5244_454e;
 
 fn unavailable(e: tokio_postgres::Error) -> StoreError {
     StoreError::Unavailable(format!("PostgreSQL: {e}"))
@@ -164,9 +73,60 @@ pub struct Postgres {
 /// one that was lost (a server restart, a terminated backend) is opened again by
 /// the next statement that takes it, so an outage lasts as long as the server's.
 struct Pool {
-    slots: Vec<Mutex<Option<Client>>>,
+    slots: Vec<Mutex<Option<Conn>>>,
     /// Where a statement that finds every connection busy waits, in turn.
     next: AtomicUsize,
+    url: Arc<str>,
+    /// The schema version connections are brought to as they are opened.
+    schema: usize,
+}
+
+/// One of the pool's connections, with the audit batch's INSERT once it has
+/// been prepared on it (parsed and planned once per connection, not per batch).
+struct Conn {
+    client: Client,
+    audit_insert: Option<tokio_postgres::Statement>,
+}
+
+impl Pool {
+    /// A connection to this statement alone (see [`Pool::conn`]).
+    async fn client(&self) -> Result<MappedMutexGuard<'_, Client>, StoreError> {
+        Ok(MappedMutexGuard::map(self.conn().await?, |c| &mut c.client))
+    }
+
+    /// A connection to this statement alone: the first free open one, else a free
+    /// slot opened now, else the next busy one in turn once it is free.
+    async fn conn(&self) -> Result<MappedMutexGuard<'_, Conn>, StoreError> {
+        let slots = &self.slots;
+        let mut free_empty = None;
+        let mut taken = None;
+        for slot in slots {
+            if let Ok(guard) = slot.try_lock() {
+                if guard.as_ref().is_some_and(|c| !c.client.is_closed()) {
+                    taken = Some(guard);
+                    break;
+                }
+                free_empty.get_or_insert(guard);
+            }
+        }
+        let mut guard = match (taken, free_empty) {
+            (Some(guard), _) | (None, Some(guard)) => guard,
+            (None, None) => {
+                let turn = self.next.fetch_add(1, Ordering::Relaxed) % slots.len();
+                slots[turn].lock().await
+            }
+        };
+        if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
+            *guard = None;
+            let client = Postgres::open(&self.url, self.schema).await?;
+            *guard = Some(Conn {
+                client,
+                audit_insert: None,
+            });
+        }
+        MutexGuard::try_map(guard, Option::as_mut)
+            .map_err(|_| StoreError::Unavailable("PostgreSQL: no connection".into()))
+    }
 }
 
 impl Postgres {
@@ -174,16 +134,40 @@ impl Postgres {
     /// replicas starting together migrate once). At most `connections` are
     /// opened, the first one now.
     pub async fn connect_pool(url: &str, connections: usize) -> Result<Postgres, StoreError> {
-        let first = Postgres::open(url).await?;
+        Postgres::connect_at(url, connections, MIGRATIONS.len()).await
+    }
+
+    /// [`Postgres::connect_pool`] with the schema brought up to version `schema`
+    /// only (tests make databases of earlier versions with it). The audit
+    /// partitions ahead are made now and kept up (from version 10 on): a failure
+    /// is logged, and records go to the default partition until the next try.
+    async fn connect_at(
+        url: &str,
+        connections: usize,
+        schema: usize,
+    ) -> Result<Postgres, StoreError> {
+        let first = Postgres::open(url, schema).await?;
         let mut slots: Vec<_> = (0..connections.max(1)).map(|_| Mutex::new(None)).collect();
-        *slots[0].get_mut() = Some(first);
+        *slots[0].get_mut() = Some(Conn {
+            client: first,
+            audit_insert: None,
+        });
         let owner = new_owner()?;
+        let pool = Arc::new(Pool {
+            slots,
+            next: AtomicUsize::new(0),
+            url: url.into(),
+            schema,
+        });
+        if schema >= schema::PARTITIONED {
+            if let Err(e) = pool.maintain_partitions(now_ms()).await {
+                tracing::warn!("audit partitions: not made ahead ({e}); records go to the default partition until the next try");
+            }
+            partitions::keep_up(Arc::downgrade(&pool));
+        }
         Ok(Postgres {
             chain: Arc::new(Lanes::new(&owner, AUDIT_LANES.min(connections.max(1)))),
-            pool: Arc::new(Pool {
-                slots,
-                next: AtomicUsize::new(0),
-            }),
+            pool,
             probe: Arc::new(Mutex::new(None)),
             url: url.into(),
             owner,
@@ -204,42 +188,18 @@ impl Postgres {
     pub async fn open_connections(&self) -> usize {
         let mut open = 0;
         for slot in &self.pool.slots {
-            open += usize::from(slot.lock().await.as_ref().is_some_and(|c| !c.is_closed()));
+            let slot = slot.lock().await;
+            open += usize::from(slot.as_ref().is_some_and(|c| !c.client.is_closed()));
         }
         open
     }
 
-    /// A connection to this statement alone: the first free open one, else a free
-    /// slot opened now, else the next busy one in turn once it is free.
+    /// A connection to this statement alone (see [`Pool::client`]).
     async fn client(&self) -> Result<MappedMutexGuard<'_, Client>, StoreError> {
-        let slots = &self.pool.slots;
-        let mut free_empty = None;
-        let mut taken = None;
-        for slot in slots {
-            if let Ok(guard) = slot.try_lock() {
-                if guard.as_ref().is_some_and(|c| !c.is_closed()) {
-                    taken = Some(guard);
-                    break;
-                }
-                free_empty.get_or_insert(guard);
-            }
-        }
-        let mut guard = match (taken, free_empty) {
-            (Some(guard), _) | (None, Some(guard)) => guard,
-            (None, None) => {
-                let turn = self.pool.next.fetch_add(1, Ordering::Relaxed) % slots.len();
-                slots[turn].lock().await
-            }
-        };
-        if guard.as_ref().is_none_or(|c| c.is_closed()) {
-            *guard = None;
-            *guard = Some(Postgres::open(&self.url).await?);
-        }
-        MutexGuard::try_map(guard, Option::as_mut)
-            .map_err(|_| StoreError::Unavailable("PostgreSQL: no connection".into()))
+        self.pool.client().await
     }
 
-    async fn open(url: &str) -> Result<Client, StoreError> {
+    async fn open(url: &str, schema: usize) -> Result<Client, StoreError> {
         let (mut client, connection) =
             tokio::time::timeout(Duration::from_secs(10), tokio_postgres::connect(url, NoTls))
                 .await
@@ -262,53 +222,7 @@ impl Postgres {
                 );
             }
         });
-        client
-            .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
-            .await
-            .map_err(unavailable)?;
-        let migrated = async {
-            client
-                .batch_execute(
-                    "CREATE TABLE IF NOT EXISTS warden_schema_version (version INTEGER NOT NULL)",
-                )
-                .await?;
-            let version: i32 = client
-                .query_opt("SELECT version FROM warden_schema_version", &[])
-                .await?
-                .map(|r| r.get(0))
-                .unwrap_or(0);
-            Ok::<i32, tokio_postgres::Error>(version)
-        }
-        .await;
-        let result = match migrated {
-            Err(e) => Err(unavailable(e)),
-            Ok(version) if version as usize > MIGRATIONS.len() => Err(StoreError::Unavailable(format!(
-                "the database has schema version {version}, newer than this mcp-warden knows ({}); upgrade mcp-warden",
-                MIGRATIONS.len()
-            ))),
-            Ok(version) => {
-                let mut outcome = Ok(());
-                for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-                    let step = async {
-                        let tx = client.transaction().await?;
-                        tx.batch_execute(sql).await?;
-                        tx.execute("DELETE FROM warden_schema_version", &[]).await?;
-                        tx.execute("INSERT INTO warden_schema_version (version) VALUES ($1)", &[&(i as i32 + 1)]).await?;
-                        tx.commit().await
-                    }
-                    .await;
-                    if let Err(e) = step {
-                        outcome = Err(unavailable(e));
-                        break;
-                    }
-                }
-                outcome
-            }
-        };
-        let _ = client
-            .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
-            .await;
-        result?;
+        schema::migrate(&mut client, schema).await?;
         Ok(client)
     }
 
@@ -701,3 +615,5 @@ fn redact_url(url: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_partitions;

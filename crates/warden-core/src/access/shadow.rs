@@ -42,6 +42,16 @@ impl Rules {
         }
     }
 
+    /// The enforced rule that puts this call to a human (its effect, its
+    /// arguments included, is `ask`); `None` when no rule asks (the default
+    /// does, or the call is not asked about).
+    pub fn asking_rule(&self, input: &CelInput<'_>) -> Option<usize> {
+        match self.overall(input, false) {
+            (Effect::Ask, rule) => rule,
+            _ => None,
+        }
+    }
+
     /// What the shadow rules would have made of this call, when it differs
     /// from what the enforced rules make of it; `None` without shadow rules.
     pub fn shadow_verdict(&self, input: &CelInput<'_>) -> Option<Shadowed> {
@@ -52,6 +62,7 @@ impl Rules {
         let (would, rule) = self.overall(input, true);
         (would != enforced).then_some(Shadowed {
             would: word_of(would),
+            of: "rule",
             rule,
         })
     }
@@ -122,5 +133,34 @@ mod tests {
             default: Effect::Allow,
         };
         assert_eq!(verdict(&none, "t", json!({})), None);
+    }
+
+    #[test]
+    fn the_asking_rule_is_the_enforced_one_that_asks_its_arguments_included() {
+        let cel = CelCondition::compile("args.n > 3").unwrap();
+        let rules = Rules {
+            rules: vec![
+                rule("t", Effect::Ask).in_shadow(),
+                rule("t", Effect::Ask).when_cel(cel),
+                rule("t", Effect::Allow),
+                rule("u", Effect::Ask),
+            ],
+            default: Effect::Ask,
+        };
+        let caller = Caller::new("me");
+        let scope = CallScope::default();
+        let asking = |tool: &str, args: Value| {
+            rules.asking_rule(&CelInput {
+                caller: &caller,
+                tool,
+                upstream: "",
+                args: args.as_object().unwrap(),
+                scope: &scope,
+            })
+        };
+        assert_eq!(asking("t", json!({"n": 5})), Some(1));
+        assert_eq!(asking("t", json!({"n": 1})), None, "rule[2] allows it");
+        assert_eq!(asking("u", json!({})), Some(3));
+        assert_eq!(asking("v", json!({})), None, "the default asks, no rule");
     }
 }

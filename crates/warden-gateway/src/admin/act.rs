@@ -100,6 +100,29 @@ pub(super) async fn act(
                 }
             }
         }
+        "/pins/reject" => {
+            let Some(tool) = get("tool") else {
+                return failure(
+                    StatusCode::BAD_REQUEST,
+                    "Name the tool to reject (tool).",
+                    api,
+                );
+            };
+            match super::pins::reject(&site.gw, &tool, who).await {
+                Ok(held) if api => json_reply(
+                    StatusCode::OK,
+                    &json!({"rejected": tool, "rejected_tools": held}),
+                ),
+                Ok(_) => see_other("/pins"),
+                Err(e) => {
+                    tracing::warn!(
+                        "the console could not reject a tool: {}",
+                        crate::logged::logged(&e)
+                    );
+                    failure(StatusCode::CONFLICT, &approve_failed(&e), api)
+                }
+            }
+        }
         "/approvals/decide" => {
             let (id, decision) = (
                 get("id").unwrap_or_default(),
@@ -125,11 +148,11 @@ pub(super) async fn act(
     }
 }
 
-/// Why an approval failed, for the operator: the names no upstream has, said as
-/// `pins approve` says it; anything else (a file that cannot be read or written)
+/// Why an approval or a rejection failed, for the operator: the names it cannot
+/// take, said as `pins approve` says it; anything else (a file that cannot be read or written)
 /// only as such, since its path is not the console's to show.
 fn approve_failed(e: &str) -> String {
-    if e.starts_with("no upstream lists or locks: ") {
+    if e.starts_with("no upstream lists or locks: ") || e.starts_with("nothing to reject under: ") {
         e.to_owned()
     } else {
         "the pins lock cannot be read or written (the log says why); it is unchanged".to_owned()
@@ -190,6 +213,10 @@ mod tests {
         assert_eq!(
             approve_failed("no upstream lists or locks: up.x; the lock is unchanged"),
             "no upstream lists or locks: up.x; the lock is unchanged"
+        );
+        assert_eq!(
+            approve_failed(&crate::texts::pins_unrejectable(&["up.x".into()])),
+            "nothing to reject under: up.x; only a tool listed now that differs from the lock can be rejected; the lock is unchanged"
         );
         assert_eq!(
             approve_failed("writing /etc/secret/warden.pins.json: denied"),

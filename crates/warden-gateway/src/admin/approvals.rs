@@ -9,9 +9,20 @@ use crate::gateway::Gateway;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
-/// The waiting calls, oldest first, and who answers approvals here.
+/// The waiting calls, oldest first, who answers approvals by default, and
+/// whether a rule, flow rule or guard names the console as its own approver.
 pub async fn data(gw: &Gateway) -> Value {
-    let approver = match gw.current_config().access.approver {
+    let config = gw.current_config();
+    let console = |a: &Option<crate::config::Approver>| {
+        matches!(
+            a,
+            Some(crate::config::Approver::Console | crate::config::Approver::Both)
+        )
+    };
+    let named = config.rule.iter().any(|r| console(&r.approver))
+        || config.limits.flows.iter().any(|f| console(&f.approver))
+        || config.guards.list.iter().any(|g| console(&g.approver));
+    let approver = match config.access.approver {
         crate::config::Approver::Client => "client",
         crate::config::Approver::Console => "console",
         crate::config::Approver::Both => "both",
@@ -27,7 +38,7 @@ pub async fn data(gw: &Gateway) -> Value {
             v
         })
         .collect();
-    json!({"approver": approver, "waiting": waiting})
+    json!({"approver": approver, "named_console": named, "waiting": waiting})
 }
 
 /// Answers waiting call `id` (`decision`: `approve` or `deny`) for admin `who`;
@@ -65,7 +76,9 @@ pub const NOT_WAITING: &str = "No such call is waiting: it was answered, timed o
 pub fn html(data: &Value, csrf: &str) -> String {
     let mut b = String::new();
     let approver = data["approver"].as_str().unwrap_or_default();
-    if approver == "client" {
+    if approver == "client" && data["named_console"] == true {
+        b.push_str("<p id=\"approver\">Approvals are answered by the client's user ([access] approver = \"client\"), but the calls of the rules, flow rules and guards that name the console as their approver wait here.</p>");
+    } else if approver == "client" {
         b.push_str("<p id=\"approver\">Approvals are answered by the client's user ([access] approver = \"client\"): no call waits here.</p>");
     } else {
         let _ = write!(
@@ -126,5 +139,11 @@ mod tests {
         );
         let none = html(&json!({"approver": "client", "waiting": []}), "tok");
         assert!(none.contains("No call is waiting for approval."));
+        assert!(none.contains("<p id=\"approver\">Approvals are answered by the client's user ([access] approver = \"client\"): no call waits here.</p>"));
+        let named = html(
+            &json!({"approver": "client", "named_console": true, "waiting": []}),
+            "tok",
+        );
+        assert!(named.contains("<p id=\"approver\">Approvals are answered by the client's user ([access] approver = \"client\"), but the calls of the rules, flow rules and guards that name the console as their approver wait here.</p>"), "{named}");
     }
 }

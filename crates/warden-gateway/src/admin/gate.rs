@@ -96,6 +96,29 @@ impl Gate {
     }
 }
 
+impl Gate {
+    /// The admin an ID token of the console's own issuer names (O9): its
+    /// caller claim, or one of its groups (the token's, and those `[[caller]]`
+    /// gives that name), among `[admin] callers`.
+    pub(super) fn admin_named(
+        &self,
+        who: &crate::front::auth::oauth::Verified,
+        gw: &Gateway,
+    ) -> Result<String, Refusal> {
+        let mut caller = warden_core::Caller::new(&who.name);
+        caller.groups = who.groups.clone();
+        let config = gw.current_config();
+        for c in config.caller.iter().filter(|c| c.name == who.name) {
+            caller.groups.extend(c.groups.iter().cloned());
+        }
+        if self.admins.iter().any(|s| s.matches(&caller)) {
+            Ok(caller.name)
+        } else {
+            Err(Refusal::Forbidden(NOT_ADMIN))
+        }
+    }
+}
+
 /// `Bearer X` as it is; `Basic base64(user:X)` as `Bearer X` (the user name is not read).
 fn as_bearer(header: &[u8]) -> Option<String> {
     let header = std::str::from_utf8(header).ok()?.trim();

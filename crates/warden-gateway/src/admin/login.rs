@@ -2,7 +2,10 @@
 //! authorization code flow with PKCE (S256) at the `[oauth]` issuer, as the
 //! gateway's own client. The access token the code is redeemed for must name
 //! the gateway (its audience) and an admin caller, exactly as a bearer token
-//! on the console must ([O4](../../docs/behaviour.md#o4)); the browser then
+//! on the console must ([O4](../../docs/behaviour.md#o4)). With a `[console]
+//! issuer` of its own, the login goes there instead, and it is the ID token
+//! that is checked (signature, `iss`, `aud` the console's client, `exp`, and
+//! the login's `nonce`) and must name an admin by its claim or a group. The browser then
 //! holds a session cookie (`HttpOnly`, `SameSite=Strict`, `Secure` behind
 //! https), which only names a session kept here. API keys keep working.
 //!
@@ -14,13 +17,13 @@
 
 use super::html::{esc, message, page};
 use super::{reply, Reply, HTML};
-use crate::front::auth::oauth::ResourceServer;
+use crate::front::auth::oauth::{ResourceServer, Verified};
 use base64::Engine as _;
 use hyper::header::{HeaderMap, HeaderValue, COOKIE, LOCATION, SET_COOKIE};
 use hyper::StatusCode;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const SESSION_COOKIE: &str = "warden_console";
@@ -37,9 +40,22 @@ pub(super) const LOGIN_FAILED: &str =
     "The issuer did not complete the login (the log says why); log in again.";
 pub(super) const LOGIN_UNAVAILABLE: &str =
     "The issuer cannot be reached or names no authorization endpoint; try again later.";
+pub(super) const LOGIN_ID_TOKEN: &str =
+    "The issuer's ID token for this login did not pass its checks (the log says why); log in again.";
+const LOGIN_NEEDS_ISSUER: &str = "admin.login needs [console] issuer and client_id, or [oauth] issuer and client_id: console users log in at that issuer, as that client";
+
+/// What a redeemed login proves, for the gate to name the admin by.
+pub(super) enum Proof {
+    /// The `[oauth]` issuer's access token, checked as a bearer on the console is.
+    Bearer(String),
+    /// The identity a `[console] issuer`'s ID token names, checked already.
+    Identity(Verified),
+}
 
 struct Pending {
     verifier: String,
+    /// OpenID Connect's `nonce`: the ID token must carry it back.
+    nonce: String,
     redirect: String,
     began: Instant,
 }
@@ -52,6 +68,10 @@ struct Session {
 /// Logins under way and the sessions they opened.
 pub(super) struct Login {
     client_id: String,
+    /// `[console] issuer`: where users log in instead of the `[oauth]` issuer.
+    own: Option<Arc<ResourceServer>>,
+    /// `openid`, and `[console] scopes`.
+    scope: String,
     pending: Mutex<HashMap<String, Pending>>,
     sessions: Mutex<HashMap<String, Session>>,
 }
@@ -111,17 +131,37 @@ impl Login {
         if !config.admin.login {
             return Ok(None);
         }
-        let (Some(_), Some(client_id)) = (&config.oauth.issuer, &config.oauth.client_id) else {
-            return Err("admin.login needs [oauth] issuer and client_id: console users log in at that issuer, as that client".into());
+        let own = ResourceServer::for_console(config)?;
+        let o = &config.oauth;
+        let client_id = match (&own, &config.console.client_id, &o.issuer, &o.client_id) {
+            (Some(_), Some(id), _, _) | (None, _, Some(_), Some(id)) => id.clone(),
+            _ => return Err(LOGIN_NEEDS_ISSUER.into()),
         };
         if config.admin.callers.is_empty() {
             return Err("admin.login needs [admin] callers: the admins a login must name".into());
         }
+        let mut scope = "openid".to_owned();
+        if own.is_some() {
+            for s in config.console.scopes.iter().filter(|s| *s != "openid") {
+                scope.push(' ');
+                scope.push_str(s);
+            }
+        }
         Ok(Some(Login {
-            client_id: client_id.clone(),
+            client_id,
+            own,
+            scope,
             pending: Mutex::default(),
             sessions: Mutex::default(),
         }))
+    }
+
+    /// The issuer users log in at: the console's own, else the `[oauth]` one.
+    pub(super) fn issuer<'a>(
+        &'a self,
+        oauth: Option<&'a Arc<ResourceServer>>,
+    ) -> Option<&'a Arc<ResourceServer>> {
+        self.own.as_ref().or(oauth)
     }
 
     /// The admin a request's session cookie names, and the session's id.
@@ -149,7 +189,7 @@ impl Login {
                 message("Log in", LOGIN_UNAVAILABLE),
             );
         };
-        let (Ok(state), Ok(verifier)) = (random(), random()) else {
+        let (Ok(state), Ok(verifier), Ok(nonce)) = (random(), random(), random()) else {
             return reply(
                 StatusCode::SERVICE_UNAVAILABLE,
                 HTML,
@@ -158,16 +198,24 @@ impl Login {
         };
         let (origin, secure) = origin(headers);
         let redirect = format!("{origin}/login/callback");
-        let pairs = [
+        let mut pairs = vec![
             ("response_type", "code"),
             ("client_id", self.client_id.as_str()),
             ("redirect_uri", redirect.as_str()),
-            ("scope", "openid"),
+            ("scope", self.scope.as_str()),
             ("state", state.as_str()),
-            ("code_challenge", &challenge(&verifier)),
-            ("code_challenge_method", "S256"),
-            ("resource", rs.resource()),
+            ("nonce", nonce.as_str()),
         ];
+        let challenge = challenge(&verifier);
+        pairs.extend([
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+        ]);
+        // The gateway's resource names what the `[oauth]` access token is for;
+        // a console issuer's ID token names the console's client instead.
+        if self.own.is_none() {
+            pairs.push(("resource", rs.resource()));
+        }
         let hint = super::query_pairs(query)
             .into_iter()
             .find(|(k, v)| k == "login_hint" && !v.is_empty())
@@ -197,6 +245,7 @@ impl Login {
                 state.clone(),
                 Pending {
                     verifier,
+                    nonce,
                     redirect,
                     began: Instant::now(),
                 },
@@ -219,17 +268,18 @@ impl Login {
     }
 
     /// `GET /login/callback?code&state`: the code redeemed for a token, the
-    /// token checked as the console checks a bearer (`check`: the admin's name,
-    /// or the refusal page), and a session opened.
+    /// token checked as the console checks a bearer, or a console issuer's ID
+    /// token checked here (`check`: the admin's name, or the refusal page),
+    /// and a session opened.
     pub(super) async fn callback<F, Fut>(
         &self,
-        rs: &ResourceServer,
+        rs: &Arc<ResourceServer>,
         headers: &HeaderMap,
         query: &str,
         check: F,
     ) -> Reply
     where
-        F: FnOnce(String) -> Fut,
+        F: FnOnce(Proof) -> Fut,
         Fut: std::future::Future<Output = Result<String, Reply>>,
     {
         let pairs = super::query_pairs(query);
@@ -267,35 +317,11 @@ impl Login {
                 message("Log in", LOGIN_UNAVAILABLE),
             );
         };
-        let form = crate::net::fetch::form(&[
-            ("grant_type", "authorization_code"),
-            ("code", code.as_str()),
-            ("redirect_uri", p.redirect.as_str()),
-            ("code_verifier", p.verifier.as_str()),
-            ("client_id", self.client_id.as_str()),
-            ("resource", rs.resource()),
-        ]);
-        let token = match rs.post(&token_endpoint, form).await {
-            Ok(v) => v
-                .get("access_token")
-                .and_then(|t| t.as_str())
-                .map(str::to_owned),
-            Err(e) => {
-                tracing::warn!(
-                    "a console login failed at the issuer's token endpoint: {}",
-                    crate::logged::logged(&e)
-                );
-                None
-            }
+        let proof = match self.redeem(rs, &token_endpoint, &code, &p).await {
+            Ok(proof) => proof,
+            Err(r) => return r,
         };
-        let Some(token) = token else {
-            return reply(
-                StatusCode::BAD_GATEWAY,
-                HTML,
-                message("Log in", LOGIN_FAILED),
-            );
-        };
-        let admin = match check(token).await {
+        let admin = match check(proof).await {
             Ok(admin) => admin,
             Err(refused) => return refused,
         };
@@ -341,6 +367,84 @@ impl Login {
         r
     }
 
+    /// The code redeemed at the token endpoint: the `[oauth]` issuer's access
+    /// token, or the identity a console issuer's ID token names. An ID token in
+    /// the answer is checked whichever issuer sent it (a console issuer must
+    /// send one); else the page that says the login failed.
+    async fn redeem(
+        &self,
+        rs: &Arc<ResourceServer>,
+        token_endpoint: &crate::net::target::HttpTarget,
+        code: &str,
+        p: &Pending,
+    ) -> Result<Proof, Reply> {
+        let mut pairs = vec![
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", p.redirect.as_str()),
+            ("code_verifier", p.verifier.as_str()),
+            ("client_id", self.client_id.as_str()),
+        ];
+        if self.own.is_none() {
+            pairs.push(("resource", rs.resource()));
+        }
+        let answer = match rs
+            .post(token_endpoint, crate::net::fetch::form(&pairs))
+            .await
+        {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!(
+                    "a console login failed at the issuer's token endpoint: {}",
+                    crate::logged::logged(&e)
+                );
+                None
+            }
+        };
+        let field = |k: &str| {
+            let v = answer.as_ref()?.get(k)?.as_str()?;
+            Some(v.to_owned())
+        };
+        let failed = || {
+            reply(
+                StatusCode::BAD_GATEWAY,
+                HTML,
+                message("Log in", LOGIN_FAILED),
+            )
+        };
+        // The ID token, where there is one, must be this login's; a console
+        // issuer's is the proof itself, so it must be there.
+        let id_token = field("id_token");
+        let who = match &id_token {
+            Some(t) => Some(self.check_id_token(rs, t, &p.nonce).await?),
+            None if self.own.is_some() => return Err(failed()),
+            None => None,
+        };
+        match (who, field("access_token")) {
+            (Some(who), _) if self.own.is_some() => Ok(Proof::Identity(who)),
+            (_, Some(token)) if self.own.is_none() => Ok(Proof::Bearer(token)),
+            _ => Err(failed()),
+        }
+    }
+
+    /// An ID token checked for this login (signature, `iss`, `aud` this
+    /// client, `exp`, `nonce`); else the page that says it did not pass.
+    async fn check_id_token(
+        &self,
+        rs: &Arc<ResourceServer>,
+        token: &str,
+        nonce: &str,
+    ) -> Result<Verified, Reply> {
+        match rs.verify_id_token(token, nonce, &self.client_id).await {
+            Ok(who) => Ok(who),
+            Err(refused) => {
+                tracing::warn!(why = ?refused, "a console login's ID token did not pass its checks (signature, iss, aud, exp, nonce)");
+                let page = message("Log in", LOGIN_ID_TOKEN);
+                Err(reply(StatusCode::FORBIDDEN, HTML, page))
+            }
+        }
+    }
+
     /// Ends session `id` (a POSTed logout, its CSRF token checked already).
     pub(super) fn logout(&self, id: &str, headers: &HeaderMap) -> Reply {
         self.sessions
@@ -380,6 +484,44 @@ mod tests {
         assert_eq!(
             challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+    }
+
+    #[test]
+    fn the_login_texts_are_exact() {
+        assert_eq!(
+            LOGIN_ID_TOKEN,
+            "The issuer's ID token for this login did not pass its checks (the log says why); log in again."
+        );
+    }
+
+    #[test]
+    fn a_login_needs_an_issuer_and_a_client_the_consoles_own_first() {
+        let login = |extra: &str| {
+            let text = format!("[admin]\ncallers = [\"alice\"]\nlogin = true\n{extra}");
+            let config = crate::config::Config::parse(&text, "t.toml").unwrap();
+            Login::from_config(&config).map(|l| l.map(|l| (l.client_id, l.scope, l.own.is_some())))
+        };
+        let needs = "admin.login needs [console] issuer and client_id, or [oauth] issuer and client_id: console users log in at that issuer, as that client";
+        assert_eq!(login("").err().as_deref(), Some(needs));
+        assert_eq!(
+            login("[console]\nissuer = \"https://idp.example\"\n").err().as_deref(),
+            Some("console.client_id: the console logs in at [console] issuer as a client of it; name that client")
+        );
+        assert_eq!(
+            login("[console]\nclient_id = \"console\"\n").err().as_deref(),
+            Some("console.issuer: console.client_id is a client of the console's own issuer; name that issuer")
+        );
+        let both = "[oauth]\nissuer = \"https://as.example\"\nclient_id = \"gw\"\nclient_secret_env = \"UNSET\"\n\
+                    [console]\nissuer = \"https://idp.example\"\nclient_id = \"console\"\nscopes = [\"openid\", \"groups\"]\n";
+        assert_eq!(
+            login(both),
+            Ok(Some(("console".into(), "openid groups".into(), true)))
+        );
+        let oauth = "[oauth]\nissuer = \"https://as.example\"\nclient_id = \"gw\"\nclient_secret_env = \"UNSET\"\n";
+        assert_eq!(
+            login(oauth),
+            Ok(Some(("gw".into(), "openid".into(), false)))
         );
     }
 

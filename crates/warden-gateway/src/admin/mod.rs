@@ -183,7 +183,7 @@ impl Site {
     /// `/login` and `/login/callback`, which need no credential (O9).
     async fn login_route(&self, req: &Request<hyper::body::Incoming>, path: &str) -> Option<Reply> {
         let login = self.login.as_ref()?;
-        let rs = self.gate.auth.oauth()?;
+        let rs = login.issuer(self.gate.auth.oauth())?;
         if req.method() != Method::GET {
             return None;
         }
@@ -194,11 +194,16 @@ impl Site {
             }
             "/login/callback" => {
                 let query = req.uri().query().unwrap_or_default();
-                let check = |token: String| async move {
-                    self.gate
-                        .admin_of(&format!("Bearer {token}"), &self.gw)
-                        .await
-                        .map_err(|refused| refused_reply(refused, false))
+                let check = |proof: login::Proof| async move {
+                    let admin = match proof {
+                        login::Proof::Bearer(token) => {
+                            self.gate
+                                .admin_of(&format!("Bearer {token}"), &self.gw)
+                                .await
+                        }
+                        login::Proof::Identity(who) => self.gate.admin_named(&who, &self.gw),
+                    };
+                    admin.map_err(|refused| refused_reply(refused, false))
                 };
                 Some(login.callback(rs, req.headers(), query, check).await)
             }

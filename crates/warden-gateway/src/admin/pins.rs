@@ -2,7 +2,10 @@
 //! a side-by-side view of what changed in each drifted tool (the lock's
 //! definition against the listing's, field by field), and the approve form,
 //! which writes the lock exactly as `mcp-warden pins approve` does
-//! ([`crate::pins::approve_into`]) and rebuilds the catalogue at once.
+//! ([`crate::pins::approve_into`]) and rebuilds the catalogue at once, and the
+//! reject form, which records the listed definition as rejected in the lock
+//! (P4, [`crate::pins::reject_into`]) so it stays withheld and is not offered
+//! again until the upstream lists another.
 
 use super::html::{esc, page};
 use crate::gateway::Gateway;
@@ -39,12 +42,12 @@ pub fn data(gw: &Gateway) -> Value {
             let locked = lock.as_ref().and_then(|l| l.upstreams.get(&u.name));
             let listing = listings.iter().find(|(name, _)| *name == u.name);
             let drift: Vec<Value> = match (&lock, listing) {
-                (Some(_), Some((_, tools))) => {
+                (Some(lock), Some((_, tools))) => {
                     let none = Default::default();
                     let locked = locked.unwrap_or(&none);
                     pins::diff(locked, tools)
                         .iter()
-                        .map(|d| drift(&u.name, d, locked, tools))
+                        .map(|d| drift(&u.name, d, (locked, lock), tools))
                         .collect()
                 }
                 _ => Vec::new(),
@@ -62,19 +65,21 @@ pub fn data(gw: &Gateway) -> Value {
 }
 
 /// One drift: the tool, what changed in a few words, and per reviewed field that
-/// differs the lock's value and the listing's (`null` where absent).
+/// differs the lock's value and the listing's (`null` where absent); the name to
+/// approve, the name to reject (`null` for a removal: nothing is listed to
+/// withhold), and whether the listed definition is one already rejected (P4).
 fn drift(
     up: &str,
     d: &Drift,
-    locked: &std::collections::BTreeMap<String, Value>,
+    (locked, lock): (&std::collections::BTreeMap<String, Value>, &pins::Lock),
     tools: &[Value],
 ) -> Value {
-    let listed = |n: &str| {
+    let find = |n: &str| {
         tools
             .iter()
             .find(|t| t.get("name").and_then(Value::as_str) == Some(n))
-            .map(pins::reviewed)
     };
+    let listed = |n: &str| find(n).map(pins::reviewed);
     let whole = |was: Option<&Value>, is: Option<Value>| -> Vec<Value> {
         pins::REVIEWED
             .iter()
@@ -107,11 +112,30 @@ fn drift(
         }
     };
     // What to approve to take the listing into the lock: the name it is listed under.
-    let approve = match d {
-        Drift::Renamed { to, .. } => format!("{up}.{to}"),
-        _ => format!("{up}.{tool}"),
+    let (approve, listed_as) = match d {
+        Drift::Renamed { to, .. } => (format!("{up}.{to}"), Some(to)),
+        Drift::Removed(_) => (format!("{up}.{tool}"), None),
+        _ => (format!("{up}.{tool}"), Some(tool)),
     };
-    json!({"tool": format!("{up}.{tool}"), "change": change, "approve": approve, "fields": fields})
+    let rejected = listed_as
+        .and_then(|n| find(n))
+        .is_some_and(|t| lock.rejects(up, t));
+    let reject = listed_as.map(|n| format!("{up}.{n}"));
+    json!({"tool": format!("{up}.{tool}"), "change": change, "approve": approve,
+           "reject": reject, "rejected": rejected, "fields": fields})
+}
+
+/// Rejects `tool` (`upstream.tool`) as listed now (P4): the lock records its
+/// definition as rejected, written whole as an approval writes it, and the
+/// catalogue is built again under it. How many rejected definitions the lock
+/// holds, or why not.
+pub async fn reject(gw: &Gateway, tool: &str, by: &str) -> Result<usize, String> {
+    let path = pins::lock_path(&gw.config.path);
+    let listings = gw.upstream_listings();
+    let held = pins::reject_into(&path, &listings, &[tool.to_owned()])?;
+    tracing::info!(tool = %crate::logged::logged(tool), by = %crate::logged::logged(by), "the console rejected a tool definition; the pins lock records it");
+    gw.pins_changed().await;
+    Ok(held)
 }
 
 /// Approves `tool` (`upstream.tool` as the lock names it) from the listing into
@@ -155,8 +179,12 @@ pub fn html(data: &Value, csrf: &str) -> String {
             .flatten()
             .map(|d| {
                 let tool = d["tool"].as_str().unwrap_or_default();
+                let rejected = match d["rejected"] == true {
+                    true => " (rejected: withheld)",
+                    false => "",
+                };
                 format!(
-                    "<li><a href=\"#review-{}\">{}</a>: {}</li>",
+                    "<li><a href=\"#review-{}\">{}</a>: {}{rejected}</li>",
                     esc(tool),
                     esc(tool),
                     esc(d["change"].as_str().unwrap_or_default())
@@ -214,6 +242,12 @@ fn review(b: &mut String, d: &Value, csrf: &str) {
         );
     }
     b.push_str("</tbody></table>");
+    if d["rejected"] == true {
+        // P4: not offered again until the upstream lists another definition.
+        b.push_str(REJECTED_NOTE);
+        b.push_str("</section>");
+        return;
+    }
     // Approving a removed tool takes it out of the lock, as `pins approve` does.
     let approve = d["approve"].as_str().unwrap_or(tool);
     let label = match d["change"].as_str() {
@@ -227,8 +261,20 @@ fn review(b: &mut String, d: &Value, csrf: &str) {
         esc(csrf),
         esc(approve),
     );
+    if let Some(reject) = d["reject"].as_str() {
+        let _ = write!(
+            b,
+            "<form method=\"post\" action=\"/pins/reject\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+             <input type=\"hidden\" name=\"tool\" value=\"{r}\"><button type=\"submit\">Reject {r} as listed now</button></form>",
+            esc(csrf),
+            r = esc(reject),
+        );
+    }
     b.push_str("</section>");
 }
+
+/// What a drift whose listed definition was rejected shows instead of its forms.
+const REJECTED_NOTE: &str = "<p class=\"failed\">Rejected: this definition is withheld and not offered for approval again until the upstream lists another one. <code>mcp-warden pins approve</code> still takes it.</p>";
 
 /// A value as the review shows it: pretty JSON, or `(absent)`.
 fn pretty(v: &Value) -> String {
@@ -317,5 +363,26 @@ mod tests {
         );
         assert!(page.contains("<tr><th scope=\"row\">description</th><td><pre><del>Echo.</del></pre></td><td><pre><ins>Echo &lt;b&gt;louder&lt;/b&gt;.</ins></pre></td></tr>"), "{page}");
         assert!(page.contains("<form method=\"post\" action=\"/pins/approve\"><input type=\"hidden\" name=\"csrf\" value=\"tok&amp;en\"><input type=\"hidden\" name=\"tool\" value=\"up.echo\"><button type=\"submit\">Approve up.echo as listed now</button></form>"));
+        // No reject form for a drift without a `reject` name (a removal).
+        assert!(!page.contains("/pins/reject"));
+    }
+
+    #[test]
+    fn a_drift_is_offered_for_rejection_until_rejected_then_only_named() {
+        let drift = |rejected: bool| {
+            json!({"lock": "warden.pins.json", "present": true, "upstreams": [{
+                "upstream": "up", "mode": "ask", "locked_tools": 2, "listed": true,
+                "drift": [{"tool": "up.echo", "change": "changed: description", "approve": "up.echo",
+                           "reject": "up.echo", "rejected": rejected,
+                           "fields": [{"field": "description", "locked": "Echo.", "listed": "Echo!"}]}]}]})
+        };
+        let page = html(&drift(false), "t");
+        assert!(page.contains("<form method=\"post\" action=\"/pins/reject\"><input type=\"hidden\" name=\"csrf\" value=\"t\"><input type=\"hidden\" name=\"tool\" value=\"up.echo\"><button type=\"submit\">Reject up.echo as listed now</button></form></section>"), "{page}");
+        let page = html(&drift(true), "t");
+        assert!(
+            page.contains("<li><a href=\"#review-up.echo\">up.echo</a>: changed: description (rejected: withheld)</li>")
+        );
+        assert!(page.contains("</table><p class=\"failed\">Rejected: this definition is withheld and not offered for approval again until the upstream lists another one. <code>mcp-warden pins approve</code> still takes it.</p></section>"), "{page}");
+        assert!(!page.contains("<form method=\"post\" action=\"/pins/"));
     }
 }

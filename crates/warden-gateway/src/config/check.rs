@@ -330,14 +330,14 @@ fn limits(file: &ConfigFile) -> Result<Limits, Vec<Invalid>> {
     for (i, q) in file.quota.iter().enumerate() {
         match Quota::build(q) {
             Ok(q) => quotas.push(q),
-            Err(m) => errors.push(invalid(format!("quota[{i}]"), m)),
+            Err((k, m)) => errors.push(invalid(super::limits::entry_key("quota", i, k), m)),
         }
     }
     let mut flows = Vec::with_capacity(file.flow.len());
     for (i, f) in file.flow.iter().enumerate() {
         match Flow::build(f) {
             Ok(f) => flows.push(f),
-            Err(m) => errors.push(invalid(format!("flow[{i}]"), m)),
+            Err((k, m)) => errors.push(invalid(super::limits::entry_key("flow", i, k), m)),
         }
     }
     let labels = Labels::build(&file.upstream)
@@ -547,6 +547,10 @@ fn rule(i: usize, r: &RuleConfig) -> Result<Rule, Invalid> {
         Rule::new(&r.callers, &r.tools, r.effect).map_err(|m| invalid(format!("rule[{i}]"), m))?;
     let all = conditions(i, "when", &r.when)?;
     let any = conditions(i, "when_any", &r.when_any)?;
+    if r.approver.is_some() && r.effect != Effect::Ask {
+        let m = crate::texts::APPROVER_NOT_ASKING.replace("{what}", "rule");
+        return Err(invalid(format!("rule[{i}].approver"), m));
+    }
     let mut rule = rule.when(Conditions { all, any });
     if r.mode == Some(super::file::RuleMode::Shadow) {
         rule = rule.in_shadow();

@@ -5,6 +5,7 @@
 
 mod admin;
 mod audit;
+mod console;
 mod gateway;
 mod guard;
 mod server;
@@ -12,6 +13,7 @@ mod upstream;
 
 pub use admin::*;
 pub use audit::*;
+pub use console::*;
 pub use gateway::*;
 pub use guard::*;
 use serde::de::{self, Deserializer};
@@ -105,6 +107,9 @@ pub(super) struct ConfigFile {
     /// `[oauth]`: the HTTP front as an OAuth 2.1 resource server of one issuer.
     #[serde(default)]
     pub oauth: OAuthConfig,
+    /// `[console]`: the console's own OpenID Connect issuer for its login (O9).
+    #[serde(default)]
+    pub console: ConsoleConfig,
     /// `[[server]]`: virtual servers, named tool sets (V1-V7).
     #[serde(default)]
     pub server: Vec<ServerConfig>,
@@ -329,6 +334,10 @@ pub struct RuleConfig {
     /// enforce (built-in) | shadow: judged, audited and counted, not enforced (X6).
     #[serde(default, deserialize_with = "parsed_opt")]
     pub mode: Option<RuleMode>,
+    /// With `effect = "ask"`: who answers this rule's question (client |
+    /// console | both), instead of `[access] approver` (H6).
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub approver: Option<Approver>,
 }
 
 /// Whether a rule is enforced or only watched (X6).
@@ -396,6 +405,12 @@ pub struct QuotaConfig {
     /// through uncounted (false, the built-in).
     #[serde(default)]
     pub strict: bool,
+    /// A CEL expression over caller, tool, args, session and request: the quota
+    /// counts only the calls it holds for (X8).
+    pub when_cel: Option<String>,
+    /// enforce (built-in) | shadow: counted and audited, never refusing (X9).
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub mode: Option<RuleMode>,
 }
 
 /// What a matching `[[flow]]` does.
@@ -433,6 +448,13 @@ pub struct FlowConfig {
     /// A CEL expression over caller, tool, args, session and request that must
     /// hold too for the rule to stop the call (X1).
     pub when_cel: Option<String>,
+    /// enforce (built-in) | shadow: judged and audited, never stopping a call (X9).
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub mode: Option<RuleMode>,
+    /// With `effect = "ask"`: who answers this rule's question (client |
+    /// console | both), instead of `[access] approver` (H6).
+    #[serde(default, deserialize_with = "parsed_opt")]
+    pub approver: Option<Approver>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -2,12 +2,12 @@
 //! caller selectors parse, the action and its labels agree. Scanning happens in
 //! `warden_core::scan`, acting on findings in `gateway::call::content`.
 
-use super::file::GuardConfig;
+use super::file::{GuardConfig, RuleMode};
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 use warden_core::scan::{Finding, Scanner};
-use warden_core::{Caller, Effect, Rule};
+use warden_core::{Caller, CelCondition, CelInput, Effect, Rule};
 
 /// S8: the reads whose results guards on results look at, by these names in
 /// their `tools` globs (`*` matches them too).
@@ -64,10 +64,16 @@ pub struct Guard {
     selects: Rule,
     /// The tool globs as written (for `check`).
     pub tools: Vec<String>,
+    /// Who answers its `ask` on arguments (H6); `None`: `[access] approver`.
+    pub approver: Option<super::Approver>,
     /// It looks at tool results (S3), calls' arguments (S6), tool definitions (S7).
     pub results: bool,
     pub arguments: bool,
     pub descriptions: bool,
+    /// It applies only to the calls this holds for (X8).
+    pub cel: Option<CelCondition>,
+    /// It looks and is audited, never acting (X9).
+    pub shadow: bool,
 }
 
 impl fmt::Debug for Guard {
@@ -144,7 +150,23 @@ impl Guard {
             }
             _ => {}
         }
+        if g.approver.is_some() && (action != GuardAction::Ask || !arguments) {
+            let m = crate::texts::APPROVER_NOT_ASKING.replace("{what}", "guard on arguments");
+            return Err(("approver", m));
+        }
         let selects = Rule::new(&g.callers, &g.tools, Effect::Allow).map_err(|m| ("tools", m))?;
+        let cel = super::limits::compile(g.when_cel.as_deref())?;
+        let shadow = g.mode == Some(RuleMode::Shadow);
+        if descriptions && cel.is_some() {
+            return Err((
+                "when_cel",
+                "a guard on descriptions cannot have when_cel: a listing has no call to read"
+                    .into(),
+            ));
+        }
+        if descriptions && shadow {
+            return Err(("mode", "a guard on descriptions cannot be in shadow mode: a listing has no audit record to note it in".into()));
+        }
         Ok(Guard {
             name: g.name.clone(),
             scanner,
@@ -152,9 +174,12 @@ impl Guard {
             labels: g.labels.clone(),
             selects,
             tools: g.tools.clone(),
+            approver: g.approver,
             results,
             arguments,
             descriptions,
+            cel,
+            shadow,
         })
     }
 
@@ -193,6 +218,16 @@ pub struct Guards {
 /// The guards that apply to one call (`None`: none, and the call pays nothing).
 pub type Applied = Option<Arc<[Arc<Guard>]>>;
 
+/// The guards of one call: those that act, and those in shadow mode (X9) with
+/// their place in the file (`guard[<i>]`).
+#[derive(Debug, Default)]
+pub struct CallGuards {
+    pub arguments: Applied,
+    pub results: Applied,
+    pub shadow_arguments: Vec<(usize, Arc<Guard>)>,
+    pub shadow_results: Vec<(usize, Arc<Guard>)>,
+}
+
 impl Guards {
     /// Checks every `[[guard]]`; `Err`: the key (`guard[1].detect`) and why.
     pub(super) fn build(guards: &[GuardConfig]) -> Result<Guards, (String, String)> {
@@ -211,14 +246,47 @@ impl Guards {
         Ok(Guards { list })
     }
 
-    /// The guards over `caller`'s results of `tool`.
+    /// The guards over `caller`'s results of `tool` (a read's, S8): enforced
+    /// ones; one with `when_cel` applies, there being no call to read (X8).
     pub fn for_results(&self, caller: Option<&Caller>, tool: &str) -> Applied {
-        self.select(|g| g.results && g.applies(caller, tool))
+        self.select(|g| g.results && !g.shadow && g.applies(caller, tool))
     }
 
-    /// The guards over `caller`'s arguments to `tool` (S6).
-    pub fn for_arguments(&self, caller: Option<&Caller>, tool: &str) -> Applied {
-        self.select(|g| g.arguments && g.applies(caller, tool))
+    /// The guards of one call (S2, S6) whose `when_cel` holds (X8), enforced
+    /// and in shadow mode (X9). `Err`: an expression failed (X3), and the call
+    /// is refused closed.
+    pub fn for_call(&self, call: &CelInput<'_>) -> Result<CallGuards, String> {
+        let mut out = CallGuards::default();
+        if self.list.is_empty() {
+            return Ok(out);
+        }
+        let mut lists: [Vec<(usize, Arc<Guard>)>; 4] = Default::default();
+        for (i, g) in self.list.iter().enumerate() {
+            if !(g.results || g.arguments) || !g.selects.applies(call.caller, call.tool) {
+                continue;
+            }
+            let held = super::limits::holds(g.cel.as_ref(), call)
+                .map_err(|m| format!("guard[{i}].{m}"))?;
+            if !held {
+                continue;
+            }
+            let at = usize::from(g.shadow) * 2;
+            if g.arguments {
+                lists[at].push((i, g.clone()));
+            }
+            if g.results {
+                lists[at + 1].push((i, g.clone()));
+            }
+        }
+        let [arguments, results, shadow_arguments, shadow_results] = lists;
+        let applied = |l: Vec<(usize, Arc<Guard>)>| -> Applied {
+            (!l.is_empty()).then(|| l.into_iter().map(|(_, g)| g).collect())
+        };
+        out.arguments = applied(arguments);
+        out.results = applied(results);
+        out.shadow_arguments = shadow_arguments;
+        out.shadow_results = shadow_results;
+        Ok(out)
     }
 
     /// Whether any guard goes over tool definitions (S7).

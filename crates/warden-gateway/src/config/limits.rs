@@ -3,10 +3,10 @@
 //! Counting happens in `gateway::quota`, session flow state in `gateway::flow`.
 
 pub use super::file::FlowEffect;
-use super::file::{FlowConfig, QuotaConfig, UpstreamConfig};
+use super::file::{FlowConfig, QuotaConfig, RuleMode, UpstreamConfig};
 use globset::{Glob, GlobMatcher};
 use std::fmt;
-use warden_core::{Caller, Effect, Rule};
+use warden_core::{Caller, CelCondition, CelInput, Effect, Rule};
 
 /// The unit a rate counts calls over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,11 +102,26 @@ pub struct Quota {
     /// When the shared store cannot answer: refuse the call (true) or let it
     /// through uncounted (false).
     pub strict: bool,
+    /// It counts only the calls this holds for (X8).
+    pub cel: Option<CelCondition>,
+    /// Counted and audited, never refusing (X9).
+    pub shadow: bool,
 }
 
 impl Quota {
+    /// Whether the quota could count `caller`'s calls to `tool` (its
+    /// `when_cel` aside).
     pub fn applies(&self, caller: &Caller, tool: &str) -> bool {
         self.selects.applies(caller, tool)
+    }
+
+    /// Whether the quota counts this call: it applies, and its `when_cel`
+    /// holds. `Err`: the expression failed (X3), in words with no value.
+    pub fn counts(&self, call: &CelInput<'_>) -> Result<bool, String> {
+        if !self.applies(call.caller, call.tool) {
+            return Ok(false);
+        }
+        holds(self.cel.as_ref(), call)
     }
 
     /// Whose calls to which tools it counts (for reports).
@@ -114,7 +129,19 @@ impl Quota {
         &self.selects
     }
 
-    pub(super) fn build(q: &QuotaConfig) -> Result<Quota, String> {
+    /// The quota; `Err`: the key within it (`""`: the entry) and why.
+    pub(super) fn build(q: &QuotaConfig) -> Result<Quota, (&'static str, String)> {
+        let cel = compile(q.when_cel.as_deref())?;
+        Quota::limits(q)
+            .map(|mut quota| {
+                quota.cel = cel;
+                quota.shadow = q.mode == Some(RuleMode::Shadow);
+                quota
+            })
+            .map_err(|m| ("", m))
+    }
+
+    fn limits(q: &QuotaConfig) -> Result<Quota, String> {
         let selects = Rule::new(&q.callers, &q.tools, Effect::Allow)?;
         let rate = match &q.rate {
             Some(r) => Some(Rate::parse(r, q.burst)?),
@@ -132,6 +159,8 @@ impl Quota {
             rate,
             concurrency: q.concurrency,
             strict: q.strict,
+            cel: None,
+            shadow: false,
         })
     }
 }
@@ -147,11 +176,27 @@ pub struct Flow {
     /// Why, in words for the model.
     pub reason: String,
     /// A CEL condition that must hold too (X1).
-    pub cel: Option<warden_core::CelCondition>,
+    pub cel: Option<CelCondition>,
+    /// Judged and audited, never stopping a call (X9).
+    pub shadow: bool,
+    /// Who answers an `ask` (H6); `None`: `[access] approver`.
+    pub approver: Option<super::Approver>,
 }
 
 impl Flow {
-    pub(super) fn build(f: &FlowConfig) -> Result<Flow, String> {
+    /// The rule; `Err`: the key within it (`""`: the entry) and why.
+    pub(super) fn build(f: &FlowConfig) -> Result<Flow, (&'static str, String)> {
+        let cel = compile(f.when_cel.as_deref())?;
+        Flow::rule(f)
+            .map(|mut flow| {
+                flow.cel = cel;
+                flow.shadow = f.mode == Some(RuleMode::Shadow);
+                flow
+            })
+            .map_err(|m| ("", m))
+    }
+
+    fn rule(f: &FlowConfig) -> Result<Flow, String> {
         if f.touched.is_empty() {
             return Err("touched needs at least one label (e.g. [\"private_data\"])".into());
         }
@@ -173,19 +218,45 @@ impl Flow {
                 f.calling
             ),
         };
-        let cel = f
-            .when_cel
-            .as_deref()
-            .map(warden_core::CelCondition::compile)
-            .transpose()
-            .map_err(|m| format!("when_cel: {m}"))?;
+        if f.approver.is_some() && f.effect != FlowEffect::Ask {
+            return Err(crate::texts::APPROVER_NOT_ASKING.replace("{what}", "flow rule"));
+        }
         Ok(Flow {
             touched: f.touched.clone(),
             calling: f.calling.clone(),
             effect: f.effect,
             reason,
-            cel,
+            cel: None,
+            shadow: false,
+            approver: f.approver,
         })
+    }
+}
+
+/// `quota[2]`, or `quota[2].when_cel` for a key within it.
+pub(super) fn entry_key(table: &str, i: usize, key: &str) -> String {
+    match key {
+        "" => format!("{table}[{i}]"),
+        k => format!("{table}[{i}].{k}"),
+    }
+}
+
+/// A `when_cel`, compiled (X2); `Err`: its key and what is wrong where.
+pub(super) fn compile(
+    source: Option<&str>,
+) -> Result<Option<CelCondition>, (&'static str, String)> {
+    source
+        .map(CelCondition::compile)
+        .transpose()
+        .map_err(|m| ("when_cel", m))
+}
+
+/// Whether an entry's `when_cel` holds for a call (none: it does). `Err`: it
+/// failed (X3), in words with no value of the call.
+pub fn holds(cel: Option<&CelCondition>, call: &CelInput<'_>) -> Result<bool, String> {
+    match cel {
+        None => Ok(true),
+        Some(c) => c.holds(call).map_err(|e| format!("when_cel: {e}")),
     }
 }
 

@@ -16,10 +16,10 @@ pub mod servers;
 pub use check::{loopback_url, parse_duration, toml_to_json, Access, Hook};
 pub use file::{
     AccessConfig, AccessDefault, AdminConfig, Approver, AuditConfig, AuthConfig, CallerConfig,
-    CredentialConfig, DefaultsConfig, Discovery, Durability, ErrorData, ExchangeConfig, FlowConfig,
-    Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig, OAuthConfig, Phase,
-    PinMode, QuotaConfig, RuleConfig, ServerConfig, StoreConfig, ToolConfig, TracesConfig,
-    UpstreamConfig, UpstreamProtocol, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES,
+    ConsoleConfig, CredentialConfig, DefaultsConfig, Discovery, Durability, ErrorData,
+    ExchangeConfig, FlowConfig, Front, GatewayConfig, HookConfig, IdempotencyConfig, MetricsConfig,
+    OAuthConfig, Phase, PinMode, QuotaConfig, RuleConfig, ServerConfig, StoreConfig, ToolConfig,
+    TracesConfig, UpstreamConfig, UpstreamProtocol, WebhookConfig, DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PING_INTERVAL_MS, DEFAULT_RESTART_AFTER_TIMEOUTS, DEFAULT_TIMEOUT_MS,
 };
 pub use report::Located;
@@ -58,6 +58,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// `[oauth]`: the resource server's issuer, scopes and groups.
     pub oauth: OAuthConfig,
+    /// `[console]`: the console's own OpenID Connect issuer (O9).
+    pub console: ConsoleConfig,
     /// `[[server]]`: the virtual servers, checked (V1-V7).
     pub servers: Vec<std::sync::Arc<servers::VirtualServer>>,
     /// Where the file was read from; relative upstream commands resolve against its folder.
@@ -136,6 +138,7 @@ impl Config {
             traces,
             auth,
             oauth,
+            console,
             server: _,
         } = raw;
         let store = StoreConfig {
@@ -160,6 +163,7 @@ impl Config {
             traces,
             auth,
             oauth,
+            console,
             servers,
             path: PathBuf::new(),
             source,

@@ -109,6 +109,18 @@ pub async fn approve(
     decided(ctx, approved)
 }
 
+/// H6: who answers a call's question: `[access] approver` (`default`) unless
+/// what asks (a rule, a flow rule, an argument guard) names someone; where
+/// those it names differ, the console answers, since only an operator's answer
+/// is one the caller's own user cannot give.
+pub fn approver_of(default: Approver, named: &[Approver]) -> Approver {
+    match named.split_first() {
+        None => default,
+        Some((first, rest)) if rest.iter().all(|a| a == first) => *first,
+        Some(_) => Approver::Console,
+    }
+}
+
 /// The elicitation that puts `question` to the client's user.
 fn question_form(question: &Question<'_>) -> Value {
     let ctx = question.ctx;
@@ -202,5 +214,20 @@ fn decided(ctx: &CallContext, approved: bool) -> Approval {
         Approval::Approved(by)
     } else {
         Approval::Refused(answer::APPROVAL_REFUSED, by)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn who_answers_is_what_asks_names_or_the_access_default() {
+        use Approver::{Both, Client, Console};
+        assert_eq!(approver_of(Client, &[]), Client);
+        assert_eq!(approver_of(Both, &[]), Both);
+        assert_eq!(approver_of(Client, &[Console]), Console);
+        assert_eq!(approver_of(Console, &[Client, Client]), Client);
+        assert_eq!(approver_of(Client, &[Both, Client]), Console);
     }
 }

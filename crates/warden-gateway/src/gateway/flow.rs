@@ -57,8 +57,9 @@ pub enum FlowDecision {
     Pass,
     /// Refused: the rule's reason.
     Deny(String),
-    /// Runs once a human approves: the rule's reason.
-    Ask(String),
+    /// Runs once a human approves: the rule's reason, and who it names to
+    /// answer (H6; `None`: `[access] approver`).
+    Ask(String, Option<crate::config::Approver>),
     /// A rule's `when_cel` failed (X3): refused closed; the note is the operator's.
     Failed(String),
 }
@@ -138,6 +139,11 @@ impl Flows {
         }
     }
 
+    /// Whether a rule has a `when_cel` (X1).
+    pub fn has_cel(&self) -> bool {
+        self.rules.iter().any(|r| r.cel.is_some())
+    }
+
     /// Whether flow policy is on at all (rules and labels configured).
     pub fn on(&self) -> bool {
         !self.rules.is_empty() && !self.labels.is_empty()
@@ -151,43 +157,83 @@ impl Flows {
     /// The rules' decision on a call carrying `labels` in a session that has touched `trail`.
     /// A rule with `when_cel` stops the call only where it holds for `call`
     /// (X1); without the call to read, or where it fails, the call fails closed.
+    /// Shadow rules (X9) are passed over.
     pub fn decide(
         &self,
         trail: &Trail,
         labels: &[String],
         call: Option<&warden_core::CelInput<'_>>,
     ) -> FlowDecision {
+        self.decide_in((trail, labels), call, false).0
+    }
+
+    /// X9: what the shadow rules would have made of the call, where it differs
+    /// from the enforced decision (a failed expression would deny).
+    pub fn shadow_verdict(
+        &self,
+        trail: &Trail,
+        labels: &[String],
+        call: Option<&warden_core::CelInput<'_>>,
+    ) -> Option<warden_core::Shadowed> {
+        if !self.rules.iter().any(|r| r.shadow) {
+            return None;
+        }
+        let word = |d: &FlowDecision| match d {
+            FlowDecision::Pass => "would_allow",
+            FlowDecision::Ask(..) => "would_ask",
+            FlowDecision::Deny(_) | FlowDecision::Failed(_) => "would_deny",
+        };
+        let (enforced, _) = self.decide_in((trail, labels), call, false);
+        let (would, rule) = self.decide_in((trail, labels), call, true);
+        (word(&would) != word(&enforced)).then(|| warden_core::Shadowed {
+            would: word(&would),
+            of: "flow",
+            rule,
+        })
+    }
+
+    /// [`Flows::decide`] and the rule that decided, shadow rules enforced or
+    /// passed over.
+    fn decide_in(
+        &self,
+        (trail, labels): (&Trail, &[String]),
+        call: Option<&warden_core::CelInput<'_>>,
+        shadow: bool,
+    ) -> (FlowDecision, Option<usize>) {
         let mut ask = None;
         for (i, rule) in self.rules.iter().enumerate() {
+            if rule.shadow && !shadow {
+                continue;
+            }
             let carries = labels.contains(&rule.calling);
             let completes = rule
                 .touched
                 .iter()
                 .all(|l| trail.contains(l) || labels.contains(l));
-            if carries && completes {
-                if let Some(cel) = &rule.cel {
-                    match call.map(|c| cel.holds(c)) {
-                        Some(Ok(true)) => {}
-                        Some(Ok(false)) => continue,
-                        Some(Err(e)) => {
-                            return FlowDecision::Failed(format!("flow[{i}].when_cel: {e}"))
-                        }
-                        None => {
-                            return FlowDecision::Failed(format!(
-                                "flow[{i}].when_cel: no call to read"
-                            ))
-                        }
-                    }
+            if !(carries && completes) {
+                continue;
+            }
+            if rule.cel.is_some() {
+                let held = match call {
+                    Some(c) => crate::config::limits::holds(rule.cel.as_ref(), c),
+                    None => Err("when_cel: no call to read".to_owned()),
+                };
+                match held {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(e) => return (FlowDecision::Failed(format!("flow[{i}].{e}")), Some(i)),
                 }
-                match rule.effect {
-                    FlowEffect::Deny => return FlowDecision::Deny(rule.reason.clone()),
-                    FlowEffect::Ask => {
-                        ask.get_or_insert_with(|| rule.reason.clone());
-                    }
+            }
+            match rule.effect {
+                FlowEffect::Deny => return (FlowDecision::Deny(rule.reason.clone()), Some(i)),
+                FlowEffect::Ask => {
+                    ask.get_or_insert_with(|| (rule.reason.clone(), rule.approver, i));
                 }
             }
         }
-        ask.map_or(FlowDecision::Pass, FlowDecision::Ask)
+        ask.map_or((FlowDecision::Pass, None), |(r, approver, i)| {
+            (FlowDecision::Ask(r, approver), Some(i))
+        })
     }
 
     /// A 2026-07-28 caller's trail: what this gateway remembers for it, with what
@@ -290,7 +336,7 @@ mod tests {
         );
         assert_eq!(
             f.decide(&trail(&["private_data"]), &sink, None),
-            FlowDecision::Ask("Private data was read.".into())
+            FlowDecision::Ask("Private data was read.".into(), None)
         );
         let denied = FlowDecision::Deny("This session has already used tools labelled 'private_data' and 'untrusted_content', and this tool is labelled 'external_sink': together they could send what was read out of the session.".into());
         assert_eq!(
@@ -338,6 +384,57 @@ mod tests {
         assert_eq!(
             f.stateless_trail(&key, "alice", None),
             trail(&["private_data"])
+        );
+    }
+
+    #[test]
+    fn a_shadow_flow_rule_is_noted_and_never_stops_a_call() {
+        let c = Config::parse(
+            "[[upstream]]\nname = \"m\"\ncommand = [\"x\"]\nlabels = { \"send*\" = [\"external_sink\"] }\n\
+             [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"ask\"\nmode = \"shadow\"\n\
+             [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\nmode = \"shadow\"\nwhen_cel = \"args.to != 'me'\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        let f = Flows::new(
+            c.limits.flows,
+            c.limits.labels,
+            (Duration::from_secs(60), Duration::from_secs(600)),
+            None,
+        );
+        let (caller, scope) = (
+            warden_core::Caller::new("a"),
+            warden_core::CallScope::default(),
+        );
+        let args = |v: Value| v.as_object().cloned().unwrap();
+        let (them, me, none) = (
+            args(json!({"to": "x"})),
+            args(json!({"to": "me"})),
+            args(json!({})),
+        );
+        let call = |args| warden_core::CelInput {
+            caller: &caller,
+            tool: "m.send",
+            upstream: "m",
+            args,
+            scope: &scope,
+        };
+        let sink = f.labels_of("m", "send");
+        let read = trail(&["private_data"]);
+        let note = |a| {
+            f.shadow_verdict(&read, &sink, Some(&call(a)))
+                .map(|s| s.to_string())
+        };
+        for a in [&them, &me, &none] {
+            assert_eq!(f.decide(&read, &sink, Some(&call(a))), FlowDecision::Pass);
+        }
+        assert_eq!(note(&them).as_deref(), Some("would_deny by flow[1]"));
+        assert_eq!(note(&me).as_deref(), Some("would_ask by flow[0]"));
+        // The expression fails: enforced, it would refuse the call closed.
+        assert_eq!(note(&none).as_deref(), Some("would_deny by flow[1]"));
+        assert_eq!(
+            f.shadow_verdict(&trail(&[]), &sink, Some(&call(&them))),
+            None
         );
     }
 }

@@ -32,6 +32,8 @@ pub struct Policy {
     pub approval_timeout: Duration,
     /// Who answers an approval (H6).
     pub approver: crate::config::Approver,
+    /// Per `[[rule]]`, in order: who answers its `ask`, when it says (H6).
+    pub rule_approvers: Vec<Option<crate::config::Approver>>,
     pub quotas: Arc<Quotas>,
     pub flows: Arc<Flows>,
     /// Guards over tool results (S1-S5).
@@ -112,6 +114,7 @@ impl Policy {
             after_hooks,
             approval_timeout: Duration::from_millis(config.access.approval_timeout_ms),
             approver: config.access.approver,
+            rule_approvers: config.rule.iter().map(|r| r.approver).collect(),
             quotas,
             flows,
             guards: config.guards.clone(),
@@ -119,6 +122,15 @@ impl Policy {
             views: Default::default(),
             listings: Default::default(),
         }
+    }
+
+    /// Whether a `when_cel` reads a call's scope beyond its caller, tool and
+    /// arguments (X1, X8): a call builds it only then.
+    pub fn reads_scope(&self) -> bool {
+        self.grant.rules.reads_scope()
+            || self.quotas.has_cel()
+            || self.flows.has_cel()
+            || self.guards.list.iter().any(|g| g.cel.is_some())
     }
 
     /// The virtual server `name`, when this policy has one.

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::task::AbortHandle;
-use warden_core::Caller;
+use warden_core::{Caller, CelInput, Shadowed};
 use warden_store::{Postgres, QuotaTake};
 
 /// The `_meta` key of a refusal's result that says when to retry, in milliseconds.
@@ -45,9 +45,25 @@ const UNKNOWN_WAIT_MS: f64 = 1_000.0;
 pub enum Admission {
     /// The call may go on; it holds these concurrency slots until it ends.
     /// `counted`: a rate counted it (now, or before it paused: a credit).
-    Admitted { slots: Slots, counted: bool },
+    /// `shadow`: the shadow quotas that would have refused it (X9).
+    Admitted {
+        slots: Slots,
+        counted: bool,
+        shadow: Vec<Shadowed>,
+    },
     /// The call is refused: the text for the model, and when to retry.
     Refused { text: String, retry_ms: u64 },
+    /// A quota's `when_cel` failed (X3): refused closed; the note is the operator's.
+    Failed(String),
+}
+
+/// X9: a shadow quota that would have refused a call.
+fn would_deny(i: usize) -> Shadowed {
+    Shadowed {
+        would: "would_deny",
+        of: "quota",
+        rule: Some(i),
+    }
 }
 
 type Counts = Arc<Mutex<HashMap<(usize, String), u32>>>;
@@ -71,6 +87,8 @@ pub struct Slots {
     local: Vec<(Counts, (usize, String))>,
     shared: Option<Shared>,
     released: AtomicBool,
+    /// Slots taken apart (shadow quotas', X9), freed with these.
+    more: Vec<Slots>,
 }
 
 /// Slots in the shared store, and the task renewing their lease.
@@ -99,12 +117,27 @@ impl Slots {
         if self.released.swap(true, Ordering::AcqRel) {
             return;
         }
+        for more in &self.more {
+            Box::pin(more.release()).await;
+        }
         self.free_local();
         if let Some(s) = &self.shared {
             s.renewal.abort();
             if let Err(e) = s.pg.release_slots(&s.ids).await {
                 tracing::warn!("concurrency slots could not be freed in the store; they free when their lease runs out: {e}");
             }
+        }
+    }
+}
+
+impl Slots {
+    /// These slots and `other`, held and freed together.
+    fn join(&mut self, other: Slots) {
+        if other.shared.is_some() || !other.more.is_empty() {
+            self.more.push(other);
+        } else {
+            let mut other = other;
+            self.local.append(&mut other.local);
         }
     }
 }
@@ -148,31 +181,130 @@ impl Quotas {
         }
     }
 
+    /// Whether a quota has a `when_cel` (X8).
+    pub fn has_cel(&self) -> bool {
+        self.list.iter().any(|q| q.cel.is_some())
+    }
+
     /// Whether any quota could apply to `tool` for `caller`.
     pub fn any_for(&self, caller: Option<&Caller>, tool: &str) -> bool {
         caller.is_some_and(|c| self.list.iter().any(|q| q.applies(c, tool)))
     }
 
-    /// Counts one call of `caller` to `tool` (the name the caller sees) against
-    /// every quota that applies to it. A slot it takes in the shared store is
-    /// leased for `lease` and renewed until the call ends. `credited`: the call
-    /// was counted before it paused; its rates are not counted again.
+    /// Counts one call (its caller, and the tool by the name the caller sees)
+    /// against every quota that counts it (its `when_cel` holding, X8); the
+    /// shadow quotas count it apart and never refuse it (X9). A slot it takes
+    /// in the shared store is leased for `lease` and renewed until the call
+    /// ends. `credited`: the call was counted before it paused; its rates are
+    /// not counted again. `None`: a call without a caller, which no quota counts.
     pub async fn admit(
         &self,
-        caller: Option<&Caller>,
-        tool: &str,
+        call: Option<&CelInput<'_>>,
         lease: Duration,
         credited: bool,
     ) -> Admission {
-        let Some(caller) = caller else {
+        let Some(call) = call else {
             return Admission::Admitted {
                 slots: Slots::default(),
                 counted: credited,
+                shadow: Vec::new(),
             };
         };
-        let applying: Vec<usize> = (0..self.list.len())
-            .filter(|&i| self.list[i].applies(caller, tool))
+        let (mut applying, mut shadows, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, q) in self.list.iter().enumerate() {
+            match (q.counts(call), q.shadow) {
+                (Ok(false), _) => {}
+                (Ok(true), false) => applying.push(i),
+                (Ok(true), true) => shadows.push(i),
+                (Err(m), false) => return Admission::Failed(format!("quota[{i}].{m}")),
+                // A shadow quota's failure would refuse the call closed.
+                (Err(_), true) => failed.push(would_deny(i)),
+            }
+        }
+        let admitted = self
+            .enforce(call.caller, call.tool, &applying, lease, credited)
+            .await;
+        match admitted {
+            Admission::Admitted {
+                mut slots,
+                counted,
+                mut shadow,
+            } if !shadows.is_empty() || !failed.is_empty() => {
+                shadow.append(&mut failed);
+                for i in shadows {
+                    match self
+                        .shadow_take(i, &call.caller.name, lease, credited)
+                        .await
+                    {
+                        Ok(held) => slots.join(held),
+                        Err(s) => shadow.push(s),
+                    }
+                }
+                Admission::Admitted {
+                    slots,
+                    counted,
+                    shadow,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// X9: shadow quota `i` counts a call the enforced quotas let through, in
+    /// its own buckets; `Err`: it would have refused it (and did not count it).
+    async fn shadow_take(
+        &self,
+        i: usize,
+        caller: &str,
+        lease: Duration,
+        credited: bool,
+    ) -> Result<Slots, Shadowed> {
+        let q = &self.list[i];
+        let rated: Vec<(usize, Rate)> = q
+            .rate
+            .filter(|_| !credited)
+            .map(|r| (i, r))
+            .into_iter()
             .collect();
+        let limited: Vec<(usize, u32)> = q.concurrency.map(|n| (i, n)).into_iter().collect();
+        let Some(pg) = &self.shared else {
+            let slots = self.take_slots(&limited, caller).map_err(would_deny)?;
+            return match self.take_local(&rated, caller) {
+                None => Ok(slots),
+                Some(_) => Err(would_deny(i)),
+            };
+        };
+        if rated.is_empty() && limited.is_empty() {
+            return Ok(Slots::default());
+        }
+        let rates: Vec<(String, f64, f64)> = rated
+            .iter()
+            .map(|(i, r)| (bucket_key(*i, r, caller), r.interval_ms(), r.tolerance_ms()))
+            .collect();
+        let buckets: Vec<(String, u32)> = limited
+            .iter()
+            .map(|&(i, n)| (format!("{i}:c{n}:{caller}"), n))
+            .collect();
+        match pg.take_quota(&rates, &buckets, lease).await {
+            Ok(QuotaTake::Admitted(ids)) => Ok(held(pg, ids, lease)),
+            Ok(QuotaTake::Full(_) | QuotaTake::Wait(..)) => Err(would_deny(i)),
+            Err(e) => {
+                tracing::warn!("the store cannot count a shadow quota; it is passed over: {e}");
+                Ok(Slots::default())
+            }
+        }
+    }
+
+    /// The enforced quotas `applying` (indices) take the call of `caller` to
+    /// `tool`, all of them or none.
+    async fn enforce(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        applying: &[usize],
+        lease: Duration,
+        credited: bool,
+    ) -> Admission {
         let rated: Vec<(usize, Rate)> = applying
             .iter()
             .filter(|_| !credited)
@@ -203,15 +335,12 @@ impl Quotas {
                 Err(i) => return concurrency_refusal(i),
             };
             return match self.take_local(&rated, &caller.name) {
-                None => Admission::Admitted { slots, counted },
+                None => admitted(slots, counted),
                 Some((k, wait_ms)) => rate_refusal(&rated[k].1, wait_ms),
             };
         };
         if rated.is_empty() && limited.is_empty() {
-            return Admission::Admitted {
-                slots: Slots::default(),
-                counted,
-            };
+            return admitted(Slots::default(), counted);
         }
         let rates: Vec<(String, f64, f64)> = rated
             .iter()
@@ -228,10 +357,7 @@ impl Quotas {
             .map(|&(i, n)| (format!("{i}:c{n}:{}", caller.name), n))
             .collect();
         match pg.take_quota(&rates, &buckets, lease).await {
-            Ok(QuotaTake::Admitted(ids)) => Admission::Admitted {
-                slots: held(pg, ids, lease),
-                counted,
-            },
+            Ok(QuotaTake::Admitted(ids)) => admitted(held(pg, ids, lease), counted),
             Ok(QuotaTake::Full(k)) => concurrency_refusal(limited[k].0),
             Ok(QuotaTake::Wait(k, wait_ms)) => rate_refusal(&rated[k].1, wait_ms),
             Err(e) => {
@@ -253,10 +379,7 @@ impl Quotas {
                     );
                 }
                 tracing::warn!(tool = %logged(tool), "the store cannot count a quota; the call goes through uncounted: {}", logged(&e));
-                Admission::Admitted {
-                    slots: Slots::default(),
-                    counted: credited,
-                }
+                admitted(Slots::default(), credited)
             }
         }
     }
@@ -286,17 +409,19 @@ impl Quotas {
     /// retry its answer advises is not charged twice. Counted in this process
     /// only: a shared store that counts rates is the store the key could not be
     /// recorded in, so it is not asked again (the count stands).
-    pub fn refund(&self, caller: Option<&Caller>, tool: &str) {
-        let Some(caller) = caller else { return };
+    /// The quotas refunded are those that counted it: their `when_cel` holds
+    /// for the same call (X8), shadow quotas too.
+    pub fn refund(&self, call: Option<&CelInput<'_>>) {
+        let Some(call) = call else { return };
         if self.shared.is_some() {
             return;
         }
         let mut tats = lock(&self.local);
         for (i, q) in self.list.iter().enumerate() {
-            let Some(rate) = q.rate.filter(|_| q.applies(caller, tool)) else {
+            let Some(rate) = q.rate.filter(|_| q.counts(call) == Ok(true)) else {
                 continue;
             };
-            if let Some(tat) = tats.get_mut(&(i, caller.name.clone())) {
+            if let Some(tat) = tats.get_mut(&(i, call.caller.name.clone())) {
                 *tat -= rate.interval_ms();
             }
         }
@@ -446,6 +571,14 @@ fn available_now(rate: &Rate, tat: f64, now: f64) -> u32 {
     }
 }
 
+fn admitted(slots: Slots, counted: bool) -> Admission {
+    Admission::Admitted {
+        slots,
+        counted,
+        shadow: Vec::new(),
+    }
+}
+
 fn refused(text: String, wait_ms: f64) -> Admission {
     Admission::Refused {
         text,
@@ -478,6 +611,7 @@ fn held(pg: &Postgres, ids: Vec<String>, lease: Duration) -> Slots {
             renewal,
         }),
         released: AtomicBool::new(false),
+        more: Vec::new(),
     }
 }
 

@@ -116,6 +116,9 @@ pub struct ClientSession {
     /// The `[oauth]` token of the latest request, for token exchange on the
     /// caller's behalf (it is never sent upstream).
     subject: RwLock<Option<Arc<str>>>,
+    /// The verified token's claims of the latest request (`caller.claims`,
+    /// X1); `None` without a token (stdio, API keys).
+    claims: RwLock<Option<Arc<Map<String, Value>>>>,
     /// How audit records name the session: "stdio", or "http:" and the session id.
     pub label: String,
     pub(crate) warn: warden_core::Session,
@@ -183,6 +186,20 @@ impl ClientSession {
         }
     }
 
+    /// The claims of the token the caller's latest request showed.
+    pub fn set_claims(&self, claims: Option<Arc<Map<String, Value>>>) {
+        let mut now = self.claims.write().unwrap_or_else(|e| e.into_inner());
+        if *now != claims {
+            *now = claims;
+        }
+    }
+
+    /// `caller.claims` (X1): the verified token's claims, empty without one.
+    pub fn claims(&self) -> Map<String, Value> {
+        let now = self.claims.read().unwrap_or_else(|e| e.into_inner());
+        now.as_deref().cloned().unwrap_or_default()
+    }
+
     /// The `[oauth]` token of the caller's latest request.
     pub fn subject_token(&self) -> Option<Arc<str>> {
         self.subject
@@ -201,6 +218,7 @@ impl ClientSession {
             out,
             caller: RwLock::new(caller.map(Arc::new)),
             subject: RwLock::new(None),
+            claims: RwLock::new(None),
             label,
             warn: warden_core::Session::new(Arc::new(|w: &UnknownKeyWarning| {
                 // The keys are the caller's, the tool and its declared keys the

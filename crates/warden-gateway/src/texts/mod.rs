@@ -63,6 +63,18 @@ pub fn pins_unmatched(names: &[String]) -> String {
     )
 }
 
+/// H6: `approver` on something that never asks (`{what}`: rule, flow rule, guard on arguments).
+pub const APPROVER_NOT_ASKING: &str =
+    "approver names who answers a question; only an ask {what} asks one (H6)";
+
+/// P4: names to reject that are no tool listed now differing from the lock.
+pub fn pins_unrejectable(names: &[String]) -> String {
+    format!(
+        "nothing to reject under: {}; only a tool listed now that differs from the lock can be rejected; the lock is unchanged",
+        names.join(", ")
+    )
+}
+
 /// The tool's reviewed `fields` changed since the lock was written.
 pub fn pin_changed(tool: &str, fields: &[&str]) -> String {
     format!(

@@ -8,12 +8,33 @@ use crate::{AuditRecord, StoreError};
 use std::collections::HashMap;
 use tokio_postgres::types::{ToSql, Type};
 
+/// One audit batch: a row per element of the arrays.
+const INSERT: &str =
+    "INSERT INTO warden_audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash,
+                               decision, upstream, duration_ms, findings)
+     SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
+                          $6::TEXT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[],
+                          $10::TEXT[], $11::TEXT[], $12::FLOAT8[], $13::TEXT[])";
+
 impl Postgres {
     /// Appends `records` to the trail in one statement, chained in order; they
     /// are committed when this returns.
     pub async fn record_batch(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
         self.chain
             .append(records, |rows| self.write_linked(rows))
+            .await
+    }
+
+    /// [`Postgres::record_batch`] stamped `time_ms` instead of now (tests write
+    /// the records of other days with it).
+    #[cfg(test)]
+    pub(crate) async fn record_batch_at(
+        &self,
+        records: &[AuditRecord],
+        time_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.chain
+            .append_at(records, time_ms, |rows| self.write_linked(rows))
             .await
     }
 
@@ -46,17 +67,22 @@ impl Postgres {
             (&duration, Type::FLOAT8_ARRAY),
             (&findings, t),
         ];
-        let client = self.client().await?;
-        // Typed: no separate prepare, so the batch is one round trip.
-        client
-            .execute_typed(
-                "INSERT INTO warden_audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash,
-                                           decision, upstream, duration_ms, findings)
-                 SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
-                                      $6::TEXT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[],
-                                      $10::TEXT[], $11::TEXT[], $12::FLOAT8[], $13::TEXT[])",
-                &params,
-            )
+        let mut conn = self.pool.conn().await?;
+        let insert = match &conn.audit_insert {
+            Some(insert) => insert.clone(),
+            None => {
+                let types = params.each_ref().map(|(_, t)| t.clone());
+                let insert = conn
+                    .client
+                    .prepare_typed(INSERT, &types)
+                    .await
+                    .map_err(unavailable)?;
+                conn.audit_insert.insert(insert).clone()
+            }
+        };
+        let values = params.each_ref().map(|(v, _)| *v);
+        conn.client
+            .execute(&insert, &values)
             .await
             .map_err(unavailable)?;
         Ok(())
@@ -116,35 +142,6 @@ impl Postgres {
         let client = self.client().await?;
         let row = client
             .query_one("SELECT COUNT(*) FROM warden_audit WHERE chain IS NULL", &[])
-            .await
-            .map_err(unavailable)?;
-        Ok(row.get::<_, i64>(0) as u64)
-    }
-}
-
-impl Postgres {
-    /// Deletes up to `batch` records older than `before_ms` (oldest first), in one
-    /// statement, and moves each chain's anchor to the last record of it deleted,
-    /// so the rest of the chain still verifies. How many went.
-    pub async fn prune_batch(&self, before_ms: i64, batch: usize) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        let row = client
-            .query_one(
-                "WITH doomed AS (
-                     SELECT id FROM warden_audit WHERE time_ms < $1 ORDER BY id LIMIT $2
-                 ), gone AS (
-                     DELETE FROM warden_audit a USING doomed d WHERE a.id = d.id
-                     RETURNING a.chain, a.seq, a.hash
-                 ), anchored AS (
-                     INSERT INTO warden_audit_anchor (chain, seq, hash)
-                     SELECT DISTINCT ON (chain) chain, seq, hash FROM gone
-                     WHERE chain IS NOT NULL ORDER BY chain, seq DESC
-                     ON CONFLICT (chain) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash
-                       WHERE EXCLUDED.seq > warden_audit_anchor.seq
-                 )
-                 SELECT COUNT(*) FROM gone",
-                &[&before_ms, &(batch as i64)],
-            )
             .await
             .map_err(unavailable)?;
         Ok(row.get::<_, i64>(0) as u64)

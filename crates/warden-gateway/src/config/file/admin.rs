@@ -15,7 +15,8 @@ pub struct AdminConfig {
     #[serde(default)]
     pub callers: Vec<String>,
     /// Console users log in with OpenID Connect (authorization code + PKCE) at
-    /// the `[oauth]` issuer, as the gateway's client (`oauth.client_id`); the
+    /// the `[console]` issuer when there is one (its ID token checked), else at
+    /// the `[oauth]` issuer as the gateway's client (`oauth.client_id`); the
     /// token they get must name an admin caller. API keys keep working.
     #[serde(default)]
     pub login: bool,

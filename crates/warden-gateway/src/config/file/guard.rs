@@ -28,6 +28,16 @@ pub struct GuardConfig {
     /// With `action = "label"`: the flow labels a finding adds to the session's trail.
     #[serde(default)]
     pub labels: Vec<String>,
+    /// A CEL expression over caller, tool, args, session and request: the guard
+    /// applies only to the calls it holds for (X8).
+    pub when_cel: Option<String>,
+    /// enforce (built-in) | shadow: it looks and is audited, never acting (X9).
+    #[serde(default, deserialize_with = "super::parsed_opt")]
+    pub mode: Option<super::RuleMode>,
+    /// With `action = "ask"` on arguments: who answers the guard's question
+    /// (client | console | both), instead of `[access] approver` (H6).
+    #[serde(default, deserialize_with = "super::parsed_opt")]
+    pub approver: Option<super::Approver>,
 }
 
 /// A guard's own pattern: its name is the kind its findings carry.

@@ -37,6 +37,9 @@ pub struct Identity {
     /// The request showed no credential (`gateway.anonymous_caller`): every
     /// such client is the same caller, told apart only by its address.
     pub anonymous: bool,
+    /// The verified token's claims (`[auth]` JWT or `[oauth]` token), for
+    /// `caller.claims` (X10); `None` for API keys and the anonymous caller.
+    pub claims: Option<Arc<serde_json::Map<String, Value>>>,
 }
 
 impl Identity {
@@ -47,6 +50,7 @@ impl Identity {
             token: None,
             expires: None,
             anonymous,
+            claims: None,
         }
     }
 }
@@ -54,6 +58,8 @@ impl Identity {
 /// What the quick, local part of identification found.
 enum Local<'a> {
     Caller(Caller),
+    /// An `[auth]` JWT's caller, and the token's claims.
+    Jwt(Caller, serde_json::Map<String, Value>),
     /// No credential, and `gateway.anonymous_caller` lets such requests in.
     Anonymous(Caller),
     /// A token for the `[oauth]` issuer to check: a JWT, or opaque.
@@ -181,6 +187,12 @@ impl Auth {
     ) -> Result<Identity, Refused> {
         let (token, jwt) = match self.local(authorization, config)? {
             Local::Caller(c) => return Ok(Identity::plain(c, false)),
+            Local::Jwt(c, claims) => {
+                return Ok(Identity {
+                    claims: Some(Arc::new(claims)),
+                    ..Identity::plain(c, false)
+                })
+            }
             Local::Anonymous(c) => return Ok(Identity::plain(c, true)),
             Local::OAuth { token, jwt } => (token, jwt),
         };
@@ -207,6 +219,7 @@ impl Auth {
             token: Some(Arc::from(token)),
             expires: v.expires,
             anonymous: false,
+            claims: v.claims,
         })
     }
 
@@ -250,11 +263,12 @@ impl Auth {
         }
         match &self.jwt {
             Some(jwt) if is_jwt => {
-                let name = jwt.verify(token)?;
-                Ok(Local::Caller(Caller {
+                let (name, claims) = jwt.verify(token)?;
+                let caller = Caller {
                     groups: config.groups_of(&name),
                     name,
-                }))
+                };
+                Ok(Local::Jwt(caller, claims))
             }
             // A JWT naming an issuer `[oauth]` does not trust, and no `[auth]` to try.
             None if is_jwt && self.oauth.is_some() => Err(match oauth::unverified_issuer(token) {
@@ -276,7 +290,8 @@ impl Auth {
 }
 
 impl Jwt {
-    fn verify(&self, token: &str) -> Result<String, Refused> {
+    /// The caller a token names, and its claims.
+    fn verify(&self, token: &str) -> Result<(String, serde_json::Map<String, Value>), Refused> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| Refused::Invalid)?;
         let key = self
             .keys
@@ -324,7 +339,7 @@ impl Jwt {
             jsonwebtoken::get_current_timestamp(),
         )?;
         match data.claims.get(&self.claim) {
-            Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+            Some(Value::String(s)) if !s.is_empty() => Ok((s.clone(), data.claims)),
             _ => Err(Refused::NoCaller),
         }
     }

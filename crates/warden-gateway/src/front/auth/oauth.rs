@@ -78,6 +78,8 @@ pub struct Verified {
     pub scopes: Vec<String>,
     /// `exp`, seconds since the epoch.
     pub expires: Option<u64>,
+    /// The token's claims (the introspection answer for an opaque token).
+    pub claims: Option<Arc<serde_json::Map<String, Value>>>,
 }
 
 /// What the issuer's metadata says where to go.
@@ -206,7 +208,42 @@ impl ResourceServer {
     /// Builds the resource server `[oauth]` describes (none without an issuer).
     /// `front_url` is the front's own URL, the resource when none is configured.
     pub fn from_config(config: &Config, front_url: &str) -> Result<Option<Arc<Self>>, String> {
-        let o = &config.oauth;
+        Self::from_settings(&config.oauth, config, front_url, "oauth")
+    }
+
+    /// The console's own OpenID Connect issuer (`[console] issuer`, O9), when
+    /// set: its ID tokens name the console's client as their audience, the admin
+    /// by `caller_claim` and their groups by `groups_claim`.
+    pub fn for_console(config: &Config) -> Result<Option<Arc<Self>>, String> {
+        let c = &config.console;
+        let (Some(_), Some(client_id)) = (&c.issuer, c.client_id.clone()) else {
+            return match (&c.issuer, &c.client_id) {
+                (Some(_), None) => Err("console.client_id: the console logs in at [console] issuer as a client of it; name that client".into()),
+                (None, Some(_)) => Err("console.issuer: console.client_id is a client of the console's own issuer; name that issuer".into()),
+                _ => Ok(None),
+            };
+        };
+        let o = crate::config::OAuthConfig {
+            issuer: c.issuer.clone(),
+            resource: Some(client_id.clone()),
+            client_id: Some(client_id.clone()),
+            client_secret_env: c.client_secret_env.clone(),
+            caller_claim: c.caller_claim.clone(),
+            groups_claim: Some(c.groups_claim.clone().unwrap_or_else(|| "groups".into())),
+            tls_ca_file: c.tls_ca_file.clone(),
+            timeout_ms: c.timeout_ms.unwrap_or(5000),
+            ..Default::default()
+        };
+        Self::from_settings(&o, config, &client_id, "console")
+    }
+
+    /// A resource server of the issuer `o` names; `section` names the table in errors.
+    fn from_settings(
+        o: &crate::config::OAuthConfig,
+        config: &Config,
+        front_url: &str,
+        section: &str,
+    ) -> Result<Option<Arc<Self>>, String> {
         let Some(issuer) = o.issuer.clone() else {
             return Ok(None);
         };
@@ -216,14 +253,14 @@ impl ResourceServer {
                 .tls_ca_file
                 .as_ref()
                 .map(|p| config.resolve_path(&p.to_string_lossy()));
-            Some(crate::net::tls_with(ca.as_deref()).map_err(|e| format!("oauth.{e}"))?)
+            Some(crate::net::tls_with(ca.as_deref()).map_err(|e| format!("{section}.{e}"))?)
         } else {
             None
         };
         let client_auth = match (&o.client_id, &o.client_secret_env) {
             (Some(id), Some(var)) => {
                 let secret = std::env::var(var).ok().filter(|s| !s.is_empty()).ok_or_else(|| {
-                    format!("oauth.client_secret_env: the environment variable '{var}' is not set; export the gateway's client secret in it")
+                    format!("{section}.client_secret_env: the environment variable '{var}' is not set; export the gateway's client secret in it")
                 })?;
                 // RFC 6749 §2.3.1: both halves form-encoded before Basic encoding.
                 let pair = format!("{}:{}", form_escape(id), form_escape(&secret));
@@ -240,7 +277,7 @@ impl ResourceServer {
         scopes.sort();
         for scope in scopes {
             for t in &o.tool_scopes[scope] {
-                let g = Glob::new(t).map_err(|e| format!("oauth.tool_scopes.{scope}: {e}"))?;
+                let g = Glob::new(t).map_err(|e| format!("{section}.tool_scopes.{scope}: {e}"))?;
                 tool_scopes.push((scope.clone(), g.compile_matcher()));
             }
         }
@@ -358,6 +395,34 @@ impl ResourceServer {
     }
 
     async fn verify_jwt_now(self: &Arc<Self>, token: &str) -> Result<Verified, Refused> {
+        let claims = self.checked_claims(token, &self.resource).await?;
+        self.identity(&claims)
+    }
+
+    /// An OpenID Connect ID token of this issuer (the console's login, O9):
+    /// signed by a key the issuer publishes, naming it (`iss`) and the client
+    /// `client_id` (`aud`), unexpired, and carrying the `nonce` the login sent,
+    /// so a token minted for another login cannot be replayed into this one.
+    pub async fn verify_id_token(
+        self: &Arc<Self>,
+        token: &str,
+        nonce: &str,
+        client_id: &str,
+    ) -> Result<Verified, Refused> {
+        let claims = self.checked_claims(token, client_id).await?;
+        match claims.get("nonce") {
+            Some(Value::String(n)) if !nonce.is_empty() && n == nonce => self.identity(&claims),
+            _ => Err(Refused::Invalid),
+        }
+    }
+
+    /// A JWT's claims once its signature, `iss`, `aud` (`audience`), `exp`,
+    /// `nbf` and `iat` passed.
+    async fn checked_claims(
+        self: &Arc<Self>,
+        token: &str,
+        audience: &str,
+    ) -> Result<serde_json::Map<String, Value>, Refused> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| {
             // `none` and other names jsonwebtoken has no variant for fail to parse:
             // a header that names an algorithm is refused for that algorithm.
@@ -392,7 +457,7 @@ impl ResourceServer {
         let mut v = Validation::new(key.alg);
         v.leeway = LEEWAY_SECS;
         v.validate_nbf = true;
-        v.set_audience(&[&self.resource]);
+        v.set_audience(&[audience]);
         v.set_issuer(&[&self.issuer]);
         v.set_required_spec_claims(&["exp", "aud", "iss"]);
         let data = jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &key.key, &v)
@@ -411,7 +476,7 @@ impl ResourceServer {
                 }
             })?;
         super::check_issued_at(data.claims.get("iat"), now_secs())?;
-        self.identity(&data.claims)
+        Ok(data.claims)
     }
 
     /// The caller, scopes and groups a verified token's claims give.
@@ -451,6 +516,7 @@ impl ResourceServer {
             groups,
             scopes,
             expires: claims.get("exp").and_then(Value::as_u64),
+            claims: Some(Arc::new(claims.clone())),
         })
     }
 }

@@ -8,7 +8,7 @@ impl Auth {
     /// The local part of identification, for keys and `[auth]` JWTs.
     fn identify_now(&self, authorization: Option<&[u8]>, c: &Config) -> Result<Caller, Refused> {
         match self.local(authorization, c)? {
-            Local::Caller(c) | Local::Anonymous(c) => Ok(c),
+            Local::Caller(c) | Local::Anonymous(c) | Local::Jwt(c, _) => Ok(c),
             Local::OAuth { .. } => panic!("an [oauth] token in a local test"),
         }
     }
@@ -316,4 +316,25 @@ fn es256_not_before_and_missing_audience_are_refused() {
     let mut no_aud = good;
     no_aud.as_object_mut().unwrap().remove("aud");
     assert_eq!(who(&auth, &c, &sign(no_aud)), Err(Refused::NoAudience));
+}
+
+/// X10: an `[auth]` JWT's verified claims travel with the identity
+/// (`caller.claims`); an API key carries none.
+#[tokio::test]
+async fn a_verified_jwt_keeps_its_claims_and_a_key_has_none() {
+    let (auth, c) = hs256_auth("");
+    let claims = serde_json::json!({"sub": "bob", "exp": now() + 600, "team": "payments"});
+    let bearer = hs256_bearer(&claims);
+    let who = auth.identify(Some(bearer.as_bytes()), &c).await.unwrap();
+    assert_eq!(who.caller.name, "bob");
+    let kept = who.claims.expect("the token's claims");
+    assert_eq!(Value::Object(serde_json::Map::clone(&kept)), claims);
+    std::env::set_var("WARDEN_AUTH_CLAIMS_KEY", "k-claims");
+    let c = config(
+        "[auth]\njwt_secret_env = \"WARDEN_AUTH_CLAIMS_SECRET\"\n\
+         [[caller]]\nname = \"ann\"\napi_key_env = \"WARDEN_AUTH_CLAIMS_KEY\"\n",
+    );
+    let auth = Auth::from_config(&c, "http://127.0.0.1:8931/mcp").unwrap();
+    let keyed = auth.identify(Some(b"Bearer k-claims"), &c).await.unwrap();
+    assert_eq!((keyed.caller.name.as_str(), keyed.claims), ("ann", None));
 }

@@ -73,7 +73,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-
 /// The endpoint's path.
 pub const ENDPOINT: &str = "/mcp";
 
@@ -476,7 +475,7 @@ impl Front {
                 }
             }
         }
-        let (caller, token) = (who.caller, who.token);
+        let (caller, token) = (who.caller, (who.token, who.claims));
         let sent_as_2026 = header_str(&headers, VERSION_HEADER) == Some(rev2026::VERSION)
             && header_str(&headers, SESSION_HEADER).is_none();
         // A request its header sends as 2026-07-28 is one even when its envelope is
@@ -512,7 +511,8 @@ impl Front {
                     .open(caller, &holder, o.get("params"), on.0.clone())
                 {
                     Ok(session) => {
-                        session.client.update_caller(&who, token);
+                        session.client.update_caller(&who, token.0);
+                        session.client.set_claims(token.1);
                         (session, true)
                     }
                     Err(full) => return session_refused(full, &holder),
@@ -523,7 +523,8 @@ impl Front {
                 .await
             {
                 Ok(s) => {
-                    s.client.update_caller(&caller, token);
+                    s.client.update_caller(&caller, token.0);
+                    s.client.set_claims(token.1);
                     (s, false)
                 }
                 Err(r) => return *r,

@@ -1,12 +1,12 @@
-//! `[audit] retention` (T3): records older than the retention are deleted in
-//! small batches, at start and then every tenth of the retention (at least every
-//! second, at most every hour), so the trail stops growing and no batch holds
-//! the store long.
+//! `[audit] retention` (T3): records older than the retention are deleted (in
+//! small batches on SQLite, a whole day's partition at a time on PostgreSQL),
+//! at start and then every tenth of the retention (at least every second, at
+//! most every hour), so the trail stops growing and no step holds the store long.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use warden_store::Store;
 
-/// Records deleted per transaction (SQLite) or statement (PostgreSQL).
+/// Records deleted per transaction on SQLite.
 pub const PRUNE_BATCH: usize = 500;
 
 /// How often a trail kept for `keep` is pruned.

@@ -19,6 +19,8 @@ use warden_store::GuardFinding;
 #[derive(Clone)]
 pub(super) struct ResultGuards {
     pub guards: Arc<[Arc<Guard>]>,
+    /// The guards in shadow mode, with their place in the file (X9).
+    pub shadow: Vec<(usize, Arc<Guard>)>,
     pub flows: Arc<Flows>,
     /// A 2026-07-28 call: its caller's trail is remembered per caller.
     pub stateless: bool,
@@ -124,6 +126,12 @@ impl Outbound {
         Some(shown)
     }
 
+    /// H6: who the guard that asks names to answer, if it names anyone.
+    pub fn approver(&self) -> Option<crate::config::Approver> {
+        let (guard, _, _) = self.governed.asked.as_ref()?;
+        self.guards.iter().find(|g| g.name == *guard)?.approver
+    }
+
     /// S6 `label`: the labels the call's arguments add to the session's trail.
     pub fn labels(&self) -> &[String] {
         if self.governed.blocked.is_some() {
@@ -159,6 +167,9 @@ impl Calls {
             return end;
         };
         let governed = govern_result(&rg.guards, &mut result);
+        // X9: the shadow guards look at the result as the others left it.
+        let shadows = scope::shadow_guards(&rg.shadow, &result);
+        scope::note(&self.settle.metrics, record, &shadows);
         if !governed.findings.is_empty() {
             if let Some(text) = self.act_on_findings(session, record, rg, &governed).await {
                 result = settle::tool_error(&text);
@@ -284,12 +295,10 @@ impl Calls {
     /// redacting there; `None`: none apply. The caller of this hands the result
     /// to [`Calls::arguments_end`] once the call's record exists.
     pub(super) fn govern_arguments(
-        policy: &Policy,
-        caller: Option<&Caller>,
-        tool: &str,
+        guards: Option<Arc<[Arc<Guard>]>>,
         arguments: &mut Map<String, Value>,
     ) -> Option<Outbound> {
-        let guards = policy.guards.for_arguments(caller, tool)?;
+        let guards = guards?;
         let mut v = Value::Object(std::mem::take(arguments));
         let governed = govern_result(&guards, &mut v);
         if let Value::Object(m) = v {
@@ -416,5 +425,65 @@ mod tests {
                 .for_results(None, "fx.read")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_call_gets_the_guards_whose_when_cel_holds_and_the_shadow_ones_apart() {
+        let c = Config::parse(
+            "[[upstream]]\nname = \"fx\"\ncommand = [\"x\"]\n\
+             [[guard]]\nname = \"a\"\non = [\"arguments\", \"results\"]\ndetect = [\"pii.email\"]\naction = \"block\"\nwhen_cel = \"args.n > 1\"\n\
+             [[guard]]\nname = \"s\"\non = [\"arguments\"]\ndetect = [\"pii.email\"]\naction = \"redact\"\nmode = \"shadow\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        let (caller, scope) = (Caller::new("ann"), CallScope::default());
+        let picked = |v: Value| {
+            let args = v.as_object().cloned().unwrap();
+            let call = warden_core::CelInput {
+                caller: &caller,
+                tool: "fx.t",
+                upstream: "fx",
+                args: &args,
+                scope: &scope,
+            };
+            c.guards.for_call(&call).map(|g| {
+                let names = |a: &crate::config::guards::Applied| {
+                    a.iter()
+                        .flat_map(|l| l.iter().map(|g| g.name.clone()))
+                        .collect::<Vec<_>>()
+                };
+                let shadow: Vec<usize> = g.shadow_arguments.iter().map(|(i, _)| *i).collect();
+                (names(&g.arguments), names(&g.results), shadow)
+            })
+        };
+        assert_eq!(
+            picked(json!({"n": 2})),
+            Ok((vec!["a".into()], vec!["a".into()], vec![1]))
+        );
+        assert_eq!(picked(json!({"n": 1})), Ok((vec![], vec![], vec![1])));
+        assert_eq!(
+            picked(json!({})),
+            Err(
+                "guard[0].when_cel: it stopped: a key it reads is absent (guard it with has())"
+                    .into()
+            )
+        );
+        let g = c.guards.for_call(&warden_core::CelInput {
+            caller: &caller,
+            tool: "fx.t",
+            upstream: "fx",
+            args: &Map::new(),
+            scope: &scope,
+        });
+        assert!(g.is_err());
+        let shadow = vec![(1, c.guards.list[1].clone())];
+        let sent = json!({"to": "a@b.co"});
+        let notes = scope::shadow_guards(&shadow, &sent);
+        assert_eq!(
+            notes.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            ["would_redact by guard[1]"]
+        );
+        assert_eq!(sent, json!({"to": "a@b.co"}), "scanned on a copy");
+        assert!(scope::shadow_guards(&shadow, &json!({"to": "nobody"})).is_empty());
     }
 }

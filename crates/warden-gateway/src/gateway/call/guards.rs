@@ -159,19 +159,16 @@ impl Calls {
                 r.labels = labels.clone();
                 r.touched = trail.iter().cloned().collect();
             }
+            // The call's scope (X1), its labels those of the call and the trail.
             let scope = CallScope {
                 tool_labels: labels.clone(),
                 session_labels: trail.iter().cloned().collect(),
-                ..CallScope::default()
+                ..CallScope::clone(&a.scope)
             };
             let anonymous = Caller::default();
-            let input = warden_core::CelInput {
-                caller: ctx.caller.as_ref().unwrap_or(&anonymous),
-                tool: &ctx.tool,
-                upstream: &ctx.upstream,
-                args: &ctx.arguments,
-                scope: &scope,
-            };
+            let input = call_input(ctx, ctx.caller.as_ref().unwrap_or(&anonymous), &scope);
+            let shadow = policy.flows.shadow_verdict(&trail, labels, Some(&input));
+            scope::note(&self.settle.metrics, &mut a.record, shadow.as_slice());
             match policy.flows.decide(&trail, labels, Some(&input)) {
                 FlowDecision::Pass => {}
                 FlowDecision::Failed(note) => {
@@ -183,7 +180,10 @@ impl Calls {
                     };
                     return Err(self.settle.settle(&a.record, end).await);
                 }
-                FlowDecision::Ask(reason) => flow_ask = Some(reason),
+                FlowDecision::Ask(reason, approver) => {
+                    flow_ask = Some(reason);
+                    a.approvers.extend(approver);
+                }
                 FlowDecision::Deny(reason) => {
                     tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), touched = %logged(trail.iter().cloned().collect::<Vec<_>>().join(",")), "a flow rule refused the call");
                     let end = End::Policy {
@@ -269,13 +269,21 @@ impl Calls {
             None => false,
         };
         let lease = ledger::lease_for(a.up.timeout_ms());
-        let admitted = policy
-            .quotas
-            .admit(ctx.caller.as_ref(), &ctx.tool, lease, credited);
+        let call = ctx.caller.as_ref().map(|c| call_input(ctx, c, &a.scope));
+        let admitted = policy.quotas.admit(call.as_ref(), lease, credited);
         match admitted.await {
-            Admission::Admitted { slots, counted } => {
+            Admission::Admitted {
+                slots,
+                counted,
+                shadow,
+            } => {
                 a.record.slots = slots;
                 a.counted = counted;
+                scope::note(&self.settle.metrics, &mut a.record, &shadow);
+            }
+            Admission::Failed(note) => {
+                let end = scope::failed(&ctx.tool, &note, Decision::RateLimited);
+                return Err(self.settle.settle(&a.record, end).await);
             }
             Admission::Refused { text, retry_ms } => {
                 if let (true, Some(id)) = (credited, credit) {
@@ -334,7 +342,7 @@ impl Calls {
         let mut span = child(&a.record, "warden.approval", Kind::Internal);
         let operators = approval::Operators {
             inbox: &self.inbox,
-            approver: policy.approver,
+            approver: approval::approver_of(policy.approver, &a.approvers),
             waiting: self.waiting(a, ctx, flow_ask.as_deref()),
         };
         let asking = approval::approve(
@@ -498,7 +506,8 @@ impl Calls {
                 tracing::error!(tool = %logged(&ctx.tool), "the ledger is unavailable; the call is refused: {}", logged(&e));
                 if a.counted {
                     // It did not run: the retry its answer advises is not charged twice.
-                    policy.quotas.refund(ctx.caller.as_ref(), &ctx.tool);
+                    let call = ctx.caller.as_ref().map(|c| call_input(ctx, c, &a.scope));
+                    policy.quotas.refund(call.as_ref());
                 }
                 Some(End::NotRun {
                     why: e.to_string(),
@@ -541,5 +550,39 @@ impl Calls {
             retry_ms: Some(1000),
         };
         self.settle.settle(record, end).await
+    }
+}
+
+/// A call as a `when_cel` reads it (X1): as it goes upstream, with its scope.
+fn call_input<'a>(
+    ctx: &'a CallContext,
+    caller: &'a Caller,
+    scope: &'a CallScope,
+) -> warden_core::CelInput<'a> {
+    warden_core::CelInput {
+        caller,
+        tool: &ctx.tool,
+        upstream: &ctx.upstream,
+        args: &ctx.arguments,
+        scope,
+    }
+}
+
+fn hook_decision(d: &hooks::BeforeDecision) -> &'static str {
+    match d {
+        hooks::BeforeDecision::Pass => "pass",
+        hooks::BeforeDecision::Deny(_) => "deny",
+        hooks::BeforeDecision::Answer(_) => "answer",
+    }
+}
+
+fn claim_name(c: &Claim) -> &'static str {
+    match c {
+        Claim::Run => "run",
+        Claim::TakenOver => "taken_over",
+        Claim::Replay(_) => "replay",
+        Claim::Running => "running",
+        Claim::Mismatch => "mismatch",
+        Claim::Abandoned { .. } => "abandoned",
     }
 }

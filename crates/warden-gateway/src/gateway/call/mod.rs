@@ -91,6 +91,8 @@ struct Accepted {
     approval: bool,
     /// G6: the constraint an `ask` rule on the arguments puts to the human.
     approval_because: Option<String>,
+    /// H6: who the rule, flow rule and guard that ask name to answer.
+    approvers: Vec<crate::config::Approver>,
     /// S6: the arguments as the human is shown them, when an `ask` guard
     /// found something in them (redacted).
     approval_shown: Option<Value>,
@@ -112,6 +114,9 @@ struct Accepted {
     sealed: Option<Sealed>,
     /// The guards over its result (S2; `None`: none apply).
     guards: Option<content::ResultGuards>,
+    /// What its `when_cel` conditions read beyond caller, tool and arguments
+    /// (X1, X8): empty when none reads it.
+    scope: Arc<CallScope>,
 }
 
 /// A call queued upstream.
@@ -266,7 +271,7 @@ impl Calls {
         if let Some(meta) = params.get("_meta") {
             check.insert("_meta".into(), meta.clone());
         }
-        let verdict = self
+        let (verdict, scope) = self
             .routed_check(
                 (&policy, &catalogue),
                 session,
@@ -323,19 +328,24 @@ impl Calls {
         if !verdict.report.unknown_keys.is_empty() {
             tracing::info!(tool = %logged(&forward.tool.name), mode = ?verdict.report.unknown_mode, keys = %logged(verdict.report.unknown_keys.join(", ")), "undeclared argument keys");
         }
-        let outbound = Calls::govern_arguments(
-            &policy,
-            session.caller().as_deref(),
-            &forward.tool.name.clone(),
-            &mut forward.arguments,
-        );
+        // The guards whose `when_cel` holds for the call (X8), on the
+        // arguments as the argument stages left them; a failed one refuses it.
+        let scope = Arc::new(scope);
+        let (guards, guard_failed) = match scope::guards_of(&policy, session, &forward, &scope) {
+            Ok(g) => (g, None),
+            Err(note) => (Default::default(), Some(note)),
+        };
+        let outbound = Calls::govern_arguments(guards.arguments, &mut forward.arguments);
+        // X9: shadow guards look at the arguments as the others left them.
+        let shadow_args = scope::shadow_arguments(&guards.shadow_arguments, &mut forward);
+        let results = (guards.results, guards.shadow_results);
         let accepted = self.prepare(
             &policy,
             session,
             params,
             had_arguments,
-            (forward, outbound.as_ref()),
-            &verdict.report,
+            (forward, outbound.as_ref(), results),
+            (&verdict.report, scope),
             (call, envelope, binding, sealed),
             started,
         );
@@ -353,6 +363,11 @@ impl Calls {
             }
         };
         accepted.record.span = span.map(|s| Box::new(Mutex::new(s)));
+        scope::note(&self.settle.metrics, &mut accepted.record, &shadow_args);
+        if let Some(note) = guard_failed {
+            let end = scope::failed(&accepted.record.tool, &note, Decision::Denied);
+            return Begun::Done(self.settle.settle(&accepted.record, end).await);
+        }
         if let Some(end) = outbound.and_then(|o| self.arguments_end(&mut accepted.record, o)) {
             return Begun::Done(self.settle.settle(&accepted.record, end).await);
         }
@@ -381,14 +396,14 @@ impl Calls {
         session: &ClientSession,
         check: Map<String, Value>,
         span: Option<&Span>,
-    ) -> Verdict {
+    ) -> (Verdict, CallScope) {
         let name = check.get("name").and_then(Value::as_str).map(str::to_owned);
         let name = name.as_deref();
         let caller = session.caller();
         let caller = caller.as_deref();
         let calls = session.calls.fetch_add(1, Ordering::Relaxed);
         // Only a `when_cel` condition reads the scope: build it only for one.
-        let scope = match policy.grant.rules.reads_scope() {
+        let scope = match policy.reads_scope() {
             true => scope::of(policy, catalogue, session, name, calls),
             false => CallScope::default(),
         };
@@ -416,7 +431,11 @@ impl Calls {
                 self.settle.metrics.shadow(s.would);
             }
         }
-        verdict
+        if let (Some(caller), Some(name)) = (caller, name) {
+            let call = (caller, name);
+            verdict.report.ask_rule = scope::asking_rule(policy, catalogue, call, &verdict, &scope);
+        }
+        (verdict, scope)
     }
 
     /// What a call the pipeline refused leaves behind: its audit record, and for a
@@ -465,8 +484,12 @@ impl Calls {
         session: &Arc<ClientSession>,
         mut params: Value,
         had_arguments: bool,
-        (mut forward, outbound): (Forward, Option<&content::Outbound>),
-        report: &CallReport,
+        (mut forward, outbound, (results, shadow)): (
+            Forward,
+            Option<&content::Outbound>,
+            scope::ResultsGuarded,
+        ),
+        (report, scope): (&CallReport, Arc<CallScope>),
         (call, envelope, binding, sealed): Revision2026,
         started: Instant,
     ) -> Result<Accepted, String> {
@@ -501,17 +524,14 @@ impl Calls {
             )
         });
         let limited = policy.quotas.any_for(caller, &tool.name);
-        let guards =
-            policy
-                .guards
-                .for_results(caller, &tool.name)
-                .map(|guards| content::ResultGuards {
-                    guards,
-                    flows: policy.flows.clone(),
-                    stateless: envelope.is_some(),
-                    call: call.clone(),
-                    timeout: policy.approval_timeout,
-                });
+        let guards = (results.is_some() || !shadow.is_empty()).then(|| content::ResultGuards {
+            guards: results.unwrap_or_else(|| Arc::from(Vec::new())),
+            shadow,
+            flows: policy.flows.clone(),
+            stateless: envelope.is_some(),
+            call: call.clone(),
+            timeout: policy.approval_timeout,
+        });
         // The flow context is the gateway's: it never goes upstream.
         let context = obj
             .get_mut("_meta")
@@ -564,6 +584,7 @@ impl Calls {
             record,
             approval: forward.needs_approval,
             approval_because: forward.approval_because,
+            approvers: scope::approvers(policy, report, approval_shown.as_ref().and(outbound)),
             approval_shown,
             labels,
             ledger,
@@ -575,25 +596,9 @@ impl Calls {
             flow,
             sealed,
             guards,
+            scope,
         })
     }
-}
-
-/// The end of a call its upstream answered. A result or a JSON-RPC error passes
-/// through unchanged (E3), but a result that is not an object is no
-/// `CallToolResult`: relayed, it would hand the caller `null` or a bare string as
-/// a tool's answer. The upstream failed, so the call fails like any other upstream
-/// failure (E2): the generic answer, `failed` in the audit trail and the ledger.
-fn upstream_end((body, error): (Body, Option<String>)) -> Result<End, CallError> {
-    let kind = match &body {
-        Ok(Value::Object(_)) | Err(_) => return Ok(End::Upstream { body, error }),
-        Ok(Value::Null) => "null",
-        Ok(Value::Bool(_)) => "a boolean",
-        Ok(Value::Number(_)) => "a number",
-        Ok(Value::String(_)) => "a string",
-        Ok(Value::Array(_)) => "an array",
-    };
-    Err(CallError::NotAnObject(kind))
 }
 
 /// The span of one tool call, under its request's.
@@ -619,25 +624,6 @@ fn child(record: &CallRecord, name: &str, kind: Kind) -> Option<Span> {
     Some(span.child(name, kind))
 }
 
-fn hook_decision(d: &hooks::BeforeDecision) -> &'static str {
-    match d {
-        hooks::BeforeDecision::Pass => "pass",
-        hooks::BeforeDecision::Deny(_) => "deny",
-        hooks::BeforeDecision::Answer(_) => "answer",
-    }
-}
-
-fn claim_name(c: &Claim) -> &'static str {
-    match c {
-        Claim::Run => "run",
-        Claim::TakenOver => "taken_over",
-        Claim::Replay(_) => "replay",
-        Claim::Running => "running",
-        Claim::Mismatch => "mismatch",
-        Claim::Abandoned { .. } => "abandoned",
-    }
-}
-
 /// What a 2026-07-28 call's sealed state is bound to: the caller, the tool as the
 /// caller named it, and the arguments as the caller sent them.
 fn binding_of(caller: Option<&Caller>, tool: &str, arguments: Option<&Value>) -> Binding {
@@ -651,35 +637,6 @@ fn binding_of(caller: Option<&Caller>, tool: &str, arguments: Option<&Value>) ->
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn a_result_that_is_no_object_is_an_upstream_failure() {
-        let ok = json!({"content": [], "isError": true});
-        assert!(
-            matches!(upstream_end((Ok(ok.clone()), None)), Ok(End::Upstream { body: Ok(r), .. }) if r == ok)
-        );
-        let error = json!({"code": -32000, "message": "m"});
-        assert!(matches!(
-            upstream_end((Err(error.clone()), None)),
-            Ok(End::Upstream { body: Err(e), .. }) if e == error
-        ));
-        for (result, kind) in [
-            (json!(null), "null"),
-            (json!("a string"), "a string"),
-            (json!([1]), "an array"),
-            (json!(1), "a number"),
-            (json!(true), "a boolean"),
-        ] {
-            match upstream_end((Ok(result), None)) {
-                Err(e) => assert_eq!(e, CallError::NotAnObject(kind)),
-                Ok(_) => panic!("{kind} passed as a result"),
-            }
-        }
-        assert_eq!(
-            CallError::NotAnObject("null").to_string(),
-            "the upstream's result is null, not a JSON object"
-        );
-    }
 
     #[test]
     fn a_binding_ignores_nothing_the_caller_sent() {

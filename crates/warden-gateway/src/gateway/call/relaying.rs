@@ -274,3 +274,55 @@ impl Calls {
         })))
     }
 }
+
+/// The end of a call its upstream answered. A result or a JSON-RPC error passes
+/// through unchanged (E3), but a result that is not an object is no
+/// `CallToolResult`: relayed, it would hand the caller `null` or a bare string as
+/// a tool's answer. The upstream failed, so the call fails like any other upstream
+/// failure (E2): the generic answer, `failed` in the audit trail and the ledger.
+fn upstream_end((body, error): (Body, Option<String>)) -> Result<End, CallError> {
+    let kind = match &body {
+        Ok(Value::Object(_)) | Err(_) => return Ok(End::Upstream { body, error }),
+        Ok(Value::Null) => "null",
+        Ok(Value::Bool(_)) => "a boolean",
+        Ok(Value::Number(_)) => "a number",
+        Ok(Value::String(_)) => "a string",
+        Ok(Value::Array(_)) => "an array",
+    };
+    Err(CallError::NotAnObject(kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_result_that_is_no_object_is_an_upstream_failure() {
+        let ok = json!({"content": [], "isError": true});
+        assert!(
+            matches!(upstream_end((Ok(ok.clone()), None)), Ok(End::Upstream { body: Ok(r), .. }) if r == ok)
+        );
+        let error = json!({"code": -32000, "message": "m"});
+        assert!(matches!(
+            upstream_end((Err(error.clone()), None)),
+            Ok(End::Upstream { body: Err(e), .. }) if e == error
+        ));
+        for (result, kind) in [
+            (json!(null), "null"),
+            (json!("a string"), "a string"),
+            (json!([1]), "an array"),
+            (json!(1), "a number"),
+            (json!(true), "a boolean"),
+        ] {
+            match upstream_end((Ok(result), None)) {
+                Err(e) => assert_eq!(e, CallError::NotAnObject(kind)),
+                Ok(_) => panic!("{kind} passed as a result"),
+            }
+        }
+        assert_eq!(
+            CallError::NotAnObject("null").to_string(),
+            "the upstream's result is null, not a JSON object"
+        );
+    }
+}

@@ -11,7 +11,7 @@ use crate::jsonrpc;
 use crate::otel::Span;
 use serde_json::{Map, Value};
 use std::sync::Arc;
-use warden_core::{Catalogue, Refusal, Verdict};
+use warden_core::{CallScope, Catalogue, Refusal, Verdict};
 
 impl Calls {
     /// How a call on the virtual server `name` goes (V2-V6); a server a reload
@@ -72,7 +72,7 @@ impl Calls {
         check: Map<String, Value>,
         span: Option<&Span>,
         routed: &Option<Option<String>>,
-    ) -> Verdict {
+    ) -> (Verdict, CallScope) {
         let absent = Catalogue::default();
         // S7: a tool whose definition a `block` guard flags for this caller is
         // absent for it: the pipeline decides it over an empty catalogue.
@@ -90,13 +90,13 @@ impl Calls {
             Some(Some(shown)) => {
                 let mut again = check.clone();
                 again.insert("name".into(), Value::String(shown.clone()));
-                let verdict = self.check((policy, catalogue), session, check, span).await;
+                let (verdict, scope) = self.check((policy, catalogue), session, check, span).await;
                 match verdict.outcome {
                     warden_core::Outcome::Answer {
                         refusal: Refusal::UnknownTool,
                         ..
                     } => self.check((policy, &absent), session, again, span).await,
-                    _ => verdict,
+                    _ => (verdict, scope),
                 }
             }
         }

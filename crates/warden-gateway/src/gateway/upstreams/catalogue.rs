@@ -97,7 +97,7 @@ impl Upstreams {
     }
 
     /// The tools of `up` to serve under the lock (P2): those it holds, and in `ask`
-    /// and `report` mode the others too (`ask` puts each call to a human: `asks`
+    /// and `report` mode the others too, but for definitions rejected (P4) (`ask` puts each call to a human: `asks`
     /// gets what to tell them). A drift that appeared or changed since the last
     /// listing is logged and counted, and goes to `drifted` with each that ended.
     pub(super) fn pinned(
@@ -167,9 +167,12 @@ impl Upstreams {
             now.into_iter().map(|(k, text, _, _)| (k, text)).collect(),
         );
         drop(drifts);
+        // A definition a reviewer rejected (P4) is withheld whatever the mode.
         tools
             .iter()
-            .filter(|t| mode != PinMode::Hidden || lock.holds(&up.name, t))
+            .filter(|t| {
+                lock.holds(&up.name, t) || (mode != PinMode::Hidden && !lock.rejects(&up.name, t))
+            })
             .cloned()
             .collect()
     }

@@ -258,6 +258,7 @@ mod tests {
             groups: vec![],
             scopes: vec![],
             expires: None,
+            claims: None,
         })
     }
 

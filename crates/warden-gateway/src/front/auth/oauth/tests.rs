@@ -107,6 +107,7 @@ async fn aged_keys_are_fetched_again_when_the_token_is_a_remembered_one() {
         groups: Vec::new(),
         scopes: vec!["mcp".into()],
         expires: Some(exp),
+        claims: None,
     };
     let token = "a.remembered.token";
     let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();

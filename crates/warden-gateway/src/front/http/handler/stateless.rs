@@ -5,6 +5,13 @@
 
 use super::*;
 
+/// What a request's token gives the session: the `[oauth]` token itself (for
+/// token exchange) and its verified claims (`caller.claims`, X10).
+pub(super) type Credentials = (
+    Option<Arc<str>>,
+    Option<Arc<serde_json::Map<String, Value>>>,
+);
+
 impl Front {
     /// A 2026-07-28 request: its envelope and headers are checked here, at the
     /// edge, so that what it cannot be served for gets the status the revision
@@ -15,7 +22,7 @@ impl Front {
         headers: &HeaderMap,
         msg: Value,
         caller: warden_core::Caller,
-        token: Option<Arc<str>>,
+        token: Credentials,
         on: &OnServer,
     ) -> Reply {
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
@@ -85,7 +92,8 @@ impl Front {
             session.client.serve(name);
         }
         self.drain.track_stateless(&session);
-        session.client.update_caller(&who, token);
+        session.client.update_caller(&who, token.0);
+        session.client.set_claims(token.1);
         self.request(&session, id, msg, header_str(headers, "traceparent"))
             .await
     }

@@ -270,6 +270,7 @@ async fn anonymous_clients_hold_their_share_each_by_address() {
             token: None,
             expires: None,
             anonymous: true,
+            claims: None,
         };
         Holder::of(&who, ip.parse().unwrap())
     };
@@ -289,6 +290,7 @@ async fn anonymous_clients_hold_their_share_each_by_address() {
             token: None,
             expires: None,
             anonymous: true,
+            claims: None,
         }
     };
     assert_eq!(
