@@ -173,7 +173,10 @@ mod tests {
     #[test]
     fn a_new_catalogue_forgets_the_listings_of_the_old() {
         let listings = Listings::default();
-        let (one, two) = (Arc::new(Catalogue::default()), Arc::new(Catalogue::default()));
+        let (one, two) = (
+            Arc::new(Catalogue::default()),
+            Arc::new(Catalogue::default()),
+        );
         let key = ListingKey::new(Some(&Caller::new("alice")), None, &BTreeSet::new());
         listings.put(&one, key.clone(), Bytes::from_static(b"[1]"));
         assert_eq!(listings.get(&one, &key).as_deref(), Some(&b"[1]"[..]));

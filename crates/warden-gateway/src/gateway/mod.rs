@@ -385,14 +385,21 @@ impl Gateway {
         }
         let (policy, catalogue) = self.calls.snapshot();
         if policy.grant.has_webhook() || policy.guards.over_descriptions() {
-            let (listed, _) = self.listing_of(&policy, &catalogue, server, caller, found).await;
-            return Ok(listing::serialise(listed["tools"].as_array().into_iter().flatten()));
+            let (listed, _) = self
+                .listing_of(&policy, &catalogue, server, caller, found)
+                .await;
+            return Ok(listing::serialise(
+                listed["tools"].as_array().into_iter().flatten(),
+            ));
         }
         let key = listing::ListingKey::new(caller, server, found);
         if let Some(kept) = policy.listings.get(&catalogue, &key) {
             return Ok(kept);
         }
-        let listed = policy.grant.list(&policy.pipeline, &catalogue, caller).await;
+        let listed = policy
+            .grant
+            .list(&policy.pipeline, &catalogue, caller)
+            .await;
         let bytes = match server {
             None => listing::serialise(listed),
             // A server a reload took away shows nothing.
@@ -435,10 +442,7 @@ impl Gateway {
         caller: Option<&Caller>,
         found: &std::collections::BTreeSet<String>,
     ) -> (Value, Vec<DescriptionFinding>) {
-        let listed = policy
-            .grant
-            .list(&policy.pipeline, catalogue, caller)
-            .await;
+        let listed = policy.grant.list(&policy.pipeline, catalogue, caller).await;
         // S7: a tool a `block` guard flags is absent for the callers it applies to.
         let (listed, mut findings) = descriptions::unblocked(&policy.guards, caller, listed);
         for f in &findings {

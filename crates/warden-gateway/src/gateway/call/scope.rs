@@ -6,16 +6,14 @@
 use super::super::policy::Policy;
 use super::super::session::{self, ClientSession};
 use super::super::settle::{CallRecord, Decision, End};
+use super::content::Outbound;
 use crate::config::guards::{CallGuards, Guard, GuardAction};
+use crate::config::Approver;
 use crate::logged::logged;
 use crate::metrics::Metrics;
 use serde_json::{Map, Value};
 use std::sync::Arc;
-use super::content::Outbound;
-use crate::config::Approver;
-use warden_core::{
-    CallReport, CallScope, Caller, Catalogue, Forward, Shadowed, Verdict,
-};
+use warden_core::{CallReport, CallScope, Caller, Catalogue, Forward, Shadowed, Verdict};
 
 /// What a `when_cel` condition reads of a call beyond its caller, tool and
 /// arguments (X1), `calls` being the session's calls before this one.
