@@ -4,6 +4,7 @@
 
 use super::checks;
 use super::find::{self, Find, Words};
+use super::numbers::Number;
 
 /// One built-in detector.
 pub struct Builtin {
@@ -26,24 +27,18 @@ const fn d(kind: &'static str, regex: &'static str, check: Option<fn(&str) -> bo
     }
 }
 
-/// A detector whose matches lie in runs of `class` around an `anchor`.
-const fn runs(
+/// A detector of numbers, found from the runs of digits its kind shares.
+const fn number(
     kind: &'static str,
     regex: &'static str,
-    check: Option<fn(&str) -> bool>,
-    anchor: fn(&[u8], usize) -> Option<usize>,
-    class: &'static find::Class,
-    enough: fn(&[u8]) -> bool,
+    check: fn(&str) -> bool,
+    number: Number,
 ) -> Builtin {
     Builtin {
         kind,
         regex,
-        check,
-        find: Find::Runs {
-            anchor,
-            class,
-            enough,
-        },
+        check: Some(check),
+        find: Find::Numbers(number),
     }
 }
 
@@ -137,39 +132,29 @@ pub const BUILTINS: &[Builtin] = &[
         r"(?-u:\b)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?-u:\b)",
         None,
     ),
-    // Any digit anchors a phone number: `(` and `+`, its first bytes, are
-    // everywhere in code.
-    runs(
+    number(
         "pii.phone",
         r"(?:\+[1-9][0-9]{0,2}[ .-]?(?:\([0-9]{1,4}\)[ .-]?)?[0-9]{1,4}(?:[ .-][0-9]{2,4}){1,4}(?-u:\b)|\([0-9]{3}\) ?[0-9]{3}-[0-9]{4}(?-u:\b))",
-        Some(checks::phone),
-        find::next_digit,
-        &find::PHONE_CLASS,
-        find::phone_enough,
+        checks::phone,
+        Number::Phone,
     ),
-    runs(
+    number(
         "pii.card",
         r"(?-u:\b)[0-9](?:[ -]?[0-9]){12,18}(?-u:\b)",
-        Some(checks::card),
-        find::card_anchor,
-        &find::CARD_CLASS,
-        find::card_enough,
+        checks::card,
+        Number::Card,
     ),
-    runs(
+    number(
         "pii.iban",
         r"(?-u:\b)[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?-u:\b)",
-        Some(checks::iban),
-        find::iban_anchor,
-        &find::IBAN_CLASS,
-        find::any_run,
+        checks::iban,
+        Number::Iban,
     ),
-    runs(
+    number(
         "pii.ssn",
         r"(?-u:\b)[0-9]{3}-[0-9]{2}-[0-9]{4}(?-u:\b)",
-        Some(checks::ssn),
-        find::ssn_anchor,
-        &find::SSN_CLASS,
-        find::any_run,
+        checks::ssn,
+        Number::Ssn,
     ),
     words(
         "injection.override",

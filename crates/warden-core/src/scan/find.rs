@@ -4,14 +4,10 @@
 //!
 //! - [`Find::Whole`]: the regex over the whole string, when its own literal
 //!   prefilter already skips most text (a fixed prefix such as `AKIA`).
-//! - [`Find::Runs`]: every match consists of bytes of a class and holds a
-//!   position a cheap anchor finds, so only the runs of that class around
-//!   anchors are searched. Runs of a class cannot overlap, and a match cannot
-//!   cross a run's ends, so searching each such run once from its start gives
-//!   the whole string's matches. Look-around (`\b`) sees past a run's ends.
-//!   A run too poor to hold a match that passes the detector's check (too few
-//!   digits for a phone number) is not searched: what is skipped would never
-//!   have been counted.
+//! - [`Find::Numbers`]: phone, card, IBAN and SSN numbers are made of digits
+//!   and a few other bytes; one pass over the text, shared by the four, finds
+//!   the runs of those bytes that hold enough digits, and each searches only
+//!   there (see [`numbers`](super::numbers)).
 //! - [`Find::Windows`]: a function reports windows, in order and apart, that
 //!   every match lies in, so that any match starting in a window also ends
 //!   in it; each window is searched once.
@@ -22,6 +18,7 @@
 //!   case-folds to a word's letter (`ſ`, the Kelvin sign) takes the plain way.
 //! - [`Find::Invisible`]: the invisible characters, found without a regex.
 
+use super::numbers::{Number, Numbers};
 use regex_automata::{meta::Regex, Anchored, Input};
 use std::sync::OnceLock;
 
@@ -29,15 +26,7 @@ use std::sync::OnceLock;
 #[derive(Clone, Copy)]
 pub enum Find {
     Whole,
-    Runs {
-        /// The first position at or after `from` that a match could hold;
-        /// every match holds one, and its byte is of `class`.
-        anchor: fn(&[u8], usize) -> Option<usize>,
-        /// The bytes that can be part of a match.
-        class: &'static Class,
-        /// Whether a run can hold a match that passes the detector's check.
-        enough: fn(&[u8]) -> bool,
-    },
+    Numbers(Number),
     Windows(fn(&[u8], &mut dyn FnMut(usize, usize))),
     Words(&'static Words),
     Invisible,
@@ -89,29 +78,20 @@ impl Lower {
     }
 }
 
-/// A set of bytes, as a table: a test per byte of a run costs a load, not a call.
-pub struct Class([bool; 256]);
+/// What the detectors of one scanner share about the text they read: its
+/// lowered copy and its runs of digits, each made once, when first needed.
+#[derive(Default)]
+pub struct Memo {
+    lower: Lower,
+    numbers: Numbers,
+}
 
-impl Class {
-    /// ASCII digits, with capitals when `upper`, and the bytes of `also`.
-    pub const fn new(upper: bool, also: &[u8]) -> Class {
-        let mut table = [false; 256];
-        let mut c = 0;
-        while c < 256 {
-            let b = c as u8;
-            table[c] = b.is_ascii_digit() || (upper && b.is_ascii_uppercase());
-            c += 1;
-        }
-        let mut i = 0;
-        while i < also.len() {
-            table[also[i] as usize] = true;
-            i += 1;
-        }
-        Class(table)
-    }
-
-    pub fn has(&self, c: u8) -> bool {
-        self.0[usize::from(c)]
+impl Memo {
+    /// Drops what is known of the last text (buffers stay for the next): the
+    /// caller calls it before each text, which may sit where another one was.
+    pub fn forget(&mut self) {
+        self.lower.forget();
+        self.numbers.forget();
     }
 }
 
@@ -167,40 +147,18 @@ impl Words {
 
 impl Find {
     /// Calls `f(start, end)` for each match of `re` (the detector's regex) in `s`.
-    /// `lower` holds the text lowered, for the detectors that read it so.
-    pub fn each(self, re: &Regex, s: &str, lower: &mut Lower, f: &mut dyn FnMut(usize, usize)) {
+    /// `memo` holds what the detectors reading the same text share.
+    pub fn each(self, re: &Regex, s: &str, memo: &mut Memo, f: &mut dyn FnMut(usize, usize)) {
         let b = s.as_bytes();
         match self {
             Find::Whole => re.find_iter(b).for_each(|m| f(m.start(), m.end())),
-            Find::Runs {
-                anchor,
-                class,
-                enough,
-            } => {
-                let mut at = 0;
-                while let Some(a) = anchor(b, at) {
-                    let lo = b[at..a]
-                        .iter()
-                        .rposition(|&c| !class.has(c))
-                        .map_or(at, |i| at + i + 1);
-                    let hi = b[a..]
-                        .iter()
-                        .position(|&c| !class.has(c))
-                        .map_or(b.len(), |i| a + i);
-                    if enough(&b[lo..hi]) {
-                        for m in re.find_iter(Input::new(b).range(lo..hi)) {
-                            f(m.start(), m.end());
-                        }
-                    }
-                    at = hi.max(a + 1);
-                }
-            }
+            Find::Numbers(number) => number.each(re, b, &mut memo.numbers, f),
             Find::Windows(windows) => windows(b, &mut |lo, hi| {
                 for m in re.find_iter(Input::new(b).range(lo..hi)) {
                     f(m.start(), m.end());
                 }
             }),
-            Find::Words(words) => words.each(re, b, lower, f),
+            Find::Words(words) => words.each(re, b, &mut memo.lower, f),
             Find::Invisible => invisible_runs(b, f),
         }
     }
@@ -253,98 +211,6 @@ pub fn strip_invisible(s: &str) -> String {
     });
     out.push_str(&s[at..]);
     out
-}
-
-/// `pii.ssn`: the first `-` of `000-00-0000`, digits around it.
-pub fn ssn_anchor(b: &[u8], from: usize) -> Option<usize> {
-    let digits =
-        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
-    let mut at = from;
-    while let Some(i) = memchr::memchr(b'-', &b[at..]).map(|i| at + i) {
-        if i >= 3 && digits(i - 3..i) && digits(i + 1..i + 3) && b.get(i + 3) == Some(&b'-') {
-            return Some(i);
-        }
-        at = i + 1;
-    }
-    None
-}
-
-/// `pii.ssn`'s class: digits and dashes.
-pub static SSN_CLASS: Class = Class::new(false, b"-");
-
-/// `pii.iban`: two capitals and two digits (`DE89`), where every IBAN starts.
-pub fn iban_anchor(b: &[u8], from: usize) -> Option<usize> {
-    let mut at = from + 2;
-    while let Some(d) = next_digit(b, at) {
-        let upper = |i: usize| b[i].is_ascii_uppercase();
-        if b.get(d + 1).is_some_and(u8::is_ascii_digit) && upper(d - 1) && upper(d - 2) {
-            return Some(d - 2);
-        }
-        at = d + 1;
-    }
-    None
-}
-
-/// `pii.iban`'s class: capitals, digits and spaces.
-pub static IBAN_CLASS: Class = Class::new(true, b" ");
-
-/// `pii.card`: any digit; the run is what sorts them out.
-pub fn card_anchor(b: &[u8], from: usize) -> Option<usize> {
-    next_digit(b, from)
-}
-
-/// `pii.card`'s class: digits, spaces and dashes.
-pub static CARD_CLASS: Class = Class::new(false, b" -");
-
-/// A card number has 13 digits at least.
-pub fn card_enough(run: &[u8]) -> bool {
-    digits(run) >= 13
-}
-
-/// `pii.phone`'s class: digits and `+ ( ) . -` and spaces.
-pub static PHONE_CLASS: Class = Class::new(false, b" .-()+");
-
-/// A phone number passes its check with 10 digits at least.
-pub fn phone_enough(run: &[u8]) -> bool {
-    digits(run) >= 10
-}
-
-/// Any run may hold a match.
-pub fn any_run(_: &[u8]) -> bool {
-    true
-}
-
-fn digits(run: &[u8]) -> usize {
-    run.iter().filter(|c| c.is_ascii_digit()).count()
-}
-
-/// The first ASCII digit at or after `from`, 32 bytes at a time after the
-/// first few: there is no `memchr` for a range of bytes, and a chunk's test
-/// without an early exit is one the compiler turns into vector code.
-pub fn next_digit(b: &[u8], from: usize) -> Option<usize> {
-    let rest = b.get(from..)?;
-    // Where digits are, the next one is often near: a few bytes one by one
-    // first, before a chunk is read whole.
-    let near = rest.len().min(8);
-    if let Some(p) = rest[..near].iter().position(u8::is_ascii_digit) {
-        return Some(from + p);
-    }
-    let mut chunks = rest[near..].chunks_exact(32);
-    let mut at = from + near;
-    for chunk in &mut chunks {
-        let any = chunk
-            .iter()
-            .fold(false, |any, c| any | (c.wrapping_sub(b'0') < 10));
-        if any {
-            return chunk.iter().position(u8::is_ascii_digit).map(|p| at + p);
-        }
-        at += 32;
-    }
-    chunks
-        .remainder()
-        .iter()
-        .position(u8::is_ascii_digit)
-        .map(|p| at + p)
 }
 
 /// `injection.exfil_link`: a match is `[text](` then a URL up to the first `)`,

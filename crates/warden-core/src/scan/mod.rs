@@ -14,6 +14,7 @@
 pub mod builtin;
 pub mod checks;
 pub mod find;
+pub mod numbers;
 #[cfg(test)]
 mod tests;
 
@@ -177,7 +178,7 @@ impl Scanner {
             redact,
             out: Vec::new(),
             hits: PatternSet::new(self.set.pattern_len()),
-            lower: find::Lower::default(),
+            memo: find::Memo::default(),
         };
         self.walk(value, &mut walk);
         walk.out
@@ -211,7 +212,7 @@ impl Scanner {
     /// One string: its findings, and its new text when it changes.
     fn string(&self, s: &str, walk: &mut Walk) -> Option<String> {
         let invisible = self.strip && find::has_invisible(s);
-        walk.lower.forget();
+        walk.memo.forget();
         let short = s.len() < SHORT;
         if short {
             walk.hits.clear();
@@ -235,7 +236,7 @@ impl Scanner {
             }
             let mut count = 0;
             d.find
-                .each(&d.search, s, &mut walk.lower, &mut |start, end| {
+                .each(&d.search, s, &mut walk.memo, &mut |start, end| {
                     // Only a detector with a group looks again, within its
                     // match, for the part to redact.
                     let (start, end) = match d.regex.captures_len() {
@@ -310,7 +311,7 @@ struct Walk<'v> {
     redact: bool,
     out: Vec<Finding>,
     hits: PatternSet,
-    lower: find::Lower,
+    memo: find::Memo,
 }
 
 enum Step<'v> {

@@ -370,7 +370,7 @@ fn next_digit_finds_the_first_digit_from_any_start() {
             .iter()
             .position(u8::is_ascii_digit)
             .map(|p| from + p);
-        assert_eq!(find::next_digit(&text, from), naive, "from {from}");
+        assert_eq!(numbers::next_digit(&text, from), naive, "from {from}");
     }
-    assert_eq!(find::next_digit(b"abc", 4), None);
+    assert_eq!(numbers::next_digit(b"abc", 4), None);
 }
