@@ -455,7 +455,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 /// `answer` turns a request into its response; `accepted` is when the socket was
 /// accepted (the first head's time runs from there, TLS handshake included).
 /// Once `drain` turns true the connection closes as an idle one does: at once
-/// when nothing is in flight, else right after its answer.
+/// when nothing is in flight, else right after its answer. Begun after the
+/// drain, it closes after its first answer.
 pub(crate) async fn serve<S, B, F, Fut>(
     io: S,
     accepted: Instant,
@@ -496,11 +497,16 @@ pub(crate) async fn serve<S, B, F, Fut>(
     let mut closing = None;
     // Until the drain begins (or its sender is gone, which never begins one).
     let mut watching = true;
-    if *drain.borrow_and_update() {
-        conn.as_mut().graceful_shutdown();
-        closing = Some(Instant::now());
-    }
+    // A connection taken after the drain began (one the OS had queued at the
+    // stop) answers its first request, 503 as it did not run, and then closes:
+    // closed at once, that request would go unanswered.
+    let mut late = *drain.borrow_and_update();
     loop {
+        if late && clock.state().served {
+            late = false;
+            conn.as_mut().graceful_shutdown();
+            closing = Some(Instant::now());
+        }
         let deadline = clock.state().deadline(&limits, closing);
         let changed = clock.changed.notified();
         // Parked far away while a request is in flight; `changed` wakes the loop.
@@ -514,7 +520,7 @@ pub(crate) async fn serve<S, B, F, Fut>(
                 return;
             }
             () = changed => {}
-            began = drain.changed(), if watching && closing.is_none() => {
+            began = drain.changed(), if watching && closing.is_none() && !late => {
                 watching = began.is_ok();
                 if watching && *drain.borrow_and_update() {
                     tracing::debug!("draining: the HTTP connection closes once its answer is written");

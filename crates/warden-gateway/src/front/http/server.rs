@@ -137,55 +137,74 @@ impl Server {
                     continue;
                 }
             };
-            let accepted = tokio::time::Instant::now();
-            let slot = match connections.admit(peer.ip()) {
-                Ok(slot) => slot,
-                Err(over) => {
-                    tracing::debug!(client = %peer.ip(), "a connection over gateway.{} was refused", over.key());
-                    refuse(stream, over, tls.is_some());
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let front = front.clone();
-            let tls = tls.clone();
-            let limits = connections.limits;
-            // In flight until it closes: the drain waits for its answer to be written.
-            let held = front.drain.hold();
-            let drain = front.drain.subscribe();
-            tokio::spawn(async move {
-                let (_slot, _held) = (slot, held);
-                let metrics = front.gateway.metrics.clone();
-                let client = conn::client_of(peer.ip());
-                let answer = move |req| front.clone().handle(req, client);
-                match tls {
-                    None => conn::serve(stream, accepted, limits, &metrics, drain, answer).await,
-                    Some(tls) => {
-                        // The handshake is part of getting a head: same time limit.
-                        let handshake = tokio::time::timeout(limits.head, tls.accept(stream));
-                        match handshake.await {
-                            Ok(Ok(stream)) => {
-                                conn::serve(stream, accepted, limits, &metrics, drain, answer).await
-                            }
-                            Ok(Err(e)) => tracing::debug!("a TLS handshake failed: {e}"),
-                            Err(_) => {
-                                tracing::debug!("a TLS handshake timed out");
-                                metrics
-                                    .http_connection_timed_out(limits.listener.timeout_label(true));
-                            }
-                        }
-                    }
-                }
-            });
+            serve(&front, tls.as_ref(), &connections, stream, peer);
+        }
+        front.drain.begin(&front.gateway, &front.sessions);
+        // Connections the OS completed before the listener closes would be reset
+        // unanswered when it does: each is taken and answers its request 503 (it
+        // did not run), which a balancer retries elsewhere.
+        while let Ok(Ok((stream, peer))) =
+            tokio::time::timeout(Duration::ZERO, listener.accept()).await
+        {
+            serve(&front, tls.as_ref(), &connections, stream, peer);
         }
         // A closed listener: new connections are refused by the OS from now on.
         drop(listener);
-        front.drain.begin(&front.gateway, &front.sessions);
         drain(&front).await;
         sweeper.abort();
         front.sessions.end_all("the gateway is shutting down");
         front.gateway.shutdown().await;
     }
+}
+
+/// Serves one accepted connection within the caps (a connection over one is
+/// answered 503 and closed), in a task of its own.
+fn serve(
+    front: &Arc<Front>,
+    tls: Option<&tokio_rustls::TlsAcceptor>,
+    connections: &Arc<Connections>,
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+) {
+    let accepted = tokio::time::Instant::now();
+    let slot = match connections.admit(peer.ip()) {
+        Ok(slot) => slot,
+        Err(over) => {
+            tracing::debug!(client = %peer.ip(), "a connection over gateway.{} was refused", over.key());
+            refuse(stream, over, tls.is_some());
+            return;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let front = front.clone();
+    let tls = tls.cloned();
+    let limits = connections.limits;
+    // In flight until it closes: the drain waits for its answer to be written.
+    let held = front.drain.hold();
+    let drain = front.drain.subscribe();
+    tokio::spawn(async move {
+        let (_slot, _held) = (slot, held);
+        let metrics = front.gateway.metrics.clone();
+        let client = conn::client_of(peer.ip());
+        let answer = move |req| front.clone().handle(req, client);
+        match tls {
+            None => conn::serve(stream, accepted, limits, &metrics, drain, answer).await,
+            Some(tls) => {
+                // The handshake is part of getting a head: same time limit.
+                let handshake = tokio::time::timeout(limits.head, tls.accept(stream));
+                match handshake.await {
+                    Ok(Ok(stream)) => {
+                        conn::serve(stream, accepted, limits, &metrics, drain, answer).await
+                    }
+                    Ok(Err(e)) => tracing::debug!("a TLS handshake failed: {e}"),
+                    Err(_) => {
+                        tracing::debug!("a TLS handshake timed out");
+                        metrics.http_connection_timed_out(limits.listener.timeout_label(true));
+                    }
+                }
+            }
+        }
+    });
 }
 
 /// Waits for what is in flight, up to the drain deadline; answers and cancels
