@@ -455,8 +455,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 /// `answer` turns a request into its response; `accepted` is when the socket was
 /// accepted (the first head's time runs from there, TLS handshake included).
 /// Once `drain` turns true the connection closes as an idle one does: at once
-/// when nothing is in flight, else right after its answer. Begun after the
-/// drain, it closes after its first answer.
+/// when nothing is in flight, else right after its answer. Begun with `drain`
+/// already true (taken as the listener closes), it closes after its first answer.
 pub(crate) async fn serve<S, B, F, Fut>(
     io: S,
     accepted: Instant,

@@ -125,8 +125,10 @@ impl Server {
         tokio::pin!(stop);
         loop {
             let accepted = tokio::select! {
-                a = listener.accept() => a,
+                // The stop first: what is queued then is taken by the loop below.
+                biased;
                 _ = &mut stop => break,
+                a = listener.accept() => a,
             };
             let (stream, peer) = match accepted {
                 Ok(a) => a,
@@ -137,19 +139,21 @@ impl Server {
                     continue;
                 }
             };
-            serve(&front, tls.as_ref(), &connections, stream, peer);
+            serve(&front, tls.as_ref(), &connections, stream, peer, false);
         }
-        front.drain.begin(&front.gateway, &front.sessions);
         // Connections the OS completed before the listener closes would be reset
-        // unanswered when it does: each is taken and answers its request 503 (it
-        // did not run), which a balancer retries elsewhere.
+        // unanswered when it does: each is taken now and answers one request
+        // (503 once the drain below has begun: it did not run, which a balancer
+        // retries elsewhere), then closes.
         while let Ok(Ok((stream, peer))) =
             tokio::time::timeout(Duration::ZERO, listener.accept()).await
         {
-            serve(&front, tls.as_ref(), &connections, stream, peer);
+            serve(&front, tls.as_ref(), &connections, stream, peer, true);
         }
-        // A closed listener: new connections are refused by the OS from now on.
+        // A closed listener: new connections are refused by the OS from now on,
+        // before readiness says draining.
         drop(listener);
+        front.drain.begin(&front.gateway, &front.sessions);
         drain(&front).await;
         sweeper.abort();
         front.sessions.end_all("the gateway is shutting down");
@@ -158,13 +162,15 @@ impl Server {
 }
 
 /// Serves one accepted connection within the caps (a connection over one is
-/// answered 503 and closed), in a task of its own.
+/// answered 503 and closed), in a task of its own. A `last` one, taken as the
+/// listener closes, answers one request and closes.
 fn serve(
     front: &Arc<Front>,
     tls: Option<&tokio_rustls::TlsAcceptor>,
     connections: &Arc<Connections>,
     stream: tokio::net::TcpStream,
     peer: std::net::SocketAddr,
+    last: bool,
 ) {
     let accepted = tokio::time::Instant::now();
     let slot = match connections.admit(peer.ip()) {
@@ -181,7 +187,12 @@ fn serve(
     let limits = connections.limits;
     // In flight until it closes: the drain waits for its answer to be written.
     let held = front.drain.hold();
-    let drain = front.drain.subscribe();
+    let drain = if last {
+        // Reads "begun" already: conn::serve answers one request, then closes.
+        tokio::sync::watch::channel(true).1
+    } else {
+        front.drain.subscribe()
+    };
     tokio::spawn(async move {
         let (_slot, _held) = (slot, held);
         let metrics = front.gateway.metrics.clone();
@@ -249,4 +260,38 @@ fn refuse(stream: TcpStream, over: conn::OverCap, tls: bool) {
         let _ = stream.try_write(&reply::connection_refusal(over));
     }
     drop(stream);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A connection the OS completed (its request already sent) but the server
+    /// had not yet accepted when the stop came is answered, not reset.
+    #[tokio::test]
+    async fn a_connection_queued_at_the_stop_is_answered_not_reset() {
+        let config = Config::parse("", "/tmp/w.toml").unwrap();
+        let gateway = Gateway::new(config).await.unwrap();
+        let server = Server::bind(gateway, "127.0.0.1:0").await.unwrap();
+        let addr = server.local_addr().unwrap();
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        client.write_all(request.as_bytes()).await.unwrap();
+        // Stopped before it ever accepted: the connection is still in the queue.
+        server.run(std::future::ready(())).await;
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        // Unauthenticated (no anonymous caller): refused before the drain is read.
+        assert!(answer.starts_with("HTTP/1.1 401 "), "{answer}");
+        // Answered, then closed: one request on it.
+        assert!(answer.contains("connection: close"), "{answer}");
+    }
 }
