@@ -380,93 +380,17 @@ impl Front {
             .get::<OnServer>()
             .cloned()
             .unwrap_or(OnServer(None));
-        let json_body = header_str(&headers, header::CONTENT_TYPE).is_some_and(|ct| {
-            ct.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-        });
-        if !json_body {
-            return refuse(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                jsonrpc::INVALID_REQUEST,
-                answer::HTTP_CONTENT_TYPE,
-            );
+        if let Err(r) = check_post_headers(&headers) {
+            return *r;
         }
-        if !(accepts(&headers, "application/json") && accepts(&headers, "text/event-stream")) {
-            return refuse(
-                StatusCode::NOT_ACCEPTABLE,
-                jsonrpc::INVALID_REQUEST,
-                answer::HTTP_ACCEPT_POST,
-            );
-        }
-        let too_large = || {
-            refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                jsonrpc::INVALID_REQUEST,
-                &answer::http_too_large(self.max_body),
-            )
+        let body = match self.read_body(incoming, &parts.extensions).await {
+            Ok(body) => body,
+            Err(r) => return *r,
         };
-        if incoming
-            .size_hint()
-            .exact()
-            .is_some_and(|n| n > self.max_body as u64)
-        {
-            return too_large();
-        }
-        let collect = http_body_util::Limited::new(incoming, self.max_body).collect();
-        let Ok(collected) = tokio::time::timeout(self.body_timeout, collect).await else {
-            // A body that drips holds a connection, and a place under the caps.
-            tracing::debug!("a request body did not come whole within gateway.http_body_timeout; 408, and the connection closes");
-            self.gateway.metrics.http_connection_timed_out("body");
-            return refuse(
-                StatusCode::REQUEST_TIMEOUT,
-                jsonrpc::INVALID_REQUEST,
-                answer::HTTP_BODY_TIMEOUT,
-            );
+        let msg = match self.message_of(&body) {
+            Ok(msg) => msg,
+            Err(r) => return *r,
         };
-        let body = match collected {
-            Ok(b) => {
-                if let Some(read) = parts.extensions.get::<BodyRead>() {
-                    read.0.store(true, Ordering::Relaxed);
-                }
-                b.to_bytes()
-            }
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
-            Err(e) => {
-                tracing::debug!("reading a request body failed: {e}");
-                return refuse(
-                    StatusCode::BAD_REQUEST,
-                    jsonrpc::INVALID_REQUEST,
-                    &answer::invalid_request("the request body could not be read"),
-                );
-            }
-        };
-        let msg: Value = match serde_json::from_slice(&body) {
-            Ok(v) => v,
-            Err(e) => {
-                return refuse(
-                    StatusCode::BAD_REQUEST,
-                    jsonrpc::PARSE_ERROR,
-                    &answer::parse_error(&e.to_string()),
-                )
-            }
-        };
-        if msg.is_array() {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                jsonrpc::INVALID_REQUEST,
-                &answer::invalid_request(answer::HTTP_BATCH),
-            );
-        }
-        if self.gateway.health.draining() {
-            // A new request would outlive the drain: refused unrun. Responses and
-            // notifications still go to the calls in flight that wait for them.
-            if let Kind::Request { id, .. } = jsonrpc::classify(&msg) {
-                let body =
-                    jsonrpc::error(id.clone(), jsonrpc::INTERNAL_ERROR, answer::HTTP_DRAINING);
-                return message_reply(StatusCode::SERVICE_UNAVAILABLE, &body);
-            }
-        }
         if msg.get("method").and_then(Value::as_str) == Some("tools/call") {
             if let Some(tool) = self.scoped_tool(&on, &msg) {
                 let id = jsonrpc::usable_id(&msg);
@@ -475,7 +399,6 @@ impl Front {
                 }
             }
         }
-        let (caller, token) = (who.caller, (who.token, who.claims));
         let sent_as_2026 = header_str(&headers, VERSION_HEADER) == Some(rev2026::VERSION)
             && header_str(&headers, SESSION_HEADER).is_none();
         // A request its header sends as 2026-07-28 is one even when its envelope is
@@ -495,7 +418,8 @@ impl Front {
                 && matches!(jsonrpc::classify(&msg),
                     Kind::Request { method, .. } if method != "initialize"));
         if stateless_request {
-            return self.stateless(&headers, msg, caller, token, &on).await;
+            let token = (who.token, who.claims);
+            return self.stateless(&headers, msg, who.caller, token, &on).await;
         }
         if sent_as_2026 && msg.get("id").is_none() {
             // A 2026-07-28 notification: there is no session it could be about (a
@@ -503,23 +427,120 @@ impl Front {
             tracing::debug!("a 2026-07-28 notification over HTTP was accepted and ignored");
             return reply(StatusCode::ACCEPTED, None, None);
         }
+        self.in_session(&headers, msg, who, &holder, &on).await
+    }
+
+    /// Reads a POST's body whole, within `gateway.max_body` and
+    /// `gateway.http_body_timeout`.
+    async fn read_body(
+        &self,
+        incoming: Incoming,
+        extensions: &hyper::http::Extensions,
+    ) -> Result<Bytes, Box<Reply>> {
+        let too_large = || {
+            Box::new(refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                jsonrpc::INVALID_REQUEST,
+                &answer::http_too_large(self.max_body),
+            ))
+        };
+        if incoming
+            .size_hint()
+            .exact()
+            .is_some_and(|n| n > self.max_body as u64)
+        {
+            return Err(too_large());
+        }
+        let collect = http_body_util::Limited::new(incoming, self.max_body).collect();
+        let Ok(collected) = tokio::time::timeout(self.body_timeout, collect).await else {
+            // A body that drips holds a connection, and a place under the caps.
+            tracing::debug!("a request body did not come whole within gateway.http_body_timeout; 408, and the connection closes");
+            self.gateway.metrics.http_connection_timed_out("body");
+            return Err(Box::new(refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                jsonrpc::INVALID_REQUEST,
+                answer::HTTP_BODY_TIMEOUT,
+            )));
+        };
+        match collected {
+            Ok(b) => {
+                if let Some(read) = extensions.get::<BodyRead>() {
+                    read.0.store(true, Ordering::Relaxed);
+                }
+                Ok(b.to_bytes())
+            }
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+            Err(e) => {
+                tracing::debug!("reading a request body failed: {e}");
+                Err(Box::new(refuse(
+                    StatusCode::BAD_REQUEST,
+                    jsonrpc::INVALID_REQUEST,
+                    &answer::invalid_request("the request body could not be read"),
+                )))
+            }
+        }
+    }
+
+    /// A POST body as one JSON-RPC message: not a batch, and not a new request
+    /// while the gateway drains.
+    fn message_of(&self, body: &[u8]) -> Result<Value, Box<Reply>> {
+        let msg: Value = serde_json::from_slice(body).map_err(|e| {
+            Box::new(refuse(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::PARSE_ERROR,
+                &answer::parse_error(&e.to_string()),
+            ))
+        })?;
+        if msg.is_array() {
+            return Err(Box::new(refuse(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::INVALID_REQUEST,
+                &answer::invalid_request(answer::HTTP_BATCH),
+            )));
+        }
+        if self.gateway.health.draining() {
+            // A new request would outlive the drain: refused unrun. Responses and
+            // notifications still go to the calls in flight that wait for them.
+            if let Kind::Request { id, .. } = jsonrpc::classify(&msg) {
+                let body =
+                    jsonrpc::error(id.clone(), jsonrpc::INTERNAL_ERROR, answer::HTTP_DRAINING);
+                return Err(Box::new(message_reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &body,
+                )));
+            }
+        }
+        Ok(msg)
+    }
+
+    /// A message of a 2025 session: `initialize` opens one (its id goes back in
+    /// the header of a 200), anything else needs the session it names.
+    async fn in_session(
+        &self,
+        headers: &HeaderMap,
+        msg: Value,
+        who: Identity,
+        holder: &Holder,
+        on: &OnServer,
+    ) -> Reply {
+        let (caller, token) = (who.caller, (who.token, who.claims));
         let (session, new) = match &msg {
             Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("initialize") => {
                 let who = caller.clone();
                 match self
                     .sessions
-                    .open(caller, &holder, o.get("params"), on.0.clone())
+                    .open(caller, holder, o.get("params"), on.0.clone())
                 {
                     Ok(session) => {
                         session.client.update_caller(&who, token.0);
                         session.client.set_claims(token.1);
                         (session, true)
                     }
-                    Err(full) => return session_refused(full, &holder),
+                    Err(full) => return session_refused(full, holder),
                 }
             }
             _ => match self
-                .session_of(&headers, &on, &caller.name, &holder, false)
+                .session_of(headers, on, &caller.name, holder, false)
                 .await
             {
                 Ok(s) => {
@@ -533,7 +554,7 @@ impl Front {
         let mut r = match jsonrpc::classify(&msg) {
             Kind::Request { id, .. } => {
                 let id = id.clone();
-                self.request(&session, id, msg, header_str(&headers, "traceparent"))
+                self.request(&session, id, msg, header_str(headers, "traceparent"))
                     .await
             }
             Kind::Invalid(why) => invalid_message(&msg, why),
@@ -670,6 +691,30 @@ impl Front {
 /// id, past a cap: 503 when the gateway holds [`MAX_SESSIONS`], 429 with
 /// Retry-After when the caller (the anonymous caller: its client) holds
 /// `gateway.max_sessions_per_caller`.
+/// A POST must send JSON and accept both JSON and an event stream back.
+fn check_post_headers(headers: &HeaderMap) -> Result<(), Box<Reply>> {
+    let json_body = header_str(headers, header::CONTENT_TYPE).is_some_and(|ct| {
+        ct.split(';')
+            .next()
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+    });
+    if !json_body {
+        return Err(Box::new(refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            jsonrpc::INVALID_REQUEST,
+            answer::HTTP_CONTENT_TYPE,
+        )));
+    }
+    if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
+        return Err(Box::new(refuse(
+            StatusCode::NOT_ACCEPTABLE,
+            jsonrpc::INVALID_REQUEST,
+            answer::HTTP_ACCEPT_POST,
+        )));
+    }
+    Ok(())
+}
+
 fn session_refused(full: Full, holder: &Holder) -> Reply {
     match full {
         Full::Gateway => {
