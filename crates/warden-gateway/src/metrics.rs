@@ -179,15 +179,62 @@ impl Metrics {
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        out.push_str("# HELP warden_calls_total Tool calls by the gateway's decision and the call's outcome.\n");
-        out.push_str("# TYPE warden_calls_total counter\n");
-        for ((decision, outcome), n) in self.calls.lock().unwrap_or_else(|e| e.into_inner()).iter()
-        {
+        let calls = rows(&self.calls, |(decision, outcome)| {
+            format!("decision=\"{decision}\",outcome=\"{outcome}\"")
+        });
+        family(
+            &mut out,
+            "warden_calls_total",
+            "counter",
+            "Tool calls by the gateway's decision and the call's outcome.",
+            calls,
+        );
+        self.render_durations(&mut out);
+        let restarts = rows(&self.upstream_restarts, |(upstream, reason)| {
+            format!("upstream=\"{upstream}\",reason=\"{reason}\"")
+        });
+        family(
+            &mut out,
+            "warden_upstream_restarts_total",
+            "counter",
+            "Upstreams started again, by why they ended (stopped, stuck).",
+            restarts,
+        );
+        let findings = rows(&self.guard_findings, |(guard, kind, action)| {
+            let (guard, kind) = (escaped(guard), escaped(kind));
+            format!("guard=\"{guard}\",kind=\"{kind}\",action=\"{action}\"")
+        });
+        family(&mut out, "warden_guard_findings_total", "counter", "Matches guards found in tool results, arguments and definitions (at each listing), by guard, kind and action.", findings);
+        let shadow = rows(&self.shadow, |would| format!("would=\"{would}\""));
+        family(&mut out, "warden_shadow_total", "counter", "Calls shadow rules, quotas, flow rules and guards would have decided otherwise (X6, X9), by what they would have done.", shadow);
+        let refused = rows(&self.http_refused, |status| format!("status=\"{status}\""));
+        family(
+            &mut out,
+            "warden_http_refused_total",
+            "counter",
+            "HTTP requests the front refused, by status.",
+            refused,
+        );
+        let refused = rows(&self.http_connections_refused, |limit| {
+            format!("limit=\"{limit}\"")
+        });
+        family(&mut out, "warden_http_connections_refused_total", "counter", "HTTP connections answered 503 and closed at accept, by the cap they hit (admin.*: the admin listener's).", refused);
+        let timed_out = rows(&self.http_connections_timed_out, |timeout| {
+            format!("timeout=\"{timeout}\"")
+        });
+        family(&mut out, "warden_http_connections_timed_out_total", "counter", "HTTP connections closed because a request head came too slowly (head), none came (idle) or a request body came too slowly (body); admin.*: the admin listener's.", timed_out);
+        for (name, kind, help, v) in self.scalars() {
             let _ = writeln!(
                 out,
-                "warden_calls_total{{decision=\"{decision}\",outcome=\"{outcome}\"}} {n}"
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
             );
         }
+        self.config.render(&mut out);
+        out
+    }
+
+    /// The call duration histogram.
+    fn render_durations(&self, out: &mut String) {
         out.push_str(
             "# HELP warden_call_duration_seconds Time from a call's arrival to its answer.\n",
         );
@@ -210,163 +257,37 @@ impl Metrics {
             self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
         );
         let _ = writeln!(out, "warden_call_duration_seconds_count {count}");
-        let gauges = [
-            (
-                "warden_tool_drift_total",
-                "counter",
-                "Tool definitions that differed from the pins lock, each counted once.",
-                self.tool_drift.load(Ordering::Relaxed),
-            ),
-            (
-                "warden_unknown_keys_total",
-                "counter",
-                "Undeclared argument keys seen in calls.",
-                self.unknown_keys.load(Ordering::Relaxed),
-            ),
-            (
-                "warden_audit_backlog",
-                "gauge",
-                "Audit records waiting to be retried.",
-                self.audit_backlog.load(Ordering::Relaxed),
-            ),
-            (
-                "warden_trace_spans_dropped_total",
-                "counter",
-                "Trace spans dropped: the export queue was full or the collector did not take them.",
-                self.trace_spans_dropped.load(Ordering::Relaxed),
-            ),
-            (
-                "warden_audit_lost_total",
-                "counter",
-                "Audit records the store refused for good (logged whole).",
-                self.audit_lost.load(Ordering::Relaxed),
-            ),
-            (
-                "warden_audit_dropped_total",
-                "counter",
-                "Audit records dropped because the queue to the store was full (durability = \"async\"; logged whole).",
-                self.audit_dropped.load(Ordering::Relaxed),
-            ),
-            (
-                "warden_audit_otlp_dropped_total",
-                "counter",
-                "Audit records not exported over OTLP: the export queue was full or the collector did not take them (the store still holds them).",
-                self.audit_otlp_dropped.load(Ordering::Relaxed),
-            ),
-        ];
-        let restarts = self
-            .upstream_restarts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let _ = writeln!(
-            out,
-            "# HELP warden_upstream_restarts_total Upstreams started again, by why they ended (stopped, stuck).\n# TYPE warden_upstream_restarts_total counter"
-        );
-        for ((upstream, reason), n) in restarts {
-            let _ = writeln!(
-                out,
-                "warden_upstream_restarts_total{{upstream=\"{upstream}\",reason=\"{reason}\"}} {n}"
-            );
-        }
-        let findings = self
-            .guard_findings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let _ = writeln!(
-            out,
-            "# HELP warden_guard_findings_total Matches guards found in tool results, arguments and definitions (at each listing), by guard, kind and action.\n# TYPE warden_guard_findings_total counter"
-        );
-        for ((guard, kind, action), n) in findings {
-            let (guard, kind) = (escaped(&guard), escaped(&kind));
-            let _ = writeln!(
-                out,
-                "warden_guard_findings_total{{guard=\"{guard}\",kind=\"{kind}\",action=\"{action}\"}} {n}"
-            );
-        }
-        let shadow = self
-            .shadow
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let _ = writeln!(
-            out,
-            "# HELP warden_shadow_total Calls shadow rules, quotas, flow rules and guards would have decided otherwise (X6, X9), by what they would have done.\n# TYPE warden_shadow_total counter"
-        );
-        for (would, n) in shadow {
-            let _ = writeln!(out, "warden_shadow_total{{would=\"{would}\"}} {n}");
-        }
-        let refused = self
-            .http_refused
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let _ = writeln!(
-            out,
-            "# HELP warden_http_refused_total HTTP requests the front refused, by status.\n# TYPE warden_http_refused_total counter"
-        );
-        for (status, n) in refused {
-            let _ = writeln!(out, "warden_http_refused_total{{status=\"{status}\"}} {n}");
-        }
-        let refused = self
-            .http_connections_refused
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let _ = writeln!(
-            out,
-            "# HELP warden_http_connections_refused_total HTTP connections answered 503 and closed at accept, by the cap they hit (admin.*: the admin listener's).\n# TYPE warden_http_connections_refused_total counter"
-        );
-        for (limit, n) in refused {
-            let _ = writeln!(
-                out,
-                "warden_http_connections_refused_total{{limit=\"{limit}\"}} {n}"
-            );
-        }
-        let timed_out = self
-            .http_connections_timed_out
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let _ = writeln!(
-            out,
-            "# HELP warden_http_connections_timed_out_total HTTP connections closed because a request head came too slowly (head), none came (idle) or a request body came too slowly (body); admin.*: the admin listener's.\n# TYPE warden_http_connections_timed_out_total counter"
-        );
-        for (timeout, n) in timed_out {
-            let _ = writeln!(
-                out,
-                "warden_http_connections_timed_out_total{{timeout=\"{timeout}\"}} {n}"
-            );
-        }
-        let gauges = gauges.into_iter().chain([
-            (
-                "warden_http_sessions",
-                "gauge",
-                "HTTP sessions open.",
-                self.http_sessions.load(Ordering::Relaxed),
-            ),
-            (
-                "warden_http_connections",
-                "gauge",
-                "HTTP connections open.",
-                self.http_connections.load(Ordering::Relaxed),
-            ),
-            (
-                "warden_admin_connections",
-                "gauge",
-                "Connections open to the admin listener.",
-                self.admin_connections.load(Ordering::Relaxed),
-            ),
-        ]);
-        for (name, kind, help, v) in gauges {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-            );
-        }
-        self.config.render(&mut out);
-        out
+    }
+
+    /// The unlabelled counters and gauges: name, type, help, value.
+    fn scalars(&self) -> [(&'static str, &'static str, &'static str, u64); 10] {
+        let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        [
+            ("warden_tool_drift_total", "counter", "Tool definitions that differed from the pins lock, each counted once.", c(&self.tool_drift)),
+            ("warden_unknown_keys_total", "counter", "Undeclared argument keys seen in calls.", c(&self.unknown_keys)),
+            ("warden_audit_backlog", "gauge", "Audit records waiting to be retried.", c(&self.audit_backlog)),
+            ("warden_trace_spans_dropped_total", "counter", "Trace spans dropped: the export queue was full or the collector did not take them.", c(&self.trace_spans_dropped)),
+            ("warden_audit_lost_total", "counter", "Audit records the store refused for good (logged whole).", c(&self.audit_lost)),
+            ("warden_audit_dropped_total", "counter", "Audit records dropped because the queue to the store was full (durability = \"async\"; logged whole).", c(&self.audit_dropped)),
+            ("warden_audit_otlp_dropped_total", "counter", "Audit records not exported over OTLP: the export queue was full or the collector did not take them (the store still holds them).", c(&self.audit_otlp_dropped)),
+            ("warden_http_sessions", "gauge", "HTTP sessions open.", c(&self.http_sessions)),
+            ("warden_http_connections", "gauge", "HTTP connections open.", c(&self.http_connections)),
+            ("warden_admin_connections", "gauge", "Connections open to the admin listener.", c(&self.admin_connections)),
+        ]
+    }
+}
+
+/// A labelled family's rows, read under its lock: the labels rendered, the count.
+fn rows<K>(counts: &Mutex<BTreeMap<K, u64>>, labels: impl Fn(&K) -> String) -> Vec<(String, u64)> {
+    let counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+    counts.iter().map(|(k, n)| (labels(k), *n)).collect()
+}
+
+/// One labelled family: its HELP and TYPE lines, then a line per row.
+fn family(out: &mut String, name: &str, kind: &str, help: &str, rows: Vec<(String, u64)>) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, n) in rows {
+        let _ = writeln!(out, "{name}{{{labels}}} {n}");
     }
 }
 
