@@ -36,37 +36,9 @@ pub(super) async fn act(
     let headers = req.headers().clone();
     let path = req.uri().path().to_owned();
     let api = path.starts_with("/api/");
-    let content_type = req
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_default();
-    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => return failure(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE, api),
-    };
-    let fields = if api {
-        match (content_type.as_str(), fields_of_json(&body)) {
-            ("application/json", Some(f)) => f,
-            _ => return failure(StatusCode::UNSUPPORTED_MEDIA_TYPE, NOT_JSON, api),
-        }
-    } else {
-        let f = super::query_pairs(&String::from_utf8_lossy(&body));
-        let token = f.iter().find(|(k, _)| k == FIELD).map(|(_, v)| v.as_str());
-        if content_type != "application/x-www-form-urlencoded"
-            || !token.is_some_and(|t| site.csrf.verify(binding, t))
-        {
-            tracing::warn!(path = %crate::logged::logged(&path), "a console form was posted without a valid CSRF token (403)");
-            return failure(StatusCode::FORBIDDEN, CSRF_REFUSED, api);
-        }
-        f
+    let fields = match fields_of(site, binding, &path, req).await {
+        Ok(fields) => fields,
+        Err(r) => return r,
     };
     let get = |k: &str| {
         fields
@@ -77,52 +49,8 @@ pub(super) async fn act(
     };
     let action = path.strip_prefix("/api").unwrap_or(&path);
     match action {
-        "/pins/approve" => {
-            let Some(tool) = get("tool") else {
-                return failure(
-                    StatusCode::BAD_REQUEST,
-                    "Name the tool to approve (tool).",
-                    api,
-                );
-            };
-            match super::pins::approve(&site.gw, &tool, who).await {
-                Ok(held) if api => json_reply(
-                    StatusCode::OK,
-                    &json!({"approved": tool, "locked_tools": held}),
-                ),
-                Ok(_) => see_other("/pins"),
-                Err(e) => {
-                    tracing::warn!(
-                        "the console could not approve a tool: {}",
-                        crate::logged::logged(&e)
-                    );
-                    failure(StatusCode::CONFLICT, &approve_failed(&e), api)
-                }
-            }
-        }
-        "/pins/reject" => {
-            let Some(tool) = get("tool") else {
-                return failure(
-                    StatusCode::BAD_REQUEST,
-                    "Name the tool to reject (tool).",
-                    api,
-                );
-            };
-            match super::pins::reject(&site.gw, &tool, who).await {
-                Ok(held) if api => json_reply(
-                    StatusCode::OK,
-                    &json!({"rejected": tool, "rejected_tools": held}),
-                ),
-                Ok(_) => see_other("/pins"),
-                Err(e) => {
-                    tracing::warn!(
-                        "the console could not reject a tool: {}",
-                        crate::logged::logged(&e)
-                    );
-                    failure(StatusCode::CONFLICT, &approve_failed(&e), api)
-                }
-            }
-        }
+        "/pins/approve" => pins(site, who, get("tool"), Pins::Approve, api).await,
+        "/pins/reject" => pins(site, who, get("tool"), Pins::Reject, api).await,
         "/approvals/decide" => {
             let (id, decision) = (
                 get("id").unwrap_or_default(),
@@ -145,6 +73,91 @@ pub(super) async fn act(
             _ => see_other("/"),
         },
         _ => failure(StatusCode::NOT_FOUND, NO_ACTION, api),
+    }
+}
+
+/// A POST's fields: a JSON object under `/api/`, else a form that carries a
+/// valid CSRF token.
+async fn fields_of(
+    site: &Site,
+    binding: &str,
+    path: &str,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Vec<(String, String)>, super::Reply> {
+    let api = path.starts_with("/api/");
+    let content_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default();
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return Err(failure(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE, api)),
+    };
+    if api {
+        return match (content_type.as_str(), fields_of_json(&body)) {
+            ("application/json", Some(f)) => Ok(f),
+            _ => Err(failure(StatusCode::UNSUPPORTED_MEDIA_TYPE, NOT_JSON, api)),
+        };
+    }
+    let f = super::query_pairs(&String::from_utf8_lossy(&body));
+    let token = f.iter().find(|(k, _)| k == FIELD).map(|(_, v)| v.as_str());
+    if content_type != "application/x-www-form-urlencoded"
+        || !token.is_some_and(|t| site.csrf.verify(binding, t))
+    {
+        tracing::warn!(path = %crate::logged::logged(path), "a console form was posted without a valid CSRF token (403)");
+        return Err(failure(StatusCode::FORBIDDEN, CSRF_REFUSED, api));
+    }
+    Ok(f)
+}
+
+/// What is done to a drifted tool's definition (P3, P4).
+#[derive(Clone, Copy)]
+enum Pins {
+    Approve,
+    Reject,
+}
+
+/// Approves or rejects `tool`'s definition, as `pins approve` / `pins reject` do.
+async fn pins(site: &Site, who: &str, tool: Option<String>, what: Pins, api: bool) -> super::Reply {
+    let Some(tool) = tool else {
+        let text = match what {
+            Pins::Approve => "Name the tool to approve (tool).",
+            Pins::Reject => "Name the tool to reject (tool).",
+        };
+        return failure(StatusCode::BAD_REQUEST, text, api);
+    };
+    let (done, verb, key, held) = match what {
+        Pins::Approve => (
+            super::pins::approve(&site.gw, &tool, who).await,
+            "approve",
+            "approved",
+            "locked_tools",
+        ),
+        Pins::Reject => (
+            super::pins::reject(&site.gw, &tool, who).await,
+            "reject",
+            "rejected",
+            "rejected_tools",
+        ),
+    };
+    match done {
+        Ok(n) if api => json_reply(StatusCode::OK, &json!({key: tool, held: n})),
+        Ok(_) => see_other("/pins"),
+        Err(e) => {
+            tracing::warn!(
+                "the console could not {verb} a tool: {}",
+                crate::logged::logged(&e)
+            );
+            failure(StatusCode::CONFLICT, &approve_failed(&e), api)
+        }
     }
 }
 
