@@ -148,54 +148,21 @@ where
             line = jsonrpc::read_line(&mut input, max) => line,
             _ = &mut stop => { stopped = true; break; }
         };
-        let bytes = match line {
-            Ok(Some(Line::Message(bytes))) => bytes,
-            Ok(Some(Line::TooLong(n))) => {
-                let text = crate::texts::request_too_large(n, max);
-                session_send(
-                    &session,
-                    jsonrpc::error(Value::Null, jsonrpc::INVALID_REQUEST, &text),
-                )
-                .await;
-                continue;
-            }
+        let msg = match line {
+            Ok(Some(line)) => match message_of(line, max, &session).await {
+                Some(msg) => msg,
+                None => continue,
+            },
             Ok(None) => break,
             Err(e) => {
                 tracing::error!("reading stdin failed: {e}");
                 break;
             }
         };
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let msg: Value = match serde_json::from_slice(&bytes) {
-            Ok(v) => v,
-            Err(e) => {
-                let text = crate::texts::parse_error(&e.to_string());
-                session_send(
-                    &session,
-                    jsonrpc::error(Value::Null, jsonrpc::PARSE_ERROR, &text),
-                )
-                .await;
-                continue;
-            }
-        };
         // From here until its answer is written, the request's id is taken.
-        let request = match jsonrpc::classify(&msg) {
-            Kind::Request { id, .. } => Some((id.clone(), jsonrpc::id_key(id))),
-            _ => None,
+        let Ok(request) = take_id(&running, &session, &msg).await else {
+            continue;
         };
-        if let Some((id, key)) = &request {
-            if !running.take(key, id) {
-                let text = crate::texts::invalid_request(crate::texts::ID_IN_USE);
-                session_send(
-                    &session,
-                    jsonrpc::error(id.clone(), jsonrpc::INVALID_REQUEST, &text),
-                )
-                .await;
-                continue;
-            }
-        }
         let waiting = gateway.handle(&session, msg).await;
         match (waiting, request) {
             (Some(waiting), Some((_, key))) => {
@@ -214,40 +181,7 @@ where
         while tasks.try_join_next().is_some() {}
     }
     if stopped {
-        gateway.health.start_draining();
-        let grace = crate::config::parse_duration(&gateway.config.gateway.drain_timeout)
-            .unwrap_or(Duration::from_secs(30));
-        if tokio::time::timeout(grace, drain(&mut tasks))
-            .await
-            .is_err()
-        {
-            let left = running.unanswered();
-            tracing::warn!(
-                "{} request(s) still running after {grace:?} (gateway.drain_timeout); answering them with an error and cancelling them upstream",
-                left.len()
-            );
-            for (key, id) in left {
-                // The writer sends the drain's answer only if no other was
-                // written by the time this reaches it.
-                session.send(drain_answer(key)).await;
-                let note = jsonrpc::notification(
-                    "notifications/cancelled",
-                    Some(
-                        serde_json::json!({"requestId": id, "reason": "the gateway is shutting down"}),
-                    ),
-                );
-                if let Some(waiting) = gateway.handle(&session, note).await {
-                    tasks.spawn(waiting);
-                }
-            }
-            // The cancelled calls settle (their audit records) before the exit.
-            if tokio::time::timeout(AFTER_DEADLINE, drain(&mut tasks))
-                .await
-                .is_err()
-            {
-                tasks.abort_all();
-            }
-        }
+        drain_at_stop(&gateway, &session, &running, &mut tasks).await;
     } else {
         drain(&mut tasks).await;
     }
@@ -260,6 +194,99 @@ where
     }
     gateway.shutdown().await;
     Ok(())
+}
+
+/// A line of input as a message; `None` (answered where there is something to
+/// say) for a blank line, one over `gateway.max_message_bytes` or one that is
+/// no JSON.
+async fn message_of(line: Line, max: usize, session: &ClientSession) -> Option<Value> {
+    let bytes = match line {
+        Line::Message(bytes) => bytes,
+        Line::TooLong(n) => {
+            let text = crate::texts::request_too_large(n, max);
+            let error = jsonrpc::error(Value::Null, jsonrpc::INVALID_REQUEST, &text);
+            session_send(session, error).await;
+            return None;
+        }
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    match serde_json::from_slice(&bytes) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let text = crate::texts::parse_error(&e.to_string());
+            session_send(
+                session,
+                jsonrpc::error(Value::Null, jsonrpc::PARSE_ERROR, &text),
+            )
+            .await;
+            None
+        }
+    }
+}
+
+/// A request's id, taken until its answer is written (`Ok(None)` for what is
+/// no request); `Err` when a request still running has it (answered).
+async fn take_id(
+    running: &Running,
+    session: &ClientSession,
+    msg: &Value,
+) -> Result<Option<(Value, CallKey)>, ()> {
+    let Kind::Request { id, .. } = jsonrpc::classify(msg) else {
+        return Ok(None);
+    };
+    let key = jsonrpc::id_key(id);
+    if running.take(&key, id) {
+        return Ok(Some((id.clone(), key)));
+    }
+    let text = crate::texts::invalid_request(crate::texts::ID_IN_USE);
+    session_send(
+        session,
+        jsonrpc::error(id.clone(), jsonrpc::INVALID_REQUEST, &text),
+    )
+    .await;
+    Err(())
+}
+
+/// After a stop: calls in flight finish within `gateway.drain_timeout`; what
+/// still runs then is answered with the drain's error and cancelled upstream.
+async fn drain_at_stop(
+    gateway: &Arc<Gateway>,
+    session: &Arc<ClientSession>,
+    running: &Running,
+    tasks: &mut JoinSet<()>,
+) {
+    gateway.health.start_draining();
+    let grace = crate::config::parse_duration(&gateway.config.gateway.drain_timeout)
+        .unwrap_or(Duration::from_secs(30));
+    if tokio::time::timeout(grace, drain(tasks)).await.is_ok() {
+        return;
+    }
+    let left = running.unanswered();
+    tracing::warn!(
+        "{} request(s) still running after {grace:?} (gateway.drain_timeout); answering them with an error and cancelling them upstream",
+        left.len()
+    );
+    for (key, id) in left {
+        // The writer sends the drain's answer only if no other was written by
+        // the time this reaches it.
+        session.send(drain_answer(key)).await;
+        let note = jsonrpc::notification(
+            "notifications/cancelled",
+            Some(serde_json::json!({"requestId": id, "reason": "the gateway is shutting down"})),
+        );
+        if let Some(waiting) = gateway.handle(session, note).await {
+            tasks.spawn(waiting);
+        }
+    }
+    // The cancelled calls settle (their audit records) before the exit.
+    if tokio::time::timeout(AFTER_DEADLINE, drain(tasks))
+        .await
+        .is_err()
+    {
+        tasks.abort_all();
+    }
 }
 
 async fn drain(tasks: &mut JoinSet<()>) {
