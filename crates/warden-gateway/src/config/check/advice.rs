@@ -8,6 +8,14 @@ use crate::config::guards::READS;
 /// now, not when the file was loaded, so a warning reflects the current process.
 pub(in crate::config) fn warnings(s: Settings<'_>) -> Vec<String> {
     let mut out = Vec::new();
+    access_warnings(&s, &mut out);
+    upstream_warnings(&s, &mut out);
+    identity_warnings(&s, &mut out);
+    out
+}
+
+/// Rules, tools, flows and guards that cannot do what they seem to.
+fn access_warnings(s: &Settings<'_>, out: &mut Vec<String>) {
     for (shadowed, by) in s.rules.shadowed() {
         out.push(format!(
             "rule[{shadowed}] never applies: rule[{by}] comes first and matches everything it does"
@@ -57,6 +65,10 @@ pub(in crate::config) fn warnings(s: Settings<'_>) -> Vec<String> {
                 .into(),
         );
     }
+}
+
+/// Upstream settings that weaken what the gateway does for their calls.
+fn upstream_warnings(s: &Settings<'_>, out: &mut Vec<String>) {
     for up in s.upstream {
         let tools = up
             .tools
@@ -114,6 +126,10 @@ pub(in crate::config) fn warnings(s: Settings<'_>) -> Vec<String> {
             ));
         }
     }
+}
+
+/// How callers are (or cannot be) identified.
+fn identity_warnings(s: &Settings<'_>, out: &mut Vec<String>) {
     let gateway = s.gateway;
     if let Some(anon) = &gateway.anonymous_caller {
         out.push(format!(
@@ -160,7 +176,6 @@ pub(in crate::config) fn warnings(s: Settings<'_>) -> Vec<String> {
             gateway.stdio_caller
         ));
     }
-    out
 }
 
 /// S1: a guard's tool glob that no tool name can match, because it starts with
