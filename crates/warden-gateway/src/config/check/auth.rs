@@ -50,6 +50,25 @@ pub(super) fn oauth(o: &OAuthConfig) -> Result<(), Invalid> {
             ));
         }
     }
+    oauth_timing(o)?;
+    oauth_scopes(o)?;
+    if o.introspection && (o.client_id.is_none() || o.client_secret_env.is_none()) {
+        return Err(invalid(
+            "oauth.introspection",
+            "needs client_id and client_secret_env: the issuer only answers its registered clients",
+        ));
+    }
+    if o.client_id.is_some() != o.client_secret_env.is_some() {
+        return Err(invalid(
+            "oauth",
+            "client_id and client_secret_env go together: set both, or neither",
+        ));
+    }
+    Ok(())
+}
+
+/// `[oauth]`'s key refresh intervals, timeout and introspection rate.
+fn oauth_timing(o: &OAuthConfig) -> Result<(), Invalid> {
     for key in ["jwks_min_interval", "jwks_max_age"] {
         let text = if key == "jwks_min_interval" {
             &o.jwks_min_interval
@@ -73,6 +92,11 @@ pub(super) fn oauth(o: &OAuthConfig) -> Result<(), Invalid> {
             "must be at least 1: no opaque token could ever be checked",
         ));
     }
+    Ok(())
+}
+
+/// `[oauth]`'s scope names (RFC 6749 tokens) and the tool globs of its scopes.
+fn oauth_scopes(o: &OAuthConfig) -> Result<(), Invalid> {
     // Scopes go into WWW-Authenticate between quotes: only RFC 6749 scope tokens.
     let scopes = o
         .scopes_supported
@@ -101,18 +125,6 @@ pub(super) fn oauth(o: &OAuthConfig) -> Result<(), Invalid> {
                 )
             })?;
         }
-    }
-    if o.introspection && (o.client_id.is_none() || o.client_secret_env.is_none()) {
-        return Err(invalid(
-            "oauth.introspection",
-            "needs client_id and client_secret_env: the issuer only answers its registered clients",
-        ));
-    }
-    if o.client_id.is_some() != o.client_secret_env.is_some() {
-        return Err(invalid(
-            "oauth",
-            "client_id and client_secret_env go together: set both, or neither",
-        ));
     }
     Ok(())
 }
