@@ -42,13 +42,25 @@ pub(super) fn open(
     let stdin = child.stdin.take().ok_or("child has no stdin")?;
     let stdout = child.stdout.take().ok_or("child has no stdout")?;
     let stderr = child.stderr.take().ok_or("child has no stderr")?;
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(1024);
-    let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
+    let (tx, rx) = mpsc::channel::<Vec<u8>>(1024);
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let conn = up.new_conn(generation, tx, stop_tx, Some(child), inbound.clone());
 
-    let name = up.name.clone();
+    feed_stdin(up.name.clone(), stdin, rx, stop_rx);
+    log_stderr(up.name.clone(), stderr, up.max_message);
+    read_stdout(up, generation, stdout, conn.clone(), inbound);
+    Ok(conn)
+}
+
+/// Writes the connection's queue to the child's stdin, flushing when it empties,
+/// until the queue closes or the stop comes.
+fn feed_stdin(
+    name: String,
+    mut stdin: tokio::process::ChildStdin,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    mut stop_rx: oneshot::Receiver<()>,
+) {
     tokio::spawn(async move {
-        let mut stdin = stdin;
         loop {
             let line = tokio::select! {
                 line = rx.recv() => line,
@@ -64,9 +76,10 @@ pub(super) fn open(
             }
         }
     });
+}
 
-    let name = up.name.clone();
-    let max = up.max_message;
+/// Each line of the child's stderr becomes a log line.
+fn log_stderr(name: String, stderr: tokio::process::ChildStderr, max: usize) {
     tokio::spawn(async move {
         let mut lines = BufReader::new(stderr);
         while let Ok(Some(line)) = jsonrpc::read_line(&mut lines, max).await {
@@ -76,16 +89,24 @@ pub(super) fn open(
             }
         }
     });
+}
 
-    let reader_conn = conn.clone();
-    let index = up.index;
-    let name = up.name.clone();
+/// Delivers each message of the child's stdout; when it ends, closes the
+/// connection, reaps the child and tells the router.
+fn read_stdout(
+    up: &Upstream,
+    generation: u64,
+    stdout: tokio::process::ChildStdout,
+    conn: Arc<Conn>,
+    inbound: Weak<dyn Inbound>,
+) {
+    let (index, name, max) = (up.index, up.name.clone(), up.max_message);
     tokio::spawn(async move {
         let mut out = BufReader::new(stdout);
         loop {
             match jsonrpc::read_line(&mut out, max).await {
                 Ok(Some(Line::Message(bytes))) => {
-                    deliver(&reader_conn, &inbound, &bytes, None).await;
+                    deliver(&conn, &inbound, &bytes, None).await;
                 }
                 Ok(Some(Line::TooLong(n))) => {
                     tracing::warn!(upstream = %name, "skipped a {n}-byte message: larger than gateway.max_message_bytes");
@@ -93,28 +114,21 @@ pub(super) fn open(
                 Ok(None) | Err(_) => break,
             }
         }
-        reader_conn.close();
-        let status = {
-            let child = reader_conn
-                .child
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take();
-            match child {
-                Some(mut c) => match tokio::time::timeout(Duration::from_secs(2), c.wait()).await {
-                    Ok(Ok(s)) => s.to_string(),
-                    _ => {
-                        let _ = c.kill().await;
-                        "killed after closing its stdout".to_owned()
-                    }
-                },
-                None => "shut down".to_owned(),
-            }
+        conn.close();
+        let child = conn.child.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let status = match child {
+            Some(mut c) => match tokio::time::timeout(Duration::from_secs(2), c.wait()).await {
+                Ok(Ok(s)) => s.to_string(),
+                _ => {
+                    let _ = c.kill().await;
+                    "killed after closing its stdout".to_owned()
+                }
+            },
+            None => "shut down".to_owned(),
         };
         tracing::info!(upstream = %name, "upstream exited ({status})");
         if let Some(router) = inbound.upgrade() {
-            router.on_exit(index, generation, reader_conn.exit());
+            router.on_exit(index, generation, conn.exit());
         }
     });
-    Ok(conn)
 }
