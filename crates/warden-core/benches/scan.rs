@@ -11,6 +11,9 @@
 //! runs only the cases whose name holds `rows` (for a profiler),
 //! `SCAN_BENCH_LABEL="every detector, scan"` only the figures so labelled.
 //!
+//! `SCAN_BENCH_DUMP=1` times nothing either: it prints every finding and
+//! every redacted result of each case, to compare two revisions' output.
+//!
 //! `SCAN_BENCH_INSTR=1` times nothing: each figure scans and parses its
 //! results once, in [`scan_once`] and [`parse_once`], for an instruction
 //! count that load on the machine does not change:
@@ -245,12 +248,37 @@ fn report(label: &str, case: &mut Case, s: &Scanner, redact: bool, samples: usiz
     );
 }
 
+/// Every finding and redacted result of each case, with every detector and
+/// with each group (`SCAN_BENCH_DUMP`).
+fn dump(lines: &[String], all: &Scanner) {
+    let groups: Vec<Scanner> = builtin::GROUPS.iter().map(|g| scanner(&[g])).collect();
+    for case in cases(lines) {
+        for (i, result) in case.pristine.iter().enumerate() {
+            for (name, s) in
+                std::iter::once(("all", all)).chain(builtin::GROUPS.iter().copied().zip(&groups))
+            {
+                let mut v = result.clone();
+                println!("{} #{i} {name} scan: {:?}", case.name, s.scan(&mut v));
+                let mut v = result.clone();
+                println!(
+                    "{} #{i} {name} redact: {:?} {v}",
+                    case.name,
+                    s.redact(&mut v)
+                );
+            }
+        }
+    }
+}
+
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return; // run as a test (`cargo test --benches`): nothing to measure
     }
     let lines = lines();
     let all = scanner(&["secrets", "pii", "injection"]);
+    if std::env::var_os("SCAN_BENCH_DUMP").is_some() {
+        return dump(&lines, &all);
+    }
     let kinds = std::env::var_os("SCAN_BENCH_KINDS").is_some();
     let only = std::env::var("SCAN_BENCH_ONLY").unwrap_or_default();
     println!("scan cost, CPU time; bars (S5): <= 2 µs/KB, <= 5 ms per 1 MB result");
