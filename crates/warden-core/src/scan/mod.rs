@@ -14,6 +14,7 @@
 pub mod builtin;
 pub mod checks;
 pub mod find;
+pub mod gate;
 pub mod numbers;
 #[cfg(test)]
 mod tests;
@@ -95,6 +96,9 @@ pub struct Scanner {
     any: regex_automata::meta::Regex,
     /// Strip invisible characters (an injection detector is on).
     strip: bool,
+    /// Every detector is built in, so a short string without a gate byte
+    /// holds nothing ([`gate`]).
+    gated: bool,
 }
 
 impl Scanner {
@@ -131,6 +135,7 @@ impl Scanner {
             detectors.push(d);
         }
         let strip = detectors.iter().any(|d| d.detector == "injection");
+        let gated = patterns.is_empty();
         // As `regex::RegexSet` builds one: every pattern that matches anywhere.
         let patterns: Vec<&str> = detectors.iter().map(|d| d.regex.as_str()).collect();
         let any = regex_automata::meta::Regex::new_many(&patterns).map_err(|e| e.to_string())?;
@@ -153,6 +158,7 @@ impl Scanner {
             any,
             set,
             strip,
+            gated,
         })
     }
 
@@ -211,9 +217,12 @@ impl Scanner {
 
     /// One string: its findings, and its new text when it changes.
     fn string(&self, s: &str, walk: &mut Walk) -> Option<String> {
+        let short = s.len() < SHORT;
+        if short && self.gated && !gate::may_match(s.as_bytes()) {
+            return None;
+        }
         let invisible = self.strip && find::has_invisible(s);
         walk.memo.forget();
-        let short = s.len() < SHORT;
         if short {
             walk.hits.clear();
             if !invisible && !self.any.is_match(s) {
