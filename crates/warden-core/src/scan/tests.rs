@@ -456,4 +456,26 @@ fn next_digit_finds_the_first_digit_from_any_start() {
         assert_eq!(numbers::next_digit(&text, from), naive, "from {from}");
     }
     assert_eq!(numbers::next_digit(b"abc", 4), None);
+    // Every byte value, alone among others, at every place of a chunk and
+    // of the few bytes before it.
+    for v in 0..=255u8 {
+        for at in 0..80 {
+            let mut text = [b'x'; 90];
+            text[at] = v;
+            let want = v.is_ascii_digit().then_some(at);
+            assert_eq!(numbers::next_digit(&text, 0), want, "{v} at {at}");
+        }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn next_digit_finds_the_first_digit_in_any_bytes(
+        text in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        from in 0usize..200,
+    ) {
+        let from = from.min(text.len());
+        let naive = text[from..].iter().position(u8::is_ascii_digit).map(|p| from + p);
+        proptest::prop_assert_eq!(numbers::next_digit(&text, from), naive);
+    }
 }
