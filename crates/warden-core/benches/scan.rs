@@ -230,7 +230,7 @@ fn report(label: &str, case: &mut Case, s: &Scanner, redact: bool, samples: usiz
     if std::env::var_os("SCAN_BENCH_INSTR").is_some() {
         // Every result once before, as the timed blocks repeat: the regexes'
         // lazy automata are built then, not counted.
-        case.results.iter_mut().for_each(|r| scan(r));
+        case.results.iter_mut().for_each(&scan);
         case.results = case.pristine.clone();
         scan_once(&scan, &mut case.results);
         parse_once(&case.json);

@@ -41,8 +41,11 @@ pub struct Lower {
     text: Vec<u8>,
     /// The text read last for `ſ` and the Kelvin sign, and whether it holds
     /// each, once looked for.
-    folding: Option<((usize, usize), [Option<bool>; 2])>,
+    folding: Option<(Key, [Option<bool>; 2])>,
 }
+
+/// A text known by its address and length.
+type Key = (usize, usize);
 
 /// The two non-ASCII letters a case-insensitive regex reads as ASCII ones:
 /// `ſ` as `s`, the Kelvin sign as `k`.

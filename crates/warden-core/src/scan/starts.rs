@@ -76,16 +76,6 @@ impl Starts {
         Some(Starts { search, members })
     }
 
-    /// How many detectors share the search.
-    pub fn len(&self) -> usize {
-        self.members.len()
-    }
-
-    /// Whether no detector shares it (never so when built by [`Starts::new`]).
-    pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
-    }
-
     /// Each member's matches in `b`, in order: `found[i]` for the `i`th member.
     pub fn find(&self, b: &[u8], found: &mut Found) {
         let Found { matches, next } = found;
@@ -108,9 +98,6 @@ impl Starts {
                     matches[i].push((found_here.start(), found_here.end()));
                     next[i] = found_here.end();
                 }
-            }
-            if from > b.len() {
-                break;
             }
         }
     }
