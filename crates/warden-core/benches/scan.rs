@@ -8,7 +8,17 @@
 //! result anyway), so the ratio holds on a noisy machine. Times are the
 //! thread's own CPU time (Linux), the lowest of three blocks of about 200 ms.
 //! `SCAN_BENCH_KINDS=1` adds one line per built-in kind; `SCAN_BENCH_ONLY=rows`
-//! runs only the cases whose name holds `rows` (for a profiler).
+//! runs only the cases whose name holds `rows` (for a profiler),
+//! `SCAN_BENCH_LABEL="every detector, scan"` only the figures so labelled.
+//!
+//! `SCAN_BENCH_DUMP=1` times nothing either: it prints every finding and
+//! every redacted result of each case, to compare two revisions' output.
+//!
+//! `SCAN_BENCH_INSTR=1` times nothing: each figure scans and parses its
+//! results once, in [`scan_once`] and [`parse_once`], for an instruction
+//! count that load on the machine does not change:
+//! `valgrind --tool=callgrind BENCH --bench`, then
+//! `callgrind_annotate --inclusive=yes` on the output gives the two.
 
 use serde_json::{json, Value};
 use std::hint::black_box;
@@ -192,12 +202,41 @@ fn scanner(detect: &[&str]) -> Scanner {
     Scanner::new(&detect, &[]).expect("built-in detectors compile")
 }
 
+/// Each result scanned once (`SCAN_BENCH_INSTR`): a function of its own
+/// for the instruction counter.
+#[inline(never)]
+fn scan_once(scan: &dyn Fn(&mut Value), results: &mut [Value]) {
+    results.iter_mut().for_each(|r| scan(black_box(r)));
+}
+
+/// Each result's JSON parsed once (`SCAN_BENCH_INSTR`).
+#[inline(never)]
+fn parse_once(json: &[Vec<u8>]) {
+    for j in json {
+        black_box(serde_json::from_slice::<Value>(black_box(j)).expect("parses"));
+    }
+}
+
 fn report(label: &str, case: &mut Case, s: &Scanner, redact: bool, samples: usize) {
+    let only = std::env::var("SCAN_BENCH_LABEL").unwrap_or_default();
+    if label != "warm-up" && !label.contains(only.as_str()) {
+        return;
+    }
     case.results = case.pristine.clone();
     let scan = |v: &mut Value| {
         black_box(if redact { s.redact(v) } else { s.scan(v) });
     };
     scan(&mut case.results[0]); // warm up, strip once
+    if std::env::var_os("SCAN_BENCH_INSTR").is_some() {
+        // Every result once before, as the timed blocks repeat: the regexes'
+        // lazy automata are built then, not counted.
+        case.results.iter_mut().for_each(&scan);
+        case.results = case.pristine.clone();
+        scan_once(&scan, &mut case.results);
+        parse_once(&case.json);
+        println!("  {label}: scanned and parsed once");
+        return;
+    }
     let (ns, parse) = measure(&scan, case, samples);
     let kb = case.text_bytes as f64 / 1024.0;
     println!(
@@ -209,18 +248,43 @@ fn report(label: &str, case: &mut Case, s: &Scanner, redact: bool, samples: usiz
     );
 }
 
+/// Every finding and redacted result of each case, with every detector and
+/// with each group (`SCAN_BENCH_DUMP`).
+fn dump(lines: &[String], all: &Scanner) {
+    let groups: Vec<Scanner> = builtin::GROUPS.iter().map(|g| scanner(&[g])).collect();
+    for case in cases(lines) {
+        for (i, result) in case.pristine.iter().enumerate() {
+            for (name, s) in
+                std::iter::once(("all", all)).chain(builtin::GROUPS.iter().copied().zip(&groups))
+            {
+                let mut v = result.clone();
+                println!("{} #{i} {name} scan: {:?}", case.name, s.scan(&mut v));
+                let mut v = result.clone();
+                println!(
+                    "{} #{i} {name} redact: {:?} {v}",
+                    case.name,
+                    s.redact(&mut v)
+                );
+            }
+        }
+    }
+}
+
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return; // run as a test (`cargo test --benches`): nothing to measure
     }
     let lines = lines();
     let all = scanner(&["secrets", "pii", "injection"]);
+    if std::env::var_os("SCAN_BENCH_DUMP").is_some() {
+        return dump(&lines, &all);
+    }
     let kinds = std::env::var_os("SCAN_BENCH_KINDS").is_some();
     let only = std::env::var("SCAN_BENCH_ONLY").unwrap_or_default();
     println!("scan cost, CPU time; bars (S5): <= 2 µs/KB, <= 5 ms per 1 MB result");
     // Warm the CPU and the regexes' caches before the first figure.
     let mut warm = Case::new("warm-up", vec![json!(text_of(&lines, &mut 0, 1 << 20))]);
-    if only.is_empty() {
+    if only.is_empty() && std::env::var_os("SCAN_BENCH_INSTR").is_none() {
         report("warm-up", &mut warm, &all, false, 1);
     }
     for mut case in cases(&lines) {

@@ -39,23 +39,28 @@ pub struct Lower {
     /// Where and how long the text lowered last was.
     of: Option<(usize, usize)>,
     text: Vec<u8>,
-    /// The text read last for `ſ` and the Kelvin sign, and whether it holds them.
-    folding: Option<((usize, usize), [bool; 2])>,
+    /// The text read last for `ſ` and the Kelvin sign, and whether it holds
+    /// each, once looked for.
+    folding: Option<(Key, [Option<bool>; 2])>,
 }
 
+/// A text known by its address and length.
+type Key = (usize, usize);
+
+/// The two non-ASCII letters a case-insensitive regex reads as ASCII ones:
+/// `ſ` as `s`, the Kelvin sign as `k`.
+const FOLDS: [(char, &str); 2] = [('s', "\u{17F}"), ('k', "\u{212A}")];
+
 impl Lower {
-    /// Whether `b` holds `ſ` and the Kelvin sign, looked for once per text.
-    fn folding(&mut self, b: &[u8]) -> [bool; 2] {
+    /// Whether `b` holds the `i`th of [`FOLDS`], looked for once per text, and
+    /// only when a detector asks: no built-in word has a `k`.
+    fn folding(&mut self, b: &[u8], i: usize) -> bool {
         let key = (b.as_ptr() as usize, b.len());
-        match self.folding {
-            Some((k, found)) if k == key => found,
-            _ => {
-                let has = |c: &str| memchr::memmem::find(b, c.as_bytes()).is_some();
-                let found = [has("\u{17F}"), has("\u{212A}")];
-                self.folding = Some((key, found));
-                found
-            }
+        if self.folding.is_none_or(|(k, _)| k != key) {
+            self.folding = Some((key, [None; 2]));
         }
+        let found = &mut self.folding.get_or_insert((key, [None; 2])).1;
+        *found[i].get_or_insert_with(|| memchr::memmem::find(b, FOLDS[i].1.as_bytes()).is_some())
     }
 
     /// `b` lowered. The text is known by its address and length, so the
@@ -122,8 +127,7 @@ impl Words {
     /// takes for one of the words' letters (see `only_s_and_k_fold_from_outside_ascii`).
     fn folds(&self, b: &[u8], lower: &mut Lower) -> bool {
         let has = |c: char| self.list.iter().any(|w| w.contains(c));
-        let [long_s, kelvin] = lower.folding(b);
-        (has('s') && long_s) || (has('k') && kelvin)
+        (0..FOLDS.len()).any(|i| has(FOLDS[i].0) && lower.folding(b, i))
     }
 
     /// Each match of `re` in `b`, as `re.find_iter(b)` gives them.

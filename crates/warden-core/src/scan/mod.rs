@@ -14,7 +14,9 @@
 pub mod builtin;
 pub mod checks;
 pub mod find;
+pub mod gate;
 pub mod numbers;
+pub mod starts;
 #[cfg(test)]
 mod tests;
 
@@ -49,6 +51,8 @@ struct Detector {
     /// No string shorter than this (in bytes) can hold a match.
     min_len: usize,
     check: Option<fn(&str) -> bool>,
+    /// Its place in the scanner's shared search for fixed starts, if in it.
+    start: Option<usize>,
 }
 
 impl Detector {
@@ -73,6 +77,7 @@ impl Detector {
             find,
             min_len,
             check,
+            start: None,
         })
     }
 }
@@ -95,6 +100,12 @@ pub struct Scanner {
     any: regex_automata::meta::Regex,
     /// Strip invisible characters (an injection detector is on).
     strip: bool,
+    /// Every detector is built in, so a short string without a gate byte
+    /// holds nothing ([`gate`]).
+    gated: bool,
+    /// The built-in detectors whose matches start with fixed texts, searched
+    /// for together ([`starts`]).
+    starts: Option<starts::Starts>,
 }
 
 impl Scanner {
@@ -131,6 +142,8 @@ impl Scanner {
             detectors.push(d);
         }
         let strip = detectors.iter().any(|d| d.detector == "injection");
+        let gated = patterns.is_empty();
+        let starts = share_starts(&mut detectors);
         // As `regex::RegexSet` builds one: every pattern that matches anywhere.
         let patterns: Vec<&str> = detectors.iter().map(|d| d.regex.as_str()).collect();
         let any = regex_automata::meta::Regex::new_many(&patterns).map_err(|e| e.to_string())?;
@@ -153,6 +166,8 @@ impl Scanner {
             any,
             set,
             strip,
+            gated,
+            starts,
         })
     }
 
@@ -179,6 +194,8 @@ impl Scanner {
             out: Vec::new(),
             hits: PatternSet::new(self.set.pattern_len()),
             memo: find::Memo::default(),
+            starts: starts::Found::default(),
+            starts_read: false,
         };
         self.walk(value, &mut walk);
         walk.out
@@ -211,9 +228,13 @@ impl Scanner {
 
     /// One string: its findings, and its new text when it changes.
     fn string(&self, s: &str, walk: &mut Walk) -> Option<String> {
+        let short = s.len() < SHORT;
+        if short && self.gated && !gate::may_match(s.as_bytes()) {
+            return None;
+        }
         let invisible = self.strip && find::has_invisible(s);
         walk.memo.forget();
-        let short = s.len() < SHORT;
+        walk.starts_read = false;
         if short {
             walk.hits.clear();
             if !invisible && !self.any.is_match(s) {
@@ -234,24 +255,7 @@ impl Scanner {
             {
                 continue;
             }
-            let mut count = 0;
-            d.find
-                .each(&d.search, s, &mut walk.memo, &mut |start, end| {
-                    // Only a detector with a group looks again, within its
-                    // match, for the part to redact.
-                    let (start, end) = match d.regex.captures_len() {
-                        1 => (start, end),
-                        _ => match d.regex.captures(&s[start..end]).and_then(|c| c.get(1)) {
-                            Some(g) => (start + g.start(), start + g.end()),
-                            None => (start, end),
-                        },
-                    };
-                    if d.check.is_some_and(|check| !check(&s[start..end])) {
-                        return;
-                    }
-                    count += 1;
-                    spans.push((start, end, i));
-                });
+            let count = self.detect(i, s, walk, &mut spans);
             if count > 0 {
                 walk.out.push(Finding {
                     detector: d.detector.clone(),
@@ -266,6 +270,50 @@ impl Scanner {
             return None;
         }
         Some(self.rewrite(s, spans, walk.redact, invisible))
+    }
+
+    /// Detector `i`'s matches in `s` that pass its check, added to `spans`:
+    /// how many.
+    fn detect(
+        &self,
+        i: usize,
+        s: &str,
+        walk: &mut Walk,
+        spans: &mut Vec<(usize, usize, usize)>,
+    ) -> usize {
+        let d = &self.detectors[i];
+        let mut count = 0;
+        let mut take = |start: usize, end: usize| {
+            // Only a detector with a group looks again, within its match,
+            // for the part to redact.
+            let (start, end) = match d.regex.captures_len() {
+                1 => (start, end),
+                _ => match d.regex.captures(&s[start..end]).and_then(|c| c.get(1)) {
+                    Some(g) => (start + g.start(), start + g.end()),
+                    None => (start, end),
+                },
+            };
+            if d.check.is_some_and(|check| !check(&s[start..end])) {
+                return;
+            }
+            count += 1;
+            spans.push((start, end, i));
+        };
+        match (d.start, &self.starts) {
+            // A short string's set has named the few detectors to run: each
+            // searches alone.
+            (Some(slot), Some(starts)) if s.len() >= SHORT => {
+                if !walk.starts_read {
+                    starts.find(s.as_bytes(), &mut walk.starts);
+                    walk.starts_read = true;
+                }
+                walk.starts.matches[slot]
+                    .iter()
+                    .for_each(|&(a, z)| take(a, z));
+            }
+            _ => d.find.each(&d.search, s, &mut walk.memo, &mut take),
+        }
+        count
     }
 
     /// `s` with its invisible characters gone and, when redacting, every span
@@ -312,6 +360,10 @@ struct Walk<'v> {
     out: Vec<Finding>,
     hits: PatternSet,
     memo: find::Memo,
+    /// The matches of the detectors that share the search for fixed starts,
+    /// in the string being read once `starts_read`.
+    starts: starts::Found,
+    starts_read: bool,
 }
 
 enum Step<'v> {
@@ -332,6 +384,27 @@ impl Walk<'_> {
         }
         path
     }
+}
+
+/// The shared search for the built-in detectors, searched whole, whose
+/// matches start with fixed texts ([`starts`]); each member learns its place.
+fn share_starts(detectors: &mut [Detector]) -> Option<starts::Starts> {
+    let mut members = Vec::new();
+    let mut slots = Vec::new();
+    for (i, d) in detectors.iter().enumerate() {
+        if d.detector == "pattern" || !matches!(d.find, Find::Whole) {
+            continue;
+        }
+        if let Some(texts) = starts::fixed_starts(d.regex.as_str()) {
+            members.push((d.search.clone(), texts));
+            slots.push(i);
+        }
+    }
+    let shared = starts::Starts::new(members)?;
+    for (slot, i) in slots.into_iter().enumerate() {
+        detectors[i].start = Some(slot);
+    }
+    Some(shared)
 }
 
 /// Appends `i` in decimal, without an allocation per element.

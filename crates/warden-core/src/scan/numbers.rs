@@ -226,9 +226,23 @@ fn digits(run: &[u8]) -> usize {
     run.iter().filter(|c| c.is_ascii_digit()).count()
 }
 
+/// Whether `chunk` (of a length that is a multiple of 8) holds an ASCII
+/// digit, 8 bytes at a time: XOR with `0` makes digits the bytes below 10
+/// and no other byte so, and `(y - 0x0A…) & !y & 0x80…` is not zero exactly
+/// when a byte of `y` is below 10 (the "has less" test of Bit Twiddling Hacks,
+/// exact as to whether there is one, not as to where).
+fn has_digit(chunk: &[u8]) -> bool {
+    const EACH: u64 = u64::MAX / 255;
+    chunk.chunks_exact(8).fold(0, |found, word| {
+        let x = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        let y = x ^ (EACH * u64::from(b'0'));
+        found | (y.wrapping_sub(EACH * 10) & !y & (EACH * 0x80))
+    }) != 0
+}
+
 /// The first ASCII digit at or after `from`, 32 bytes at a time after the
 /// first few: there is no `memchr` for a range of bytes, and a chunk's test
-/// without an early exit is one the compiler turns into vector code.
+/// reads words, not bytes ([`has_digit`]).
 pub fn next_digit(b: &[u8], from: usize) -> Option<usize> {
     let rest = b.get(from..)?;
     // Where digits are, the next one is often near: a few bytes one by one
@@ -240,10 +254,7 @@ pub fn next_digit(b: &[u8], from: usize) -> Option<usize> {
     let mut chunks = rest[near..].chunks_exact(32);
     let mut at = from + near;
     for chunk in &mut chunks {
-        let any = chunk
-            .iter()
-            .fold(false, |any, c| any | (c.wrapping_sub(b'0') < 10));
-        if any {
+        if has_digit(chunk) {
             return chunk.iter().position(u8::is_ascii_digit).map(|p| at + p);
         }
         at += 32;

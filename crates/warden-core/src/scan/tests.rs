@@ -254,6 +254,82 @@ fn same_as_the_regex(s: &str) {
         };
         assert_eq!(counted(&fast), counted(&plain), "{}: {s:?}", b.kind);
     }
+    same_through_the_shared_starts(s);
+}
+
+/// The detectors that share the search for fixed starts ([`starts`]), through
+/// it, against their plain regexes on `s`: the same matches, in the same order.
+fn same_through_the_shared_starts(s: &str) {
+    let members: Vec<_> = builtin::BUILTINS
+        .iter()
+        .filter(|b| matches!(b.find, Find::Whole))
+        .filter_map(|b| Some((b, starts::fixed_starts(b.regex)?)))
+        .collect();
+    let engines = members
+        .iter()
+        .map(|(b, texts)| {
+            (
+                regex_automata::meta::Regex::new(b.regex).unwrap(),
+                texts.clone(),
+            )
+        })
+        .collect();
+    let mut found = starts::Found::default();
+    starts::Starts::new(engines)
+        .unwrap()
+        .find(s.as_bytes(), &mut found);
+    assert_eq!(found.matches.len(), members.len());
+    for ((b, _), shared) in members.iter().zip(&found.matches) {
+        let plain: Vec<_> = Regex::new(b.regex)
+            .unwrap()
+            .find_iter(s)
+            .map(|m| (m.start(), m.end()))
+            .collect();
+        assert_eq!(
+            shared, &plain,
+            "{} through the shared starts: {s:?}",
+            b.kind
+        );
+    }
+}
+
+/// Which detectors share the search for fixed starts, and the texts found
+/// for one: every detector searched whole but `pii.email`, whose matches
+/// start with any of many characters.
+#[test]
+fn the_secrets_and_markers_share_the_search_for_fixed_starts() {
+    let shared: Vec<&str> = builtin::BUILTINS
+        .iter()
+        .filter(|b| matches!(b.find, Find::Whole) && starts::fixed_starts(b.regex).is_some())
+        .map(|b| b.kind)
+        .collect();
+    assert_eq!(
+        shared,
+        [
+            "secrets.aws_access_key",
+            "secrets.github_token",
+            "secrets.gitlab_token",
+            "secrets.slack_token",
+            "secrets.stripe_key",
+            "secrets.google_api_key",
+            "secrets.private_key",
+            "secrets.jwt",
+            "injection.template",
+        ]
+    );
+    let aws = starts::fixed_starts(builtin::BUILTINS[0].regex).unwrap();
+    assert_eq!(aws, [b"AKIA", b"ASIA", b"ABIA", b"ACCA"]);
+    assert_eq!(
+        starts::fixed_starts(r"(?i)ab"),
+        Some(vec![
+            b"AB".to_vec(),
+            b"Ab".to_vec(),
+            b"aB".to_vec(),
+            b"ab".to_vec()
+        ])
+    );
+    assert_eq!(starts::fixed_starts(r"[a-z]+x"), None);
+    assert_eq!(starts::fixed_starts(r"a|bc"), None, "one byte is too short");
 }
 
 #[test]
@@ -309,6 +385,13 @@ proptest::proptest! {
     #[test]
     fn fast_paths_find_what_the_regexes_find_in_any_words(
         s in "(?:[Ii]gnore|IGNORE|all|previous|instructions|new|you|are|now|DAN|from|on|must|quietly|SECRETLY|send|the|files|act|as|SYSTEM|[Ss]ystem|note|model|password|pass|client|_|secret|api|key|access|auth|token|-|\"|'|=|:|,|hunter2hunter2|\u{17F}|\u{212A}|\u{A0}|\u{2003}|\t| |\\n){0,30}"
+    ) {
+        same_as_the_regex(&s);
+    }
+
+    #[test]
+    fn fast_paths_find_what_the_regexes_find_in_any_starts(
+        s in "(?:AKIA|ASIA|ABIA|gh[pz]_|github_pat_|glpat-|xoxb-|xox|sk_live_|AIza|-----BEGIN |RSA |PRIVATE KEY-----|-----END |eyJ|eyJhbGciOiJIUzI1NiJ9|\\.|<\\|im_start\\|>|<\\||\\|>|\\[/?INST\\]|<</?SYS>>|</?tool_call>|<function_calls>|[A-Z0-9]{1,20}|[A-Za-z0-9_-]{1,40}|_|-| |\n){0,30}"
     ) {
         same_as_the_regex(&s);
     }
@@ -373,4 +456,26 @@ fn next_digit_finds_the_first_digit_from_any_start() {
         assert_eq!(numbers::next_digit(&text, from), naive, "from {from}");
     }
     assert_eq!(numbers::next_digit(b"abc", 4), None);
+    // Every byte value, alone among others, at every place of a chunk and
+    // of the few bytes before it.
+    for v in 0..=255u8 {
+        for at in 0..80 {
+            let mut text = [b'x'; 90];
+            text[at] = v;
+            let want = v.is_ascii_digit().then_some(at);
+            assert_eq!(numbers::next_digit(&text, 0), want, "{v} at {at}");
+        }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn next_digit_finds_the_first_digit_in_any_bytes(
+        text in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        from in 0usize..200,
+    ) {
+        let from = from.min(text.len());
+        let naive = text[from..].iter().position(u8::is_ascii_digit).map(|p| from + p);
+        proptest::prop_assert_eq!(numbers::next_digit(&text, from), naive);
+    }
 }
