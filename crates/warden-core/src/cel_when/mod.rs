@@ -15,9 +15,13 @@ mod input;
 pub use check::{Need, VARIABLES};
 pub use input::{json, CelInput};
 
+use cel::common::value::{CowVal, Val};
+use cel::context::VariableResolver;
 use cel::{Context, Env, ExecutionError, Program, Value as Cel};
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 /// The longest expression accepted, in bytes.
 pub const MAX_SOURCE: usize = 4096;
@@ -26,6 +30,16 @@ pub const MAX_NODES: usize = 256;
 /// How deep macros that iterate (`all`, `exists`, `map`, `filter`) may nest: each
 /// level multiplies the work by the size of what it ranges over.
 pub const MAX_COMPREHENSION_DEPTH: usize = 2;
+
+/// The longest an evaluation may run: the clock is read whenever the
+/// expression reads a variable, and once past this every read fails, so the
+/// evaluation stops and fails closed (X3).
+pub const MAX_EVAL_TIME: Duration = Duration::from_millis(10);
+/// The most items a list or map in the arguments an expression reads may hold.
+pub const MAX_ARG_ITEMS: usize = 1024;
+/// The most values (each scalar, list and map counts one) the arguments an
+/// expression reads may hold in all.
+pub const MAX_ARG_VALUES: usize = 16_384;
 
 /// A place in an expression, counted from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,17 +154,63 @@ impl CelCondition {
         self.uses[2].wants(key)
     }
 
-    /// Whether the expression holds for this call.
+    /// Whether the expression holds for this call: within the size bounds
+    /// (`MAX_ARG_ITEMS`, `MAX_ARG_VALUES`) and the time bound (`MAX_EVAL_TIME`).
     pub fn holds(&self, input: &CelInput<'_>) -> Result<bool, CelFailure> {
-        let mut ctx = Context::with_env(Arc::clone(env()));
-        for (name, value) in input.variables(&self.uses) {
-            ctx.add_variable_from_value(name, value);
+        self.holds_within(input, MAX_EVAL_TIME)
+    }
+
+    fn holds_within(&self, input: &CelInput<'_>, time: Duration) -> Result<bool, CelFailure> {
+        if input.args_too_large(&self.uses[2], MAX_ARG_ITEMS, MAX_ARG_VALUES) {
+            return Err(CelFailure::Error(TOO_LARGE));
         }
-        match self.program.execute(&ctx) {
+        let mut variables = Vec::with_capacity(5);
+        for (name, value) in input.variables(&self.uses) {
+            let value: Box<dyn Val> = value
+                .try_into()
+                .map_err(|_| CelFailure::Error("a value it reads cannot be built"))?;
+            variables.push((name, value));
+        }
+        let timed = Timed {
+            variables,
+            deadline: Instant::now() + time,
+            expired: AtomicBool::new(false),
+        };
+        let mut ctx = Context::with_env(Arc::clone(env()));
+        ctx.set_variable_resolver(&timed);
+        let result = self.program.execute(&ctx);
+        if timed.expired.load(Ordering::Relaxed) {
+            return Err(CelFailure::Error(OUT_OF_TIME));
+        }
+        match result {
             Ok(Cel::Bool(b)) => Ok(b),
             Ok(other) => Err(CelFailure::NotBool(other.type_of().to_string())),
             Err(e) => Err(CelFailure::Error(kind(&e))),
         }
+    }
+}
+
+/// X3: the words for an evaluation stopped by the size bounds.
+pub const TOO_LARGE: &str = "an argument it reads holds more than the bounds allow";
+/// X3: the words for an evaluation stopped by the time bound.
+pub const OUT_OF_TIME: &str = "it ran out of time";
+
+/// The variables of one evaluation, read through the clock: once past the
+/// deadline, no variable is there, so what reads one fails at once.
+struct Timed {
+    variables: Vec<(&'static str, Box<dyn Val>)>,
+    deadline: Instant,
+    expired: AtomicBool,
+}
+
+impl VariableResolver for Timed {
+    fn resolve<'b>(&'b self, name: &str) -> Option<CowVal<'b, 'b>> {
+        if self.expired.load(Ordering::Relaxed) || Instant::now() >= self.deadline {
+            self.expired.store(true, Ordering::Relaxed);
+            return None;
+        }
+        let (_, v) = self.variables.iter().find(|(n, _)| *n == name)?;
+        Some(CowVal::Borrowed(v.as_ref()))
     }
 }
 
