@@ -349,3 +349,67 @@ fn made_tools<'a>(
     }
     made
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = "[[upstream]]\nname = \"drive\"\ncommand = [\"x\"]\nlabels = { \"*\" = [\"private_data\"] }\n\
+        [[upstream]]\nname = \"mail\"\ncommand = [\"x\"]\nlabels = { send = [\"external_sink\"] }\n\
+        [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\n\
+        [[guard]]\nname = \"tags\"\non = [\"arguments\"]\ndetect = [\"pii.email\"]\naction = \"label\"\nlabels = [\"private_data\"]\n\
+        [[guard]]\nname = \"cards\"\non = [\"arguments\"]\ndetect = [\"pii.card\"]\naction = \"block\"\n";
+
+    fn judge(tool: &str, args: Value, trail: &[&str]) -> Judgement {
+        let config = Config::parse(CONFIG, "w.toml").unwrap();
+        let called = [("drive.read", None), ("mail.send", None)];
+        let offline = Offline::new(&config, called).unwrap();
+        let trail: Trail = trail.iter().map(|s| (*s).to_owned()).collect();
+        offline.judge(OfflineCall {
+            caller: &Caller::new("alice"),
+            tool,
+            arguments: args.as_object().unwrap().clone(),
+            scope: CallScope::default(),
+            trail: &trail,
+        })
+    }
+
+    #[test]
+    fn a_flow_rule_refuses_over_the_trail_it_is_given() {
+        let sent = judge("mail.send", json!({"to": "x"}), &[]);
+        assert_eq!((sent.effect, sent.by.as_str()), (Effect::Allow, "default"));
+        assert!(sent.schema_skipped);
+        let after = judge("mail.send", json!({"to": "x"}), &["private_data"]);
+        assert_eq!((after.effect, after.by.as_str()), (Effect::Deny, "flow[0]"));
+        assert_eq!(after.decision, "flow_denied");
+        let reason = "This session has already used tools labelled 'private_data', and this tool is labelled 'external_sink': together they could send what was read out of the session.";
+        assert_eq!(
+            after.message,
+            Some(crate::texts::flow_denied("mail.send", reason))
+        );
+    }
+
+    #[test]
+    fn a_label_guard_adds_to_the_trail_and_a_block_guard_refuses() {
+        // The call's own arguments carry an address: labelled, then stopped.
+        let labelled = judge("mail.send", json!({"to": "a@example.org"}), &[]);
+        assert_eq!(
+            (labelled.effect, labelled.by.as_str()),
+            (Effect::Deny, "flow[0]")
+        );
+        let card = judge("drive.read", json!({"q": "4111 1111 1111 1111"}), &[]);
+        assert_eq!((card.effect, card.by.as_str()), (Effect::Deny, "guard[1]"));
+        assert_eq!(
+            card.message.as_deref(),
+            Some("Error: Tool 'drive.read' was not called: guard 'cards' found pii.card in its arguments. Do not send it in another form; ask the user how to proceed.")
+        );
+    }
+
+    #[test]
+    fn a_tool_no_upstream_serves_is_absent() {
+        let absent = judge("web.fetch", json!({}), &[]);
+        assert_eq!((absent.effect, absent.by.as_str()), (Effect::Deny, "tool"));
+        assert_eq!(absent.decision, "unknown_tool");
+        assert_eq!(absent.message.as_deref(), Some("Unknown tool 'web.fetch'."));
+    }
+}
