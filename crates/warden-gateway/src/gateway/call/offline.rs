@@ -204,7 +204,7 @@ impl Offline {
             o.ask(&mut forward);
         }
         let labels = outbound.as_ref().map_or(&[][..], |o| o.labels());
-        let (flow, i) = self.flow(&forward, &scope, (trail, labels));
+        let (flow, i) = self.flow((caller, &forward), &scope, (trail, labels));
         if let Some(text) = flow.refusal(tool) {
             let by = format!("flow[{}]", i.unwrap_or(0));
             return judged(Effect::Deny, by, Some(text), Decision::FlowDenied);
@@ -242,7 +242,7 @@ impl Offline {
     /// F2: the flow rules over the trail, a `label` guard's labels (S6) added.
     fn flow(
         &self,
-        forward: &warden_core::Forward,
+        (caller, forward): (&Caller, &warden_core::Forward),
         scope: &CallScope,
         (trail, added): (&Trail, &[String]),
     ) -> (FlowDecision, Option<usize>) {
@@ -256,7 +256,7 @@ impl Offline {
             ..scope.clone()
         };
         let input = CelInput {
-            caller: &Caller::default(),
+            caller,
             tool: &forward.tool.name,
             upstream: &forward.tool.upstream,
             args: &forward.arguments,
@@ -356,17 +356,21 @@ mod tests {
 
     const CONFIG: &str = "[[upstream]]\nname = \"drive\"\ncommand = [\"x\"]\nlabels = { \"*\" = [\"private_data\"] }\n\
         [[upstream]]\nname = \"mail\"\ncommand = [\"x\"]\nlabels = { send = [\"external_sink\"] }\n\
-        [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\n\
+        [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\nwhen_cel = \"caller.name != 'bob'\"\n\
         [[guard]]\nname = \"tags\"\non = [\"arguments\"]\ndetect = [\"pii.email\"]\naction = \"label\"\nlabels = [\"private_data\"]\n\
         [[guard]]\nname = \"cards\"\non = [\"arguments\"]\ndetect = [\"pii.card\"]\naction = \"block\"\n";
 
     fn judge(tool: &str, args: Value, trail: &[&str]) -> Judgement {
+        judge_as("alice", tool, args, trail)
+    }
+
+    fn judge_as(caller: &str, tool: &str, args: Value, trail: &[&str]) -> Judgement {
         let config = Config::parse(CONFIG, "w.toml").unwrap();
         let called = [("drive.read", None), ("mail.send", None)];
         let offline = Offline::new(&config, called).unwrap();
         let trail: Trail = trail.iter().map(|s| (*s).to_owned()).collect();
         offline.judge(OfflineCall {
-            caller: &Caller::new("alice"),
+            caller: &Caller::new(caller),
             tool,
             arguments: args.as_object().unwrap().clone(),
             scope: CallScope::default(),
@@ -382,6 +386,9 @@ mod tests {
         let after = judge("mail.send", json!({"to": "x"}), &["private_data"]);
         assert_eq!((after.effect, after.by.as_str()), (Effect::Deny, "flow[0]"));
         assert_eq!(after.decision, "flow_denied");
+        // The rule's when_cel reads the caller: it passes bob over.
+        let bob = judge_as("bob", "mail.send", json!({"to": "x"}), &["private_data"]);
+        assert_eq!(bob.effect, Effect::Allow);
         let reason = "This session has already used tools labelled 'private_data', and this tool is labelled 'external_sink': together they could send what was read out of the session.";
         assert_eq!(
             after.message,
