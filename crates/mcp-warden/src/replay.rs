@@ -190,10 +190,16 @@ pub async fn replay(config: &Config, args: &Args) -> anyhow::Result<ExitCode> {
             limit: 0,
         })
         .await?;
-    // Tools of upstreams no pins lock declares are known by the calls that reached them.
+    // Tools of upstreams no pins lock declares are known by the calls that
+    // reached them, and by those whose arguments were refused (only a tool
+    // the caller may call gets that far, N2).
     let reached = records
         .iter()
-        .filter_map(|r| Some((r.tool.as_str(), Some(r.upstream.as_deref()?))));
+        .filter_map(|r| match (&r.upstream, r.decision.as_str()) {
+            (Some(up), _) => Some((r.tool.as_str(), Some(up.as_str()))),
+            (None, "invalid_arguments") => Some((r.tool.as_str(), None)),
+            _ => None,
+        });
     let offline = Offline::new(config, reached).map_err(|e| anyhow!(e))?;
     let groups: BTreeMap<&str, &[String]> = config
         .caller
@@ -291,13 +297,18 @@ fn print_table(changes: &[Change<'_>]) {
             Verdict::Redacted(key) => format!("(argument '{key}' was redacted)"),
             _ => c.judged.by.clone(),
         };
+        // Refused before and now, for another cause: the audit's words tell them apart.
+        let (before, now) = match (&c.before, &c.now) {
+            (Verdict::Refuse(was), Verdict::Refuse(would)) => (was.as_str(), would.as_str()),
+            _ => (c.before.word(), c.now.word()),
+        };
         println!(
             "{:<24}  {:<16}  {:<28}  {:<8}  {:<8}  {rule}",
             c.record.time,
             c.record.caller.as_deref().unwrap_or_default(),
             c.record.tool,
-            c.before.word(),
-            c.now.word()
+            before,
+            now
         );
         *per_rule.entry(rule).or_default() += 1;
     }

@@ -207,6 +207,31 @@ fn a_pin_and_a_guard_refuse_with_the_gateways_own_words() {
     );
 }
 
+/// A call refused before and now for another cause gets another answer: it is
+/// listed with both decisions, and does not fail CI.
+#[test]
+fn a_call_refused_for_another_cause_is_listed_with_both_decisions() {
+    let dir = scratch("replay-cause");
+    let mut w = Warden::start("replay-cause-live", &stored(&dir));
+    let unknown = w.call_text("notes.create_note", json!({"titel": "t", "text": "x"}));
+    assert!(
+        unknown.starts_with("Error: Unknown parameter 'titel'"),
+        "{unknown}"
+    );
+    assert!(w.close().success());
+    let hidden =
+        "[[rule]]\ncallers = [\"*\"]\ntools = [\"notes.create_note\"]\neffect = \"deny\"\n";
+    let (code, lines, err) = replay(&dir, hidden, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        lines,
+        [
+            json!({"caller": "local", "tool": "notes.create_note", "before": "refuse", "now": "refuse", "rule": "rule[0]",
+            "was": "invalid_arguments", "would": "unknown_tool", "answer": "Unknown tool 'notes.create_note'."})
+        ]
+    );
+}
+
 /// A week of generated traffic, written to the trail as the gateway writes it,
 /// replayed with `--since 7d`: every call is judged, the figure is printed (the
 /// issue's bar: 20,000 recorded calls a second from SQLite). Set

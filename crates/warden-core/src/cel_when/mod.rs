@@ -20,7 +20,7 @@ use cel::context::VariableResolver;
 use cel::{Context, Env, ExecutionError, Program, Value as Cel};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The longest expression accepted, in bytes.
@@ -31,9 +31,10 @@ pub const MAX_NODES: usize = 256;
 /// level multiplies the work by the size of what it ranges over.
 pub const MAX_COMPREHENSION_DEPTH: usize = 2;
 
-/// The longest an evaluation may run: the clock is read whenever the
-/// expression reads a variable, and once past this every read fails, so the
-/// evaluation stops and fails closed (X3).
+/// How long an evaluation may run: the clock is read whenever the expression
+/// reads a variable; past this, once it has used the processor for half of a
+/// further such span, every read fails, so the evaluation stops and fails
+/// closed (X3).
 pub const MAX_EVAL_TIME: Duration = Duration::from_millis(10);
 /// The most items a list or map in the arguments an expression reads may hold.
 pub const MAX_ARG_ITEMS: usize = 1024;
@@ -173,8 +174,10 @@ impl CelCondition {
         }
         let timed = Timed {
             variables,
+            bound: time,
             deadline: Instant::now() + time,
             expired: AtomicBool::new(false),
+            window: Mutex::new(None),
         };
         let mut ctx = Context::with_env(Arc::clone(env()));
         ctx.set_variable_resolver(&timed);
@@ -195,23 +198,86 @@ pub const TOO_LARGE: &str = "an argument it reads holds more than the bounds all
 /// X3: the words for an evaluation stopped by the time bound.
 pub const OUT_OF_TIME: &str = "it ran out of time";
 
-/// The variables of one evaluation, read through the clock: once past the
-/// deadline, no variable is there, so what reads one fails at once.
+/// The variables of one evaluation, read through the clock: once the
+/// evaluation is past its bound, no variable is there, so what reads one
+/// fails at once.
 struct Timed {
     variables: Vec<(&'static str, Box<dyn Val>)>,
+    bound: Duration,
     deadline: Instant,
     expired: AtomicBool,
+    /// Past the deadline: when the window began, on the wall clock and the
+    /// thread's processor clock.
+    window: Mutex<Option<(Instant, Duration)>>,
+}
+
+impl Timed {
+    /// Past the deadline, the evaluation stops once, in a window of `bound`,
+    /// it used the processor half the time: time it spent waiting for the
+    /// processor (a loaded machine) does not stop it. Where the processor
+    /// clock cannot be read, the wall clock decides alone.
+    fn past_bound(&self, now: Instant) -> bool {
+        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(cpu) = thread_cpu() else {
+            return true;
+        };
+        match *window {
+            None if !self.bound.is_zero() => {
+                *window = Some((now, cpu));
+                false
+            }
+            None => true,
+            Some((since, _)) if now.duration_since(since) < self.bound => false,
+            Some((_, used)) if cpu.saturating_sub(used) >= self.bound / 2 => true,
+            Some(_) => {
+                *window = Some((now, cpu));
+                false
+            }
+        }
+    }
 }
 
 impl VariableResolver for Timed {
     fn resolve<'b>(&'b self, name: &str) -> Option<CowVal<'b, 'b>> {
-        if self.expired.load(Ordering::Relaxed) || Instant::now() >= self.deadline {
+        if self.expired.load(Ordering::Relaxed) {
+            return None;
+        }
+        let now = Instant::now();
+        if now >= self.deadline && self.past_bound(now) {
             self.expired.store(true, Ordering::Relaxed);
             return None;
         }
         let (_, v) = self.variables.iter().find(|(n, _)| *n == name)?;
         Some(CowVal::Borrowed(v.as_ref()))
     }
+}
+
+/// The processor time the calling thread has used.
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly"
+))]
+fn thread_cpu() -> Option<Duration> {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).ok()?;
+    Some(Duration::from(t))
+}
+
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly"
+)))]
+fn thread_cpu() -> Option<Duration> {
+    None
 }
 
 /// What kind of error stopped an expression, in words that carry no value.

@@ -227,3 +227,29 @@ fn arguments_past_the_size_bounds_fail_closed() {
     let fits: Vec<i64> = (0..MAX_ARG_ITEMS as i64).collect();
     assert_eq!(eval("size(args.xs) > 0", json!({ "xs": fits })), Ok(true));
 }
+
+/// X3: time spent waiting (asleep here, as a thread on a loaded machine waits
+/// for the processor) does not stop an evaluation; time on the processor does.
+#[test]
+fn waiting_does_not_count_against_the_time_bound_working_does() {
+    let bound = std::time::Duration::from_millis(2);
+    let timed = Timed {
+        variables: vec![("caller", cel::Value::Bool(true).try_into().unwrap())],
+        bound,
+        deadline: Instant::now() + bound,
+        expired: AtomicBool::new(false),
+        window: Mutex::new(None),
+    };
+    for _ in 0..3 {
+        std::thread::sleep(bound * 3);
+        assert!(timed.resolve("caller").is_some(), "asleep is not at work");
+    }
+    let Some(start) = thread_cpu() else {
+        return; // No processor clock here: the wall clock decides alone.
+    };
+    while thread_cpu().unwrap() - start < bound * 3 {
+        std::hint::black_box(timed.variables.len());
+    }
+    assert!(timed.resolve("caller").is_none(), "at work past the bound");
+    assert!(timed.expired.load(Ordering::Relaxed));
+}
