@@ -165,6 +165,48 @@ struct Change<'r> {
     judged: Judgement,
 }
 
+/// Judges every record the filters keep: (judged, unjudged, whose schema was
+/// not judged, the changes).
+fn judge_all<'r>(
+    config: &Config,
+    offline: &Offline,
+    records: &'r [AuditRecord],
+    glob: Option<&globset::GlobMatcher>,
+) -> (usize, usize, usize, Vec<Change<'r>>) {
+    let groups: BTreeMap<&str, &[String]> = config
+        .caller
+        .iter()
+        .map(|c| (c.name.as_str(), c.groups.as_slice()))
+        .collect();
+    let mut changes = Vec::new();
+    let (mut judged, mut unjudged, mut skipped) = (0usize, 0usize, 0usize);
+    for record in records {
+        if glob.is_some_and(|g| !g.is_match(&record.tool)) {
+            continue;
+        }
+        let (Some(name), Some(before)) = (&record.caller, before(record)) else {
+            continue;
+        };
+        let caller = Caller {
+            name: name.clone(),
+            groups: groups.get(name.as_str()).map_or(Vec::new(), |g| g.to_vec()),
+        };
+        let (now, judgement) = now(offline, &caller, record);
+        judged += 1;
+        unjudged += usize::from(matches!(now, Verdict::Redacted(_)));
+        skipped += usize::from(judgement.schema_skipped);
+        if now != before {
+            changes.push(Change {
+                record,
+                before,
+                now,
+                judged: judgement,
+            });
+        }
+    }
+    (judged, unjudged, skipped, changes)
+}
+
 /// Replays the trail of `config`'s store against `config`'s policy.
 pub async fn replay(config: &Config, args: &Args) -> anyhow::Result<ExitCode> {
     let since_ms = args
@@ -201,37 +243,8 @@ pub async fn replay(config: &Config, args: &Args) -> anyhow::Result<ExitCode> {
             _ => None,
         });
     let offline = Offline::new(config, reached).map_err(|e| anyhow!(e))?;
-    let groups: BTreeMap<&str, &[String]> = config
-        .caller
-        .iter()
-        .map(|c| (c.name.as_str(), c.groups.as_slice()))
-        .collect();
-    let mut changes = Vec::new();
-    let (mut judged, mut unjudged, mut skipped) = (0usize, 0usize, 0usize);
-    for record in &records {
-        if glob.as_ref().is_some_and(|g| !g.is_match(&record.tool)) {
-            continue;
-        }
-        let (Some(name), Some(before)) = (&record.caller, before(record)) else {
-            continue;
-        };
-        let caller = Caller {
-            name: name.clone(),
-            groups: groups.get(name.as_str()).map_or(Vec::new(), |g| g.to_vec()),
-        };
-        let (now, judgement) = now(&offline, &caller, record);
-        judged += 1;
-        unjudged += usize::from(matches!(now, Verdict::Redacted(_)));
-        skipped += usize::from(judgement.schema_skipped);
-        if now != before {
-            changes.push(Change {
-                record,
-                before,
-                now,
-                judged: judgement,
-            });
-        }
-    }
+    let tally = judge_all(config, &offline, &records, glob.as_ref());
+    let (judged, unjudged, skipped, changes) = tally;
     let took = read.elapsed();
     let newly_refused = changes
         .iter()

@@ -163,7 +163,7 @@ impl Offline {
         let verdict =
             self.pipeline
                 .check_in_scope(&*self.rules, &self.catalogue, &self.session, at, params);
-        let mut forward = match verdict.outcome {
+        let forward = match verdict.outcome {
             Outcome::Forward(f) => f,
             Outcome::Answer { answer, refusal } => {
                 let by = self.refused_by(refusal, caller, tool, &sent, &scope);
@@ -171,32 +171,44 @@ impl Offline {
                 return judged(Effect::Deny, by, text, Decision::of_refusal(refusal));
             }
         };
+        let (effect, by, message, decision) = self.governed((caller, tool), forward, &scope, trail);
+        judged(effect, by, message, decision)
+    }
+
+    /// A call the pipeline let through: the guards on its arguments (S6,
+    /// X8), then the flow rules (F2); an `ask` anywhere asks.
+    fn governed(
+        &self,
+        (caller, tool): (&Caller, &str),
+        mut forward: warden_core::Forward,
+        scope: &CallScope,
+        trail: &Trail,
+    ) -> (Effect, String, Option<String>, Decision) {
         let input = CelInput {
             caller,
             tool,
             upstream: &forward.tool.upstream,
             args: &forward.arguments,
-            scope: &scope,
+            scope,
         };
-        let rule = self.rule_of(&input);
+        let mut by = rule_name(self.rule_of(&input));
         let guards = match self.guards.for_call(&input) {
             Ok(g) => g,
             Err(note) => {
-                let by = note.split('.').next().unwrap_or_default().to_owned();
+                let guard = note.split('.').next().unwrap_or_default().to_owned();
                 let text = Some(answer::CONDITION_FAILED.to_owned());
-                return judged(Effect::Deny, by, text, Decision::Denied);
+                return (Effect::Deny, guard, text, Decision::Denied);
             }
         };
         let outbound = Calls::govern_arguments(guards.arguments, &mut forward.arguments);
         if let Some((guard, text)) = outbound.as_ref().and_then(|o| o.refusal(tool)) {
-            return judged(
+            return (
                 Effect::Deny,
                 self.guard_name(guard),
                 Some(text),
                 Decision::Denied,
             );
         }
-        let mut by = rule_name(rule);
         if let Some(o) = &outbound {
             if let Some(guard) = o.asking() {
                 by = self.guard_name(guard);
@@ -204,19 +216,18 @@ impl Offline {
             o.ask(&mut forward);
         }
         let labels = outbound.as_ref().map_or(&[][..], |o| o.labels());
-        let (flow, i) = self.flow((caller, &forward), &scope, (trail, labels));
+        let (flow, i) = self.flow((caller, &forward), scope, (trail, labels));
+        let flow_rule = || format!("flow[{}]", i.unwrap_or(0));
         if let Some(text) = flow.refusal(tool) {
-            let by = format!("flow[{}]", i.unwrap_or(0));
-            return judged(Effect::Deny, by, Some(text), Decision::FlowDenied);
+            return (Effect::Deny, flow_rule(), Some(text), Decision::FlowDenied);
         }
         if let FlowDecision::Ask(reason, _) = flow {
             let message = forward.approval_because.or(Some(reason));
-            let by = format!("flow[{}]", i.unwrap_or(0));
-            return judged(Effect::Ask, by, message, Decision::Allowed);
+            return (Effect::Ask, flow_rule(), message, Decision::Allowed);
         }
         match forward.needs_approval {
-            true => judged(Effect::Ask, by, forward.approval_because, Decision::Allowed),
-            false => judged(Effect::Allow, by, None, Decision::Allowed),
+            true => (Effect::Ask, by, forward.approval_because, Decision::Allowed),
+            false => (Effect::Allow, by, None, Decision::Allowed),
         }
     }
 
