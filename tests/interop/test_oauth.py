@@ -627,6 +627,34 @@ async def test_the_groups_claim_puts_the_caller_in_groups_that_rules_name(issuer
                 assert refused.value.message == "Unknown tool 'notes.publish_note'."
 
 
+async def test_a_when_cel_rule_reads_the_oauth_tokens_claims(issuer, tmp_path):
+    """X10: `caller.claims` is the verified [oauth] JWT's payload: a claim the
+    issuer signed decides a `when_cel` rule; a token without it fails closed (X3)."""
+    port = free_port()
+    by_team = """
+    [[rule]]
+    callers = ["*"]
+    tools = ["notes.publish_note"]
+    effect = "allow"
+    when_cel = "caller.claims.team == 'payments' && caller.claims.iss.startsWith('http')"
+    """
+    with gateway(oauth_config(issuer.issuer, port, by_team), tmp_path, port=port) as (url, _):
+        def token(**over):
+            c = claims(issuer, url, sub="tess", scope="mcp notes:write", **over)
+            return issuer.admin("mint", claims=c)["token"]
+
+        async with bearer_session(url, token(team="payments")) as s:
+            assert not (await s.call_tool("notes.create_note", {"title": "t", "text": "x"})).is_error
+            assert text(await s.call_tool("notes.publish_note", {"id": 1})) == ["Note 1 is now public."]
+        async with bearer_session(url, token(team="ops")) as s:
+            r = await s.call_tool("notes.publish_note", {"id": 1})
+            assert r.is_error
+            assert text(r) == ["Error: Policy does not allow this call to tool 'notes.publish_note' for caller 'tess'."]
+        async with bearer_session(url, token()) as s:
+            r = await s.call_tool("notes.publish_note", {"id": 1})
+            assert text(r) == ["Error: Policy could not decide on this call, so it is refused."]
+
+
 async def test_a_token_without_the_required_scope_gets_403(issuer, front):
     url, _ = front
     status, challenge, body = post(url, access(issuer, url, scope="notes:read"))

@@ -16,7 +16,6 @@ use warden_gateway::gateway::{ClientSession, DescriptionFinding, Gateway, Outgoi
 use warden_gateway::pins;
 
 mod audit;
-mod judge;
 mod policy_test;
 mod replay;
 

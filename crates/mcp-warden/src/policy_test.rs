@@ -1,14 +1,16 @@
 //! `mcp-warden policy test CASES.toml` (X7): cases of caller, tool and
 //! arguments, each with the decision and message it expects, judged by a
-//! configuration's access rules offline. Failures print what differs.
+//! configuration offline through the stages that need no upstream (X11).
+//! Failures print what differs.
 
 use anyhow::{anyhow, Context};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::path::Path;
 use std::process::ExitCode;
-use warden_core::{CallScope, Caller, CelInput, Effect};
+use warden_core::{CallScope, Caller, Effect};
 use warden_gateway::config::Config;
+use warden_gateway::gateway::{Offline, OfflineCall, Trail};
 
 /// `mcp-warden policy …`.
 #[derive(clap::Subcommand)]
@@ -40,9 +42,12 @@ struct Case {
     /// The caller's groups (default: those the config's `[[caller]]` gives it).
     groups: Option<Vec<String>>,
     tool: String,
-    /// The arguments as the tool gets them (after aliases and pins).
+    /// The arguments as the caller sends them (before aliases and pins).
     #[serde(default)]
     arguments: Map<String, Value>,
+    /// The flow labels the caller's session touched before the call (F1).
+    #[serde(default)]
+    trail: Vec<String>,
     /// allow | ask | deny.
     expect: String,
     /// The exact text the caller (for `ask`, the human) reads, if it matters.
@@ -61,8 +66,8 @@ fn word(effect: Effect) -> &'static str {
 pub fn run(config: &Config, path: &Path) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
     let cases: Cases = toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    let rules = config.rules();
-    let scope = CallScope::default();
+    let called = cases.cases.iter().map(|c| (c.tool.as_str(), None));
+    let offline = Offline::new(config, called).map_err(|e| anyhow!(e))?;
     let mut failed = 0;
     for (i, case) in cases.cases.iter().enumerate() {
         let name = case.name.clone().unwrap_or_else(|| format!("case[{i}]"));
@@ -84,14 +89,14 @@ pub fn run(config: &Config, path: &Path) -> anyhow::Result<ExitCode> {
             name: case.caller.clone(),
             groups,
         };
-        let input = CelInput {
+        let trail: Trail = case.trail.iter().cloned().collect();
+        let judged = offline.judge(OfflineCall {
             caller: &caller,
             tool: &case.tool,
-            upstream: case.tool.split_once('.').map_or("", |(u, _)| u),
-            args: &case.arguments,
-            scope: &scope,
-        };
-        let judged = crate::judge::judge(&rules, &input);
+            arguments: case.arguments.clone(),
+            scope: CallScope::default(),
+            trail: &trail,
+        });
         let got = word(judged.effect);
         let message_ok = case
             .message

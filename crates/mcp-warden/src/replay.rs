@@ -1,8 +1,8 @@
 //! `mcp-warden replay`: the recorded calls of the audit trail, judged again by
-//! the access rules of another configuration (X5), offline: no upstream is
-//! called, no quota, ledger or trail is touched. It prints the calls whose
-//! decision changes, with counts per rule, and exits 1 when a call that ran
-//! before would now be refused.
+//! another configuration (X5) through the stages that need no upstream (X11),
+//! offline: no upstream is called, no quota, ledger or trail is touched. It
+//! prints the calls whose decision or answer changes, with counts per rule,
+//! and exits 1 when a call that ran before would now be refused.
 
 use anyhow::anyhow;
 use globset::Glob;
@@ -10,8 +10,9 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Instant;
-use warden_core::{CallScope, Caller, CelInput, Effect, Rules};
+use warden_core::{CallScope, Caller, Effect};
 use warden_gateway::config::Config;
+use warden_gateway::gateway::{Judgement, Offline, OfflineCall, Trail};
 use warden_store::{AuditFilter, AuditRecord};
 
 /// `mcp-warden replay`: which recorded calls to replay, against which file.
@@ -33,13 +34,16 @@ pub struct Args {
     json: bool,
 }
 
-/// A call's access decision, as the trail recorded it or as the rules take it now.
+/// A call's decision, as the trail recorded it or as the configuration takes it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Verdict {
     Allow,
     Ask,
-    Refuse,
-    /// The recorded arguments were redacted where the rules that apply read them:
+    /// Refused, with the decision the audit records for it (`denied`,
+    /// `unknown_tool`, `invalid_arguments`, `flow_denied`): a call refused
+    /// before and now for another cause gets another answer.
+    Refuse(String),
+    /// The recorded arguments were redacted where the judgement reads them:
     /// the call cannot be judged again (the redacted key).
     Redacted(String),
 }
@@ -49,21 +53,27 @@ impl Verdict {
         match self {
             Verdict::Allow => "allow",
             Verdict::Ask => "ask",
-            Verdict::Refuse => "refuse",
+            Verdict::Refuse(_) => "refuse",
             Verdict::Redacted(_) => "unjudged",
         }
     }
 }
 
-/// How the trail's decision reads as an access decision: `None` for records the
-/// access rules did not decide (invalid arguments, a failed grant source, drift).
+/// How the trail's decision reads: `None` for records the judgement does not
+/// cover (a failed grant source, drift, a paused call).
 fn before(record: &AuditRecord) -> Option<Verdict> {
     match record.decision.as_str() {
-        // The rules let these through; a later guard may have stopped them.
-        "allowed" | "replayed" | "answered_by_hook" | "rate_limited" | "flow_denied" => {
-            Some(Verdict::Allow)
+        // The stages judged offline let these through; a quota, the ledger
+        // or a hook may have ended them after.
+        "allowed" | "replayed" | "answered_by_hook" | "rate_limited" => {
+            Some(match record.approver {
+                Some(_) => Verdict::Ask,
+                None => Verdict::Allow,
+            })
         }
-        "denied" | "unknown_tool" => Some(Verdict::Refuse),
+        d @ ("denied" | "unknown_tool" | "invalid_arguments" | "flow_denied") => {
+            Some(Verdict::Refuse(d.to_owned()))
+        }
         _ => None,
     }
 }
@@ -84,25 +94,28 @@ fn redacted(args: &Map<String, Value>) -> Vec<&str> {
         .collect()
 }
 
-/// The decision `rules` take on a recorded call now, and the rule that took it.
-fn now(rules: &Rules, caller: &Caller, record: &AuditRecord) -> (Verdict, Option<usize>) {
+/// The trail a recorded call's session had touched before it: the record's
+/// `touched`, less the call's own labels where it was let through (F4).
+fn trail_before(record: &AuditRecord) -> Trail {
+    let ran = record.upstream.is_some() && record.decision != "flow_denied";
+    record
+        .touched
+        .iter()
+        .filter(|l| !(ran && record.labels.contains(l)))
+        .cloned()
+        .collect()
+}
+
+/// What NEW makes of a recorded call now, and what decided.
+fn now(offline: &Offline, caller: &Caller, record: &AuditRecord) -> (Verdict, Judgement) {
     let tool = record.tool.as_str();
-    let empty = Map::new();
-    let args = record.arguments.as_object().unwrap_or(&empty);
-    let hidden = redacted(args);
-    if rules.effect_by(caller, tool).0 != Effect::Deny {
-        if let Some(key) = hidden.iter().find(|k| {
-            rules
-                .rules
-                .iter()
-                .any(|r| r.applies(caller, tool) && r.reads_argument(k))
-        }) {
-            return (Verdict::Redacted((*key).to_owned()), None);
-        }
+    let mut args = record.arguments.as_object().cloned().unwrap_or_default();
+    let hidden: Vec<String> = redacted(&args).into_iter().map(str::to_owned).collect();
+    // Records of calls that went upstream hold the arguments as they went.
+    if record.upstream.is_some() {
+        offline.as_sent(tool, &mut args, record.reason.as_deref());
     }
     let scope = CallScope {
-        tool_labels: record.labels.clone(),
-        session_labels: record.touched.clone(),
         time: warden_store::parse_since(&record.time, std::time::SystemTime::now())
             .map_or(0, |ms| ms / 1000),
         transport: if record.session.starts_with("http") {
@@ -113,35 +126,88 @@ fn now(rules: &Rules, caller: &Caller, record: &AuditRecord) -> (Verdict, Option
         .to_owned(),
         ..CallScope::default()
     };
-    let input = CelInput {
+    let trail = trail_before(record);
+    let judged = offline.judge(OfflineCall {
         caller,
         tool,
-        upstream: record.upstream.as_deref().unwrap_or_default(),
-        args,
-        scope: &scope,
+        arguments: args,
+        scope,
+        trail: &trail,
+    });
+    // A redaction stands where the caller's value stood: where a rule reads
+    // that key, or an argument stage refused it, the judgement is not the call's.
+    let read = |k: &String| {
+        judged.by == "arguments"
+            || offline
+                .rules()
+                .rules
+                .iter()
+                .any(|r| r.applies(caller, tool) && r.reads_argument(k))
     };
-    let judged = crate::judge::judge(rules, &input);
+    if judged.by != "tool" {
+        if let Some(key) = hidden.iter().find(|k| read(k)) {
+            return (Verdict::Redacted(key.clone()), judged);
+        }
+    }
     let verdict = match judged.effect {
         Effect::Allow => Verdict::Allow,
         Effect::Ask => Verdict::Ask,
-        Effect::Deny => Verdict::Refuse,
+        Effect::Deny => Verdict::Refuse(judged.decision.to_owned()),
     };
-    (verdict, judged.rule)
+    (verdict, judged)
 }
 
-/// One recorded call whose decision changes.
+/// One recorded call whose decision or answer changes.
 struct Change<'r> {
     record: &'r AuditRecord,
     before: Verdict,
     now: Verdict,
-    rule: Option<usize>,
+    judged: Judgement,
 }
 
-fn rule_name(rule: Option<usize>) -> String {
-    rule.map_or("default".to_owned(), |i| format!("rule[{i}]"))
+/// Judges every record the filters keep: (judged, unjudged, whose schema was
+/// not judged, the changes).
+fn judge_all<'r>(
+    config: &Config,
+    offline: &Offline,
+    records: &'r [AuditRecord],
+    glob: Option<&globset::GlobMatcher>,
+) -> (usize, usize, usize, Vec<Change<'r>>) {
+    let groups: BTreeMap<&str, &[String]> = config
+        .caller
+        .iter()
+        .map(|c| (c.name.as_str(), c.groups.as_slice()))
+        .collect();
+    let mut changes = Vec::new();
+    let (mut judged, mut unjudged, mut skipped) = (0usize, 0usize, 0usize);
+    for record in records {
+        if glob.is_some_and(|g| !g.is_match(&record.tool)) {
+            continue;
+        }
+        let (Some(name), Some(before)) = (&record.caller, before(record)) else {
+            continue;
+        };
+        let caller = Caller {
+            name: name.clone(),
+            groups: groups.get(name.as_str()).map_or(Vec::new(), |g| g.to_vec()),
+        };
+        let (now, judgement) = now(offline, &caller, record);
+        judged += 1;
+        unjudged += usize::from(matches!(now, Verdict::Redacted(_)));
+        skipped += usize::from(judgement.schema_skipped);
+        if now != before {
+            changes.push(Change {
+                record,
+                before,
+                now,
+                judged: judgement,
+            });
+        }
+    }
+    (judged, unjudged, skipped, changes)
 }
 
-/// Replays the trail of `config`'s store against `config`'s rules.
+/// Replays the trail of `config`'s store against `config`'s policy.
 pub async fn replay(config: &Config, args: &Args) -> anyhow::Result<ExitCode> {
     let since_ms = args
         .since
@@ -166,43 +232,25 @@ pub async fn replay(config: &Config, args: &Args) -> anyhow::Result<ExitCode> {
             limit: 0,
         })
         .await?;
-    let rules = config.rules();
-    let groups: BTreeMap<&str, &[String]> = config
-        .caller
+    // Tools of upstreams no pins lock declares are known by the calls that
+    // reached them, and by those whose arguments were refused (only a tool
+    // the caller may call gets that far, N2).
+    let reached = records
         .iter()
-        .map(|c| (c.name.as_str(), c.groups.as_slice()))
-        .collect();
-    let mut changes = Vec::new();
-    let (mut judged, mut unjudged) = (0usize, 0usize);
-    for record in &records {
-        if glob.as_ref().is_some_and(|g| !g.is_match(&record.tool)) {
-            continue;
-        }
-        let (Some(name), Some(before)) = (&record.caller, before(record)) else {
-            continue;
-        };
-        let caller = Caller {
-            name: name.clone(),
-            groups: groups.get(name.as_str()).map_or(Vec::new(), |g| g.to_vec()),
-        };
-        let (now, rule) = now(&rules, &caller, record);
-        judged += 1;
-        if matches!(now, Verdict::Redacted(_)) {
-            unjudged += 1;
-        }
-        if now != before {
-            changes.push(Change {
-                record,
-                before,
-                now,
-                rule,
-            });
-        }
-    }
+        .filter_map(|r| match (&r.upstream, r.decision.as_str()) {
+            (Some(up), _) => Some((r.tool.as_str(), Some(up.as_str()))),
+            (None, "invalid_arguments") => Some((r.tool.as_str(), None)),
+            _ => None,
+        });
+    let offline = Offline::new(config, reached).map_err(|e| anyhow!(e))?;
+    let tally = judge_all(config, &offline, &records, glob.as_ref());
+    let (judged, unjudged, skipped, changes) = tally;
     let took = read.elapsed();
     let newly_refused = changes
         .iter()
-        .filter(|c| c.before == Verdict::Allow && c.now == Verdict::Refuse)
+        .filter(|c| {
+            matches!(c.before, Verdict::Allow | Verdict::Ask) && matches!(c.now, Verdict::Refuse(_))
+        })
         .count();
     if args.json {
         print_json(&changes)?;
@@ -215,6 +263,9 @@ pub async fn replay(config: &Config, args: &Args) -> anyhow::Result<ExitCode> {
         judged as f64 / took.as_secs_f64().max(1e-9),
         changes.len()
     );
+    if skipped > 0 {
+        eprintln!("{skipped} call(s) to tools no pins lock declares: unknown keys and the schema were not judged");
+    }
     Ok(if newly_refused > 0 {
         ExitCode::FAILURE
     } else {
@@ -230,10 +281,18 @@ fn print_json(changes: &[Change<'_>]) -> anyhow::Result<()> {
             "tool": c.record.tool,
             "before": c.before.word(),
             "now": c.now.word(),
-            "rule": rule_name(c.rule),
+            "rule": c.judged.by,
         });
-        if let Verdict::Redacted(key) = &c.now {
-            line["redacted"] = json!(key);
+        if let Verdict::Refuse(was) = &c.before {
+            line["was"] = json!(was);
+        }
+        match &c.now {
+            Verdict::Redacted(key) => line["redacted"] = json!(key),
+            Verdict::Refuse(would) => line["would"] = json!(would),
+            _ => {}
+        }
+        if let (Some(m), false) = (&c.judged.message, matches!(c.now, Verdict::Redacted(_))) {
+            line["answer"] = json!(m);
         }
         println!("{}", serde_json::to_string(&line)?);
     }
@@ -249,15 +308,20 @@ fn print_table(changes: &[Change<'_>]) {
     for c in changes {
         let rule = match &c.now {
             Verdict::Redacted(key) => format!("(argument '{key}' was redacted)"),
-            _ => rule_name(c.rule),
+            _ => c.judged.by.clone(),
+        };
+        // Refused before and now, for another cause: the audit's words tell them apart.
+        let (before, now) = match (&c.before, &c.now) {
+            (Verdict::Refuse(was), Verdict::Refuse(would)) => (was.as_str(), would.as_str()),
+            _ => (c.before.word(), c.now.word()),
         };
         println!(
             "{:<24}  {:<16}  {:<28}  {:<8}  {:<8}  {rule}",
             c.record.time,
             c.record.caller.as_deref().unwrap_or_default(),
             c.record.tool,
-            c.before.word(),
-            c.now.word()
+            before,
+            now
         );
         *per_rule.entry(rule).or_default() += 1;
     }

@@ -75,8 +75,10 @@ fn a_tighter_policy_lists_exactly_the_calls_it_newly_refuses() {
     assert_eq!(
         lines,
         [
-            json!({"caller": "local", "tool": "notes.create_note", "before": "allow", "now": "refuse", "rule": "rule[0]"}),
-            json!({"caller": "local", "tool": "notes.publish_note", "before": "allow", "now": "refuse", "rule": "rule[1]"}),
+            json!({"caller": "local", "tool": "notes.create_note", "before": "allow", "now": "refuse", "rule": "rule[0]", "would": "denied",
+                "answer": "Error: Policy does not allow this call to tool 'notes.create_note' for caller 'local'."}),
+            json!({"caller": "local", "tool": "notes.publish_note", "before": "allow", "now": "refuse", "rule": "rule[1]", "would": "denied",
+                "answer": "Error: Policy does not allow this call to tool 'notes.publish_note' for caller 'local'."}),
         ]
     );
     assert!(
@@ -146,6 +148,87 @@ fn the_table_counts_changes_per_rule() {
     assert_eq!(
         &lines[3..],
         ["rule[0]: 1 change(s)", "rule[1]: 1 change(s)"]
+    );
+}
+
+/// X11: a pin and a guard on the arguments added. A recorded call that sent
+/// the newly pinned key with another value, and one carrying an e-mail
+/// address, are newly refused, with the very words the gateway running the
+/// new configuration answers those calls with; the call whose value equals
+/// the pin (set by the gateway, as the trail cannot tell) and the plain one
+/// stand.
+#[test]
+fn a_pin_and_a_guard_refuse_with_the_gateways_own_words() {
+    const STRICTER: &str = "[upstream.tools.publish_note]\npin = { id = 1 }\n\n\
+        [[guard]]\nname = \"no-mail\"\non = [\"arguments\"]\ndetect = [\"pii.email\"]\naction = \"block\"\n";
+    let dir = scratch("replay-stages");
+    let mail = json!({"title": "mail a@example.org", "text": "x"});
+    let mut w = Warden::start("replay-stages-live", &stored(&dir));
+    w.call_text("notes.publish_note", json!({"id": 1}));
+    w.call_text("notes.publish_note", json!({"id": 50}));
+    w.call_text("notes.create_note", mail.clone());
+    w.call_text("notes.create_note", json!({"title": "plain", "text": "x"}));
+    assert!(w.close().success());
+    let (code, lines, err) = replay(&dir, STRICTER, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let (pin, guard) = (&lines[0], &lines[1]);
+    assert_eq!(
+        (&pin["tool"], &pin["rule"], &pin["would"]),
+        (
+            &json!("notes.publish_note"),
+            &json!("arguments"),
+            &json!("invalid_arguments")
+        )
+    );
+    assert_eq!(
+        (&guard["tool"], &guard["rule"], &guard["would"]),
+        (
+            &json!("notes.create_note"),
+            &json!("guard[0]"),
+            &json!("denied")
+        )
+    );
+    // The gateway under the new configuration answers the same calls so.
+    let live = scratch("replay-stages-new");
+    let mut w = Warden::start(
+        "replay-stages-new",
+        &format!("{}\n{STRICTER}", stored(&live)),
+    );
+    assert_eq!(
+        pin["answer"],
+        w.call_text("notes.publish_note", json!({"id": 50}))
+    );
+    assert_eq!(guard["answer"], w.call_text("notes.create_note", mail));
+    assert!(w.close().success());
+    assert!(
+        err.contains("4 call(s) to tools no pins lock declares"),
+        "{err}"
+    );
+}
+
+/// A call refused before and now for another cause gets another answer: it is
+/// listed with both decisions, and does not fail CI.
+#[test]
+fn a_call_refused_for_another_cause_is_listed_with_both_decisions() {
+    let dir = scratch("replay-cause");
+    let mut w = Warden::start("replay-cause-live", &stored(&dir));
+    let unknown = w.call_text("notes.create_note", json!({"titel": "t", "text": "x"}));
+    assert!(
+        unknown.starts_with("Error: Unknown parameter 'titel'"),
+        "{unknown}"
+    );
+    assert!(w.close().success());
+    let hidden =
+        "[[rule]]\ncallers = [\"*\"]\ntools = [\"notes.create_note\"]\neffect = \"deny\"\n";
+    let (code, lines, err) = replay(&dir, hidden, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        lines,
+        [
+            json!({"caller": "local", "tool": "notes.create_note", "before": "refuse", "now": "refuse", "rule": "rule[0]",
+            "was": "invalid_arguments", "would": "unknown_tool", "answer": "Unknown tool 'notes.create_note'."})
+        ]
     );
 }
 

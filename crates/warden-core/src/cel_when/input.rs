@@ -133,7 +133,43 @@ fn arguments(need: &Need, o: &Map<String, Value>) -> Cel {
     }
 }
 
+/// Whether `v` holds a list or map longer than `max_items`, or more than
+/// `budget` values in all (`budget` counts down as values are met).
+fn exceeds(v: &Value, max_items: usize, budget: &mut usize) -> bool {
+    let Some(left) = budget.checked_sub(1) else {
+        return true;
+    };
+    *budget = left;
+    match v {
+        Value::Array(a) => a.len() > max_items || a.iter().any(|x| exceeds(x, max_items, budget)),
+        Value::Object(o) => {
+            o.len() > max_items || o.values().any(|x| exceeds(x, max_items, budget))
+        }
+        _ => false,
+    }
+}
+
 impl CelInput<'_> {
+    /// X3: whether the arguments an expression reads (`need`) hold a list or
+    /// map longer than `max_items`, or more than `max_values` values in all.
+    pub(super) fn args_too_large(&self, need: &Need, max_items: usize, max_values: usize) -> bool {
+        let mut budget = max_values;
+        match need {
+            Need::Nothing => false,
+            Need::Fields(keys) => keys
+                .iter()
+                .filter_map(|k| self.args.get(k))
+                .any(|v| exceeds(v, max_items, &mut budget)),
+            _ => {
+                self.args.len() > max_items
+                    || self
+                        .args
+                        .values()
+                        .any(|v| exceeds(v, max_items, &mut budget))
+            }
+        }
+    }
+
     /// The variables `uses` names, each with what it reads of them.
     pub(super) fn variables(&self, uses: &Uses) -> Vec<(&'static str, Cel)> {
         let [caller, tool, args, session, request] = uses;

@@ -178,3 +178,78 @@ fn numbers_keep_their_kind() {
     assert_eq!(json(&json!(u64::MAX)), Cel::UInt(u64::MAX));
     assert_eq!(json(&json!(1.5)), Cel::Float(1.5));
 }
+
+/// X3: an expression whose work grows with the square of an argument's length
+/// stops at the time bound and fails closed, whatever it would have given.
+#[test]
+fn a_pathological_expression_runs_out_of_time() {
+    let xs: Vec<i64> = (0..1000).collect();
+    let src = "args.xs.all(x, args.xs.all(y, x + y >= 0))";
+    let started = std::time::Instant::now();
+    assert_eq!(
+        eval(src, json!({ "xs": xs })),
+        Err(CelFailure::Error(OUT_OF_TIME))
+    );
+    // Printed, never asserted: the machine is shared.
+    println!("stopped after {:?}", started.elapsed());
+}
+
+/// X3: past the deadline no variable can be read: with none left, even a
+/// trivial expression fails closed.
+#[test]
+fn no_variable_is_read_past_the_deadline() {
+    let (caller, scope, a) = (Caller::new("alice"), CallScope::default(), Map::new());
+    let input = CelInput {
+        caller: &caller,
+        tool: "t",
+        upstream: "u",
+        args: &a,
+        scope: &scope,
+    };
+    let c = CelCondition::compile("caller.name == 'alice'").unwrap();
+    assert_eq!(c.holds(&input), Ok(true));
+    assert_eq!(
+        c.holds_within(&input, std::time::Duration::ZERO),
+        Err(CelFailure::Error(OUT_OF_TIME))
+    );
+}
+
+/// X3: arguments past the size bounds are not evaluated; those the expression
+/// does not read do not count.
+#[test]
+fn arguments_past_the_size_bounds_fail_closed() {
+    let long: Vec<i64> = (0..=MAX_ARG_ITEMS as i64).collect();
+    let too_large = Err(CelFailure::Error(TOO_LARGE));
+    assert_eq!(eval("size(args.xs) > 0", json!({ "xs": long })), too_large);
+    assert_eq!(eval("args.n == 1", json!({ "n": 1, "xs": long })), Ok(true));
+    let wide: Vec<Vec<i64>> = (0..20).map(|_| (0..1000).collect()).collect();
+    assert_eq!(eval("size(args.xs) > 0", json!({ "xs": wide })), too_large);
+    let fits: Vec<i64> = (0..MAX_ARG_ITEMS as i64).collect();
+    assert_eq!(eval("size(args.xs) > 0", json!({ "xs": fits })), Ok(true));
+}
+
+/// X3: time spent waiting (asleep here, as a thread on a loaded machine waits
+/// for the processor) does not stop an evaluation; time on the processor does.
+#[test]
+fn waiting_does_not_count_against_the_time_bound_working_does() {
+    let bound = std::time::Duration::from_millis(2);
+    let timed = Timed {
+        variables: vec![("caller", cel::Value::Bool(true).try_into().unwrap())],
+        bound,
+        deadline: Instant::now() + bound,
+        expired: AtomicBool::new(false),
+        window: Mutex::new(None),
+    };
+    for _ in 0..3 {
+        std::thread::sleep(bound * 3);
+        assert!(timed.resolve("caller").is_some(), "asleep is not at work");
+    }
+    let Some(start) = thread_cpu() else {
+        return; // No processor clock here: the wall clock decides alone.
+    };
+    while thread_cpu().unwrap() - start < bound * 3 {
+        std::hint::black_box(timed.variables.len());
+    }
+    assert!(timed.resolve("caller").is_none(), "at work past the bound");
+    assert!(timed.expired.load(Ordering::Relaxed));
+}

@@ -64,6 +64,19 @@ pub enum FlowDecision {
     Failed(String),
 }
 
+impl FlowDecision {
+    /// What the caller reads of a call the flow rules refuse (F2, X3; `tool`
+    /// as the caller named it); `None`: they do not refuse it. The gateway and
+    /// the offline judge (X11) both answer with it.
+    pub fn refusal(&self, tool: &str) -> Option<String> {
+        match self {
+            FlowDecision::Deny(reason) => Some(crate::texts::flow_denied(tool, reason)),
+            FlowDecision::Failed(_) => Some(warden_core::answer::CONDITION_FAILED.to_owned()),
+            FlowDecision::Pass | FlowDecision::Ask(..) => None,
+        }
+    }
+}
+
 /// The flow rules and tool labels of one gateway.
 pub struct Flows {
     rules: Vec<Flow>,
@@ -194,6 +207,16 @@ impl Flows {
 
     /// [`Flows::decide`] and the rule that decided, shadow rules enforced or
     /// passed over.
+    /// [`Flows::decide`], with the rule that decided (the offline judge, X11).
+    pub(crate) fn decide_by(
+        &self,
+        trail: &Trail,
+        labels: &[String],
+        call: Option<&warden_core::CelInput<'_>>,
+    ) -> (FlowDecision, Option<usize>) {
+        self.decide_in((trail, labels), call, false)
+    }
+
     fn decide_in(
         &self,
         (trail, labels): (&Trail, &[String]),

@@ -45,7 +45,9 @@ pub mod settle;
 mod upstreams;
 pub mod webhooks;
 
+pub use call::offline::{Judgement, Offline, OfflineCall};
 pub use descriptions::DescriptionFinding;
+pub use flow::Trail;
 pub use health::{Health, Probe, HEALTHZ, READYZ};
 pub use reload::Reloaded;
 pub use session::{CallKey, ClientSession, Outgoing};

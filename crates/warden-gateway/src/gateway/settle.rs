@@ -53,6 +53,18 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// How the audit records a call the pipeline answered itself; the
+    /// gateway and the offline judge (X11) both record it so.
+    pub fn of_refusal(refusal: warden_core::Refusal) -> Decision {
+        use warden_core::Refusal;
+        match refusal {
+            Refusal::NoToolName | Refusal::InvalidArguments => Decision::InvalidArguments,
+            Refusal::UnknownTool => Decision::UnknownTool,
+            Refusal::GrantFailure => Decision::GrantFailure,
+            Refusal::ArgumentRule | Refusal::ConditionFailed => Decision::Denied,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Decision::Allowed => "allowed",

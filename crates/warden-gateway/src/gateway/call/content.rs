@@ -42,6 +42,16 @@ pub(super) struct Governed {
     pub asked: Option<(String, Vec<String>, Vec<String>)>,
 }
 
+impl Governed {
+    /// S6 `block`: what the caller reads of a call whose arguments a guard
+    /// blocked (`tool`: as the caller named it); `None`: no guard blocked it.
+    /// The gateway and the offline judge (X11) both answer with it.
+    pub(super) fn blocked_text(&self, tool: &str) -> Option<String> {
+        let (guard, kinds) = self.blocked.as_ref()?;
+        Some(texts::guard_blocked_arguments(tool, guard, kinds))
+    }
+}
+
 /// The sorted distinct values of one field of some findings.
 fn distinct(
     found: &[warden_core::scan::Finding],
@@ -106,6 +116,22 @@ pub(super) struct Outbound {
 }
 
 impl Outbound {
+    /// S6 `block`: the guard that blocked the call's arguments and what the
+    /// caller reads (`tool`: as the caller named it).
+    pub(super) fn refusal(&self, tool: &str) -> Option<(&str, String)> {
+        let text = self.governed.blocked_text(tool)?;
+        let guard = self.governed.blocked.as_ref().map(|(g, _)| g.as_str())?;
+        Some((guard, text))
+    }
+
+    /// S6 `ask`: the guard that asks about the call, unless one blocks it.
+    pub(super) fn asking(&self) -> Option<&str> {
+        match &self.governed.blocked {
+            Some(_) => None,
+            None => self.governed.asked.as_ref().map(|(g, _, _)| g.as_str()),
+        }
+    }
+
     /// S6 `ask` (unless a guard blocks): the call goes to a human as an `ask`
     /// rule's would (H5), the question led by the guard, the kinds and the
     /// paths. The arguments it shows are redacted by every argument guard;
@@ -319,10 +345,10 @@ impl Calls {
         if let Some(r) = record.audit.as_mut() {
             redact_all(&guards, &mut r.arguments);
         }
-        let (guard, kinds) = governed.blocked?;
+        let text = governed.blocked_text(&record.tool)?;
         Some(End::Policy {
             decision: Decision::Denied,
-            text: texts::guard_blocked_arguments(&record.tool, &guard, &kinds),
+            text,
             retry_ms: None,
         })
     }

@@ -169,13 +169,15 @@ impl Calls {
             let input = call_input(ctx, ctx.caller.as_ref().unwrap_or(&anonymous), &scope);
             let shadow = policy.flows.shadow_verdict(&trail, labels, Some(&input));
             scope::note(&self.settle.metrics, &mut a.record, shadow.as_slice());
-            match policy.flows.decide(&trail, labels, Some(&input)) {
+            let decided = policy.flows.decide(&trail, labels, Some(&input));
+            let refusal = decided.refusal(&ctx.tool);
+            match decided {
                 FlowDecision::Pass => {}
                 FlowDecision::Failed(note) => {
                     tracing::warn!(tool = %logged(&ctx.tool), note = %logged(&note), "a when_cel condition failed; the call is refused");
                     let end = End::Policy {
                         decision: Decision::FlowDenied,
-                        text: answer::CONDITION_FAILED.to_owned(),
+                        text: refusal.unwrap_or_default(),
                         retry_ms: None,
                     };
                     return Err(self.settle.settle(&a.record, end).await);
@@ -184,11 +186,11 @@ impl Calls {
                     flow_ask = Some(reason);
                     a.approvers.extend(approver);
                 }
-                FlowDecision::Deny(reason) => {
+                FlowDecision::Deny(_) => {
                     tracing::info!(tool = %logged(&ctx.tool), caller = %logged(caller), touched = %logged(trail.iter().cloned().collect::<Vec<_>>().join(",")), "a flow rule refused the call");
                     let end = End::Policy {
                         decision: Decision::FlowDenied,
-                        text: texts::flow_denied(&ctx.tool, &reason),
+                        text: refusal.unwrap_or_default(),
                         retry_ms: None,
                     };
                     return Err(self.settle.settle(&a.record, end).await);

@@ -11,6 +11,7 @@
 mod content;
 mod guards;
 mod keys;
+pub mod offline;
 mod reads;
 mod relaying;
 mod routed;
@@ -309,12 +310,7 @@ impl Calls {
                     self.refused_record(session, tool, sent, &verdict.report, refusal, started);
                 record.after = policy.after_hooks.clone();
                 record.span = span.map(|s| Box::new(Mutex::new(s)));
-                let decision = match refusal {
-                    Refusal::NoToolName | Refusal::InvalidArguments => Decision::InvalidArguments,
-                    Refusal::UnknownTool => Decision::UnknownTool,
-                    Refusal::GrantFailure => Decision::GrantFailure,
-                    Refusal::ArgumentRule | Refusal::ConditionFailed => Decision::Denied,
-                };
+                let decision = Decision::of_refusal(refusal);
                 if let Some(note) = &verdict.report.condition_failed {
                     tracing::warn!(tool = %logged(tool), note = %logged(note), "a when_cel condition failed; the call is refused");
                 }
