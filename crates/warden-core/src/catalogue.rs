@@ -10,6 +10,7 @@
 
 use crate::expected;
 use crate::policy::{LayeredPolicy, ToolPolicy};
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -45,8 +46,10 @@ pub struct ToolEntry {
     /// The declaration as the upstream sent it, shared with the host's copy of the
     /// upstream's listing when it gave one ([`CatalogueBuilder::add_upstream_shared`]).
     pub declaration: Arc<Value>,
-    /// The declaration callers are shown (renamed, pins hidden, reason added, closed).
-    pub published: Value,
+    /// The declaration callers are shown (renamed, pins hidden, reason added,
+    /// closed), kept as the bytes a listing writes: a tree of values costs
+    /// several times its text, and only a guard or a view reads it (issue 25).
+    published: Box<RawValue>,
     pub policy: ToolPolicy,
     pub check: ArgCheck,
     /// Canonical parameters in declaration order, pinned ones included.
@@ -81,6 +84,17 @@ impl std::fmt::Debug for ToolEntry {
 }
 
 impl ToolEntry {
+    /// The declaration callers are shown, as the bytes a listing writes.
+    pub fn published(&self) -> &RawValue {
+        &self.published
+    }
+
+    /// The declaration callers are shown, parsed (for what reads into it).
+    pub fn published_value(&self) -> Value {
+        // The bytes were serialised from a value, so they parse back to it.
+        serde_json::from_str(self.published.get()).unwrap_or(Value::Null)
+    }
+
     pub fn has_validator(&self) -> bool {
         self.compiles
     }
@@ -104,6 +118,14 @@ impl ToolEntry {
             self.param_set.contains(key)
         }
     }
+}
+
+/// Whether two listings show callers the same declarations, byte for byte.
+pub fn same_listing(a: &[&Arc<ToolEntry>], b: &[&Arc<ToolEntry>]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(a, b)| a.published.get() == b.published.get())
 }
 
 /// Something wrong with an upstream's tool list, found while building.
@@ -147,6 +169,7 @@ impl Catalogue {
             policy,
             catalogue: Catalogue::default(),
             problems: Vec::new(),
+            compiled: Compiled::default(),
         }
     }
 
@@ -182,6 +205,31 @@ pub struct CatalogueBuilder<'p> {
     policy: &'p dyn PolicySource,
     catalogue: Catalogue,
     problems: Vec<BuildProblem>,
+    compiled: Compiled,
+}
+
+/// Whether each input schema met while building compiles, by its text: tools
+/// that share a schema (generated servers declare thousands alike) compile it
+/// once (issue 25). Identical text compiles identically, `$schema` included.
+#[derive(Default)]
+struct Compiled(HashMap<String, Result<(), String>>);
+
+impl Compiled {
+    fn check(&mut self, schema: &Value) -> Result<(), String> {
+        // Depth first: the text of a schema too deep is never made.
+        if nesting_exceeds(schema, MAX_SCHEMA_DEPTH) {
+            return compile(schema).map(drop);
+        }
+        let Ok(text) = serde_json::to_string(schema) else {
+            return compile(schema).map(drop);
+        };
+        if let Some(known) = self.0.get(&text) {
+            return known.clone();
+        }
+        let decided = compile(schema).map(drop);
+        self.0.insert(text, decided.clone());
+        decided
+    }
 }
 
 impl CatalogueBuilder<'_> {
@@ -247,7 +295,15 @@ impl CatalogueBuilder<'_> {
             return;
         }
         let policy = self.policy.policy_for(upstream, own_name);
-        let entry = build_entry(upstream, own_name, seen.clone(), decl, shared, policy);
+        let entry = build_entry(
+            upstream,
+            own_name,
+            seen.clone(),
+            decl,
+            shared,
+            policy,
+            &mut self.compiled,
+        );
         if let ArgCheck::Unusable(why) = &entry.check {
             self.problems.push(BuildProblem {
                 upstream: upstream.to_owned(),
@@ -310,6 +366,7 @@ fn build_entry(
     decl: &Value,
     shared: impl FnOnce() -> Arc<Value>,
     policy: ToolPolicy,
+    compiled: &mut Compiled,
 ) -> ToolEntry {
     let schema = decl.get("inputSchema");
     let (check, params) = match schema {
@@ -333,10 +390,11 @@ fn build_entry(
         check = ArgCheck::Open;
     }
 
-    // Compiled here to know that it compiles; kept only by the first call.
+    // Compiled here (once per distinct schema) to know that it compiles; a
+    // validator is kept only by the first call.
     let compiles = match (&check, schema) {
         (ArgCheck::Unusable(_), _) | (_, None) => false,
-        (_, Some(schema)) => match compile(schema) {
+        (_, Some(schema)) => match compiled.check(schema) {
             Ok(_) => true,
             Err(why) => {
                 check = ArgCheck::Unusable(why);
@@ -365,7 +423,8 @@ fn build_entry(
         .collect();
     let declares_reason = params.iter().any(|p| p == REASON);
     let param_set = params.iter().cloned().collect();
-    let published = publish(decl, &seen, &policy, &check);
+    let published = serde_json::value::to_raw_value(&publish(decl, &seen, &policy, &check))
+        .unwrap_or_else(|_| RawValue::NULL.to_owned());
     ToolEntry {
         name: seen,
         upstream: upstream.to_owned(),
@@ -502,6 +561,50 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_shared_by_tools_is_compiled_once_and_decided_alike() {
+        let good = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let bad = json!({"type": "object", "properties": {"a": {"type": "no-such-type"}}});
+        let policy = ToolPolicy::default();
+        let mut b = Catalogue::builder(&policy);
+        b.add_upstream(
+            "",
+            false,
+            &[
+                tool("g1", good.clone()),
+                tool("b1", bad.clone()),
+                tool("g2", good),
+                tool("b2", bad),
+            ],
+        );
+        assert_eq!(
+            b.compiled.0.len(),
+            2,
+            "two distinct schemas, two compilations"
+        );
+        let (c, problems) = b.build();
+        for name in ["g1", "g2"] {
+            let t = c.get(name).unwrap();
+            assert_eq!(t.check, ArgCheck::Declared);
+            assert!(!t.validator().unwrap().is_valid(&json!({"a": 1})));
+        }
+        let (b1, b2) = (c.get("b1").unwrap(), c.get("b2").unwrap());
+        assert!(matches!(b1.check, ArgCheck::Unusable(_)));
+        assert_eq!(b1.check, b2.check, "the same reason for both");
+        assert!(!b2.has_validator());
+        assert_eq!(problems.len(), 2);
+    }
+
+    #[test]
+    fn the_published_bytes_are_those_of_the_value() {
+        let decl = json!({"name": "t", "description": "quote \" é \u{1}", "n": 1.50,
+            "inputSchema": {"type": "object", "properties": {"z": {}, "a": {"default": 12345678901234567890u64}}}});
+        let (c, _) = Catalogue::from_tools(std::slice::from_ref(&decl), &ToolPolicy::default());
+        let t = c.get("t").unwrap();
+        assert_eq!(t.published().get(), serde_json::to_string(&decl).unwrap());
+        assert_eq!(t.published_value(), decl);
+    }
+
+    #[test]
     fn edge_case_schemas() {
         let tools = [
             json!({"name": "none"}),
@@ -558,7 +661,7 @@ mod tests {
         let t = c.get("open").unwrap();
         assert_eq!(t.check, ArgCheck::Declared);
         assert_eq!(
-            t.published["inputSchema"]["additionalProperties"],
+            t.published_value()["inputSchema"]["additionalProperties"],
             json!(false)
         );
     }
@@ -616,7 +719,7 @@ mod tests {
         b.add_upstream("up", true, &decls);
         let (copied, _) = b.build();
         let other = copied.get("up.a").expect("listed");
-        assert_eq!(entry.published, other.published);
+        assert_eq!(entry.published().get(), other.published().get());
         assert_eq!(entry.declaration, other.declaration);
         assert_eq!(entry.params, other.params);
     }
@@ -644,7 +747,7 @@ mod tests {
         assert_eq!(t.upstream_name, "create_note");
         assert_eq!(t.visible_params, ["title", "text"]);
         assert_eq!(
-            serde_json::to_string(&t.published).unwrap(),
+            t.published().get(),
             r#"{"name":"notes.create_note","x-extra":1,"inputSchema":{"type":"object","properties":{"title":{"type":"string"},"text":{"type":"string"},"reason":{"type":"string","description":"Why you are calling this tool, in one sentence. Recorded for audit; not passed to the tool."}},"required":["title"]}}"#
         );
     }
