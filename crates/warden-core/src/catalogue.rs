@@ -12,7 +12,7 @@ use crate::expected;
 use crate::policy::{LayeredPolicy, ToolPolicy};
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 
@@ -56,12 +56,9 @@ pub struct ToolEntry {
     pub params: Vec<String>,
     /// The parameters a caller may send, in declaration order (no pinned ones).
     pub visible_params: Vec<String>,
-    /// The same parameters, for lookups on tools with many.
-    pub(crate) param_set: HashSet<String>,
-    /// Parameters that declare a `default` (never named as missing).
-    pub(crate) defaulted: HashSet<String>,
-    /// For each parameter, what a valid value looks like, in words.
-    pub(crate) expected: HashMap<String, String>,
+    /// Places in `params` in the order of their names, for lookups on tools
+    /// with many (a few bytes a parameter, where a set of copies costs ~80).
+    by_name: Box<[u32]>,
     /// Whether the input schema compiles (decided when the entry is built).
     compiles: bool,
     /// The compiled schema, built by the first call that is validated: a
@@ -115,8 +112,31 @@ impl ToolEntry {
         if self.params.len() <= 8 {
             self.params.iter().any(|p| p == key)
         } else {
-            self.param_set.contains(key)
+            self.by_name
+                .binary_search_by(|&i| self.params[i as usize].as_str().cmp(key))
+                .is_ok()
         }
+    }
+
+    /// The declaration of parameter `param` in the input schema.
+    fn property(&self, param: &str) -> Option<&Value> {
+        self.declaration
+            .get("inputSchema")?
+            .get("properties")?
+            .as_object()?
+            .get(param)
+    }
+
+    /// What a valid value of `param` looks like, in words. Read from the
+    /// declaration when a call fails validation, not kept per tool.
+    pub(crate) fn expected(&self, param: &str) -> Option<String> {
+        self.property(param).map(expected::describe)
+    }
+
+    /// Whether `param` declares a `default` (never named as missing).
+    pub(crate) fn defaulted(&self, param: &str) -> bool {
+        self.property(param)
+            .is_some_and(|p| p.get("default").is_some())
     }
 }
 
@@ -403,26 +423,14 @@ fn build_entry(
         },
     };
 
-    let props = schema
-        .and_then(|s| s.get("properties"))
-        .and_then(Value::as_object);
-    let mut expected = HashMap::new();
-    let mut defaulted = HashSet::new();
-    if let Some(props) = props {
-        for (name, prop) in props {
-            expected.insert(name.clone(), expected::describe(prop));
-            if prop.get("default").is_some() {
-                defaulted.insert(name.clone());
-            }
-        }
-    }
     let visible_params: Vec<String> = params
         .iter()
         .filter(|p| !policy.pins.contains_key(*p))
         .cloned()
         .collect();
     let declares_reason = params.iter().any(|p| p == REASON);
-    let param_set = params.iter().cloned().collect();
+    let mut by_name: Vec<u32> = (0..params.len() as u32).collect();
+    by_name.sort_unstable_by(|&a, &b| params[a as usize].cmp(&params[b as usize]));
     let published = serde_json::value::to_raw_value(&publish(decl, &seen, &policy, &check))
         .unwrap_or_else(|_| RawValue::NULL.to_owned());
     ToolEntry {
@@ -435,9 +443,7 @@ fn build_entry(
         check,
         params,
         visible_params,
-        param_set,
-        defaulted,
-        expected,
+        by_name: by_name.into_boxed_slice(),
         compiles,
         validator: OnceLock::new(),
         declares_reason,
@@ -602,6 +608,29 @@ mod tests {
         let t = c.get("t").unwrap();
         assert_eq!(t.published().get(), serde_json::to_string(&decl).unwrap());
         assert_eq!(t.published_value(), decl);
+    }
+
+    #[test]
+    fn many_parameters_are_found_by_name() {
+        let props: Map<String, Value> = ["k", "b", "z", "a", "m", "c", "y", "d", "x", "e"]
+            .iter()
+            .map(|p| (p.to_string(), json!({"type": "string", "default": "v"})))
+            .collect();
+        let (c, _) = Catalogue::from_tools(
+            &[tool("t", json!({"type": "object", "properties": props}))],
+            &ToolPolicy::default(),
+        );
+        let t = c.get("t").unwrap();
+        for p in ["k", "b", "z", "a", "m", "c", "y", "d", "x", "e"] {
+            assert!(t.declares(p), "{p}");
+            assert!(t.defaulted(p));
+            assert_eq!(t.expected(p).as_deref(), Some("string"));
+        }
+        for p in ["", "f", "zz", "A", "reason"] {
+            assert!(!t.declares(p), "{p}");
+            assert!(!t.defaulted(p));
+            assert_eq!(t.expected(p), None);
+        }
     }
 
     #[test]
