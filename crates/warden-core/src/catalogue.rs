@@ -8,18 +8,16 @@
 //! A schema that cannot be used is reported as a [`BuildProblem`] and the tool is
 //! skipped by the argument stages (A4), never a panic.
 
+use crate::compiles::{compile, nesting_exceeds, Compiled};
 use crate::expected;
 use crate::policy::{LayeredPolicy, ToolPolicy};
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 
 /// Longest tool name a caller sees (the conformance suite's limit).
 pub const MAX_NAME_LEN: usize = 64;
-/// Deepest schema nesting we compile; deeper documents are unusable, not a stack overflow.
-const MAX_SCHEMA_DEPTH: usize = 64;
 /// Deepest declaration kept at all (serde_json's own parser stops at 128).
 const MAX_DECLARATION_DEPTH: usize = 128;
 const REASON: &str = "reason";
@@ -228,30 +226,6 @@ pub struct CatalogueBuilder<'p> {
     compiled: Compiled,
 }
 
-/// Whether each input schema met while building compiles, by its text: tools
-/// that share a schema (generated servers declare thousands alike) compile it
-/// once (issue 25). Identical text compiles identically, `$schema` included.
-#[derive(Default)]
-struct Compiled(HashMap<String, Result<(), String>>);
-
-impl Compiled {
-    fn check(&mut self, schema: &Value) -> Result<(), String> {
-        // Depth first: the text of a schema too deep is never made.
-        if nesting_exceeds(schema, MAX_SCHEMA_DEPTH) {
-            return compile(schema).map(drop);
-        }
-        let Ok(text) = serde_json::to_string(schema) else {
-            return compile(schema).map(drop);
-        };
-        if let Some(known) = self.0.get(&text) {
-            return known.clone();
-        }
-        let decided = compile(schema).map(drop);
-        self.0.insert(text, decided.clone());
-        decided
-    }
-}
-
 impl CatalogueBuilder<'_> {
     /// Adds one upstream's `tools` array. With `prefix`, names become `upstream.tool`.
     pub fn add_upstream(&mut self, upstream: &str, prefix: bool, tools: &[Value]) -> &mut Self {
@@ -450,42 +424,6 @@ fn build_entry(
     }
 }
 
-/// Compiles a tool's input schema: 2020-12 unless its `$schema` says otherwise.
-/// External references are never fetched (no resolver is built in).
-fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
-    if nesting_exceeds(schema, MAX_SCHEMA_DEPTH) {
-        return Err(format!(
-            "inputSchema nests deeper than {MAX_SCHEMA_DEPTH} levels"
-        ));
-    }
-    let mut options = jsonschema::options();
-    if schema.get("$schema").is_none() {
-        options = options.with_draft(jsonschema::Draft::Draft202012);
-    }
-    match catch_unwind(AssertUnwindSafe(|| options.build(schema))) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("inputSchema does not compile: {e}")),
-        Err(_) => Err("inputSchema could not be compiled".into()),
-    }
-}
-
-/// Whether `v` nests deeper than `max` levels; iterative, so any depth is safe.
-pub(crate) fn nesting_exceeds(v: &Value, max: usize) -> bool {
-    let mut stack: Vec<(&Value, usize)> = vec![(v, 0)];
-    while let Some((v, d)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match v {
-            Value::Array(a) => Box::new(a.iter()),
-            Value::Object(o) => Box::new(o.values()),
-            _ => continue,
-        };
-        if d >= max {
-            return true;
-        }
-        stack.extend(children.map(|c| (c, d + 1)));
-    }
-    false
-}
-
 /// The declaration callers are shown: the seen name; pinned parameters gone from
 /// `properties` and `required` (A7); a `reason` parameter added (R1); closed (A6).
 fn publish(decl: &Value, seen: &str, policy: &ToolPolicy, check: &ArgCheck) -> Value {
@@ -567,36 +505,19 @@ mod tests {
     }
 
     #[test]
-    fn a_schema_shared_by_tools_is_compiled_once_and_decided_alike() {
+    fn tools_that_share_a_schema_are_decided_alike() {
         let good = json!({"type": "object", "properties": {"a": {"type": "string"}}});
         let bad = json!({"type": "object", "properties": {"a": {"type": "no-such-type"}}});
-        let policy = ToolPolicy::default();
-        let mut b = Catalogue::builder(&policy);
-        b.add_upstream(
-            "",
-            false,
-            &[
-                tool("g1", good.clone()),
-                tool("b1", bad.clone()),
-                tool("g2", good),
-                tool("b2", bad),
-            ],
-        );
-        assert_eq!(
-            b.compiled.0.len(),
-            2,
-            "two distinct schemas, two compilations"
-        );
-        let (c, problems) = b.build();
+        let tools = [("g1", &good), ("b1", &bad), ("g2", &good), ("b2", &bad)];
+        let tools: Vec<Value> = tools.iter().map(|(n, s)| tool(n, (*s).clone())).collect();
+        let (c, problems) = Catalogue::from_tools(&tools, &ToolPolicy::default());
         for name in ["g1", "g2"] {
-            let t = c.get(name).unwrap();
-            assert_eq!(t.check, ArgCheck::Declared);
-            assert!(!t.validator().unwrap().is_valid(&json!({"a": 1})));
+            let v = c.get(name).unwrap().validator().unwrap();
+            assert!(!v.is_valid(&json!({"a": 1})));
         }
         let (b1, b2) = (c.get("b1").unwrap(), c.get("b2").unwrap());
         assert!(matches!(b1.check, ArgCheck::Unusable(_)));
         assert_eq!(b1.check, b2.check, "the same reason for both");
-        assert!(!b2.has_validator());
         assert_eq!(problems.len(), 2);
     }
 

@@ -404,7 +404,7 @@ impl Gateway {
             None => listing::serialise(listed.iter().map(|t| t.published())),
             // A server a reload took away shows nothing.
             Some(name) => match policy.server(name) {
-                Some(s) => listing::serialise(&servers::listing(
+                Some(s) => listing::serialise(servers::listing(
                     s,
                     &listed,
                     &policy.views.get(s, &catalogue),
