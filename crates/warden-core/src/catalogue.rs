@@ -8,17 +8,16 @@
 //! A schema that cannot be used is reported as a [`BuildProblem`] and the tool is
 //! skipped by the argument stages (A4), never a panic.
 
+use crate::compiles::{compile, nesting_exceeds, Compiled};
 use crate::expected;
 use crate::policy::{LayeredPolicy, ToolPolicy};
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
-use std::collections::{HashMap, HashSet};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 /// Longest tool name a caller sees (the conformance suite's limit).
 pub const MAX_NAME_LEN: usize = 64;
-/// Deepest schema nesting we compile; deeper documents are unusable, not a stack overflow.
-const MAX_SCHEMA_DEPTH: usize = 64;
 /// Deepest declaration kept at all (serde_json's own parser stops at 128).
 const MAX_DECLARATION_DEPTH: usize = 128;
 const REASON: &str = "reason";
@@ -45,20 +44,19 @@ pub struct ToolEntry {
     /// The declaration as the upstream sent it, shared with the host's copy of the
     /// upstream's listing when it gave one ([`CatalogueBuilder::add_upstream_shared`]).
     pub declaration: Arc<Value>,
-    /// The declaration callers are shown (renamed, pins hidden, reason added, closed).
-    pub published: Value,
+    /// The declaration callers are shown (renamed, pins hidden, reason added,
+    /// closed), kept as the bytes a listing writes: a tree of values costs
+    /// several times its text, and only a guard or a view reads it (issue 25).
+    published: Box<RawValue>,
     pub policy: ToolPolicy,
     pub check: ArgCheck,
     /// Canonical parameters in declaration order, pinned ones included.
     pub params: Vec<String>,
     /// The parameters a caller may send, in declaration order (no pinned ones).
     pub visible_params: Vec<String>,
-    /// The same parameters, for lookups on tools with many.
-    pub(crate) param_set: HashSet<String>,
-    /// Parameters that declare a `default` (never named as missing).
-    pub(crate) defaulted: HashSet<String>,
-    /// For each parameter, what a valid value looks like, in words.
-    pub(crate) expected: HashMap<String, String>,
+    /// Places in `params` in the order of their names, for lookups on tools
+    /// with many (a few bytes a parameter, where a set of copies costs ~80).
+    by_name: Box<[u32]>,
     /// Whether the input schema compiles (decided when the entry is built).
     compiles: bool,
     /// The compiled schema, built by the first call that is validated: a
@@ -81,6 +79,17 @@ impl std::fmt::Debug for ToolEntry {
 }
 
 impl ToolEntry {
+    /// The declaration callers are shown, as the bytes a listing writes.
+    pub fn published(&self) -> &RawValue {
+        &self.published
+    }
+
+    /// The declaration callers are shown, parsed (for what reads into it).
+    pub fn published_value(&self) -> Value {
+        // The bytes were serialised from a value, so they parse back to it.
+        serde_json::from_str(self.published.get()).unwrap_or(Value::Null)
+    }
+
     pub fn has_validator(&self) -> bool {
         self.compiles
     }
@@ -101,9 +110,40 @@ impl ToolEntry {
         if self.params.len() <= 8 {
             self.params.iter().any(|p| p == key)
         } else {
-            self.param_set.contains(key)
+            self.by_name
+                .binary_search_by(|&i| self.params[i as usize].as_str().cmp(key))
+                .is_ok()
         }
     }
+
+    /// The declaration of parameter `param` in the input schema.
+    fn property(&self, param: &str) -> Option<&Value> {
+        self.declaration
+            .get("inputSchema")?
+            .get("properties")?
+            .as_object()?
+            .get(param)
+    }
+
+    /// What a valid value of `param` looks like, in words. Read from the
+    /// declaration when a call fails validation, not kept per tool.
+    pub(crate) fn expected(&self, param: &str) -> Option<String> {
+        self.property(param).map(expected::describe)
+    }
+
+    /// Whether `param` declares a `default` (never named as missing).
+    pub(crate) fn defaulted(&self, param: &str) -> bool {
+        self.property(param)
+            .is_some_and(|p| p.get("default").is_some())
+    }
+}
+
+/// Whether two listings show callers the same declarations, byte for byte.
+pub fn same_listing(a: &[&Arc<ToolEntry>], b: &[&Arc<ToolEntry>]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(a, b)| a.published.get() == b.published.get())
 }
 
 /// Something wrong with an upstream's tool list, found while building.
@@ -147,6 +187,7 @@ impl Catalogue {
             policy,
             catalogue: Catalogue::default(),
             problems: Vec::new(),
+            compiled: Compiled::default(),
         }
     }
 
@@ -182,6 +223,7 @@ pub struct CatalogueBuilder<'p> {
     policy: &'p dyn PolicySource,
     catalogue: Catalogue,
     problems: Vec<BuildProblem>,
+    compiled: Compiled,
 }
 
 impl CatalogueBuilder<'_> {
@@ -247,7 +289,15 @@ impl CatalogueBuilder<'_> {
             return;
         }
         let policy = self.policy.policy_for(upstream, own_name);
-        let entry = build_entry(upstream, own_name, seen.clone(), decl, shared, policy);
+        let entry = build_entry(
+            upstream,
+            own_name,
+            seen.clone(),
+            decl,
+            shared,
+            policy,
+            &mut self.compiled,
+        );
         if let ArgCheck::Unusable(why) = &entry.check {
             self.problems.push(BuildProblem {
                 upstream: upstream.to_owned(),
@@ -310,6 +360,7 @@ fn build_entry(
     decl: &Value,
     shared: impl FnOnce() -> Arc<Value>,
     policy: ToolPolicy,
+    compiled: &mut Compiled,
 ) -> ToolEntry {
     let schema = decl.get("inputSchema");
     let (check, params) = match schema {
@@ -333,10 +384,11 @@ fn build_entry(
         check = ArgCheck::Open;
     }
 
-    // Compiled here to know that it compiles; kept only by the first call.
+    // Compiled here (once per distinct schema) to know that it compiles; a
+    // validator is kept only by the first call.
     let compiles = match (&check, schema) {
         (ArgCheck::Unusable(_), _) | (_, None) => false,
-        (_, Some(schema)) => match compile(schema) {
+        (_, Some(schema)) => match compiled.check(schema) {
             Ok(_) => true,
             Err(why) => {
                 check = ArgCheck::Unusable(why);
@@ -345,27 +397,16 @@ fn build_entry(
         },
     };
 
-    let props = schema
-        .and_then(|s| s.get("properties"))
-        .and_then(Value::as_object);
-    let mut expected = HashMap::new();
-    let mut defaulted = HashSet::new();
-    if let Some(props) = props {
-        for (name, prop) in props {
-            expected.insert(name.clone(), expected::describe(prop));
-            if prop.get("default").is_some() {
-                defaulted.insert(name.clone());
-            }
-        }
-    }
     let visible_params: Vec<String> = params
         .iter()
         .filter(|p| !policy.pins.contains_key(*p))
         .cloned()
         .collect();
     let declares_reason = params.iter().any(|p| p == REASON);
-    let param_set = params.iter().cloned().collect();
-    let published = publish(decl, &seen, &policy, &check);
+    let mut by_name: Vec<u32> = (0..params.len() as u32).collect();
+    by_name.sort_unstable_by(|&a, &b| params[a as usize].cmp(&params[b as usize]));
+    let published = serde_json::value::to_raw_value(&publish(decl, &seen, &policy, &check))
+        .unwrap_or_else(|_| RawValue::NULL.to_owned());
     ToolEntry {
         name: seen,
         upstream: upstream.to_owned(),
@@ -376,49 +417,11 @@ fn build_entry(
         check,
         params,
         visible_params,
-        param_set,
-        defaulted,
-        expected,
+        by_name: by_name.into_boxed_slice(),
         compiles,
         validator: OnceLock::new(),
         declares_reason,
     }
-}
-
-/// Compiles a tool's input schema: 2020-12 unless its `$schema` says otherwise.
-/// External references are never fetched (no resolver is built in).
-fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
-    if nesting_exceeds(schema, MAX_SCHEMA_DEPTH) {
-        return Err(format!(
-            "inputSchema nests deeper than {MAX_SCHEMA_DEPTH} levels"
-        ));
-    }
-    let mut options = jsonschema::options();
-    if schema.get("$schema").is_none() {
-        options = options.with_draft(jsonschema::Draft::Draft202012);
-    }
-    match catch_unwind(AssertUnwindSafe(|| options.build(schema))) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("inputSchema does not compile: {e}")),
-        Err(_) => Err("inputSchema could not be compiled".into()),
-    }
-}
-
-/// Whether `v` nests deeper than `max` levels; iterative, so any depth is safe.
-pub(crate) fn nesting_exceeds(v: &Value, max: usize) -> bool {
-    let mut stack: Vec<(&Value, usize)> = vec![(v, 0)];
-    while let Some((v, d)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match v {
-            Value::Array(a) => Box::new(a.iter()),
-            Value::Object(o) => Box::new(o.values()),
-            _ => continue,
-        };
-        if d >= max {
-            return true;
-        }
-        stack.extend(children.map(|c| (c, d + 1)));
-    }
-    false
 }
 
 /// The declaration callers are shown: the seen name; pinned parameters gone from
@@ -502,6 +505,56 @@ mod tests {
     }
 
     #[test]
+    fn tools_that_share_a_schema_are_decided_alike() {
+        let good = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let bad = json!({"type": "object", "properties": {"a": {"type": "no-such-type"}}});
+        let tools = [("g1", &good), ("b1", &bad), ("g2", &good), ("b2", &bad)];
+        let tools: Vec<Value> = tools.iter().map(|(n, s)| tool(n, (*s).clone())).collect();
+        let (c, problems) = Catalogue::from_tools(&tools, &ToolPolicy::default());
+        for name in ["g1", "g2"] {
+            let v = c.get(name).unwrap().validator().unwrap();
+            assert!(!v.is_valid(&json!({"a": 1})));
+        }
+        let (b1, b2) = (c.get("b1").unwrap(), c.get("b2").unwrap());
+        assert!(matches!(b1.check, ArgCheck::Unusable(_)));
+        assert_eq!(b1.check, b2.check, "the same reason for both");
+        assert_eq!(problems.len(), 2);
+    }
+
+    #[test]
+    fn the_published_bytes_are_those_of_the_value() {
+        let decl = json!({"name": "t", "description": "quote \" é \u{1}", "n": 1.50,
+            "inputSchema": {"type": "object", "properties": {"z": {}, "a": {"default": 12345678901234567890u64}}}});
+        let (c, _) = Catalogue::from_tools(std::slice::from_ref(&decl), &ToolPolicy::default());
+        let t = c.get("t").unwrap();
+        assert_eq!(t.published().get(), serde_json::to_string(&decl).unwrap());
+        assert_eq!(t.published_value(), decl);
+    }
+
+    #[test]
+    fn many_parameters_are_found_by_name() {
+        let props: Map<String, Value> = ["k", "b", "z", "a", "m", "c", "y", "d", "x", "e"]
+            .iter()
+            .map(|p| (p.to_string(), json!({"type": "string", "default": "v"})))
+            .collect();
+        let (c, _) = Catalogue::from_tools(
+            &[tool("t", json!({"type": "object", "properties": props}))],
+            &ToolPolicy::default(),
+        );
+        let t = c.get("t").unwrap();
+        for p in ["k", "b", "z", "a", "m", "c", "y", "d", "x", "e"] {
+            assert!(t.declares(p), "{p}");
+            assert!(t.defaulted(p));
+            assert_eq!(t.expected(p).as_deref(), Some("string"));
+        }
+        for p in ["", "f", "zz", "A", "reason"] {
+            assert!(!t.declares(p), "{p}");
+            assert!(!t.defaulted(p));
+            assert_eq!(t.expected(p), None);
+        }
+    }
+
+    #[test]
     fn edge_case_schemas() {
         let tools = [
             json!({"name": "none"}),
@@ -558,7 +611,7 @@ mod tests {
         let t = c.get("open").unwrap();
         assert_eq!(t.check, ArgCheck::Declared);
         assert_eq!(
-            t.published["inputSchema"]["additionalProperties"],
+            t.published_value()["inputSchema"]["additionalProperties"],
             json!(false)
         );
     }
@@ -616,7 +669,7 @@ mod tests {
         b.add_upstream("up", true, &decls);
         let (copied, _) = b.build();
         let other = copied.get("up.a").expect("listed");
-        assert_eq!(entry.published, other.published);
+        assert_eq!(entry.published().get(), other.published().get());
         assert_eq!(entry.declaration, other.declaration);
         assert_eq!(entry.params, other.params);
     }
@@ -644,7 +697,7 @@ mod tests {
         assert_eq!(t.upstream_name, "create_note");
         assert_eq!(t.visible_params, ["title", "text"]);
         assert_eq!(
-            serde_json::to_string(&t.published).unwrap(),
+            t.published().get(),
             r#"{"name":"notes.create_note","x-extra":1,"inputSchema":{"type":"object","properties":{"title":{"type":"string"},"text":{"type":"string"},"reason":{"type":"string","description":"Why you are calling this tool, in one sentence. Recorded for audit; not passed to the tool."}},"required":["title"]}}"#
         );
     }

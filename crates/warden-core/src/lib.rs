@@ -71,6 +71,7 @@ pub mod answer;
 pub mod call;
 pub mod catalogue;
 pub mod cel_when;
+mod compiles;
 pub mod condition;
 pub mod expected;
 pub mod hint;

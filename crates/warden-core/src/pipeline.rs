@@ -3,7 +3,7 @@
 //! stage lives in [`crate::stage`] with its own tests.
 
 use crate::call::{Answer, CallReport, CallScope, Caller, Forward, Outcome, Refusal, Verdict};
-use crate::catalogue::Catalogue;
+use crate::catalogue::{Catalogue, ToolEntry};
 use crate::meta::MetaLimits;
 use crate::stage::{
     self, arg_rules::Ruled, grant::Grant, normalise::Arguments, unknown_keys::Session, ArgCall,
@@ -58,9 +58,13 @@ impl Pipeline {
         self
     }
 
-    /// `tools/list`: the declarations this caller sees, as published (G2: the same
-    /// decision a call takes).
-    pub fn list<'c>(&self, catalogue: &'c Catalogue, caller: Option<&Caller>) -> Vec<&'c Value> {
+    /// `tools/list`: the tools this caller sees, whose declarations as published
+    /// ([`ToolEntry::published`]) make the listing (G2: the same decision a call takes).
+    pub fn list<'c>(
+        &self,
+        catalogue: &'c Catalogue,
+        caller: Option<&Caller>,
+    ) -> Vec<&'c Arc<ToolEntry>> {
         self.list_with(&*self.grant, catalogue, caller)
     }
 
@@ -71,11 +75,8 @@ impl Pipeline {
         grant: &dyn Grant,
         catalogue: &'c Catalogue,
         caller: Option<&Caller>,
-    ) -> Vec<&'c Value> {
+    ) -> Vec<&'c Arc<ToolEntry>> {
         stage::grant::visible(grant, &*self.base_grant, caller, catalogue)
-            .into_iter()
-            .map(|t| &t.published)
-            .collect()
     }
 
     /// `tools/call`: runs the stages on the request's `params` and says what to do.
@@ -404,8 +405,9 @@ mod tests {
         let c = notes(strict());
         let list = Pipeline::new().list(&c, Some(&Caller::new("me")));
         assert_eq!(list.len(), 1);
-        assert_eq!(list[0]["name"], "notes.create_note");
-        assert!(list[0]["inputSchema"]["properties"]
+        let shown = list[0].published_value();
+        assert_eq!(shown["name"], "notes.create_note");
+        assert!(shown["inputSchema"]["properties"]
             .get("is_public")
             .is_none());
         assert!(Pipeline::new().list(&c, None).is_empty());

@@ -294,7 +294,7 @@ impl<P: ToolProvider> ToolProvider for StageLayer<P> {
                         let name = t.get("name").and_then(Value::as_str).unwrap_or_default();
                         catalogue
                             .get(name)
-                            .map_or_else(|| t.clone(), |e| e.published.clone())
+                            .map_or_else(|| t.clone(), |e| e.published_value())
                     })
                     .collect(),
                 _ => tools,

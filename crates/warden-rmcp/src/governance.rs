@@ -177,8 +177,8 @@ impl Governance {
     pub fn listing(&self, catalogue: &Catalogue, caller: Option<&Caller>) -> Vec<Value> {
         self.pipeline
             .list(catalogue, caller)
-            .into_iter()
-            .cloned()
+            .iter()
+            .map(|t| t.published_value())
             .collect()
     }
 

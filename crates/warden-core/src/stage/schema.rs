@@ -58,7 +58,7 @@ fn check(
             None => match error.kind() {
                 ValidationErrorKind::Required { property } => {
                     if let Some(p) = property.as_str() {
-                        if !tool.defaulted.contains(p) && !missing.iter().any(|m| m == p) {
+                        if !tool.defaulted(p) && !missing.iter().any(|m| m == p) {
                             missing.push(p.to_owned());
                         }
                     }
@@ -81,9 +81,7 @@ fn check(
             out.push(Violation::Invalid {
                 argument: p.clone(),
                 expected: tool
-                    .expected
-                    .get(p)
-                    .cloned()
+                    .expected(p)
                     .unwrap_or_else(|| crate::expected::GENERIC.to_owned()),
             });
         }

@@ -9,7 +9,8 @@ use crate::config::guards::{GuardAction, Guards};
 use crate::logged::logged;
 use crate::metrics::Metrics;
 use serde_json::Value;
-use warden_core::Caller;
+use std::sync::Arc;
+use warden_core::{Caller, ToolEntry};
 
 /// One thing a guard found in a tool definition: never the matched text.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -31,8 +32,8 @@ pub struct DescriptionFinding {
 pub fn unblocked<'c>(
     guards: &Guards,
     caller: Option<&Caller>,
-    listed: Vec<&'c Value>,
-) -> (Vec<&'c Value>, Vec<DescriptionFinding>) {
+    listed: Vec<&'c Arc<ToolEntry>>,
+) -> (Vec<&'c Arc<ToolEntry>>, Vec<DescriptionFinding>) {
     if guards.list.is_empty() {
         return (listed, Vec::new());
     }
@@ -40,8 +41,8 @@ pub fn unblocked<'c>(
     let kept = listed
         .into_iter()
         .filter(|t| {
-            let name = t.get("name").and_then(Value::as_str).unwrap_or_default();
-            let Some((g, found)) = guards.blocking(caller, name, t) else {
+            let name = t.name.as_str();
+            let Some((g, found)) = guards.blocking(caller, name, &t.published_value()) else {
                 return true;
             };
             tracing::debug!(tool = %logged(name), guard = %logged(&g.name), "a guard hides a tool whose definition it flags");

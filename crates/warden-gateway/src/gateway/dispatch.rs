@@ -436,7 +436,7 @@ impl Gateway {
                             .grant
                             .list(&policy.pipeline, &after, caller.as_ref())
                             .await;
-                        let same = was == now;
+                        let same = warden_core::catalogue::same_listing(&was, &now);
                         seen = policy;
                         if same {
                             continue;

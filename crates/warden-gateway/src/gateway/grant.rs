@@ -87,7 +87,7 @@ impl GrantSource {
         pipeline: &Pipeline,
         catalogue: &'c Catalogue,
         caller: Option<&Caller>,
-    ) -> Vec<&'c serde_json::Value> {
+    ) -> Vec<&'c Arc<warden_core::ToolEntry>> {
         let (Some(hook), Some(caller)) = (&self.webhook, caller) else {
             return pipeline.list(catalogue, caller);
         };

@@ -84,9 +84,10 @@ impl Listings {
     }
 }
 
-/// The `tools` array of a listing as bytes.
-pub fn serialise<'v>(tools: impl IntoIterator<Item = &'v Value>) -> Bytes {
-    let tools: Vec<&Value> = tools.into_iter().collect();
+/// The `tools` array of a listing as bytes (of values, or of declarations
+/// kept as bytes, [`warden_core::ToolEntry::published`]).
+pub fn serialise<T: serde::Serialize>(tools: impl IntoIterator<Item = T>) -> Bytes {
+    let tools: Vec<T> = tools.into_iter().collect();
     Bytes::from(serde_json::to_vec(&tools).unwrap_or_else(|_| b"[]".to_vec()))
 }
 

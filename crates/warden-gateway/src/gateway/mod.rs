@@ -403,16 +403,16 @@ impl Gateway {
             .list(&policy.pipeline, &catalogue, caller)
             .await;
         let bytes = match server {
-            None => listing::serialise(listed),
+            None => listing::serialise(listed.iter().map(|t| t.published())),
             // A server a reload took away shows nothing.
             Some(name) => match policy.server(name) {
-                Some(s) => listing::serialise(&servers::listing(
+                Some(s) => listing::serialise(servers::listing(
                     s,
                     &listed,
                     &policy.views.get(s, &catalogue),
                     found,
                 )),
-                None => listing::serialise([]),
+                None => listing::serialise::<&Value>([]),
             },
         };
         policy.listings.put(&catalogue, key, bytes.clone());
@@ -453,7 +453,7 @@ impl Gateway {
             tracing::warn!(tool = %logged(&f.tool), guard = %logged(&f.guard), kind = %logged(&f.kind), path = %logged(&f.path), count = f.count, "a guard hides a tool whose definition it flags");
         }
         let mut tools: Vec<Value> = match server {
-            None => listed.into_iter().cloned().collect(),
+            None => listed.iter().map(|t| t.published_value()).collect(),
             // A server a reload took away shows nothing.
             Some(name) => match policy.server(name) {
                 Some(s) => servers::listing(s, &listed, &policy.views.get(s, catalogue), found),

@@ -265,7 +265,7 @@ impl Gateway {
                         .grant
                         .list(&now.pipeline, &catalogue, caller.as_ref())
                         .await;
-                    let d = was != is;
+                    let d = !warden_core::catalogue::same_listing(&was, &is);
                     changed.push((caller, d));
                     d
                 }

@@ -564,7 +564,7 @@ impl Upstream {
         let mut cursor: Option<Value> = None;
         for _ in 0..MAX_LIST_PAGES {
             let params = conn.enveloped(cursor.take().map(|c| json!({"cursor": c})), None, None);
-            let answer = conn
+            let mut answer = conn
                 .request(
                     "tools/list",
                     params,
@@ -572,18 +572,18 @@ impl Upstream {
                 )
                 .await
                 .map_err(|e| format!("tools/list failed: {e}"))?;
-            let result = answer
-                .get("result")
-                .ok_or_else(|| match answer.get("error") {
-                    Some(e) => format!("tools/list was refused: {e}"),
-                    None => "tools/list answer has no result".to_owned(),
-                })?;
+            let error = answer.get("error").map(Value::to_string);
+            let result = answer.get_mut("result").ok_or_else(|| match error {
+                Some(e) => format!("tools/list was refused: {e}"),
+                None => "tools/list answer has no result".to_owned(),
+            })?;
             if let Some(t) = result.get("ttlMs").and_then(Value::as_u64) {
                 ttl = Some(ttl.map_or(t, |mine| mine.min(t)));
             }
             *self.tools_ttl.lock().unwrap_or_else(|e| e.into_inner()) = ttl;
-            match result.get("tools") {
-                Some(Value::Array(page)) => tools.extend(page.iter().cloned()),
+            // Moved, not copied: a page of thousands of tools is megabytes.
+            match result.get_mut("tools") {
+                Some(Value::Array(page)) => tools.append(page),
                 _ => return Err("tools/list result has no 'tools' array".into()),
             }
             match result.get("nextCursor") {

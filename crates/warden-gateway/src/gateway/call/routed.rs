@@ -78,11 +78,14 @@ impl Calls {
         // absent for it: the pipeline decides it over an empty catalogue.
         let name = check.get("name").and_then(Value::as_str);
         let caller = session.caller();
-        let hidden = name.and_then(|n| catalogue.get(n)).is_some_and(|t| {
-            policy
-                .guards
-                .blocks_definition(caller.as_deref(), &t.name, &t.published)
-        });
+        // The declaration is read only where a guard looks at definitions.
+        let hidden = policy.guards.over_descriptions()
+            && name.and_then(|n| catalogue.get(n)).is_some_and(|t| {
+                let published = t.published_value();
+                policy
+                    .guards
+                    .blocks_definition(caller.as_deref(), &t.name, &published)
+            });
         let catalogue = if hidden { &absent } else { catalogue };
         match routed {
             None => self.check((policy, catalogue), session, check, span).await,

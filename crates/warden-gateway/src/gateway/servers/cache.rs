@@ -15,7 +15,7 @@ use crate::config::servers::VirtualServer;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
-use warden_core::Catalogue;
+use warden_core::{Catalogue, ToolEntry};
 
 /// One server's view of one catalogue.
 pub struct View {
@@ -30,11 +30,10 @@ pub struct View {
 impl View {
     /// For each of [`View::tools`], whether the caller's own listing `listed`
     /// holds its tool.
-    pub fn visible(&self, listed: &[&Value]) -> Vec<bool> {
+    pub fn visible(&self, listed: &[&Arc<ToolEntry>]) -> Vec<bool> {
         let mut seen = vec![false; self.tools.len()];
         for t in listed {
-            let name = t.get("name").and_then(Value::as_str).unwrap_or_default();
-            if let Some(&d) = self.places.get(name) {
+            if let Some(&d) = self.places.get(t.name.as_str()) {
                 seen[d] = true;
             }
         }
@@ -79,7 +78,12 @@ impl Views {
 
 /// `server`'s view of every tool of `catalogue`.
 fn make(server: &VirtualServer, catalogue: &Catalogue) -> View {
-    let tools = server.view(catalogue.tools().iter().map(|t| &t.published));
+    let published: Vec<Value> = catalogue
+        .tools()
+        .iter()
+        .map(|t| t.published_value())
+        .collect();
+    let tools = server.view(published.iter());
     let places = tools.iter().enumerate().map(|(d, t)| {
         let shown = t.get("name").and_then(Value::as_str).unwrap_or_default();
         (server.real(shown).unwrap_or_default().to_owned(), d)

@@ -20,6 +20,7 @@ pub use cache::{View, Views};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use warden_core::ToolEntry;
 
 /// The longest query `search_tools` takes, in characters.
 pub const MAX_QUERY_CHARS: usize = 500;
@@ -45,7 +46,7 @@ pub enum Route {
 pub struct Against<'a> {
     /// The caller's own listing (read in the search modes, and where the
     /// server sets arguments).
-    pub listed: &'a [&'a Value],
+    pub listed: &'a [&'a Arc<ToolEntry>],
     /// The server's view of the catalogue `listed` came from.
     pub view: &'a dyn Fn() -> Arc<View>,
     /// The tools the session's searches found on a growing server (V6).
@@ -57,7 +58,7 @@ pub struct Against<'a> {
 /// with the tools in `found` that the caller may still see (V6).
 pub fn listing(
     server: &VirtualServer,
-    listed: &[&Value],
+    listed: &[&Arc<ToolEntry>],
     view: &View,
     found: &BTreeSet<String>,
 ) -> Vec<Value> {
@@ -124,9 +125,7 @@ pub fn route(server: &VirtualServer, params: &mut Value, on: &Against<'_>) -> Ro
     };
     if let Err(sent) = server.set_args(real, params) {
         // Only a tool the caller may see says why (G2).
-        let seen = listed
-            .iter()
-            .any(|t| t.get("name").and_then(Value::as_str) == Some(real));
+        let seen = listed.iter().any(|t| t.name == real);
         if !seen {
             return Route::Absent;
         }
@@ -139,7 +138,11 @@ pub fn route(server: &VirtualServer, params: &mut Value, on: &Against<'_>) -> Ro
 
 /// `call_tool`'s own arguments become the call's: the tool named, with its
 /// arguments (the request's `_meta` stays). `Err`: a tool error.
-fn unwrap_call(server: &VirtualServer, params: &mut Value, listed: &[&Value]) -> Result<(), Value> {
+fn unwrap_call(
+    server: &VirtualServer,
+    params: &mut Value,
+    listed: &[&Arc<ToolEntry>],
+) -> Result<(), Value> {
     let args = params
         .get_mut("arguments")
         .map(Value::take)
@@ -149,11 +152,7 @@ fn unwrap_call(server: &VirtualServer, params: &mut Value, listed: &[&Value]) ->
     };
     // Shown here by that name, and in the caller's own listing.
     let real = server.real(name);
-    let visible = real.is_some_and(|r| {
-        listed
-            .iter()
-            .any(|t| t.get("name").and_then(Value::as_str) == Some(r))
-    });
+    let visible = real.is_some_and(|r| listed.iter().any(|t| t.name == r));
     if !visible {
         return Err(tool_error(&texts::call_tool_unknown(name)));
     }
@@ -171,7 +170,7 @@ fn unwrap_call(server: &VirtualServer, params: &mut Value, listed: &[&Value]) ->
 /// and their catalogue names. `Err`: a tool error (V5).
 fn search_tools(
     server: &VirtualServer,
-    listed: &[&Value],
+    listed: &[&Arc<ToolEntry>],
     view: &dyn Fn() -> Arc<View>,
     args: &Map<String, Value>,
 ) -> Result<(Value, Vec<String>), Value> {

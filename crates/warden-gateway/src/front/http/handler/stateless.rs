@@ -110,7 +110,12 @@ impl Front {
         arguments: Option<&Value>,
     ) -> Option<String> {
         let catalogue = self.gateway.catalogue();
-        let params = crate::upstream::header_params(&catalogue.get(tool)?.published);
+        let published = catalogue.get(tool)?.published();
+        // Serialised compactly, a declaration that names the keyword spells it so.
+        if !published.get().contains("x-mcp-header") {
+            return None;
+        }
+        let params = crate::upstream::header_params(&serde_json::from_str(published.get()).ok()?);
         if params.is_empty() {
             return None;
         }
