@@ -137,10 +137,20 @@ class Browser:
         self.wait_for_load()
         return self.dom()
 
-    def dom(self):
-        r = self.command("Runtime.evaluate", expression="document.documentElement.outerHTML",
-                         returnByValue=True)
-        return r["result"].get("value", "")
+    def dom(self, timeout=20):
+        """The page's DOM. A page that moves on while it is read (a redirect or a
+        form the page submits after its load, as a login does) is read again once
+        the next document is there."""
+        deadline = time.time() + timeout
+        while True:
+            try:
+                r = self.command("Runtime.evaluate", expression="document.documentElement.outerHTML",
+                                 returnByValue=True)
+                return r["result"].get("value", "")
+            except RuntimeError as e:
+                if "navigated or closed" not in str(e) or time.time() > deadline:
+                    raise
+                time.sleep(0.1)
 
     def wait_for_url(self, url, timeout=20):
         """Waits until the page is `url` (after redirects and refreshes); its DOM."""
