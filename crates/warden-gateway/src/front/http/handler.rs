@@ -39,6 +39,7 @@
 //! `Last-Event-ID`. A client that goes away mid-call and does not come back within
 //! a few seconds gets its call cancelled upstream.
 
+mod body;
 mod get_stream;
 mod stateless;
 
@@ -380,7 +381,7 @@ impl Front {
             .get::<OnServer>()
             .cloned()
             .unwrap_or(OnServer(None));
-        if let Err(r) = check_post_headers(&headers) {
+        if let Err(r) = body::check_post_headers(&headers) {
             return *r;
         }
         let body = match self.read_body(incoming, &parts.extensions).await {
@@ -428,89 +429,6 @@ impl Front {
             return reply(StatusCode::ACCEPTED, None, None);
         }
         self.in_session(&headers, msg, who, &holder, &on).await
-    }
-
-    /// Reads a POST's body whole, within `gateway.max_body` and
-    /// `gateway.http_body_timeout`.
-    async fn read_body(
-        &self,
-        incoming: Incoming,
-        extensions: &hyper::http::Extensions,
-    ) -> Result<Bytes, Box<Reply>> {
-        let too_large = || {
-            Box::new(refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                jsonrpc::INVALID_REQUEST,
-                &answer::http_too_large(self.max_body),
-            ))
-        };
-        if incoming
-            .size_hint()
-            .exact()
-            .is_some_and(|n| n > self.max_body as u64)
-        {
-            return Err(too_large());
-        }
-        let collect = http_body_util::Limited::new(incoming, self.max_body).collect();
-        let Ok(collected) = tokio::time::timeout(self.body_timeout, collect).await else {
-            // A body that drips holds a connection, and a place under the caps.
-            tracing::debug!("a request body did not come whole within gateway.http_body_timeout; 408, and the connection closes");
-            self.gateway.metrics.http_connection_timed_out("body");
-            return Err(Box::new(refuse(
-                StatusCode::REQUEST_TIMEOUT,
-                jsonrpc::INVALID_REQUEST,
-                answer::HTTP_BODY_TIMEOUT,
-            )));
-        };
-        match collected {
-            Ok(b) => {
-                if let Some(read) = extensions.get::<BodyRead>() {
-                    read.0.store(true, Ordering::Relaxed);
-                }
-                Ok(b.to_bytes())
-            }
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Err(e) => {
-                tracing::debug!("reading a request body failed: {e}");
-                Err(Box::new(refuse(
-                    StatusCode::BAD_REQUEST,
-                    jsonrpc::INVALID_REQUEST,
-                    &answer::invalid_request("the request body could not be read"),
-                )))
-            }
-        }
-    }
-
-    /// A POST body as one JSON-RPC message: not a batch, and not a new request
-    /// while the gateway drains.
-    fn message_of(&self, body: &[u8]) -> Result<Value, Box<Reply>> {
-        let msg: Value = serde_json::from_slice(body).map_err(|e| {
-            Box::new(refuse(
-                StatusCode::BAD_REQUEST,
-                jsonrpc::PARSE_ERROR,
-                &answer::parse_error(&e.to_string()),
-            ))
-        })?;
-        if msg.is_array() {
-            return Err(Box::new(refuse(
-                StatusCode::BAD_REQUEST,
-                jsonrpc::INVALID_REQUEST,
-                &answer::invalid_request(answer::HTTP_BATCH),
-            )));
-        }
-        if self.gateway.health.draining() {
-            // A new request would outlive the drain: refused unrun. Responses and
-            // notifications still go to the calls in flight that wait for them.
-            if let Kind::Request { id, .. } = jsonrpc::classify(&msg) {
-                let body =
-                    jsonrpc::error(id.clone(), jsonrpc::INTERNAL_ERROR, answer::HTTP_DRAINING);
-                return Err(Box::new(message_reply(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &body,
-                )));
-            }
-        }
-        Ok(msg)
     }
 
     /// A message of a 2025 session: `initialize` opens one (its id goes back in
@@ -691,30 +609,6 @@ impl Front {
 /// id, past a cap: 503 when the gateway holds [`MAX_SESSIONS`], 429 with
 /// Retry-After when the caller (the anonymous caller: its client) holds
 /// `gateway.max_sessions_per_caller`.
-/// A POST must send JSON and accept both JSON and an event stream back.
-fn check_post_headers(headers: &HeaderMap) -> Result<(), Box<Reply>> {
-    let json_body = header_str(headers, header::CONTENT_TYPE).is_some_and(|ct| {
-        ct.split(';')
-            .next()
-            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-    });
-    if !json_body {
-        return Err(Box::new(refuse(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            jsonrpc::INVALID_REQUEST,
-            answer::HTTP_CONTENT_TYPE,
-        )));
-    }
-    if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
-        return Err(Box::new(refuse(
-            StatusCode::NOT_ACCEPTABLE,
-            jsonrpc::INVALID_REQUEST,
-            answer::HTTP_ACCEPT_POST,
-        )));
-    }
-    Ok(())
-}
-
 fn session_refused(full: Full, holder: &Holder) -> Reply {
     match full {
         Full::Gateway => {
