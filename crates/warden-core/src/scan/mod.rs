@@ -203,7 +203,7 @@ impl Scanner {
 
     fn walk<'v>(&self, value: &'v mut Value, walk: &mut Walk<'v>) {
         match value {
-            Value::String(s) => self.leaf(s, walk),
+            Value::String(s) if self.may_hold(s) => self.read(s, walk),
             Value::Array(items) => {
                 for (i, item) in items.iter_mut().enumerate() {
                     self.member(Step::Index(i), item, walk);
@@ -224,12 +224,10 @@ impl Scanner {
     #[inline]
     fn member<'v>(&self, step: Step<'v>, item: &'v mut Value, walk: &mut Walk<'v>) {
         match item {
-            Value::String(s) => {
-                if self.may_hold(s) {
-                    walk.at.push(step);
-                    self.leaf(s, walk);
-                    walk.at.pop();
-                }
+            Value::String(s) if self.may_hold(s) => {
+                walk.at.push(step);
+                self.read(s, walk);
+                walk.at.pop();
             }
             Value::Array(_) | Value::Object(_) => {
                 walk.at.push(step);
@@ -240,14 +238,11 @@ impl Scanner {
         }
     }
 
-    /// A string value, read when the gate lets it through and rewritten
-    /// when its text changes.
+    /// A string value the gate let through, rewritten when its text changes.
     #[inline]
-    fn leaf(&self, s: &mut String, walk: &mut Walk) {
-        if self.may_hold(s) {
-            if let Some(new) = self.string(s, walk) {
-                *s = new;
-            }
+    fn read(&self, s: &mut String, walk: &mut Walk) {
+        if let Some(new) = self.string(s, walk) {
+            *s = new;
         }
     }
 
