@@ -203,43 +203,71 @@ impl Scanner {
 
     fn walk<'v>(&self, value: &'v mut Value, walk: &mut Walk<'v>) {
         match value {
-            Value::String(s) => {
-                if let Some(new) = self.string(s, walk) {
-                    *s = new;
-                }
-            }
+            Value::String(s) if self.may_hold(s) => self.read(s, walk),
             Value::Array(items) => {
                 for (i, item) in items.iter_mut().enumerate() {
-                    walk.at.push(Step::Index(i));
-                    self.walk(item, walk);
-                    walk.at.pop();
+                    self.member(Step::Index(i), item, walk);
                 }
             }
             Value::Object(map) => {
                 for (k, item) in map.iter_mut() {
-                    walk.at.push(Step::Key(k));
-                    self.walk(item, walk);
-                    walk.at.pop();
+                    self.member(Step::Key(k), item, walk);
                 }
             }
             _ => {}
         }
     }
 
-    /// One string: its findings, and its new text when it changes.
+    /// A member of an array or object, at `step` from its parent: it goes on
+    /// the path only when read, so a number or a string the gate turns away
+    /// costs no step and no call.
+    #[inline]
+    fn member<'v>(&self, step: Step<'v>, item: &'v mut Value, walk: &mut Walk<'v>) {
+        match item {
+            Value::String(s) if self.may_hold(s) => {
+                walk.at.push(step);
+                self.read(s, walk);
+                walk.at.pop();
+            }
+            Value::Array(_) | Value::Object(_) => {
+                walk.at.push(step);
+                self.walk(item, walk);
+                walk.at.pop();
+            }
+            _ => {}
+        }
+    }
+
+    /// A string value the gate let through, rewritten when its text changes.
+    #[inline]
+    fn read(&self, s: &mut String, walk: &mut Walk) {
+        if let Some(new) = self.string(s, walk) {
+            *s = new;
+        }
+    }
+
+    /// Whether `s` is worth reading: `false` when the gate says no built-in
+    /// detector finds anything in it (a short string, every detector built in).
+    #[inline]
+    fn may_hold(&self, s: &str) -> bool {
+        !(self.gated && s.len() < SHORT) || gate::may_match(s.as_bytes())
+    }
+
+    /// One string that passed [`Scanner::may_hold`]: its findings, and its
+    /// new text when it changes. Out of line, so that the walk through
+    /// arrays and objects stays small.
+    #[inline(never)]
     fn string(&self, s: &str, walk: &mut Walk) -> Option<String> {
         let short = s.len() < SHORT;
-        if short && self.gated && !gate::may_match(s.as_bytes()) {
+        // Every invisible character is a few bytes outside ASCII.
+        let invisible = self.strip && !s.is_ascii() && find::has_invisible(s);
+        if short && !invisible && !self.any_match(s) {
             return None;
         }
-        let invisible = self.strip && find::has_invisible(s);
         walk.memo.forget();
         walk.starts_read = false;
         if short {
             walk.hits.clear();
-            if !invisible && !self.any.is_match(s) {
-                return None;
-            }
             self.set
                 .which_overlapping_matches(&Input::new(s), &mut walk.hits);
             if walk.hits.is_empty() && !invisible {
@@ -270,6 +298,17 @@ impl Scanner {
             return None;
         }
         Some(self.rewrite(s, spans, walk.redact, invisible))
+    }
+
+    /// Whether any detector's regex matches in `s`. No built-in detector's
+    /// match starts with ASCII white space ([`gate::lead`]), so a scanner of
+    /// built-in detectors only searches from the first other byte on.
+    fn any_match(&self, s: &str) -> bool {
+        let from = match self.gated {
+            true => gate::lead(s.as_bytes()),
+            false => 0,
+        };
+        self.any.is_match(Input::new(s).range(from..))
     }
 
     /// Detector `i`'s matches in `s` that pass its check, added to `spans`:
