@@ -236,7 +236,7 @@ impl Settle {
                     Err(_) => Outcome::UpstreamError,
                 };
                 match &body {
-                    Ok(result) => self.after(call, Some(result.clone()), None),
+                    Ok(result) => self.after(call, Some(result), None),
                     Err(error) => self.after(call, None, Some(format!("upstream error: {error}"))),
                 }
                 if let Some(held) = &call.ledger {
@@ -261,7 +261,7 @@ impl Settle {
             }
             End::Refused { decision, text } => {
                 let result = tool_error(&text);
-                self.after(call, Some(result.clone()), None);
+                self.after(call, Some(&result), None);
                 (decision, Outcome::Refused, false, Some(Ok(result)))
             }
             End::Pipeline { decision, answer } => {
@@ -272,7 +272,7 @@ impl Settle {
                 (decision, Outcome::Refused, false, Some(answer_body(answer)))
             }
             End::Hook(result) => {
-                self.after(call, Some(result.clone()), None);
+                self.after(call, Some(&result), None);
                 (
                     Decision::AnsweredByHook,
                     Outcome::Ok,
@@ -281,7 +281,7 @@ impl Settle {
                 )
             }
             End::Replayed(result) => {
-                self.after(call, Some(result.clone()), None);
+                self.after(call, Some(&result), None);
                 (Decision::Allowed, Outcome::Ok, true, Some(Ok(result)))
             }
             End::Failed { decision, why } => {
@@ -369,11 +369,13 @@ impl Settle {
     }
 
     /// H4: runs the after hooks once, without delaying the answer.
-    fn after(&self, call: &CallRecord, result: Option<Value>, failure: Option<String>) {
-        let Some(ctx) = call.ctx.clone() else { return };
+    /// (The result is copied only when a hook will read it.)
+    fn after(&self, call: &CallRecord, result: Option<&Value>, failure: Option<String>) {
         if call.after.is_empty() {
             return;
         }
+        let Some(ctx) = call.ctx.clone() else { return };
+        let result = result.cloned();
         let hooks = call.after.clone();
         let end = CallEnd {
             result,
