@@ -50,7 +50,7 @@ pub use descriptions::DescriptionFinding;
 pub use flow::Trail;
 pub use health::{Health, Probe, HEALTHZ, READYZ};
 pub use reload::Reloaded;
-pub use session::{CallKey, ClientSession, Outgoing};
+pub use session::{CallKey, ClientSession, Out, Outgoing};
 pub use settle::{Body, Decision, Outcome};
 pub use upstreams::{UpstreamChanges, UpstreamStatus};
 

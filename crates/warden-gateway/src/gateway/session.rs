@@ -107,8 +107,17 @@ impl ClientSession {
 }
 
 /// One client connection.
+/// Where a session's messages go.
+pub enum Out {
+    /// A channel the front's writer reads (stdio: one writer owns stdout).
+    Channel(mpsc::Sender<Outgoing>),
+    /// A function that places each message at once, in the sender's task (the
+    /// HTTP front sorts it onto its stream under a lock): no hop to another task.
+    Direct(Box<dyn Fn(Outgoing) + Send + Sync>),
+}
+
 pub struct ClientSession {
-    out: mpsc::Sender<Outgoing>,
+    out: Out,
     /// Who the session acts for. Over HTTP each request names its caller again;
     /// an OAuth token's scopes (and so the groups they map to) can change within
     /// a session (a step-up, a refresh), and the session follows them.
@@ -160,7 +169,7 @@ pub struct ClientSession {
 
 impl ClientSession {
     pub fn new(caller: Option<Caller>, out: mpsc::Sender<Outgoing>) -> Arc<Self> {
-        Self::labelled(caller, out, "stdio".into())
+        Self::labelled(caller, Out::Channel(out), "stdio".into())
     }
 
     /// Who the session acts for now.
@@ -209,11 +218,7 @@ impl ClientSession {
     }
 
     /// A session whose audit records carry `label`.
-    pub fn labelled(
-        caller: Option<Caller>,
-        out: mpsc::Sender<Outgoing>,
-        label: String,
-    ) -> Arc<Self> {
+    pub fn labelled(caller: Option<Caller>, out: Out, label: String) -> Arc<Self> {
         Arc::new(Self {
             out,
             caller: RwLock::new(caller.map(Arc::new)),
@@ -343,8 +348,13 @@ impl ClientSession {
     }
 
     pub(crate) async fn send(&self, out: Outgoing) {
-        // A closed channel means the client is gone; nothing is left to tell it.
-        let _ = self.out.send(out).await;
+        match &self.out {
+            // A closed channel means the client is gone; nothing is left to tell it.
+            Out::Channel(tx) => {
+                let _ = tx.send(out).await;
+            }
+            Out::Direct(place) => place(out),
+        }
     }
 
     /// Sends a message that belongs to the call `call` without ending it.

@@ -10,7 +10,7 @@
 use super::sealed::{random_hex, SessionToken};
 use super::streams::{Event, Streams};
 use crate::gateway::rev2026::unix_now;
-use crate::gateway::{negotiated_version, ClientSession, Gateway, Outgoing};
+use crate::gateway::{negotiated_version, ClientSession, Gateway, Out, Outgoing};
 use crate::jsonrpc;
 use crate::logged::logged;
 use bytes::Bytes;
@@ -101,20 +101,18 @@ impl HttpSession {
     }
 }
 
-/// Moves a session's outgoing messages onto its streams until the session ends.
-async fn sort(session: Weak<HttpSession>, mut rx: mpsc::Receiver<Outgoing>) {
-    while let Some(out) = rx.recv().await {
-        let Some(s) = session.upgrade() else { break };
-        // Serialised before the streams are locked: the lock is for sorting only.
-        let data = match &out.raw {
-            Some(bytes) => bytes.clone(),
-            None => Bytes::from(serde_json::to_vec(&out.msg).unwrap_or_default()),
-        };
-        let mut streams = s.streams();
-        match streams.target(&out) {
-            Some((n, last)) => streams.push(n, data, last),
-            None => tracing::debug!("an answer for a request no longer waiting was dropped"),
-        }
+/// Puts one of a session's outgoing messages on its stream, in the sender's task.
+fn place(session: &Weak<HttpSession>, out: Outgoing) {
+    let Some(s) = session.upgrade() else { return };
+    // Serialised before the streams are locked: the lock is for sorting only.
+    let data = match &out.raw {
+        Some(bytes) => bytes.clone(),
+        None => Bytes::from(serde_json::to_vec(&out.msg).unwrap_or_default()),
+    };
+    let mut streams = s.streams();
+    match streams.target(&out) {
+        Some((n, last)) => streams.push(n, data, last),
+        None => tracing::debug!("an answer for a request no longer waiting was dropped"),
     }
 }
 
@@ -446,7 +444,6 @@ impl SessionTable {
         holder: &Holder,
         token: Option<(SessionToken, Option<&str>)>,
     ) -> Arc<HttpSession> {
-        let (tx, rx) = mpsc::channel::<Outgoing>(1024);
         let name = caller.name.clone();
         let (id, sid, label, until) = match &token {
             Some((t, held)) => (
@@ -458,30 +455,35 @@ impl SessionTable {
             None => (String::new(), String::new(), "http:stateless".into(), 0),
         };
         let token = token.map(|(t, _)| t);
-        let client = ClientSession::labelled(Some(caller), tx, label);
-        if let Some(name) = token.as_ref().and_then(|t| t.server.as_deref()) {
-            client.serve(name);
-        }
-        if let Some(t) = token {
-            let version = negotiated_version(Some(&json!({"protocolVersion": t.version})));
-            client.initialized(t.capabilities, version);
-        }
-        self.gateway.add_session(&client);
-        let session = Arc::new(HttpSession {
-            id,
-            sid,
-            tag: random_hex(4),
-            until,
-            checked: Mutex::new(Instant::now()),
-            stateless: until == 0,
-            caller: name,
-            holder: holder.clone(),
-            gateway: self.gateway.clone(),
-            client,
-            streams: Mutex::new(Streams::new()),
-            last_used: Mutex::new(Instant::now()),
+        let out = |me: &Weak<HttpSession>| {
+            let me = me.clone();
+            Out::Direct(Box::new(move |out| place(&me, out)))
+        };
+        let session = Arc::new_cyclic(|me| {
+            let client = ClientSession::labelled(Some(caller), out(me), label);
+            if let Some(name) = token.as_ref().and_then(|t| t.server.as_deref()) {
+                client.serve(name);
+            }
+            if let Some(t) = token {
+                let version = negotiated_version(Some(&json!({"protocolVersion": t.version})));
+                client.initialized(t.capabilities, version);
+            }
+            HttpSession {
+                id,
+                sid,
+                tag: random_hex(4),
+                until,
+                checked: Mutex::new(Instant::now()),
+                stateless: until == 0,
+                caller: name,
+                holder: holder.clone(),
+                gateway: self.gateway.clone(),
+                client,
+                streams: Mutex::new(Streams::new()),
+                last_used: Mutex::new(Instant::now()),
+            }
         });
-        tokio::spawn(sort(Arc::downgrade(&session), rx));
+        self.gateway.add_session(&session.client);
         session
     }
 
