@@ -419,7 +419,7 @@ fn a_step_up_refusal_is_audited_and_answered_as_before() {
     let base = server.url.trim_end_matches("/hook").to_owned();
     issuer.set(base.clone()).unwrap();
     let toml = format!(
-        "[oauth]\nissuer = \"{base}\"\nresource = \"https://mcp.example.com/mcp\"\nintrospection = true\nclient_id = \"warden\"\nclient_secret_env = \"WARDEN_TEST_OAUTH_SECRET\"\n[oauth.tool_scopes]\n\"notes:write\" = [\"fx.*\"]\n[audit]\njsonl = \"{{dir}}/audit.jsonl\"\n{}",
+        "[oauth]\nissuer = \"{base}\"\nresource = \"https://mcp.example.com/mcp\"\nintrospection = true\nclient_id = \"warden\"\nclient_secret_env = \"WARDEN_TEST_OAUTH_SECRET\"\n[oauth.tool_scopes]\n\"notes:write\" = [\"fx.*\"]\n[audit]\njsonl = \"{{dir}}/audit.jsonl\"\n[[server]]\nname = \"tiny\"\ntools = [\"fx.echo\"]\nrename = {{ \"fx.echo\" = \"repeat\" }}\n{}",
         fixture_config("", "")
     );
     let w = HttpWarden::start(
@@ -446,17 +446,34 @@ fn a_step_up_refusal_is_audited_and_answered_as_before() {
         r.header("www-authenticate"),
         Some("Bearer realm=\"mcp-warden\", resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\", scope=\"notes:write\", error=\"insufficient_scope\", error_description=\"Forbidden: the token lacks a scope this request needs; ask for: notes:write\"")
     );
+    // On a virtual server the tool is guarded, and recorded, by its real name.
+    let mut headers = POST.to_vec();
+    headers.extend_from_slice(&auth);
+    let msg = common::http::call(6, "repeat", json!({"text": "again"}));
+    let r = common::http::request_path(&w.addr, "POST", "/mcp/tiny", &headers, &msg.to_string());
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(
+        r.body,
+        json!({"jsonrpc": "2.0", "id": 6, "error": {"code": -32600,
+            "message": "Forbidden: the token lacks a scope this request needs; ask for: notes:write."}})
+        .to_string()
+    );
     let records = audit_records(&w.dir);
-    assert_eq!(records.len(), 1, "{records:?}");
-    let record = &records[0];
-    assert_eq!(record["session"], "http");
-    assert_eq!(record["caller"], "alice");
-    assert_eq!(record["tool"], "fx.echo");
-    assert_eq!(record["upstream"], Value::Null);
-    assert_eq!(record["arguments"], json!({"text": "hello"}));
-    assert_eq!(record["decision"], "denied");
-    assert_eq!(record["outcome"], "refused");
-    assert_eq!(record["error"], "insufficient_scope");
+    assert_eq!(records.len(), 2, "{records:?}");
+    for (record, (server, text)) in records
+        .iter()
+        .zip([(None, "hello"), (Some("tiny"), "again")])
+    {
+        assert_eq!(record["session"], "http");
+        assert_eq!(record["caller"], "alice");
+        assert_eq!(record["tool"], "fx.echo");
+        assert_eq!(record.get("server").and_then(Value::as_str), server);
+        assert_eq!(record["upstream"], Value::Null);
+        assert_eq!(record["arguments"], json!({ "text": text }));
+        assert_eq!(record["decision"], "denied");
+        assert_eq!(record["outcome"], "refused");
+        assert_eq!(record["error"], "insufficient_scope");
+    }
 }
 
 /// Callers alice, bob and carol have credentials for the fixture (a child of

@@ -741,10 +741,11 @@ fn calls_refused_for_their_2026_state_or_envelope_are_audited() {
 /// request that is no call leaves none.
 #[test]
 fn calls_refused_at_the_2026_edge_over_http_are_audited() {
+    let conformance = env!("CARGO_BIN_EXE_warden-conformance-upstream");
     let w = HttpWarden::start(
         "modern-http-edge-audit",
         &format!(
-            "[gateway]\nanonymous_caller = \"dev\"\n[audit]\njsonl = \"{{dir}}/audit.jsonl\"\n{}",
+            "[gateway]\nanonymous_caller = \"dev\"\n[audit]\njsonl = \"{{dir}}/audit.jsonl\"\n{}\n[[upstream]]\nname = \"cf\"\ncommand = [\"{conformance}\"]\n",
             fixture_config("", "")
         ),
         &[],
@@ -789,20 +790,51 @@ fn calls_refused_at_the_2026_edge_over_http_are_audited() {
                    "data": {"supported": [V], "requested": "v999.0.0"}})
         )
     );
+    // An argument its schema puts in a header (x-mcp-header), sent otherwise
+    // there (once the upstreams are connected, so the front knows the schema).
+    let listed = post_2026(
+        &w,
+        V,
+        json!(40),
+        "tools/list",
+        Some(json!({"_meta": envelope(json!({}))})),
+    );
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let tool = "cf.test_header_param";
+    let params = with_envelope(
+        json!({"name": tool, "arguments": {"region": "eu"}}),
+        json!({}),
+    );
+    let msg = json!({"jsonrpc": "2.0", "id": 44, "method": "tools/call", "params": params});
+    let headers = [
+        ("MCP-Protocol-Version", V),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", tool),
+        ("Mcp-Param-Region", "us"),
+    ];
+    let r = w.post(&headers, &msg);
+    assert_eq!(r.status, 400);
+    let param = "Bad request: the Mcp-Param-Region header does not match the request body.";
+    assert_eq!(
+        r.body,
+        error_body(json!(44), json!({"code": -32020, "message": param}))
+    );
     // Not a call: refused as before, and not audited.
     let r = post_2026(&w, V, json!(43), "tools/list", None);
     assert_eq!(r.status, 400);
 
     let records = audit_records(&w.dir);
-    assert_eq!(records.len(), 2, "{records:?}");
-    for (why, arguments) in [
-        (mismatch, json!({"text": "x"})),
-        (unsupported, json!({"text": "y"})),
-    ] {
+    assert_eq!(records.len(), 3, "{records:?}");
+    let refused = [
+        (mismatch, "fx.echo", json!({"text": "x"})),
+        (unsupported, "fx.echo", json!({"text": "y"})),
+        (param, tool, json!({"region": "eu"})),
+    ];
+    for (why, tool, arguments) in refused {
         let record = refused_with(&records, why);
         assert_eq!(record["session"], "http:stateless");
         assert_eq!(record["caller"], "dev");
-        assert_eq!(record["tool"], "fx.echo");
+        assert_eq!(record["tool"], tool);
         assert_eq!(record["arguments"], arguments);
         assert_eq!(record["decision"], "denied");
         assert_eq!(record["outcome"], "refused");
