@@ -253,7 +253,8 @@ impl Calls {
         let caller = session.caller();
         let binding = binding_of(caller.as_deref(), name, params.get("arguments"));
         let Some((mut r, asked)) = self.parked.resume(envelope, &binding)? else {
-            // T6: the retry is recorded; the parked call settled when it timed out.
+            // T6: the retry is recorded; the parked call settled on its own (answered,
+            // or failed when its wait ran out).
             let end = End::Edge {
                 decision: Decision::Denied,
                 why: "the parked call this requestState names is gone".into(),
