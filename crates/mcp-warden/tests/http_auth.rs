@@ -392,6 +392,90 @@ fn oauth_metadata_and_challenges_without_a_reachable_issuer() {
     );
 }
 
+/// The audit records of `dir`'s `audit.jsonl`, one per line.
+fn audit_records(dir: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// T6, G7: the step-up 403 of a `tools/call` is answered as before, byte for
+/// byte, and leaves one audit record: the caller, the tool, the arguments, and
+/// `insufficient_scope`. The issuer is a loopback endpoint that answers every
+/// request with one document: its metadata, and an introspection answer for
+/// alice holding only the scope `mcp` (each reader takes its own keys).
+#[test]
+fn a_step_up_refusal_is_audited_and_answered_as_before() {
+    let issuer = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
+    let known = issuer.clone();
+    let server = HookServer::start(move |_| {
+        let issuer = known.get().cloned().unwrap_or_default();
+        Reply::Json(json!({"issuer": issuer,
+            "introspection_endpoint": format!("{issuer}/introspect"),
+            "active": true, "sub": "alice", "scope": "mcp"}))
+    });
+    let base = server.url.trim_end_matches("/hook").to_owned();
+    issuer.set(base.clone()).unwrap();
+    let toml = format!(
+        "[oauth]\nissuer = \"{base}\"\nresource = \"https://mcp.example.com/mcp\"\nintrospection = true\nclient_id = \"warden\"\nclient_secret_env = \"WARDEN_TEST_OAUTH_SECRET\"\n[oauth.tool_scopes]\n\"notes:write\" = [\"fx.*\"]\n[audit]\njsonl = \"{{dir}}/audit.jsonl\"\n[[server]]\nname = \"tiny\"\ntools = [\"fx.echo\"]\nrename = {{ \"fx.echo\" = \"repeat\" }}\n{}",
+        fixture_config("", "")
+    );
+    let w = HttpWarden::start(
+        "http-step-up-audit",
+        &toml,
+        &[("WARDEN_TEST_OAUTH_SECRET", "s3cret")],
+    );
+    let auth = [("Authorization", "Bearer opaque-alice")];
+    let sid = w.session(&auth);
+    let mut headers = auth.to_vec();
+    headers.push(("Mcp-Session-Id", &sid));
+    let r = w.post(
+        &headers,
+        &common::http::call(5, "fx.echo", json!({"text": "hello"})),
+    );
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(
+        r.body,
+        json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32600,
+            "message": "Forbidden: the token lacks a scope this request needs; ask for: notes:write."}})
+        .to_string()
+    );
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Bearer realm=\"mcp-warden\", resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\", scope=\"notes:write\", error=\"insufficient_scope\", error_description=\"Forbidden: the token lacks a scope this request needs; ask for: notes:write\"")
+    );
+    // On a virtual server the tool is guarded, and recorded, by its real name.
+    let mut headers = POST.to_vec();
+    headers.extend_from_slice(&auth);
+    let msg = common::http::call(6, "repeat", json!({"text": "again"}));
+    let r = common::http::request_path(&w.addr, "POST", "/mcp/tiny", &headers, &msg.to_string());
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(
+        r.body,
+        json!({"jsonrpc": "2.0", "id": 6, "error": {"code": -32600,
+            "message": "Forbidden: the token lacks a scope this request needs; ask for: notes:write."}})
+        .to_string()
+    );
+    let records = audit_records(&w.dir);
+    assert_eq!(records.len(), 2, "{records:?}");
+    for (record, (server, text)) in records
+        .iter()
+        .zip([(None, "hello"), (Some("tiny"), "again")])
+    {
+        assert_eq!(record["session"], "http");
+        assert_eq!(record["caller"], "alice");
+        assert_eq!(record["tool"], "fx.echo");
+        assert_eq!(record.get("server").and_then(Value::as_str), server);
+        assert_eq!(record["upstream"], Value::Null);
+        assert_eq!(record["arguments"], json!({ "text": text }));
+        assert_eq!(record["decision"], "denied");
+        assert_eq!(record["outcome"], "refused");
+        assert_eq!(record["error"], "insufficient_scope");
+    }
+}
+
 /// Callers alice, bob and carol have credentials for the fixture (a child of
 /// their own each, two at most, stopped after 1 s idle); dave has none.
 const PER_CALLER: &str = r#"

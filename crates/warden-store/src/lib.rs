@@ -147,7 +147,8 @@ pub struct AuditRecord {
     pub idempotency_key: Option<String>,
     pub replayed: bool,
     /// What went wrong, in full, when the call failed or its upstream answered with
-    /// an error (the caller saw only the generic or the bounded answer).
+    /// an error (the caller saw only the generic or the bounded answer); for a
+    /// call refused before it began, why (T6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The flow labels of the tool called (F1).

@@ -35,7 +35,8 @@ impl Gateway {
                 let envelope = match rev2026::take_envelope(&mut params) {
                     Ok(e) => e.map(Arc::new),
                     Err(error) => {
-                        respond(session, id, Some(Err(error)), None).await;
+                        let body = self.envelope_refused(session, &method, params.as_ref(), error);
+                        respond(session, id, body.await, None).await;
                         return None;
                     }
                 };
@@ -96,6 +97,29 @@ impl Gateway {
                 None
             }
         }
+    }
+
+    /// The answer to a request whose 2026-07-28 envelope is faulty: a
+    /// `tools/call` that names its tool is settled as refused first (T6).
+    async fn envelope_refused(
+        &self,
+        session: &ClientSession,
+        method: &str,
+        params: Option<&Value>,
+        error: Value,
+    ) -> Option<Body> {
+        let tool = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+        let (Some(tool), "tools/call") = (tool, method) else {
+            return Some(Err(error));
+        };
+        let end = settle::End::Edge {
+            decision: settle::Decision::Denied,
+            why: error["message"].as_str().unwrap_or_default().to_owned(),
+            body: Some(Err(error)),
+        };
+        let caller = session.caller();
+        let call = call::Early::on(session, caller.as_deref(), tool, params);
+        self.calls.settle_early(call, end).await
     }
 
     /// The span of one MCP request: under the client's context (`_meta.traceparent`,
@@ -222,8 +246,7 @@ impl Gateway {
     }
 
     /// A request the gateway does not govern itself: a list merged across
-    /// upstreams, or relayed to the upstream serving it (with its input rounds
-    /// for a 2026-07-28 upstream).
+    /// upstreams, or relayed to the upstream serving it ([`Gateway::forward`]).
     async fn relay_other(
         self: &Arc<Self>,
         session: &Arc<ClientSession>,
@@ -256,7 +279,22 @@ impl Gateway {
                 return Begun::Done(Some(done));
             }
         }
-        let mut params = params.unwrap_or_else(|| json!({}));
+        let params = params.unwrap_or_else(|| json!({}));
+        self.forward(session, (id, method, params), up, envelope, span)
+            .await
+    }
+
+    /// Sends a request on to `up`, the upstream serving it: a 2026-07-28
+    /// client's state reopened, the upstream's span begun; its answer is
+    /// awaited in [`Gateway::forwarded`].
+    async fn forward(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        (id, method, mut params): (&Value, &str, Value),
+        up: Arc<crate::upstream::Upstream>,
+        envelope: Option<Arc<Envelope>>,
+        span: Option<&Span>,
+    ) -> Begun {
         let call = jsonrpc::id_key(id);
         // A 2026-07-28 client's state is bound to the request as it sent it.
         let binding = envelope
@@ -288,37 +326,10 @@ impl Gateway {
         let read = call::Read::of(method, &params, &call, envelope.is_some());
         let begun = relay::begin_forward(&up, session, call, method, params, capabilities.as_ref());
         match begun.await {
-            Ok(mut pending) => {
-                let (me, session) = (self.clone(), session.clone());
-                let started = std::time::Instant::now();
-                Begun::Then(Box::pin(async move {
-                    let mut result = relay::wait(&session, &mut pending).await;
-                    if stateless {
-                        let rounds = input::Rounds {
-                            up: &up,
-                            session: &session,
-                            sessions: &me.sessions,
-                            call: pending.call.clone(),
-                            method: &pending.method,
-                            params: kept,
-                            capabilities,
-                            binding: binding.as_ref(),
-                            key: me.calls.state_key(),
-                            approved: false,
-                            timeout: me.calls.approval_timeout(),
-                        };
-                        result = rounds.finish(result).await;
-                    }
-                    let mut body =
-                        relay::forwarded(&pending, result, started, me.upstreams.error_data);
-                    if let Some(read) = read {
-                        body = me.calls.govern_read(&session, read, body).await;
-                    }
-                    if let (Some(s), Some(Err(_))) = (&mut round_trip, &body) {
-                        s.fail("answered with a JSON-RPC error");
-                    }
-                    body
-                }))
+            Ok(pending) => {
+                let rounds = stateless.then_some((kept, capabilities, binding));
+                let answering = self.forwarded(session, (up, pending), rounds, read, round_trip);
+                Begun::Then(answering)
             }
             Err(body) => {
                 if let Some(s) = &mut round_trip {
@@ -327,6 +338,48 @@ impl Gateway {
                 Begun::Done(body)
             }
         }
+    }
+
+    /// Waits for a forwarded request's answer: through its input rounds when
+    /// its upstream speaks 2026-07-28 (`rounds`: the params kept to send again,
+    /// the client's capabilities, the binding), then the guards on what it read.
+    fn forwarded(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        (up, mut pending): (Arc<crate::upstream::Upstream>, relay::Pending),
+        rounds: Option<ForwardRounds>,
+        read: Option<call::Read>,
+        mut round_trip: Option<Span>,
+    ) -> call::Answering {
+        let (me, session) = (self.clone(), session.clone());
+        let started = std::time::Instant::now();
+        Box::pin(async move {
+            let mut result = relay::wait(&session, &mut pending).await;
+            if let Some((kept, capabilities, binding)) = rounds {
+                let rounds = input::Rounds {
+                    up: &up,
+                    session: &session,
+                    sessions: &me.sessions,
+                    call: pending.call.clone(),
+                    method: &pending.method,
+                    params: kept,
+                    capabilities,
+                    binding: binding.as_ref(),
+                    key: me.calls.state_key(),
+                    approved: false,
+                    timeout: me.calls.approval_timeout(),
+                };
+                result = rounds.finish(result).await;
+            }
+            let mut body = relay::forwarded(&pending, result, started, me.upstreams.error_data);
+            if let Some(read) = read {
+                body = me.calls.govern_read(&session, read, body).await;
+            }
+            if let (Some(s), Some(Err(_))) = (&mut round_trip, &body) {
+                s.fail("answered with a JSON-RPC error");
+            }
+            body
+        })
     }
 
     /// What an older client asks of a 2026-07-28 upstream by a method that
@@ -532,6 +585,11 @@ impl Gateway {
         }
     }
 }
+
+/// What a forwarded request to a 2026-07-28 upstream needs for its input
+/// rounds: the params as sent (for an older client, who sends them again), the
+/// client's capabilities, and what its state is bound to.
+type ForwardRounds = (Option<Value>, Option<Value>, Option<rev2026::Binding>);
 
 /// What a 2026-07-28 client's state for a request the gateway does not govern is
 /// bound to: the caller, the method with the name or URI it is about, and the

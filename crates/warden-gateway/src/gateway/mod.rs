@@ -46,6 +46,7 @@ mod upstreams;
 pub mod webhooks;
 
 pub use call::offline::{Judgement, Offline, OfflineCall};
+pub use call::Early;
 pub use descriptions::DescriptionFinding;
 pub use flow::Trail;
 pub use health::{Health, Probe, HEALTHZ, READYZ};

@@ -193,6 +193,16 @@ pub enum End {
         text: String,
         retry_ms: Option<u64>,
     },
+    /// Refused before the call began: at the front (the step-up 403, a
+    /// 2026-07-28 request's headers or envelope) or for the 2026-07-28 state it
+    /// brought (one not sealed for it, a parked call gone). `body` is the answer
+    /// as it was built (`None`: the front answers itself); `why` goes to the
+    /// audit trail. No hook or ledger hears of it (G7, T6).
+    Edge {
+        decision: Decision,
+        why: String,
+        body: Option<Body>,
+    },
 }
 
 /// The end of every tool call.
@@ -258,6 +268,14 @@ impl Settle {
                     result["_meta"] = json!({ RETRY_META_KEY: ms });
                 }
                 (decision, Outcome::Refused, false, Some(Ok(result)))
+            }
+            End::Edge {
+                decision,
+                why,
+                body,
+            } => {
+                detail = Some(why);
+                (decision, Outcome::Refused, false, body)
             }
             End::Refused { decision, text } => {
                 let result = tool_error(&text);

@@ -58,7 +58,7 @@ use super::sse::{frame, priming, SseBody};
 use super::streams::Event;
 use crate::front::auth::{Auth, Identity};
 use crate::gateway::quota::RequestBudget;
-use crate::gateway::{rev2026, Gateway};
+use crate::gateway::{rev2026, Early, Gateway};
 use crate::jsonrpc::{self, Kind};
 use crate::texts as answer;
 use bytes::Bytes;
@@ -396,6 +396,16 @@ impl Front {
             if let Some(tool) = self.scoped_tool(&on, &msg) {
                 let id = jsonrpc::usable_id(&msg);
                 if let Err(r) = self.check_scopes(&who, Some(&tool), id) {
+                    // T6: refused before its session is looked up, and audited.
+                    let call = Early {
+                        label: "http",
+                        caller: Some(&who.caller),
+                        server: on.0.as_deref(),
+                        tool: &tool,
+                        arguments: msg.pointer("/params/arguments"),
+                    };
+                    let why = "insufficient_scope".to_owned();
+                    self.gateway.refused_at_front(call, why).await;
                     return *r;
                 }
             }

@@ -6,9 +6,12 @@
 //! What must keep arrival order (the pipeline, queueing the call upstream) runs
 //! in [`Calls::begin`] before the front reads its next message; waiting for the
 //! upstream, and guards that may wait for a human or a webhook, run in the future
-//! it returns. Every exit goes through [`Settle::settle`] exactly once.
+//! it returns. Every exit goes through [`Settle::settle`] exactly once, a call
+//! refused before it began too ([`edge`], T6); only what a virtual server
+//! answers itself is no call's end (V4, V7).
 
 mod content;
+mod edge;
 mod guards;
 mod keys;
 pub mod offline;
@@ -17,6 +20,7 @@ mod relaying;
 mod routed;
 mod scope;
 
+pub use edge::Early;
 pub use reads::Read;
 
 use super::approval::{self, Approval};
@@ -42,7 +46,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use warden_core::hooks::{self, BeforeOutcome, CallContext};
-use warden_core::{answer, CallReport, CallScope, Caller, Catalogue, Forward, Refusal, Verdict};
+use warden_core::{
+    answer, Answer, CallReport, CallScope, Caller, Catalogue, Forward, Refusal, Verdict,
+};
 use warden_store::{Claim, Finish, OnAbandoned};
 
 /// How long a quota credit redeems: as long as the state that carries it opens.
@@ -80,6 +86,19 @@ type Revision2026 = (
     Option<Arc<Binding>>,
     Option<Sealed>,
 );
+
+/// What the pipeline let through, with what it noticed (step 3).
+struct Judged {
+    forward: Forward,
+    report: CallReport,
+    scope: CallScope,
+    /// The call's params, its arguments moved out (into `forward`).
+    params: Value,
+    had_arguments: bool,
+    /// What a 2026-07-28 call's state is bound to.
+    binding: Option<Arc<Binding>>,
+    span: Option<Span>,
+}
 
 /// A call accepted by the pipeline, on its way upstream.
 struct Accepted {
@@ -202,7 +221,9 @@ impl Calls {
     }
 
     /// Begins one `tools/call` (`id`: the client's request id, when it has one;
-    /// `trace`: the request's span, when traces are on).
+    /// `trace`: the request's span, when traces are on). Each phase that ends the
+    /// call settles it: route, reopen its 2026-07-28 state, judge, accept; then
+    /// it is queued upstream here, or guarded in the future it returns.
     pub async fn begin(
         self: &Arc<Self>,
         session: &Arc<ClientSession>,
@@ -230,143 +251,29 @@ impl Calls {
             },
         };
         let call = id.map(crate::jsonrpc::id_key);
-        let mut sealed = None;
-        if let Some(e) = &envelope {
-            if let Some(resumed) = self.resume(session, call.clone(), &params, e).await {
-                return resumed;
-            }
-            // A state the gateway did not seal for exactly this call is refused,
-            // not ignored: a client cannot bring another call's answers.
-            let name = params
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let binding = binding_of(session.caller().as_deref(), name, params.get("arguments"));
-            match input::open_state(self.state_key(), e, &binding) {
-                Ok(s) => sealed = s,
-                Err(error) => return Begun::Done(Some(Err(error))),
-            }
-        }
-        let mut span = trace.map(|t| call_span(t, session, &params));
-        // Move the arguments out (no copy); a placeholder keeps their position.
-        let arguments = params.get_mut("arguments").map(Value::take);
-        let had_arguments = params.get("arguments").is_some();
-        // Refused calls are audited with the arguments they carried: kept only when audited.
-        let sent = self.settle.audit.on().then(|| match &arguments {
-            Some(Value::Object(m)) => m.clone(),
-            _ => Map::new(),
-        });
-        let name = params.get("name").cloned().unwrap_or(Value::Null);
-        let binding = envelope.as_ref().map(|_| {
-            Arc::new(binding_of(
-                session.caller().as_deref(),
-                name.as_str().unwrap_or_default(),
-                arguments.as_ref(),
-            ))
-        });
-        let mut check = Map::new();
-        check.insert("name".into(), name);
-        if let Some(args) = arguments {
-            check.insert("arguments".into(), args);
-        }
-        if let Some(meta) = params.get("_meta") {
-            check.insert("_meta".into(), meta.clone());
-        }
-        let (verdict, scope) = self
-            .routed_check(
-                (&policy, &catalogue),
-                session,
-                check,
-                span.as_ref(),
-                &routed,
-            )
-            .await;
-        if let Some(s) = &mut span {
-            if !verdict.report.unknown_keys.is_empty() {
-                let keys = verdict.report.unknown_keys.iter();
-                s.set(
-                    "warden.undeclared_keys",
-                    keys.map(|k| otel::bounded(k)).collect::<Vec<_>>(),
-                );
-            }
-        }
-        self.settle
-            .metrics
-            .unknown_keys
-            .fetch_add(verdict.report.unknown_keys.len() as u64, Ordering::Relaxed);
-        let mut forward = match verdict.outcome {
-            warden_core::Outcome::Forward(f) => f,
-            warden_core::Outcome::Answer { answer, refusal } => {
-                tracing::info!(caller = %logged(session.caller().as_deref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(verdict.report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
-                // A hidden renamed tool is recorded as the absent name it was called by.
-                let tool = match (&routed, refusal) {
-                    (Some(Some(shown)), Refusal::UnknownTool) => shown.as_str(),
-                    _ => params
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default(),
-                };
-                let mut record =
-                    self.refused_record(session, tool, sent, &verdict.report, refusal, started);
-                record.after = policy.after_hooks.clone();
-                record.span = span.map(|s| Box::new(Mutex::new(s)));
-                let decision = Decision::of_refusal(refusal);
-                if let Some(note) = &verdict.report.condition_failed {
-                    tracing::warn!(tool = %logged(tool), note = %logged(note), "a when_cel condition failed; the call is refused");
-                }
-                let end = End::Pipeline { decision, answer };
-                return Begun::Done(self.settle.settle(&record, end).await);
-            }
+        let sealed = match &envelope {
+            None => None,
+            Some(e) => match self.reopen(session, call.clone(), &params, e).await {
+                Ok(sealed) => sealed,
+                Err(begun) => return begun,
+            },
         };
-        if let Some(s) = &mut span {
-            s.set("warden.upstream", forward.tool.upstream.clone());
-        }
-        if !verdict.report.unknown_keys.is_empty() {
-            tracing::info!(tool = %logged(&forward.tool.name), mode = ?verdict.report.unknown_mode, keys = %logged(verdict.report.unknown_keys.join(", ")), "undeclared argument keys");
-        }
-        // The guards whose `when_cel` holds for the call (X8), on the
-        // arguments as the argument stages left them; a failed one refuses it.
-        let scope = Arc::new(scope);
-        let (guards, guard_failed) = match scope::guards_of(&policy, session, &forward, &scope) {
-            Ok(g) => (g, None),
-            Err(note) => (Default::default(), Some(note)),
+        let span = trace.map(|t| call_span(t, session, &params));
+        let at = (&policy, &catalogue, &routed);
+        let stateless = envelope.is_some();
+        let judged = match self
+            .judge(at, session, params, stateless, span, started)
+            .await
+        {
+            Ok(judged) => judged,
+            Err(body) => return Begun::Done(body),
         };
-        let outbound = Calls::govern_arguments(guards.arguments, &mut forward.arguments);
-        // X9: shadow guards look at the arguments as the others left them.
-        let shadow_args = scope::shadow_arguments(&guards.shadow_arguments, &mut forward);
-        let results = (guards.results, guards.shadow_results);
-        let accepted = self.prepare(
-            &policy,
-            session,
-            params,
-            had_arguments,
-            (forward, outbound.as_ref(), results),
-            (&verdict.report, scope),
-            (call, envelope, binding, sealed),
-            started,
-        );
-        let mut accepted = match accepted {
-            Ok(a) => a,
-            Err(tool) => {
-                let mut record = CallRecord::new(started, &tool);
-                record.after = policy.after_hooks.clone();
-                record.span = span.map(|s| Box::new(Mutex::new(s)));
-                let end = End::Failed {
-                    decision: Decision::Allowed,
-                    why: "the tool's upstream is not configured".into(),
-                };
-                return Begun::Done(self.settle.settle(&record, end).await);
-            }
+        let revision = (call, envelope, sealed);
+        let accepted = self.accept(&policy, session, judged, revision, started);
+        let accepted = match accepted.await {
+            Ok(accepted) => accepted,
+            Err(body) => return Begun::Done(body),
         };
-        accepted.record.span = span.map(|s| Box::new(Mutex::new(s)));
-        scope::note(&self.settle.metrics, &mut accepted.record, &shadow_args);
-        if let Some(note) = guard_failed {
-            let end = scope::failed(&accepted.record.tool, &note, Decision::Denied);
-            return Begun::Done(self.settle.settle(&accepted.record, end).await);
-        }
-        if let Some(end) = outbound.and_then(|o| self.arguments_end(&mut accepted.record, o)) {
-            return Begun::Done(self.settle.settle(&accepted.record, end).await);
-        }
         let guarded = !accepted.labels.is_empty()
             || accepted.approval
             || !policy.before_hooks.is_empty()
@@ -383,6 +290,215 @@ impl Calls {
             Ok(relayed) => Begun::Then(Box::pin(async move { me.answer(&session, relayed).await })),
             Err(body) => Begun::Done(body),
         }
+    }
+
+    /// A 2026-07-28 call's state: a retry naming a parked call resumes it
+    /// (`Err`: answered already); otherwise what the state it brought holds.
+    /// A state the gateway did not seal for exactly this call is refused, not
+    /// ignored: a client cannot bring another call's answers (T6).
+    async fn reopen(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        call: Option<CallKey>,
+        params: &Value,
+        envelope: &Arc<Envelope>,
+    ) -> Result<Option<Sealed>, Begun> {
+        if let Some(resumed) = self.resume(session, call, params, envelope).await {
+            return Err(resumed);
+        }
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let caller = session.caller();
+        let binding = binding_of(caller.as_deref(), name, params.get("arguments"));
+        let error = match input::open_state(self.state_key(), envelope, &binding) {
+            Ok(sealed) => return Ok(sealed),
+            Err(error) => error,
+        };
+        let end = End::Edge {
+            decision: Decision::Denied,
+            why: "the requestState was not sealed by this gateway for this call".into(),
+            body: Some(Err(error)),
+        };
+        let early = Early::on(session, caller.as_deref(), name, Some(params));
+        Err(Begun::Done(self.settle_early(early, end).await))
+    }
+
+    /// The grant and the pipeline (step 3) over the call's name, arguments and
+    /// `_meta`: what goes on, or (`Err`) the answer of a call they refused,
+    /// settled. `stateless`: a 2026-07-28 call, whose state is bound to it.
+    async fn judge(
+        &self,
+        (policy, catalogue, routed): (&Arc<Policy>, &Arc<Catalogue>, &Option<Option<String>>),
+        session: &ClientSession,
+        mut params: Value,
+        stateless: bool,
+        mut span: Option<Span>,
+        started: Instant,
+    ) -> Result<Judged, Option<Body>> {
+        // Move the arguments out (no copy); a placeholder keeps their position.
+        let arguments = params.get_mut("arguments").map(Value::take);
+        let had_arguments = params.get("arguments").is_some();
+        // Refused calls are audited with the arguments they carried: kept only when audited.
+        let sent = self.settle.audit.on().then(|| match &arguments {
+            Some(Value::Object(m)) => m.clone(),
+            _ => Map::new(),
+        });
+        let name = params.get("name").cloned().unwrap_or(Value::Null);
+        let binding = stateless.then(|| {
+            Arc::new(binding_of(
+                session.caller().as_deref(),
+                name.as_str().unwrap_or_default(),
+                arguments.as_ref(),
+            ))
+        });
+        let mut check = Map::new();
+        check.insert("name".into(), name);
+        if let Some(args) = arguments {
+            check.insert("arguments".into(), args);
+        }
+        if let Some(meta) = params.get("_meta") {
+            check.insert("_meta".into(), meta.clone());
+        }
+        let (verdict, scope) = self
+            .routed_check((policy, catalogue), session, check, span.as_ref(), routed)
+            .await;
+        if let Some(s) = &mut span {
+            if !verdict.report.unknown_keys.is_empty() {
+                let keys = verdict.report.unknown_keys.iter();
+                s.set(
+                    "warden.undeclared_keys",
+                    keys.map(|k| otel::bounded(k)).collect::<Vec<_>>(),
+                );
+            }
+        }
+        self.settle
+            .metrics
+            .unknown_keys
+            .fetch_add(verdict.report.unknown_keys.len() as u64, Ordering::Relaxed);
+        let forward = match verdict.outcome {
+            warden_core::Outcome::Forward(f) => f,
+            warden_core::Outcome::Answer { answer, refusal } => {
+                let refused = (answer, refusal, &verdict.report, sent);
+                let end = self.refuse(policy, session, &params, routed, refused, span, started);
+                return Err(end.await);
+            }
+        };
+        let report = verdict.report;
+        Ok(Judged {
+            forward,
+            report,
+            scope,
+            params,
+            had_arguments,
+            binding,
+            span,
+        })
+    }
+
+    /// Settles a call the pipeline answered itself (`End::Pipeline`).
+    #[allow(clippy::too_many_arguments)]
+    async fn refuse(
+        &self,
+        policy: &Policy,
+        session: &ClientSession,
+        params: &Value,
+        routed: &Option<Option<String>>,
+        (answer, refusal, report, sent): (Answer, Refusal, &CallReport, Option<Map<String, Value>>),
+        span: Option<Span>,
+        started: Instant,
+    ) -> Option<Body> {
+        tracing::info!(caller = %logged(session.caller().as_deref().map_or("", |c| c.name.as_str())), ?refusal, unknown = %logged(report.unknown_keys.join(", ")), answer = %logged(answer.text()), "call answered by the gateway");
+        // A hidden renamed tool is recorded as the absent name it was called by.
+        let tool = match (routed, refusal) {
+            (Some(Some(shown)), Refusal::UnknownTool) => shown.as_str(),
+            _ => params
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        };
+        let mut record = self.refused_record(session, tool, sent, report, refusal, started);
+        record.after = policy.after_hooks.clone();
+        record.span = span.map(|s| Box::new(Mutex::new(s)));
+        let decision = Decision::of_refusal(refusal);
+        if let Some(note) = &report.condition_failed {
+            tracing::warn!(tool = %logged(tool), note = %logged(note), "a when_cel condition failed; the call is refused");
+        }
+        let end = End::Pipeline { decision, answer };
+        self.settle.settle(&record, end).await
+    }
+
+    /// What the pipeline let through, made ready to go upstream: the guards on
+    /// its arguments (steps 4, 5), then [`Calls::prepare`]. `Err`: the answer of
+    /// a call refused or failed here, settled.
+    async fn accept(
+        &self,
+        policy: &Arc<Policy>,
+        session: &Arc<ClientSession>,
+        judged: Judged,
+        (call, envelope, sealed): (Option<CallKey>, Option<Arc<Envelope>>, Option<Sealed>),
+        started: Instant,
+    ) -> Result<Accepted, Option<Body>> {
+        let Judged {
+            mut forward,
+            report,
+            scope,
+            params,
+            had_arguments,
+            binding,
+            mut span,
+        } = judged;
+        if let Some(s) = &mut span {
+            s.set("warden.upstream", forward.tool.upstream.clone());
+        }
+        if !report.unknown_keys.is_empty() {
+            tracing::info!(tool = %logged(&forward.tool.name), mode = ?report.unknown_mode, keys = %logged(report.unknown_keys.join(", ")), "undeclared argument keys");
+        }
+        // The guards whose `when_cel` holds for the call (X8), on the
+        // arguments as the argument stages left them; a failed one refuses it.
+        let scope = Arc::new(scope);
+        let (guards, guard_failed) = match scope::guards_of(policy, session, &forward, &scope) {
+            Ok(g) => (g, None),
+            Err(note) => (Default::default(), Some(note)),
+        };
+        let outbound = Calls::govern_arguments(guards.arguments, &mut forward.arguments);
+        // X9: shadow guards look at the arguments as the others left them.
+        let shadow_args = scope::shadow_arguments(&guards.shadow_arguments, &mut forward);
+        let results = (guards.results, guards.shadow_results);
+        let accepted = self.prepare(
+            policy,
+            session,
+            params,
+            had_arguments,
+            (forward, outbound.as_ref(), results),
+            (&report, scope),
+            (call, envelope, binding, sealed),
+            started,
+        );
+        let mut accepted = match accepted {
+            Ok(a) => a,
+            Err(tool) => {
+                let mut record = CallRecord::new(started, &tool);
+                record.after = policy.after_hooks.clone();
+                record.span = span.map(|s| Box::new(Mutex::new(s)));
+                let end = End::Failed {
+                    decision: Decision::Allowed,
+                    why: "the tool's upstream is not configured".into(),
+                };
+                return Err(self.settle.settle(&record, end).await);
+            }
+        };
+        accepted.record.span = span.map(|s| Box::new(Mutex::new(s)));
+        scope::note(&self.settle.metrics, &mut accepted.record, &shadow_args);
+        if let Some(note) = guard_failed {
+            let end = scope::failed(&accepted.record.tool, &note, Decision::Denied);
+            return Err(self.settle.settle(&accepted.record, end).await);
+        }
+        if let Some(end) = outbound.and_then(|o| self.arguments_end(&mut accepted.record, o)) {
+            return Err(self.settle.settle(&accepted.record, end).await);
+        }
+        Ok(accepted)
     }
 
     /// The grant, then the pipeline (G, N, R, A).
@@ -480,7 +596,7 @@ impl Calls {
         session: &Arc<ClientSession>,
         mut params: Value,
         had_arguments: bool,
-        (mut forward, outbound, (results, shadow)): (
+        (mut forward, outbound, results): (
             Forward,
             Option<&content::Outbound>,
             scope::ResultsGuarded,
@@ -505,46 +621,12 @@ impl Calls {
             caller.map(|c| c.name.as_str()).unwrap_or_default(),
             &forward.meta,
         );
-        let mut record = CallRecord::new(started, &tool.name);
-        record.after = policy.after_hooks.clone();
-        record.audit = self.settle.audit.on().then(|| {
-            self.settle.audit.template(
-                &session.label,
-                caller,
-                &tool.name,
-                Some(&tool.upstream),
-                session.server(),
-                &forward.arguments,
-                report,
-                ledger.as_ref().map(|(_, k)| k.clone()),
-            )
-        });
+        let mut record = self.accepted_record(policy, session, &forward, report, &ledger, started);
         let limited = policy.quotas.any_for(caller, &tool.name);
-        let guards = (results.is_some() || !shadow.is_empty()).then(|| content::ResultGuards {
-            guards: results.unwrap_or_else(|| Arc::from(Vec::new())),
-            shadow,
-            flows: policy.flows.clone(),
-            stateless: envelope.is_some(),
-            call: call.clone(),
-            timeout: policy.approval_timeout,
-        });
+        let stateless = envelope.is_some();
+        let guards = result_guards(policy, results, stateless, &call);
         // The flow context is the gateway's: it never goes upstream.
-        let context = obj
-            .get_mut("_meta")
-            .and_then(Value::as_object_mut)
-            .and_then(|m| m.shift_remove(FLOW_META_KEY));
-        if obj
-            .get("_meta")
-            .and_then(Value::as_object)
-            .is_some_and(|m| m.is_empty())
-            && context.is_some()
-        {
-            obj.shift_remove("_meta");
-        }
-        let flow = policy.flows.on().then(|| {
-            let labels = policy.flows.labels_of(&tool.upstream, &tool.upstream_name);
-            (labels, context)
-        });
+        let flow = flow_of(policy, obj, &tool.upstream, &tool.upstream_name);
         let guarded = forward.needs_approval
             || !labels.is_empty()
             || !policy.before_hooks.is_empty()
@@ -552,16 +634,9 @@ impl Calls {
             || limited
             || flow.is_some();
         // Hooks see the call as it goes upstream; built only when someone will look.
-        record.ctx = (guarded || !record.after.is_empty()).then(|| {
-            Arc::new(CallContext {
-                caller: session.caller().map(|c| Caller::clone(&c)),
-                tool: tool.name.clone(),
-                upstream: tool.upstream.clone(),
-                arguments: forward.arguments.clone(),
-                meta: forward.meta.clone(),
-                reason: report.reason.clone(),
-            })
-        });
+        if guarded || !record.after.is_empty() {
+            record.ctx = Some(hook_context(session, &forward, report));
+        }
         obj.insert("name".into(), Value::String(tool.upstream_name.clone()));
         if had_arguments || forward.rewritten {
             obj.insert("arguments".into(), Value::Object(forward.arguments));
@@ -570,7 +645,7 @@ impl Calls {
             .sessions
             .map_progress_token(session, call.as_ref(), obj);
         let mut params = Value::Object(std::mem::take(obj));
-        if up.stateless_for(envelope.is_none()) {
+        if up.stateless_for(!stateless) {
             input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
         }
         Ok(Accepted {
@@ -595,6 +670,95 @@ impl Calls {
             scope,
         })
     }
+
+    /// The record of a call the pipeline let through: its audit template with
+    /// the upstream and the idempotency key, and the after hooks it began under.
+    fn accepted_record(
+        &self,
+        policy: &Policy,
+        session: &ClientSession,
+        forward: &Forward,
+        report: &CallReport,
+        ledger: &Option<LedgerKey>,
+        started: Instant,
+    ) -> CallRecord {
+        let tool = &forward.tool;
+        let mut record = CallRecord::new(started, &tool.name);
+        record.after = policy.after_hooks.clone();
+        record.audit = self.settle.audit.on().then(|| {
+            self.settle.audit.template(
+                &session.label,
+                session.caller().as_deref(),
+                &tool.name,
+                Some(&tool.upstream),
+                session.server(),
+                &forward.arguments,
+                report,
+                ledger.as_ref().map(|(_, k)| k.clone()),
+            )
+        });
+        record
+    }
+}
+
+/// The guards over a call's result (S2; `None`: none apply).
+fn result_guards(
+    policy: &Policy,
+    (results, shadow): scope::ResultsGuarded,
+    stateless: bool,
+    call: &Option<CallKey>,
+) -> Option<content::ResultGuards> {
+    (results.is_some() || !shadow.is_empty()).then(|| content::ResultGuards {
+        guards: results.unwrap_or_else(|| Arc::from(Vec::new())),
+        shadow,
+        flows: policy.flows.clone(),
+        stateless,
+        call: call.clone(),
+        timeout: policy.approval_timeout,
+    })
+}
+
+/// Flow policy on (F1-F4): the labels of the tool's upstream, and the sealed
+/// flow context a 2026-07-28 client brought in `_meta`, taken out of the params
+/// (an emptied `_meta` with it). Off: the params are left as they are.
+fn flow_of(
+    policy: &Policy,
+    obj: &mut Map<String, Value>,
+    upstream: &str,
+    upstream_name: &str,
+) -> Option<(Vec<String>, Option<Value>)> {
+    let context = obj
+        .get_mut("_meta")
+        .and_then(Value::as_object_mut)
+        .and_then(|m| m.shift_remove(FLOW_META_KEY));
+    if obj
+        .get("_meta")
+        .and_then(Value::as_object)
+        .is_some_and(|m| m.is_empty())
+        && context.is_some()
+    {
+        obj.shift_remove("_meta");
+    }
+    policy.flows.on().then(|| {
+        let labels = policy.flows.labels_of(upstream, upstream_name);
+        (labels, context)
+    })
+}
+
+/// What the hooks see of a call: as it goes upstream.
+fn hook_context(
+    session: &ClientSession,
+    forward: &Forward,
+    report: &CallReport,
+) -> Arc<CallContext> {
+    Arc::new(CallContext {
+        caller: session.caller().map(|c| Caller::clone(&c)),
+        tool: forward.tool.name.clone(),
+        upstream: forward.tool.upstream.clone(),
+        arguments: forward.arguments.clone(),
+        meta: forward.meta.clone(),
+        reason: report.reason.clone(),
+    })
 }
 
 /// The span of one tool call, under its request's.

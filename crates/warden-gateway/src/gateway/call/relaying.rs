@@ -250,12 +250,18 @@ impl Calls {
         envelope: &Arc<Envelope>,
     ) -> Option<Begun> {
         let name = params.get("name")?.as_str()?;
-        let binding = binding_of(session.caller().as_deref(), name, params.get("arguments"));
+        let caller = session.caller();
+        let binding = binding_of(caller.as_deref(), name, params.get("arguments"));
         let Some((mut r, asked)) = self.parked.resume(envelope, &binding)? else {
-            let body = Ok(crate::gateway::settle::tool_error(
-                texts::INPUT_ROUND_EXPIRED,
-            ));
-            return Some(Begun::Done(Some(body)));
+            // T6: the retry is recorded; the parked call settled on its own (answered,
+            // or failed when its wait ran out).
+            let end = End::Edge {
+                decision: Decision::Denied,
+                why: "the parked call this requestState names is gone".into(),
+                body: Some(Ok(settle::tool_error(texts::INPUT_ROUND_EXPIRED))),
+            };
+            let early = Early::on(session, caller.as_deref(), name, Some(params));
+            return Some(Begun::Done(self.settle_early(early, end).await));
         };
         r.pending
             .conn

@@ -16,7 +16,8 @@ impl Front {
     /// A 2026-07-28 request: its envelope and headers are checked here, at the
     /// edge, so that what it cannot be served for gets the status the revision
     /// gives it (400, 404) with the request's id; then it is served on a session
-    /// of its own that ends with it (no Mcp-Session-Id, no GET stream).
+    /// of its own that ends with it (no Mcp-Session-Id, no GET stream). A
+    /// `tools/call` refused here is audited by the tool it names (T6).
     pub(super) async fn stateless(
         &self,
         headers: &HeaderMap,
@@ -26,17 +27,51 @@ impl Front {
         on: &OnServer,
     ) -> Reply {
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        if let Some((status, error)) = self.edge_fault(headers, &msg, &caller).await {
+            let tool = msg.pointer("/params/name").and_then(Value::as_str);
+            if let (Some("tools/call"), Some(tool)) = (msg["method"].as_str(), tool) {
+                let call = Early {
+                    label: "http:stateless",
+                    caller: Some(&caller),
+                    server: on.0.as_deref(),
+                    tool,
+                    arguments: msg.pointer("/params/arguments"),
+                };
+                let why = error["message"].as_str().unwrap_or_default().to_owned();
+                self.gateway.refused_at_front(call, why).await;
+            }
+            return message_reply(status, &jsonrpc::error_response(id, error));
+        }
+        let who = caller.clone();
+        let session = self.sessions.open_stateless(caller);
+        if let Some(name) = &on.0 {
+            session.client.serve(name);
+        }
+        self.drain.track_stateless(&session);
+        session.client.update_caller(&who, token.0);
+        session.client.set_claims(token.1);
+        self.request(&session, id, msg, header_str(headers, "traceparent"))
+            .await
+    }
+
+    /// What a 2026-07-28 request cannot be served for, with the status the
+    /// revision gives it and the JSON-RPC error: its envelope's shape, a header
+    /// that disagrees with its body, a version or capabilities missing, a
+    /// method the revision removed.
+    async fn edge_fault(
+        &self,
+        headers: &HeaderMap,
+        msg: &Value,
+        caller: &warden_core::Caller,
+    ) -> Option<(StatusCode, Value)> {
         let method = msg
             .get("method")
             .and_then(Value::as_str)
             .unwrap_or_default();
         let params = msg.get("params");
-        let refused = |status: StatusCode, error: Value| {
-            message_reply(status, &jsonrpc::error_response(id.clone(), error))
-        };
         // Without a version in the body there is nothing to compare the header with.
         if let Some(error) = rev2026::envelope_shape_error(params) {
-            return refused(StatusCode::BAD_REQUEST, error);
+            return Some((StatusCode::BAD_REQUEST, error));
         }
         let version = params
             .and_then(|p| p.get("_meta"))
@@ -44,12 +79,9 @@ impl Front {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let mismatch = |header: &str| {
-            let body = jsonrpc::error(
-                id.clone(),
-                rev2026::HEADER_MISMATCH,
-                &answer::header_mismatch(header),
-            );
-            message_reply(StatusCode::BAD_REQUEST, &body)
+            let text = answer::header_mismatch(header);
+            let error = json!({"code": rev2026::HEADER_MISMATCH, "message": text});
+            Some((StatusCode::BAD_REQUEST, error))
         };
         if header_str(headers, VERSION_HEADER) != Some(version) {
             return mismatch("MCP-Protocol-Version");
@@ -72,30 +104,21 @@ impl Front {
             }
             if method == "tools/call" {
                 let args = msg.pointer("/params/arguments");
-                if let Some(suffix) = self.param_header_fault(headers, &caller, name, args).await {
+                if let Some(suffix) = self.param_header_fault(headers, caller, name, args).await {
                     return mismatch(&format!("Mcp-Param-{suffix}"));
                 }
             }
         }
         // A version the gateway does not speak, or capabilities missing: 400.
         if let Some(error) = rev2026::envelope_error(params) {
-            return refused(StatusCode::BAD_REQUEST, error);
+            return Some((StatusCode::BAD_REQUEST, error));
         }
         if rev2026::REMOVED.contains(&method) {
             let error = json!({"code": jsonrpc::METHOD_NOT_FOUND,
                 "message": answer::method_not_found(method)});
-            return refused(StatusCode::NOT_FOUND, error);
+            return Some((StatusCode::NOT_FOUND, error));
         }
-        let who = caller.clone();
-        let session = self.sessions.open_stateless(caller);
-        if let Some(name) = &on.0 {
-            session.client.serve(name);
-        }
-        self.drain.track_stateless(&session);
-        session.client.update_caller(&who, token.0);
-        session.client.set_claims(token.1);
-        self.request(&session, id, msg, header_str(headers, "traceparent"))
-            .await
+        None
     }
 
     /// The `Mcp-Param-*` header of a 2026-07-28 call that disagrees with its
