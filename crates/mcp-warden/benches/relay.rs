@@ -17,10 +17,13 @@ use common::{psql, rss_kib};
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_mcp-warden");
+/// Calls per measurement come in this many interleaved rounds.
+const ROUNDS: usize = 20;
 const FIXTURE: &str = env!("CARGO_BIN_EXE_warden-fixture-upstream");
 
 struct Peer {
@@ -235,6 +238,19 @@ fn main() {
         &format!("[defaults]\nvalidate = true\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nunknown_arguments = \"reject\"\n"),
     );
 
+    let mut gated = relay(n, &dir, &cfg);
+    traces(n, &dir, &cfg);
+    policy(n, &dir, &cfg);
+    stores(n, &dir, &mut gated);
+    drop(gated);
+    memory(&dir);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Sequential calls direct, through a null relay, through the gateway, and
+/// through the gateway with ten argument rules, interleaved; returns the plain
+/// gateway, still running (the store section compares against it).
+fn relay(n: usize, dir: &Path, cfg: &Path) -> Peer {
     // Ten rules on fx.echo's arguments, each read on every call: nine denies the
     // call misses, then the allow it meets.
     let ten_rules = [
@@ -271,7 +287,7 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
     let mut gated = Peer::spawn(
         Command::new(WARDEN)
             .args(["run", "--config"])
-            .arg(&cfg)
+            .arg(cfg)
             .env("RUST_LOG", "error"),
     );
     let mut ruled = Peer::spawn(
@@ -292,18 +308,17 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
         Vec::with_capacity(n),
         Vec::with_capacity(n),
     );
-    let rounds = 20;
-    for _ in 0..rounds {
-        for _ in 0..n / rounds {
+    for _ in 0..ROUNDS {
+        for _ in 0..n / ROUNDS {
             d.push(direct.time_call("echo"));
         }
-        for _ in 0..n / rounds {
+        for _ in 0..n / ROUNDS {
             z.push(null.time_call("echo"));
         }
-        for _ in 0..n / rounds {
+        for _ in 0..n / ROUNDS {
             g.push(gated.time_call("fx.echo"));
         }
-        for _ in 0..n / rounds {
+        for _ in 0..n / ROUNDS {
             rl.push(ruled.time_call("fx.echo"));
         }
     }
@@ -333,7 +348,11 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
     println!("  ten argument rules   : median {rm:8.1} µs   p99 {rp:8.1} µs   (+{:.1} µs over none, ratio {:.3}x)", rm - gm, rm / gm);
     drop(null);
     drop(ruled);
+    gated
+}
 
+/// Traces off, on with sampling ratio 0, and on for every call, interleaved.
+fn traces(n: usize, dir: &Path, cfg: &Path) {
     // Traces: the gateway above has them off (the default). The same gateway with
     // traces on (every call recorded and exported to a collector that takes
     // everything), and on with a sampling ratio of 0 (nothing recorded), interleaved
@@ -345,18 +364,10 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
             &format!("[defaults]\nvalidate = true\n[traces]\nendpoint = \"http://{sink}\"\nsampling_ratio = {ratio}\n[[upstream]]\nname = \"fx\"\ncommand = [\"{FIXTURE}\"]\nunknown_arguments = \"reject\"\n"),
         )
     };
-    let gateway = |cfg: &std::path::Path| {
-        Peer::spawn(
-            Command::new(WARDEN)
-                .args(["run", "--config"])
-                .arg(cfg)
-                .env("RUST_LOG", "error"),
-        )
-    };
     // Each comparison is against a plain gateway started together with the ones
     // compared: the gateway above, running since the start, answered faster than
     // any fresh process, and quotas measured against it read +60 µs instead of +15.
-    let mut plain = gateway(&cfg);
+    let mut plain = gateway(cfg);
     let mut traced = gateway(&traced_cfg("traced", 1.0));
     let mut unsampled = gateway(&traced_cfg("unsampled", 0.0));
     for _ in 0..200 {
@@ -366,14 +377,14 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
     }
     let (mut off, mut on, mut zero) = (Vec::new(), Vec::new(), Vec::new());
     let cpu0 = [plain.cpu_us(), traced.cpu_us(), unsampled.cpu_us()];
-    for _ in 0..rounds {
-        for _ in 0..n / rounds {
+    for _ in 0..ROUNDS {
+        for _ in 0..n / ROUNDS {
             off.push(plain.time_call("fx.echo"));
         }
-        for _ in 0..n / rounds {
+        for _ in 0..n / ROUNDS {
             on.push(traced.time_call("fx.echo"));
         }
-        for _ in 0..n / rounds {
+        for _ in 0..n / ROUNDS {
             zero.push(unsampled.time_call("fx.echo"));
         }
     }
@@ -395,7 +406,10 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
     drop(traced);
     drop(unsampled);
     drop(plain);
+}
 
+/// Quotas and a flow rule on every call against the plain gateway, interleaved.
+fn policy(n: usize, dir: &Path, cfg: &Path) {
     // Quotas and flows on: a rate and a concurrency quota and a flow rule apply to
     // every call (none refuses), interleaved with the gateway without them.
     let policy_cfg = config(
@@ -405,18 +419,18 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
                   [[flow]]\ntouched = [\"private_data\"]\ncalling = \"external_sink\"\neffect = \"deny\"\n"),
     );
     let mut policed = gateway(&policy_cfg);
-    let mut plain = gateway(&cfg);
+    let mut plain = gateway(cfg);
     for _ in 0..200 {
         policed.time_call("fx.echo");
         plain.time_call("fx.echo");
     }
     let (mut off, mut on) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let cpu0 = [plain.cpu_us(), policed.cpu_us()];
-    for _ in 0..rounds {
-        for _ in 0..n / rounds {
+    for _ in 0..ROUNDS {
+        for _ in 0..n / ROUNDS {
             off.push(plain.time_call("fx.echo"));
         }
-        for _ in 0..n / rounds {
+        for _ in 0..n / ROUNDS {
             on.push(policed.time_call("fx.echo"));
         }
     }
@@ -436,7 +450,11 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
     );
     drop(policed);
     drop(plain);
+}
 
+/// The SQLite and PostgreSQL stores on (audit, ledger, quotas counted in the
+/// store), interleaved with the store-off gateway `gated`.
+fn stores(n: usize, dir: &Path, gated: &mut Peer) {
     // The same gateway with the SQLite store on: every call audited, and keyed calls
     // claimed and finished in the ledger. Interleaved with the store-off gateway.
     let db_dir = dir.join("store");
@@ -472,7 +490,7 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
             stored.time_keyed_call("fx.echo", 1_000_000 + i);
         }
         // With PostgreSQL, quotas are counted in it (Q4): audited calls under a
-        // rate and a concurrency quota and a flow rule, in the same rounds.
+        // rate and a concurrency quota and a flow rule, in the same ROUNDS.
         let mut quota = url.starts_with("postgres").then(|| {
             let quota_cfg = config(
                 &db_dir.join("quota"),
@@ -493,19 +511,19 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
         });
         let mut counted = Vec::new();
         let (mut off, mut audit_only, mut keyed) = (Vec::new(), Vec::new(), Vec::new());
-        for r in 0..rounds {
+        for r in 0..ROUNDS {
             if let Some(q) = quota.as_mut() {
-                for _ in 0..m / rounds {
+                for _ in 0..m / ROUNDS {
                     counted.push(q.time_call("fx.echo"));
                 }
             }
-            for _ in 0..m / rounds {
+            for _ in 0..m / ROUNDS {
                 off.push(gated.time_call("fx.echo"));
             }
-            for _ in 0..m / rounds {
+            for _ in 0..m / ROUNDS {
                 audit_only.push(stored.time_call("fx.echo"));
             }
-            for i in 0..m / rounds {
+            for i in 0..m / ROUNDS {
                 keyed.push(stored.time_keyed_call("fx.echo", r * m + i));
             }
         }
@@ -531,10 +549,12 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
         }
     }
     psql(&format!("DROP DATABASE IF EXISTS {pg_db} WITH (FORCE)"));
-    drop(gated);
+}
 
+/// The gateway's resident memory with 3 upstreams of about 100 tools each.
+fn memory(dir: &Path) {
     let mem_cfg = config(
-        &dir,
+        dir,
         &(1..=3)
             .map(|i| format!("[[upstream]]\nname = \"u{i}\"\ncommand = [\"{FIXTURE}\"]\nenv = {{ FIXTURE_EXTRA_TOOLS = \"100\" }}\n"))
             .collect::<String>(),
@@ -556,5 +576,14 @@ when = [{ arg = "n", min = 0, max = 100 }, { arg = "text", max_len = 100 }]"#,
     let rss = rss_kib(mem.child.id());
     println!("memory: 3 upstreams, {tools} tools, after listing and 300 calls: gateway RSS {:.1} MiB (target ≤ 30 MiB)", rss as f64 / 1024.0);
     drop(mem);
-    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `mcp-warden run` with `cfg`, errors only in its log.
+fn gateway(cfg: &Path) -> Peer {
+    Peer::spawn(
+        Command::new(WARDEN)
+            .args(["run", "--config"])
+            .arg(cfg)
+            .env("RUST_LOG", "error"),
+    )
 }

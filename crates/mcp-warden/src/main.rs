@@ -296,91 +296,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             http,
             watch,
             server,
-        } => {
-            let path = config.config.clone();
-            let config = load_to_serve(&config)?;
-            if let Some(name) = &server {
-                if config.server(name).is_none() {
-                    return Err(anyhow!(
-                        "--server {name}: no [[server]] is named '{name}' in the config"
-                    ));
-                }
-            }
-            let stdio = stdio || server.is_some();
-            let serves_http = http.is_some() || (!stdio && config.gateway.front == Front::Http);
-            if config.audit.stdout && !serves_http {
-                return Err(anyhow!("{}: audit.stdout: audit records cannot go to stdout when serving stdio: stdout carries the MCP messages there. Serve over HTTP (--http, or gateway.front = \"http\"), or write them to a file with audit.jsonl", path.display()));
-            }
-            for w in config.warnings() {
-                tracing::warn!("config: {w}");
-            }
-            let gateway = Gateway::new(config).await.map_err(|e| anyhow!(e))?;
-            warden_gateway::live::spawn(gateway.clone(), path, watch);
-            if let Some(listen) = gateway.config.admin_listen().map(str::to_owned) {
-                let addr = warden_gateway::admin::serve(&listen, gateway.clone())
-                    .await
-                    .map_err(|e| anyhow!(e))?;
-                tracing::info!("metrics on http://{addr}/metrics");
-                // Tests and scripts read the address from here when binding port 0.
-                eprintln!(
-                    "mcp-warden: admin listener on http://{addr}/ (console, /api/, /metrics)"
-                );
-            }
-            let http = match http {
-                Some(addr) if addr.is_empty() => Some(gateway.config.gateway.listen.clone()),
-                Some(addr) => Some(addr),
-                None if !stdio && gateway.config.gateway.front == Front::Http => {
-                    Some(gateway.config.gateway.listen.clone())
-                }
-                None => None,
-            };
-            match http {
-                Some(addr) => {
-                    if gateway.config.audit.stdout {
-                        gateway.audit_to_stdout();
-                    }
-                    let server = warden_gateway::front::http::Server::bind(gateway, &addr)
-                        .await
-                        .map_err(|e| anyhow!(e))?;
-                    let local = server.local_addr().context("reading the bound address")?;
-                    let scheme = server.scheme();
-                    tracing::info!("serving MCP over Streamable HTTP at {scheme}://{local}/mcp");
-                    // Tests and scripts read the address from here when binding port 0.
-                    eprintln!("mcp-warden: listening on {scheme}://{local}/mcp");
-                    server.run(shutdown_signal()).await;
-                }
-                None => warden_gateway::front::stdio::serve_as(gateway, server)
-                    .await
-                    .context("serving stdio")?,
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Check { config } => {
-            let path = config.config.display().to_string();
-            // With a pins lock, the tools' schemas as reviewed are known too (G6).
-            let checked = warden_gateway::live::check_file(&config.config).await;
-            let warden_gateway::live::Checked { config, warnings } = match checked {
-                Ok(checked) => checked,
-                Err(errors) => {
-                    for e in &errors {
-                        eprintln!("error: {}", e.text);
-                        if let Some(at) = &e.at {
-                            eprintln!("  --> {at}");
-                        }
-                    }
-                    return Ok(ExitCode::FAILURE);
-                }
-            };
-            for w in &warnings {
-                println!("warning: {w}");
-            }
-            println!(
-                "{path}: ok ({} upstream(s), {} warning(s))",
-                config.upstream.len(),
-                warnings.len()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        } => serve(&config, stdio, http, watch, server).await,
+        Command::Check { config } => check(&config).await,
         Command::Import {
             file,
             output,
@@ -397,22 +314,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             config,
             caller,
             json,
-        } => {
-            let config = load_to_serve(&config)?;
-            let (gateway, session) = start(config, caller, Audit::CallsOnly).await?;
-            let listed = gateway.list_tools_found(session.caller().as_deref()).await;
-            gateway.shutdown().await;
-            let (result, found) = listed.map_err(|e| anyhow!(e))?;
-            let tools = result["tools"].as_array().cloned().unwrap_or_default();
-            if json {
-                let tools = with_findings(tools, &found);
-                println!("{}", serde_json::to_string_pretty(&tools)?);
-            } else {
-                print_table(&tools);
-                print_findings(&found);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => tools(&config, caller, json).await,
         Command::Audit {
             action: Some(AuditAction::Verify { config }),
             ..
@@ -440,103 +342,226 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Policy {
             action: policy_test::Action::Test { cases, config },
         } => policy_test::run(&load(&config)?, &cases),
-        Command::Pins { action } => {
-            let config = load(action.config())?;
-            let path = pins::lock_path(&config.path);
-            let (gateway, _session) = start(config, None, Audit::CallsOnly).await?;
-            let listings = gateway.upstream_listings();
-            gateway.shutdown().await;
-            // `lock` replaces the file whole, so one that no longer reads or
-            // verifies is no obstacle to it: its errors say to run it.
-            let mut lock = match &action {
-                PinsAction::Lock { .. } => pins::Lock::default(),
-                _ => pins::Lock::read(&path)
-                    .map_err(|e| anyhow!(e))?
-                    .unwrap_or_default(),
-            };
-            match action {
-                PinsAction::Lock { .. } => {
-                    lock = pins::Lock::of(&listings);
-                }
-                PinsAction::Approve { tools, .. } => {
-                    let n = pins::approve_into(&path, &listings, &tools).map_err(|e| anyhow!(e))?;
-                    println!("{}: {n} tool(s) locked", path.display());
-                    return Ok(ExitCode::SUCCESS);
-                }
-                PinsAction::Reject { tools, .. } => {
-                    let n = pins::reject_into(&path, &listings, &tools).map_err(|e| anyhow!(e))?;
-                    println!("{}: {n} definition(s) rejected", path.display());
-                    return Ok(ExitCode::SUCCESS);
-                }
-                PinsAction::Diff { .. } => {
-                    let none = Default::default();
-                    let mut drifted = false;
-                    for (up, tools) in &listings {
-                        let locked = lock.upstreams.get(up).unwrap_or(&none);
-                        for d in pins::diff(locked, tools) {
-                            drifted = true;
-                            print!("{}", pins::render(up, &d));
-                        }
-                    }
-                    if !drifted {
-                        println!("no drift: every tool is as locked in {}", path.display());
-                    }
-                    return Ok(if drifted {
-                        ExitCode::FAILURE
-                    } else {
-                        ExitCode::SUCCESS
-                    });
-                }
-            }
-            write_whole(&path, &lock.to_text())?;
-            let n: usize = lock.upstreams.values().map(|t| t.len()).sum();
-            println!("{}: {n} tool(s) locked", path.display());
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Pins { action } => pins_command(action).await,
         Command::Call {
             config,
             caller,
             meta,
             tool,
             args,
-        } => {
-            let config = load_to_serve(&config)?;
-            let args: Value = match args {
-                Some(a) => serde_json::from_str(&a).context("JSON_ARGS is not valid JSON")?,
-                None => Value::Object(Default::default()),
-            };
-            let mut params = serde_json::json!({"name": tool, "arguments": args});
-            if let Some(m) = meta {
-                params["_meta"] = serde_json::from_str(&m).context("--meta is not valid JSON")?;
-            }
-            let (gateway, session) = start(config, caller, Audit::All).await?;
-            let body = gateway.call_tool(&session, None, params).await;
-            // With durability = "async" the call's record may still be queued.
-            let flush = warden_gateway::gateway::audit::FLUSH_AT_EXIT;
-            if !gateway.flush_audit(flush).await {
-                tracing::error!("audit records still waited for the store after {flush:?}; each is in the log above, whole");
-            }
-            gateway.shutdown().await;
-            match body {
-                Some(Ok(result)) => {
-                    println!("{}", serde_json::to_string_pretty(&result)?);
-                    let failed = result
-                        .get("isError")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false);
-                    Ok(if failed {
-                        ExitCode::FAILURE
-                    } else {
-                        ExitCode::SUCCESS
-                    })
-                }
-                Some(Err(error)) => {
-                    eprintln!("{}", serde_json::to_string_pretty(&error)?);
-                    Ok(ExitCode::FAILURE)
-                }
-                None => Ok(ExitCode::FAILURE),
-            }
+        } => call(&config, caller, meta, tool, args).await,
+    }
+}
+
+/// `run`: the gateway, serving stdio or HTTP until its input ends or a signal.
+async fn serve(
+    config: &ConfigArg,
+    stdio: bool,
+    http: Option<String>,
+    watch: bool,
+    server: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let path = config.config.clone();
+    let config = load_to_serve(config)?;
+    if let Some(name) = &server {
+        if config.server(name).is_none() {
+            return Err(anyhow!(
+                "--server {name}: no [[server]] is named '{name}' in the config"
+            ));
         }
+    }
+    let stdio = stdio || server.is_some();
+    let serves_http = http.is_some() || (!stdio && config.gateway.front == Front::Http);
+    if config.audit.stdout && !serves_http {
+        return Err(anyhow!("{}: audit.stdout: audit records cannot go to stdout when serving stdio: stdout carries the MCP messages there. Serve over HTTP (--http, or gateway.front = \"http\"), or write them to a file with audit.jsonl", path.display()));
+    }
+    for w in config.warnings() {
+        tracing::warn!("config: {w}");
+    }
+    let gateway = Gateway::new(config).await.map_err(|e| anyhow!(e))?;
+    warden_gateway::live::spawn(gateway.clone(), path, watch);
+    if let Some(listen) = gateway.config.admin_listen().map(str::to_owned) {
+        let addr = warden_gateway::admin::serve(&listen, gateway.clone())
+            .await
+            .map_err(|e| anyhow!(e))?;
+        tracing::info!("metrics on http://{addr}/metrics");
+        // Tests and scripts read the address from here when binding port 0.
+        eprintln!("mcp-warden: admin listener on http://{addr}/ (console, /api/, /metrics)");
+    }
+    let http = match http {
+        Some(addr) if addr.is_empty() => Some(gateway.config.gateway.listen.clone()),
+        Some(addr) => Some(addr),
+        None if !stdio && gateway.config.gateway.front == Front::Http => {
+            Some(gateway.config.gateway.listen.clone())
+        }
+        None => None,
+    };
+    match http {
+        Some(addr) => {
+            if gateway.config.audit.stdout {
+                gateway.audit_to_stdout();
+            }
+            let server = warden_gateway::front::http::Server::bind(gateway, &addr)
+                .await
+                .map_err(|e| anyhow!(e))?;
+            let local = server.local_addr().context("reading the bound address")?;
+            let scheme = server.scheme();
+            tracing::info!("serving MCP over Streamable HTTP at {scheme}://{local}/mcp");
+            // Tests and scripts read the address from here when binding port 0.
+            eprintln!("mcp-warden: listening on {scheme}://{local}/mcp");
+            server.run(shutdown_signal()).await;
+        }
+        None => warden_gateway::front::stdio::serve_as(gateway, server)
+            .await
+            .context("serving stdio")?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `check`: validates a config file (and its pins lock) without serving it.
+async fn check(config: &ConfigArg) -> anyhow::Result<ExitCode> {
+    let path = config.config.display().to_string();
+    // With a pins lock, the tools' schemas as reviewed are known too (G6).
+    let checked = warden_gateway::live::check_file(&config.config).await;
+    let warden_gateway::live::Checked { config, warnings } = match checked {
+        Ok(checked) => checked,
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("error: {}", e.text);
+                if let Some(at) = &e.at {
+                    eprintln!("  --> {at}");
+                }
+            }
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    for w in &warnings {
+        println!("warning: {w}");
+    }
+    println!(
+        "{path}: ok ({} upstream(s), {} warning(s))",
+        config.upstream.len(),
+        warnings.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tools`: what a caller would see listed, with description findings.
+async fn tools(config: &ConfigArg, caller: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
+    let config = load_to_serve(config)?;
+    let (gateway, session) = start(config, caller, Audit::CallsOnly).await?;
+    let listed = gateway.list_tools_found(session.caller().as_deref()).await;
+    gateway.shutdown().await;
+    let (result, found) = listed.map_err(|e| anyhow!(e))?;
+    let tools = result["tools"].as_array().cloned().unwrap_or_default();
+    if json {
+        let tools = with_findings(tools, &found);
+        println!("{}", serde_json::to_string_pretty(&tools)?);
+    } else {
+        print_table(&tools);
+        print_findings(&found);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `pins lock|diff|approve|reject`.
+async fn pins_command(action: PinsAction) -> anyhow::Result<ExitCode> {
+    let config = load(action.config())?;
+    let path = pins::lock_path(&config.path);
+    let (gateway, _session) = start(config, None, Audit::CallsOnly).await?;
+    let listings = gateway.upstream_listings();
+    gateway.shutdown().await;
+    // `lock` replaces the file whole, so one that no longer reads or
+    // verifies is no obstacle to it: its errors say to run it.
+    let mut lock = match &action {
+        PinsAction::Lock { .. } => pins::Lock::default(),
+        _ => pins::Lock::read(&path)
+            .map_err(|e| anyhow!(e))?
+            .unwrap_or_default(),
+    };
+    match action {
+        PinsAction::Lock { .. } => {
+            lock = pins::Lock::of(&listings);
+        }
+        PinsAction::Approve { tools, .. } => {
+            let n = pins::approve_into(&path, &listings, &tools).map_err(|e| anyhow!(e))?;
+            println!("{}: {n} tool(s) locked", path.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        PinsAction::Reject { tools, .. } => {
+            let n = pins::reject_into(&path, &listings, &tools).map_err(|e| anyhow!(e))?;
+            println!("{}: {n} definition(s) rejected", path.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        PinsAction::Diff { .. } => {
+            let none = Default::default();
+            let mut drifted = false;
+            for (up, tools) in &listings {
+                let locked = lock.upstreams.get(up).unwrap_or(&none);
+                for d in pins::diff(locked, tools) {
+                    drifted = true;
+                    print!("{}", pins::render(up, &d));
+                }
+            }
+            if !drifted {
+                println!("no drift: every tool is as locked in {}", path.display());
+            }
+            return Ok(if drifted {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
+    }
+    write_whole(&path, &lock.to_text())?;
+    let n: usize = lock.upstreams.values().map(|t| t.len()).sum();
+    println!("{}: {n} tool(s) locked", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `call`: one tool call through the whole pipeline, printed.
+async fn call(
+    config: &ConfigArg,
+    caller: Option<String>,
+    meta: Option<String>,
+    tool: String,
+    args: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let config = load_to_serve(config)?;
+    let args: Value = match args {
+        Some(a) => serde_json::from_str(&a).context("JSON_ARGS is not valid JSON")?,
+        None => Value::Object(Default::default()),
+    };
+    let mut params = serde_json::json!({"name": tool, "arguments": args});
+    if let Some(m) = meta {
+        params["_meta"] = serde_json::from_str(&m).context("--meta is not valid JSON")?;
+    }
+    let (gateway, session) = start(config, caller, Audit::All).await?;
+    let body = gateway.call_tool(&session, None, params).await;
+    // With durability = "async" the call's record may still be queued.
+    let flush = warden_gateway::gateway::audit::FLUSH_AT_EXIT;
+    if !gateway.flush_audit(flush).await {
+        tracing::error!("audit records still waited for the store after {flush:?}; each is in the log above, whole");
+    }
+    gateway.shutdown().await;
+    match body {
+        Some(Ok(result)) => {
+            println!("{}", serde_json::to_string_pretty(&result)?);
+            let failed = result
+                .get("isError")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Some(Err(error)) => {
+            eprintln!("{}", serde_json::to_string_pretty(&error)?);
+            Ok(ExitCode::FAILURE)
+        }
+        None => Ok(ExitCode::FAILURE),
     }
 }
 
