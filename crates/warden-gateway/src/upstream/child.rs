@@ -52,8 +52,12 @@ pub(super) fn open(
     Ok(conn)
 }
 
-/// Writes the connection's queue to the child's stdin, flushing when it empties,
-/// until the queue closes or the stop comes.
+/// At most this many bytes of queued lines go to the child in one write.
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// Writes the connection's queue to the child's stdin until the queue closes or
+/// the stop comes. The lines queued by the time one is taken go in the same
+/// write: under load, fewer writes here and fewer wakeups in the child.
 fn feed_stdin(
     name: String,
     mut stdin: tokio::process::ChildStdin,
@@ -66,13 +70,16 @@ fn feed_stdin(
                 line = rx.recv() => line,
                 _ = &mut stop_rx => None,
             };
-            let Some(line) = line else { break };
-            if let Err(e) = stdin.write_all(&line).await {
+            let Some(mut batch) = line else { break };
+            while batch.len() < WRITE_BATCH {
+                match rx.try_recv() {
+                    Ok(more) => batch.extend_from_slice(&more),
+                    Err(_) => break,
+                }
+            }
+            if let Err(e) = stdin.write_all(&batch).await {
                 tracing::debug!(upstream = %name, "writing to the upstream failed: {e}");
                 break;
-            }
-            if rx.is_empty() {
-                let _ = stdin.flush().await;
             }
         }
     });
