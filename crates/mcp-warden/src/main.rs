@@ -209,6 +209,12 @@ impl PinsAction {
     }
 }
 
+/// mimalloc serves the many small, short-lived allocations of a call (JSON
+/// trees, futures, channel blocks) with less processor time than glibc's malloc
+/// (issue 25's measurements).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let quiet = !matches!(cli.command, Command::Run { .. });
