@@ -392,15 +392,6 @@ fn oauth_metadata_and_challenges_without_a_reachable_issuer() {
     );
 }
 
-/// The audit records of `dir`'s `audit.jsonl`, one per line.
-fn audit_records(dir: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// T6, G7: the step-up 403 of a `tools/call` is answered as before, byte for
 /// byte, and leaves one audit record: the caller, the tool, the arguments, and
 /// `insufficient_scope`. The issuer is a loopback endpoint that answers every

@@ -626,15 +626,6 @@ fn clients_of_the_handshake_revisions_get_what_they_got_before() {
     assert_eq!(r.json()["result"]["protocolVersion"], "2025-11-25");
 }
 
-/// The audit records of `dir`'s `audit.jsonl`, one per line.
-fn audit_records(dir: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// The one record of `records` whose `error` is `why`.
 fn refused_with<'a>(records: &'a [Value], why: &str) -> &'a Value {
     let found: Vec<&Value> = records.iter().filter(|r| r["error"] == why).collect();

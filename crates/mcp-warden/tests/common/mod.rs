@@ -648,6 +648,15 @@ impl Drop for PgDb {
     }
 }
 
+/// The audit records of `dir`'s `audit.jsonl`, one per line.
+pub fn audit_records(dir: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
