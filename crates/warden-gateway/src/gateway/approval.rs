@@ -5,10 +5,10 @@
 //! With `[access] approver = "console"` an operator answers in the console's
 //! inbox instead (H6); with `"both"`, whichever answers first.
 
+use super::client_session::{CallKey, ClientSession, Sessions};
 use super::inbox::{Inbox, Verdict, Waiting};
 use super::input;
 use super::rev2026::{self, Binding, Envelope, Sealed, StateKey};
-use super::session::{CallKey, ClientSession, Sessions};
 use crate::config::Approver;
 use crate::logged::logged;
 use crate::upstream::SUPPORTED_VERSIONS;

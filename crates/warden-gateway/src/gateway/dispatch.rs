@@ -75,7 +75,7 @@ impl Gateway {
                 let Err(msg) = session.answer_own(&key, msg) else {
                     return None;
                 };
-                let target = session::lock(&session.server_requests).remove(&key);
+                let target = client_session::lock(&session.server_requests).remove(&key);
                 match target.and_then(|(conn, their_id)| Some((conn.upgrade()?, their_id))) {
                     Some((conn, their_id)) => {
                         let mut msg = msg;
@@ -421,7 +421,7 @@ impl Gateway {
     ) -> Result<(), String> {
         self.connect(None).await;
         let caller = session.caller();
-        let found = session::lock(&session.found).clone();
+        let found = client_session::lock(&session.found).clone();
         let tools = self
             .listed_bytes(session.server(), caller.as_deref(), &found)
             .await?;
@@ -461,7 +461,7 @@ impl Gateway {
             listen::Filter::honoured(params.and_then(|p| p.get("notifications")), &offered);
         let key = jsonrpc::id_key(id);
         let ended = Arc::new(tokio::sync::Notify::new());
-        session::lock(&session.listening).insert(key.clone(), ended.clone());
+        client_session::lock(&session.listening).insert(key.clone(), ended.clone());
         let mut changes = self.sessions.changes();
         let (me, session, id) = (self.clone(), session.clone(), id.clone());
         Begun::Then(Box::pin(async move {
@@ -478,7 +478,7 @@ impl Gateway {
                     c = changes.recv() => c,
                 };
                 let method = match change {
-                    Ok(session::ListChange::Tools(before)) if filter.tools => {
+                    Ok(client_session::ListChange::Tools(before)) if filter.tools => {
                         let after = me.catalogue();
                         let policy = me.calls.policy();
                         let was = seen
@@ -496,10 +496,10 @@ impl Gateway {
                         }
                         "notifications/tools/list_changed"
                     }
-                    Ok(session::ListChange::Prompts) if filter.prompts => {
+                    Ok(client_session::ListChange::Prompts) if filter.prompts => {
                         "notifications/prompts/list_changed"
                     }
-                    Ok(session::ListChange::Resources) if filter.resources => {
+                    Ok(client_session::ListChange::Resources) if filter.resources => {
                         "notifications/resources/list_changed"
                     }
                     Ok(_) => continue,
@@ -514,7 +514,7 @@ impl Gateway {
                     .send_for(Some(key.clone()), listen::notification(method, &id))
                     .await;
             }
-            session::lock(&session.listening).remove(&key);
+            client_session::lock(&session.listening).remove(&key);
             // A listen stream gets no response.
             None
         }))
@@ -557,12 +557,12 @@ impl Gateway {
                     return;
                 };
                 let key = jsonrpc::id_key(request_id);
-                if let Some(ended) = session::lock(&session.listening).remove(&key) {
+                if let Some(ended) = client_session::lock(&session.listening).remove(&key) {
                     ended.notify_one();
                     return;
                 }
                 // A call still in the gateway's own hands (an approval, a hook).
-                if let Some(held) = session::lock(&session.held).get(&key).cloned() {
+                if let Some(held) = client_session::lock(&session.held).get(&key).cloned() {
                     held.notify_one();
                     return;
                 }

@@ -6,10 +6,10 @@
 //! tagged with that call; when that cannot be told, to no one (one caller never
 //! sees another's traffic).
 
+use super::client_session::{lock, ListChange, Sessions};
 use super::relay::refuse_upstream;
 use super::rev2026;
-use super::session::{lock, ListChange, Sessions};
-use super::upstreams::Upstreams;
+use super::upstream_set::Upstreams;
 use crate::jsonrpc;
 use crate::logged::logged;
 use crate::metrics::Metrics;

@@ -15,9 +15,9 @@
 //!   client declared it can take it ([`ask_client`]), and sends the request again
 //!   with the answers ([`next_round`]), up to [`MAX_ROUNDS`] times.
 
+use super::client_session::{CallKey, ClientSession, Sessions};
 use super::relay;
 use super::rev2026::{self, Binding, Envelope, Sealed, StateKey};
-use super::session::{CallKey, ClientSession, Sessions};
 use crate::texts;
 use crate::upstream::{CallError, Upstream};
 use serde_json::{json, Map, Value};

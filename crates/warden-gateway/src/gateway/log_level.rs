@@ -7,7 +7,7 @@
 //! spoken to in an older revision that offers `logging`. Sent to one upstream
 //! only (as a method the gateway does not govern), the others never heard it.
 
-use super::session::{self, ClientSession};
+use super::client_session::{self, ClientSession};
 use super::settle::Body;
 use super::{rev2026, Gateway};
 use crate::jsonrpc;
@@ -47,7 +47,7 @@ impl Gateway {
                 json!({"code": jsonrpc::INVALID_PARAMS, "message": message}),
             ));
         }
-        *session::lock(&session.log_level) = level.cloned();
+        *client_session::lock(&session.log_level) = level.cloned();
         for up in logging {
             let Some(conn) = up.conn_for(true) else {
                 continue;

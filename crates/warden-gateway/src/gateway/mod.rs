@@ -22,6 +22,7 @@
 mod approval;
 pub mod audit;
 mod call;
+pub mod client_session;
 mod descriptions;
 mod dispatch;
 mod flow;
@@ -40,20 +41,19 @@ mod relay;
 pub mod reload;
 pub mod rev2026;
 pub mod servers;
-pub mod session;
 pub mod settle;
-mod upstreams;
+mod upstream_set;
 pub mod webhooks;
 
 pub use call::offline::{Judgement, Offline, OfflineCall};
 pub use call::Early;
+pub use client_session::{CallKey, ClientSession, Out, Outgoing};
 pub use descriptions::DescriptionFinding;
 pub use flow::Trail;
 pub use health::{Health, Probe, HEALTHZ, READYZ};
 pub use reload::Reloaded;
-pub use session::{CallKey, ClientSession, Out, Outgoing};
 pub use settle::{Body, Decision, Outcome};
-pub use upstreams::{UpstreamChanges, UpstreamStatus};
+pub use upstream_set::{UpstreamChanges, UpstreamStatus};
 
 use crate::config::Config;
 use crate::jsonrpc::{self, Kind};
@@ -63,16 +63,16 @@ use crate::otel::{self, Span, SpanContext, Tracer};
 use crate::texts;
 use crate::upstream::Inbound;
 use call::{Begun, Calls};
+use client_session::Sessions;
 use policy::{InProcessHooks, Kept, Policy};
 use rev2026::{Envelope, ParkedCalls, StateKey};
 use serde_json::{json, Value};
-use session::Sessions;
 use settle::Settle;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
-pub use upstreams::negotiated_version;
-use upstreams::Upstreams;
+pub use upstream_set::negotiated_version;
+use upstream_set::Upstreams;
 use warden_core::hooks::{AfterHook, BeforeHook};
 use warden_core::{Caller, Catalogue};
 
@@ -157,7 +157,8 @@ impl Gateway {
     pub async fn pins_changed(&self) {
         let before = self.upstreams.catalogue();
         self.upstreams.rebuild_catalogue().await;
-        self.sessions.changed(session::ListChange::Tools(before));
+        self.sessions
+            .changed(client_session::ListChange::Tools(before));
         self.sessions
             .broadcast(jsonrpc::notification(
                 "notifications/tools/list_changed",

@@ -2,7 +2,7 @@
 //! connection in arrival order, then awaited, with the client's request id mapped
 //! to the upstream's so a cancellation finds its way.
 
-use super::session::{CallKey, ClientSession};
+use super::client_session::{CallKey, ClientSession};
 use super::settle::Body;
 use crate::config::ErrorData;
 use crate::jsonrpc;
@@ -60,8 +60,8 @@ pub async fn start(
     // The log level the client wants for this request (its own envelope's, or an
     // older client's `logging/setLevel`), for a 2026-07-28 upstream's envelope.
     let level = match log_level {
-        Some(rank) => super::session::log_level_name(rank).map(Value::from),
-        None if !session.is_stateless() => super::session::lock(&session.log_level).clone(),
+        Some(rank) => super::client_session::log_level_name(rank).map(Value::from),
+        None if !session.is_stateless() => super::client_session::lock(&session.log_level).clone(),
         None => None,
     };
     let params = conn.enveloped(Some(params), capabilities, level);

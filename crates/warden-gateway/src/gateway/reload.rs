@@ -16,8 +16,8 @@
 //!   settings, the state secret): they keep their values, and the reload says
 //!   which of them wait for a restart.
 
+use super::client_session::ListChange;
 use super::policy::{Kept, Policy};
-use super::session::ListChange;
 use super::Gateway;
 use crate::config::Config;
 use crate::jsonrpc;

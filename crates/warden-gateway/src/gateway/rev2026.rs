@@ -17,8 +17,8 @@
 //! result ([`wait_bridged`]), and the call is set aside until the client retries
 //! ([`ParkedCalls`]).
 
+use super::client_session::{lock, ClientSession};
 use super::relay::{self, Pending};
-use super::session::{lock, ClientSession};
 use crate::texts as answer;
 use crate::upstream::CallError;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -225,7 +225,7 @@ pub fn take_envelope(params: &mut Option<Value>) -> Result<Option<Envelope>, Val
     Ok(Some(envelope))
 }
 
-pub use super::session::{log_level_name, log_rank};
+pub use super::client_session::{log_level_name, log_rank};
 
 /// Makes a result say what it is (`resultType`) and, for lists, how long it may
 /// be cached and by whom: never longer than the upstreams behind it said (their

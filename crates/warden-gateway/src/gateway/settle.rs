@@ -10,9 +10,9 @@
 //! whose holder died mid-call first records that attempt with [`Settle::abandoned`].
 
 use super::audit::AuditTrail;
+use super::client_session::Sessions;
 use super::ledger::{Held, Ledger};
 use super::quota::{Slots, RETRY_META_KEY};
-use super::session::Sessions;
 use crate::logged::logged;
 use crate::metrics::Metrics;
 use crate::otel::{Kind, Span};

@@ -23,7 +23,7 @@
 //! answer is not yet written) and every call's waiting half the front spawned
 //! (which also covers a call whose client went away and may resume it).
 
-use super::session::{HttpSession, SessionTable};
+use super::http_session::{HttpSession, SessionTable};
 use crate::gateway::Gateway;
 use crate::jsonrpc;
 use crate::texts;

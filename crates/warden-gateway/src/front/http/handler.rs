@@ -29,7 +29,7 @@
 //! instead, and its errors carry its id and the revision's status: 400 for what
 //! it cannot be served as sent, 404 for a method the gateway does not implement.
 //!
-//! Sessions and their streams are in [`super::session`], response bodies in
+//! Sessions and their streams are in [`super::http_session`], response bodies in
 //! [`super::sse`]; every refusal is built here, from the typed reasons they give.
 //! The answer to a POSTed request, and what belongs to it (its progress, the
 //! requests and log messages an upstream sends while it runs), go to that POST's
@@ -45,14 +45,14 @@ mod stateless;
 
 use super::drain::Drain;
 use super::hosts::HostCheck;
+use super::http_session::{
+    Attached, Full, Holder, HttpSession, Missing, SessionTable, StreamRefused, Watch, MAX_SESSIONS,
+    SINK_CAPACITY,
+};
 use super::reply::{
     accepts, check_version, header_str, health_reply, insufficient_scope, json_reply,
     message_reply, refuse, reply, sse_reply, too_many_requests, too_many_sessions, unauthorized,
     Reply, VERSION_HEADER,
-};
-use super::session::{
-    Attached, Full, Holder, HttpSession, Missing, SessionTable, StreamRefused, Watch, MAX_SESSIONS,
-    SINK_CAPACITY,
 };
 use super::sse::{frame, priming, SseBody};
 use super::streams::Event;

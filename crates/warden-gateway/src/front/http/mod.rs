@@ -18,10 +18,10 @@ pub(crate) mod conn;
 mod drain;
 pub mod handler;
 pub(crate) mod hosts;
+mod http_session;
 mod reply;
 mod sealed;
 pub mod server;
-mod session;
 mod sse;
 mod streams;
 

@@ -3,7 +3,7 @@
 //! from; a stream with nothing to say sends a comment every [`HEARTBEAT`], so a
 //! client that went away is noticed (the write fails) even while a call runs long.
 
-use super::session::Watch;
+use super::http_session::Watch;
 use super::streams::Event;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
@@ -27,7 +27,7 @@ pub enum OutBody {
 
 pub struct SseBody {
     stream: u64,
-    /// What follows `stream-seq` in each event id ([`super::session::HttpSession::event_suffix`]).
+    /// What follows `stream-seq` in each event id ([`super::http_session::HttpSession::event_suffix`]).
     suffix: String,
     pre: VecDeque<Bytes>,
     rx: mpsc::Receiver<Event>,

@@ -369,7 +369,7 @@ impl Calls {
             let trail = labels.iter().cloned().collect();
             flows.remember_stateless(self.state_key(), caller, &trail);
         } else {
-            session::lock(&session.flow).extend(labels.iter().cloned());
+            client_session::lock(&session.flow).extend(labels.iter().cloned());
         }
         match flows.shared_scope(stateless, caller, &session.label) {
             Some(scope) => flows.touch_shared(&scope, labels).await.map(|_| ()),

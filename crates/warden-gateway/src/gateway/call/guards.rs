@@ -103,7 +103,7 @@ impl Calls {
                         .remember_stateless(self.state_key(), caller, &after),
                 );
             } else {
-                session::lock(&session.flow).extend(labels.iter().cloned());
+                client_session::lock(&session.flow).extend(labels.iter().cloned());
             }
             if let Some(r) = a.record.audit.as_mut() {
                 r.touched = after.into_iter().collect();
@@ -139,7 +139,7 @@ impl Calls {
                     .flows
                     .stateless_trail(self.state_key(), caller, sealed.as_ref())
             } else {
-                session::lock(&session.flow).clone()
+                client_session::lock(&session.flow).clone()
             };
             // The shared store's trail, which no client can drop and every replica reads.
             if let Some(scope) = scope {
@@ -209,7 +209,7 @@ impl Calls {
         &self,
         a: &Accepted,
         ctx: &CallContext,
-        held: &session::Held<'_>,
+        held: &client_session::Held<'_>,
     ) -> Option<End> {
         let decided = hooks::run_before_observed(
             &a.policy.before_hooks,
@@ -338,7 +338,7 @@ impl Calls {
         a: &mut Accepted,
         ctx: &CallContext,
         flow_ask: Option<String>,
-        held: &session::Held<'_>,
+        held: &client_session::Held<'_>,
     ) -> Result<(), Option<Body>> {
         let policy = a.policy.clone();
         let mut span = child(&a.record, "warden.approval", Kind::Internal);

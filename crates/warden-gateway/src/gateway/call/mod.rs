@@ -24,6 +24,7 @@ pub use edge::Early;
 pub use reads::Read;
 
 use super::approval::{self, Approval};
+use super::client_session::{self, CallKey, ClientSession, Sessions};
 use super::flow::{FlowDecision, Trail, FLOW_META_KEY};
 use super::input::{self, Rounds};
 use super::ledger::{self, LedgerKey};
@@ -32,9 +33,8 @@ use super::quota::{Admission, Quotas, CREDIT_KEY};
 use super::relay::{self, Pending};
 use super::rev2026::{self, Binding, Bridged, Envelope, ParkedCalls, Sealed};
 use super::servers::Route;
-use super::session::{self, CallKey, ClientSession, Sessions};
 use super::settle::{self, Body, CallRecord, Decision, End, Settle};
-use super::upstreams::Upstreams;
+use super::upstream_set::Upstreams;
 use crate::logged::logged;
 use crate::otel::{self, Kind, Span};
 use crate::texts;

@@ -1,10 +1,10 @@
 //! A `tools/call` on a virtual server (V2-V6): where its name leads, and the
 //! pipeline's verdict for it, with a hidden tool answered as an absent one.
 
+use super::super::client_session::{self, ClientSession};
 use super::super::descriptions;
 use super::super::policy::Policy;
 use super::super::servers::{self, Against, Route};
-use super::super::session::{self, ClientSession};
 use super::Calls;
 use crate::config::Discovery;
 use crate::jsonrpc;
@@ -38,7 +38,7 @@ impl Calls {
         } else {
             Vec::new()
         };
-        let found = session::lock(&session.found).clone();
+        let found = client_session::lock(&session.found).clone();
         let routed = {
             let view = || policy.views.get(server, catalogue);
             let on = Against {
@@ -115,7 +115,7 @@ async fn grow(session: &ClientSession, found: Vec<String>, id: Option<&Value>) {
         return;
     }
     let added = {
-        let mut grown = session::lock(&session.found);
+        let mut grown = client_session::lock(&session.found);
         found
             .into_iter()
             .filter(|r| grown.insert(r.clone()))

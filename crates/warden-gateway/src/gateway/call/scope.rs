@@ -3,8 +3,8 @@
 //! flows and guards (X9) are noted on the call; and which rule asks about
 //! it, for who answers (H6).
 
+use super::super::client_session::{self, ClientSession};
 use super::super::policy::Policy;
-use super::super::session::{self, ClientSession};
 use super::super::settle::{CallRecord, Decision, End};
 use super::content::Outbound;
 use crate::config::guards::{CallGuards, Guard, GuardAction};
@@ -35,7 +35,10 @@ pub(super) fn of(
         tool_labels: tool.map_or(Vec::new(), |t| {
             policy.flows.labels_of(&t.upstream, &t.upstream_name)
         }),
-        session_labels: session::lock(&session.flow).iter().cloned().collect(),
+        session_labels: client_session::lock(&session.flow)
+            .iter()
+            .cloned()
+            .collect(),
         session_calls: calls,
         time: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -10,8 +10,8 @@ mod serving;
 
 pub use catalogue::Drifted;
 
+use super::client_session::lock;
 use super::relay;
-use super::session::lock;
 use super::settle::{Body, Settle};
 use crate::config::{Config, ErrorData, PinMode, UpstreamConfig};
 use crate::jsonrpc;

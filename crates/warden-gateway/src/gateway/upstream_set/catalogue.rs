@@ -61,7 +61,7 @@ impl Upstreams {
             .collect();
         if lock.is_none() {
             // Without a lock nothing is pinned, so nothing differs from one.
-            crate::gateway::session::lock(&self.drifts).clear();
+            crate::gateway::client_session::lock(&self.drifts).clear();
         }
         let policy = Asking {
             policy,
@@ -146,7 +146,7 @@ impl Upstreams {
             }
             now.push((key.clone(), text, tool, drift));
         }
-        let mut drifts = crate::gateway::session::lock(&self.drifts);
+        let mut drifts = crate::gateway::client_session::lock(&self.drifts);
         let before = drifts.remove(&up.index).unwrap_or_default();
         for (key, text, tool, drift) in &now {
             if before.get(key) == Some(text) {
