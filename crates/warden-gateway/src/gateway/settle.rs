@@ -240,22 +240,7 @@ impl Settle {
         let (decision, outcome, replayed, body) = match end {
             End::Upstream { body, error } => {
                 detail = error;
-                let outcome = match &body {
-                    Ok(r) if r.get("isError") == Some(&Value::Bool(true)) => Outcome::ToolError,
-                    Ok(_) => Outcome::Ok,
-                    Err(_) => Outcome::UpstreamError,
-                };
-                match &body {
-                    Ok(result) => self.after(call, Some(result), None),
-                    Err(error) => self.after(call, None, Some(format!("upstream error: {error}"))),
-                }
-                if let Some(held) = &call.ledger {
-                    let finish = match &body {
-                        Ok(result) => Finish::Completed(result.clone()),
-                        Err(error) => Finish::Failed(error.to_string()),
-                    };
-                    self.ledger.settle(held, finish).await;
-                }
+                let outcome = self.upstream_answered(call, &body).await;
                 (Decision::Allowed, outcome, false, Some(body))
             }
             End::Policy {
@@ -331,6 +316,28 @@ impl Settle {
         };
         self.record(call, decision, outcome, replayed, detail).await;
         body
+    }
+
+    /// An upstream's answer: its outcome, the after hooks told, the ledger's
+    /// entry finished.
+    async fn upstream_answered(&self, call: &CallRecord, body: &Body) -> Outcome {
+        let outcome = match body {
+            Ok(r) if r.get("isError") == Some(&Value::Bool(true)) => Outcome::ToolError,
+            Ok(_) => Outcome::Ok,
+            Err(_) => Outcome::UpstreamError,
+        };
+        match body {
+            Ok(result) => self.after(call, Some(result), None),
+            Err(error) => self.after(call, None, Some(format!("upstream error: {error}"))),
+        }
+        if let Some(held) = &call.ledger {
+            let finish = match body {
+                Ok(result) => Finish::Completed(result.clone()),
+                Err(error) => Finish::Failed(error.to_string()),
+            };
+            self.ledger.settle(held, finish).await;
+        }
+        outcome
     }
 
     /// Records a call that waits for its client's input and is not over.
