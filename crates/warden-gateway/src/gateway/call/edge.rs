@@ -4,7 +4,12 @@
 //! audit record, counted in the metrics, with the caller, the tool and the
 //! arguments it carried, and why it was refused.
 
-use super::*;
+use super::Calls;
+use crate::gateway::client_session::ClientSession;
+use crate::gateway::settle::{Body, CallRecord, Decision, End};
+use serde_json::{Map, Value};
+use std::time::Instant;
+use warden_core::{CallReport, Caller};
 
 /// Who refused a call before it began is recorded for, and what they called.
 pub struct Early<'a> {

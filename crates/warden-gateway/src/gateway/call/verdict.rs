@@ -327,6 +327,10 @@ impl Calls {
         // S6 `ask` and `label`: the arguments' findings join the guards below.
         let approval_shown = outbound.and_then(|o| o.ask(&mut forward));
         let labels = outbound.map_or(Vec::new(), |o| o.labels().to_vec());
+        let guard_approver = approval_shown
+            .as_ref()
+            .and(outbound)
+            .and_then(content::Outbound::approver);
         let (Some(up), Some(obj)) = (
             self.upstreams.by_name(&tool.upstream),
             params.as_object_mut(),
@@ -373,7 +377,7 @@ impl Calls {
             record,
             approval: forward.needs_approval,
             approval_because: forward.approval_because,
-            approvers: scope::approvers(policy, report, approval_shown.as_ref().and(outbound)),
+            approvers: scope::approvers(policy, report, guard_approver),
             approval_shown,
             labels,
             ledger,
