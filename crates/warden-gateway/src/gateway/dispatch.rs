@@ -3,7 +3,19 @@
 //! at the edge and results stamped on the way out, `subscriptions/listen`, and
 //! everything else relayed to the upstream that serves it.
 
-use super::*;
+use super::call::{self, Begun};
+use super::client_session::{self, ClientSession, Outgoing};
+use super::rev2026::{self, Envelope};
+use super::settle::{self, Body};
+use super::upstream_set::negotiated_version;
+use super::{input, listen, listing, relay, Gateway, Waiting};
+use crate::jsonrpc::{self, Kind};
+use crate::logged::logged;
+use crate::otel::{self, Span, SpanContext};
+use crate::texts;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use warden_core::Caller;
 
 impl Gateway {
     /// Handles one message from a client. What must keep arrival order (the pipeline,

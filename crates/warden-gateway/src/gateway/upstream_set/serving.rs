@@ -2,7 +2,15 @@
 //! request (a resource's URI, a prompt's name), or all that offer it, their
 //! lists merged page by page with their cache hints.
 
-use super::*;
+use super::{merge_capabilities, Upstreams};
+use crate::gateway::client_session::lock;
+use crate::gateway::relay;
+use crate::gateway::settle::Body;
+use crate::otel::Parent;
+use crate::upstream::Upstream;
+use crate::{jsonrpc, texts};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
 
 impl Upstreams {
     /// Which upstream serves a method the gateway does not govern: the one upstream
