@@ -6,7 +6,7 @@
 use super::call::{self, Begun};
 use super::client_session::{self, ClientSession, Outgoing};
 use super::rev2026::{self, Envelope};
-use super::settle::{self, Body};
+use super::settle::Body;
 use super::upstream_set::negotiated_version;
 use super::{input, listen, listing, relay, Gateway, Waiting};
 use crate::jsonrpc::{self, Kind};
@@ -47,7 +47,9 @@ impl Gateway {
                 let envelope = match rev2026::take_envelope(&mut params) {
                     Ok(e) => e.map(Arc::new),
                     Err(error) => {
-                        let body = self.envelope_refused(session, &method, params.as_ref(), error);
+                        let body =
+                            self.calls
+                                .envelope_refused(session, &method, params.as_ref(), error);
                         respond(session, id, body.await, None).await;
                         return None;
                     }
@@ -109,29 +111,6 @@ impl Gateway {
                 None
             }
         }
-    }
-
-    /// The answer to a request whose 2026-07-28 envelope is faulty: a
-    /// `tools/call` that names its tool is settled as refused first (T6).
-    async fn envelope_refused(
-        &self,
-        session: &ClientSession,
-        method: &str,
-        params: Option<&Value>,
-        error: Value,
-    ) -> Option<Body> {
-        let tool = params.and_then(|p| p.get("name")).and_then(Value::as_str);
-        let (Some(tool), "tools/call") = (tool, method) else {
-            return Some(Err(error));
-        };
-        let end = settle::End::Edge {
-            decision: settle::Decision::Denied,
-            why: error["message"].as_str().unwrap_or_default().to_owned(),
-            body: Some(Err(error)),
-        };
-        let caller = session.caller();
-        let call = call::Early::on(session, caller.as_deref(), tool, params);
-        self.calls.settle_early(call, end).await
     }
 
     /// The span of one MCP request: under the client's context (`_meta.traceparent`,
@@ -201,7 +180,7 @@ impl Gateway {
                 }
                 let instructions = match session.server() {
                     None => instructions,
-                    Some(_) => self.server_instructions(session),
+                    Some(_) => self.calls.server_instructions(session),
                 };
                 return Begun::Done(Some(Ok(rev2026::discover(capabilities, instructions))));
             }
@@ -219,7 +198,7 @@ impl Gateway {
                 session.initialized(caps, negotiated_version(params.as_ref()));
                 let mut result = self.initialize(params.as_ref()).await;
                 if session.server().is_some() {
-                    match self.server_instructions(session) {
+                    match self.calls.server_instructions(session) {
                         Some(i) => result["instructions"] = Value::String(i),
                         None => {
                             if let Some(r) = result.as_object_mut() {
@@ -287,7 +266,7 @@ impl Gateway {
             return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
         };
         if envelope.is_none() && up.stateless_for(true) {
-            if let Some(done) = self.removed_at_2026(&up, method, params.as_ref()).await {
+            if let Some(done) = removed_at_2026(&up, method, params.as_ref()).await {
                 return Begun::Done(Some(done));
             }
         }
@@ -392,32 +371,6 @@ impl Gateway {
             }
             body
         })
-    }
-
-    /// What an older client asks of a 2026-07-28 upstream by a method that
-    /// revision removed, done the revision's way: a resource subscription rides
-    /// the gateway's own subscription stream (the log level: `log_level.rs`).
-    /// `None`: not such a method.
-    pub(super) async fn removed_at_2026(
-        &self,
-        up: &crate::upstream::Upstream,
-        method: &str,
-        params: Option<&Value>,
-    ) -> Option<Body> {
-        let invalid = |what: &str| {
-            Err(json!({"code": jsonrpc::INVALID_PARAMS, "message": texts::invalid_param(what)}))
-        };
-        match method {
-            "resources/subscribe" | "resources/unsubscribe" => {
-                let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
-                    return Some(invalid("uri"));
-                };
-                up.subscribe_resource(uri, method == "resources/subscribe")
-                    .await;
-                Some(Ok(json!({})))
-            }
-            _ => None,
-        }
     }
 
     /// A `subscriptions/listen` stream ([`listen`]): acknowledged at once, then
@@ -532,14 +485,6 @@ impl Gateway {
         }))
     }
 
-    /// A virtual server's own instructions (V1): the upstreams' are about tools
-    /// it may not show.
-    fn server_instructions(&self, session: &ClientSession) -> Option<String> {
-        let policy = self.calls.policy();
-        let server = policy.server(session.server()?)?;
-        server.instructions.clone()
-    }
-
     pub(super) async fn initialize(&self, params: Option<&Value>) -> Value {
         self.connect(params).await;
         let version = negotiated_version(params);
@@ -595,6 +540,31 @@ impl Gateway {
                 }
             }
         }
+    }
+}
+
+/// What an older client asks of a 2026-07-28 upstream by a method that
+/// revision removed, done the revision's way: a resource subscription rides
+/// the gateway's own subscription stream (the log level: `log_level.rs`).
+/// `None`: not such a method.
+async fn removed_at_2026(
+    up: &crate::upstream::Upstream,
+    method: &str,
+    params: Option<&Value>,
+) -> Option<Body> {
+    let invalid = |what: &str| {
+        Err(json!({"code": jsonrpc::INVALID_PARAMS, "message": texts::invalid_param(what)}))
+    };
+    match method {
+        "resources/subscribe" | "resources/unsubscribe" => {
+            let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
+                return Some(invalid("uri"));
+            };
+            up.subscribe_resource(uri, method == "resources/subscribe")
+                .await;
+            Some(Ok(json!({})))
+        }
+        _ => None,
     }
 }
 

@@ -136,6 +136,12 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// Records a `tools/call` the front refused before handing it to the
+    /// gateway (T6): `Calls::refused_at_front` settles it.
+    pub async fn refused_at_front(&self, call: Early<'_>, why: String) {
+        self.calls.refused_at_front(call, why).await;
+    }
+
     /// Each upstream's last successful listing as the upstream sent it, before any
     /// pinning (`mcp-warden pins`); upstreams without one are left out.
     pub fn upstream_listings(&self) -> Vec<(String, Vec<Value>)> {

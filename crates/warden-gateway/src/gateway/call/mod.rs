@@ -189,6 +189,14 @@ impl Calls {
         self.policy().quotas.clone()
     }
 
+    /// A virtual server's own instructions (V1): the upstreams' are about tools
+    /// it may not show.
+    pub fn server_instructions(&self, session: &ClientSession) -> Option<String> {
+        let policy = self.policy();
+        let server = policy.server(session.server()?)?;
+        server.instructions.clone()
+    }
+
     /// The key 2026-07-28 states are sealed with.
     pub fn state_key(&self) -> &rev2026::StateKey {
         self.parked.key()
