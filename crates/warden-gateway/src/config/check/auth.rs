@@ -2,8 +2,10 @@
 //! must hold for the gateway to be an OAuth resource server, and for each
 //! credential entry to name exactly one source it can use.
 
-use super::*;
+use super::{invalid, loopback_url, parse_duration, Invalid};
+use crate::config::file::{OAuthConfig, UpstreamConfig};
 use crate::config::CredentialConfig;
+use crate::net::target::HttpTarget;
 
 /// `[oauth]`: an issuer the gateway can trust, and settings that go with one.
 pub(super) fn oauth(o: &OAuthConfig) -> Result<(), Invalid> {

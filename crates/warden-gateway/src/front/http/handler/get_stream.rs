@@ -2,7 +2,21 @@
 //! resumed with `Last-Event-ID` (here, or, when another replica carried it, the
 //! request it answered told that its answer is lost).
 
-use super::*;
+use super::{Front, OnServer};
+use crate::front::http::http_session::{
+    Attached, Holder, HttpSession, StreamRefused, Watch, SINK_CAPACITY,
+};
+use crate::front::http::reply::{accepts, header_str, refuse, sse_reply, Reply};
+use crate::front::http::sse::{frame, priming, SseBody};
+use crate::front::http::streams::Event;
+use crate::jsonrpc;
+use crate::texts as answer;
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::{Request, StatusCode};
+use serde_json::Value;
+use std::collections::VecDeque;
+use tokio::sync::mpsc;
 
 impl Front {
     /// GET: the session's stream for server-initiated messages, or the resumption
