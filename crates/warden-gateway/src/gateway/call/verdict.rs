@@ -10,7 +10,8 @@ use super::super::ledger::LedgerKey;
 use super::super::policy::Policy;
 use super::super::rev2026::{Binding, Envelope, Sealed};
 use super::super::settle::{Body, CallRecord, Decision, End};
-use super::{binding_of, content, scope, Accepted, Calls};
+use super::content::{self, Outbound};
+use super::{binding_of, scope, Accepted, Calls};
 use crate::logged::logged;
 use crate::otel::{self, Span};
 use serde_json::{Map, Value};
@@ -314,11 +315,7 @@ impl Calls {
         session: &Arc<ClientSession>,
         mut params: Value,
         had_arguments: bool,
-        (mut forward, outbound, results): (
-            Forward,
-            Option<&content::Outbound>,
-            scope::ResultsGuarded,
-        ),
+        (mut forward, outbound, results): (Forward, Option<&Outbound>, scope::ResultsGuarded),
         (report, scope): (&CallReport, Arc<CallScope>),
         (call, envelope, binding, sealed): Revision2026,
         started: Instant,
@@ -327,10 +324,10 @@ impl Calls {
         // S6 `ask` and `label`: the arguments' findings join the guards below.
         let approval_shown = outbound.and_then(|o| o.ask(&mut forward));
         let labels = outbound.map_or(Vec::new(), |o| o.labels().to_vec());
-        let guard_approver = approval_shown
+        let guard = approval_shown
             .as_ref()
             .and(outbound)
-            .and_then(content::Outbound::approver);
+            .and_then(Outbound::approver);
         let (Some(up), Some(obj)) = (
             self.upstreams.by_name(&tool.upstream),
             params.as_object_mut(),
@@ -377,7 +374,7 @@ impl Calls {
             record,
             approval: forward.needs_approval,
             approval_because: forward.approval_because,
-            approvers: scope::approvers(policy, report, guard_approver),
+            approvers: scope::approvers(policy, report, guard),
             approval_shown,
             labels,
             ledger,
