@@ -500,6 +500,8 @@ impl Gateway {
         result
     }
 
+    /// A client's notification: a cancellation is the session's to act on,
+    /// anything else goes to every upstream.
     pub(super) async fn notification(
         &self,
         session: &Arc<ClientSession>,
@@ -509,36 +511,8 @@ impl Gateway {
         match method {
             // The gateway initialised each upstream itself.
             "notifications/initialized" => {}
-            "notifications/cancelled" => {
-                let Some(request_id) = msg.pointer("/params/requestId") else {
-                    return;
-                };
-                let key = jsonrpc::id_key(request_id);
-                if let Some(ended) = client_session::lock(&session.listening).remove(&key) {
-                    ended.notify_one();
-                    return;
-                }
-                // A call still in the gateway's own hands (an approval, a hook).
-                if let Some(held) = client_session::lock(&session.held).get(&key).cloned() {
-                    held.notify_one();
-                    return;
-                }
-                if let Some((conn, upstream_id)) = session.upstream_of(&jsonrpc::id_key(request_id))
-                {
-                    let reason = msg
-                        .pointer("/params/reason")
-                        .and_then(Value::as_str)
-                        .unwrap_or("cancelled by the client");
-                    conn.cancel(upstream_id, reason);
-                }
-            }
-            _ => {
-                for up in self.upstreams.list().iter() {
-                    if let Some(conn) = up.conn() {
-                        conn.send(msg.clone()).await;
-                    }
-                }
-            }
+            "notifications/cancelled" => session.cancelled(&msg),
+            _ => self.upstreams.notify_all(&msg).await,
         }
     }
 }

@@ -13,6 +13,16 @@ use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
 impl Upstreams {
+    /// Passes a client's notification the gateway does not handle itself on
+    /// to every connected upstream.
+    pub async fn notify_all(&self, msg: &Value) {
+        for up in self.list().iter() {
+            if let Some(conn) = up.conn() {
+                conn.send(msg.clone()).await;
+            }
+        }
+    }
+
     /// Which upstream serves a method the gateway does not govern: the one upstream
     /// that declared the capability it belongs to (the first such, with several),
     /// or the one that listed the resource or prompt the request names.
