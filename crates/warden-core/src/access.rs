@@ -465,32 +465,7 @@ fn path_problem(
                         ));
                     }
                     (None, None) if open || props.is_none() => return None,
-                    (None, None) => {
-                        let names: Vec<&str> =
-                            props.map_or(Vec::new(), |p| p.keys().map(String::as_str).collect());
-                        // Does an undeclared key get as far as the rules?
-                        let refused = (gate.validated && more == Some(&Value::Bool(false)))
-                            || (walked.is_empty() && gate.top_closed);
-                        let whose = if walked.is_empty() {
-                            "the tool has no argument".to_owned()
-                        } else {
-                            format!("'{walked}' has no key")
-                        };
-                        return match (hint::near(k, &names, aliases), refused) {
-                            (Some(n), _) => {
-                                Some((format!("{whose} '{k}'; {}", n.did_you_mean()), refused))
-                            }
-                            // A name near none: a key the caller may add on purpose.
-                            (None, false) => None,
-                            (None, true) if names.is_empty() => {
-                                Some((format!("{whose} '{k}'"), true))
-                            }
-                            (None, true) => Some((
-                                format!("{whose} '{k}' (it has: {})", names.join(", ")),
-                                true,
-                            )),
-                        };
-                    }
+                    (None, None) => return undeclared_key(k, &walked, props, more, gate, aliases),
                 }
                 if !walked.is_empty() {
                     walked.push('.');
@@ -530,6 +505,38 @@ fn path_problem(
             gate.validated,
         )
     })
+}
+
+/// A key on `c`'s path that the schema at `walked` does not declare (in an
+/// object closed to more keys): a problem when a declared name is near it, or
+/// when the key is refused before the rules read it; certain when refused.
+fn undeclared_key(
+    k: &str,
+    walked: &str,
+    props: Option<&serde_json::Map<String, Value>>,
+    more: Option<&Value>,
+    gate: Gate,
+    aliases: &[(String, String)],
+) -> Option<(String, bool)> {
+    let names: Vec<&str> = props.map_or(Vec::new(), |p| p.keys().map(String::as_str).collect());
+    // Does an undeclared key get as far as the rules?
+    let refused = (gate.validated && more == Some(&Value::Bool(false)))
+        || (walked.is_empty() && gate.top_closed);
+    let whose = if walked.is_empty() {
+        "the tool has no argument".to_owned()
+    } else {
+        format!("'{walked}' has no key")
+    };
+    match (hint::near(k, &names, aliases), refused) {
+        (Some(n), _) => Some((format!("{whose} '{k}'; {}", n.did_you_mean()), refused)),
+        // A name near none: a key the caller may add on purpose.
+        (None, false) => None,
+        (None, true) if names.is_empty() => Some((format!("{whose} '{k}'"), true)),
+        (None, true) => Some((
+            format!("{whose} '{k}' (it has: {})", names.join(", ")),
+            true,
+        )),
+    }
 }
 
 /// The JSON types a schema declares with `type`, if it does.

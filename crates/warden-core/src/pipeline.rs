@@ -133,11 +133,11 @@ impl Pipeline {
             Err(answer) => return answered(answer, Refusal::NoToolName, report),
         };
         // Grant before resolving, and for absent names too, so hidden and absent look alike (G2).
-        let (tool, mut needs_approval) =
-            match stage::grant::apply(grant, caller, &call.name, catalogue) {
-                Ok(granted) => granted,
-                Err((answer, refusal)) => return answered(answer, refusal, report),
-            };
+        let (tool, needs_approval) = match stage::grant::apply(grant, caller, &call.name, catalogue)
+        {
+            Ok(granted) => granted,
+            Err((answer, refusal)) => return answered(answer, refusal, report),
+        };
         // Only now may malformed arguments be told apart: the caller may call this tool (N2).
         let mut args = match call.arguments {
             Arguments::Object(args) => args,
@@ -150,58 +150,31 @@ impl Pipeline {
             }
         };
 
-        let mut rewritten = false;
         let mut arg_call = ArgCall {
             tool,
             args: &mut args,
             report: &mut report,
         };
-        let steps: [&dyn Fn(&mut ArgCall<'_>) -> Step; 5] = [
-            // Reasons first: `reason` is ours, not the tool's; take it out before keys are compared (R1).
-            &stage::reasons::apply,
-            // Aliases before the key check, so a known alias is never reported as unknown (A2).
-            &stage::aliases::apply,
-            // Unknown keys on the caller's keys, after aliasing, before validation can trip on them (A3).
-            &|c| stage::unknown_keys::apply(c, session),
-            // Pins before validation: refuse a caller-set pin, then set the configured values,
-            // so validation sees the call exactly as it will go upstream (A7).
-            &stage::pin::apply,
-            // Schema validation last, before any side effect: nothing after it changes the call (A5).
-            &stage::schema::apply,
-        ];
-        for step in steps {
-            match step(&mut arg_call) {
-                Step::Pass => {}
-                Step::Rewritten => rewritten = true,
-                Step::Answer(answer) => return answered(answer, Refusal::InvalidArguments, report),
-            }
-        }
+        let rewritten = match argument_stages(&mut arg_call, session) {
+            Ok(rewritten) => rewritten,
+            Err(answer) => return answered(answer, Refusal::InvalidArguments, report),
+        };
         // Rules on arguments last: they judge the values the tool will get (G6).
-        let mut approval_because = None;
-        if let Some(caller) = caller {
-            match stage::arg_rules::apply(grant, caller, tool, &args, scope) {
-                Ruled::Stands => {}
-                Ruled::Allow => needs_approval = false,
-                Ruled::Ask(why) => {
-                    needs_approval = true;
-                    approval_because = why;
-                }
-                Ruled::Answer(answer, refusal) => return answered(answer, refusal, report),
-                Ruled::Failed(note) => {
+        let ruled = match caller {
+            Some(caller) => stage::arg_rules::apply(grant, caller, tool, &args, scope),
+            None => Ruled::Stands,
+        };
+        let approval = match approval_after_rules(ruled, needs_approval) {
+            Ok(approval) => approval,
+            Err((answer, refusal, note)) => {
+                if let Some(note) = note {
                     report.condition_failed = Some(note);
-                    let answer = Answer::ToolError(answer::CONDITION_FAILED.to_owned());
-                    return answered(answer, Refusal::ConditionFailed, report);
                 }
+                return answered(answer, refusal, report);
             }
-        }
+        };
         // A tool its policy always puts to a human: no rule allows it past that.
-        if let Some(always) = &tool.policy.always_ask {
-            needs_approval = true;
-            approval_because = Some(match approval_because {
-                Some(rule) => format!("{always}\n{rule}"),
-                None => always.clone(),
-            });
-        }
+        let (needs_approval, approval_because) = always_ask(tool, approval);
         Verdict {
             outcome: Outcome::Forward(Forward {
                 tool: tool.clone(),
@@ -214,6 +187,71 @@ impl Pipeline {
             report,
         }
     }
+}
+
+/// The stages on a call's arguments, in the order behaviour.md gives them:
+/// whether one rewrote the arguments, or (`Err`) the answer of one that refused
+/// them.
+fn argument_stages(call: &mut ArgCall<'_>, session: &Session) -> Result<bool, Answer> {
+    let mut rewritten = false;
+    let steps: [&dyn Fn(&mut ArgCall<'_>) -> Step; 5] = [
+        // Reasons first: `reason` is ours, not the tool's; take it out before keys are compared (R1).
+        &stage::reasons::apply,
+        // Aliases before the key check, so a known alias is never reported as unknown (A2).
+        &stage::aliases::apply,
+        // Unknown keys on the caller's keys, after aliasing, before validation can trip on them (A3).
+        &|c| stage::unknown_keys::apply(c, session),
+        // Pins before validation: refuse a caller-set pin, then set the configured values,
+        // so validation sees the call exactly as it will go upstream (A7).
+        &stage::pin::apply,
+        // Schema validation last, before any side effect: nothing after it changes the call (A5).
+        &stage::schema::apply,
+    ];
+    for step in steps {
+        match step(call) {
+            Step::Pass => {}
+            Step::Rewritten => rewritten = true,
+            Step::Answer(answer) => return Err(answer),
+        }
+    }
+    Ok(rewritten)
+}
+
+/// A call's approval after the rules on its arguments (G6, X1): whether it needs
+/// one (`needs_approval`: what the grant said), and the constraint put to the
+/// human; or (`Err`) the answer of a rule that refuses it, with the note of a
+/// `when_cel` condition that failed.
+#[allow(clippy::type_complexity)]
+fn approval_after_rules(
+    ruled: Ruled,
+    needs_approval: bool,
+) -> Result<(bool, Option<String>), (Answer, Refusal, Option<String>)> {
+    match ruled {
+        Ruled::Stands => Ok((needs_approval, None)),
+        Ruled::Allow => Ok((false, None)),
+        Ruled::Ask(why) => Ok((true, why)),
+        Ruled::Answer(answer, refusal) => Err((answer, refusal, None)),
+        Ruled::Failed(note) => {
+            let answer = Answer::ToolError(answer::CONDITION_FAILED.to_owned());
+            Err((answer, Refusal::ConditionFailed, Some(note)))
+        }
+    }
+}
+
+/// A tool its policy always puts to a human (H5, P2): it needs approval, and
+/// the policy's reason comes before the rule's.
+fn always_ask(
+    tool: &ToolEntry,
+    (needs_approval, because): (bool, Option<String>),
+) -> (bool, Option<String>) {
+    let Some(always) = &tool.policy.always_ask else {
+        return (needs_approval, because);
+    };
+    let because = match because {
+        Some(rule) => format!("{always}\n{rule}"),
+        None => always.clone(),
+    };
+    (true, Some(because))
 }
 
 #[cfg(test)]

@@ -292,46 +292,8 @@ impl Postgres {
         let claim = if inserted == 1 {
             Claim::Run
         } else {
-            // FOR UPDATE: a concurrent claimant of the same key waits here until
-            // this transaction ends, then sees the row as it left it.
-            let row = tx
-                .query_one(
-                    "SELECT fingerprint, state, result, owner FROM warden_ledger WHERE scope = $1 AND key = $2 FOR UPDATE",
-                    &[&scope, &key],
-                )
-                .await
-                .map_err(unavailable)?;
-            let (fp, state, result, held_by): (String, String, Option<String>, Option<String>) =
-                (row.get(0), row.get(1), row.get(2), row.get(3));
-            let abandoned_before = held_by.as_deref() == Some(ABANDONED);
-            match state.as_str() {
-                _ if fp != fingerprint => Claim::Mismatch,
-                "running" if abandoned_before && abandoned == OnAbandoned::Keep => {
-                    Claim::Abandoned { first: false }
-                }
-                "running" if !abandoned_before => {
-                    claim_running(&tx, (scope, key), owner, (now, lease), abandoned).await?
-                }
-                "completed" => Claim::Replay(
-                    result
-                        .and_then(|r| serde_json::from_str(&r).ok())
-                        .unwrap_or(Value::Null),
-                ),
-                // Failed, or abandoned and may be run again.
-                _ => {
-                    tx.execute(
-                        &format!(
-                            "UPDATE warden_ledger SET state = 'running', result = NULL, created_ms = $3, owner = $4,
-                               lease_until_ms = {NOW_MS} + $5
-                             WHERE scope = $1 AND key = $2"
-                        ),
-                        &[&scope, &key, &now, &owner, &lease],
-                    )
-                    .await
-                    .map_err(unavailable)?;
-                    Claim::Run
-                }
-            }
+            let at = (now, lease);
+            claim_held(&tx, (scope, key), fingerprint, owner, at, abandoned).await?
         };
         tx.commit().await.map_err(unavailable)?;
         Ok(claim)
@@ -559,6 +521,59 @@ impl Postgres {
             .filter_map(|r| serde_json::from_str(r.get::<_, &str>(0)).ok())
             .collect())
     }
+}
+
+/// A claim of a key a row holds, in the claim's transaction: the same
+/// fingerprint's completed result replays, a running call is waited for (or its
+/// ran-out lease taken over), a failed or abandoned one may run again.
+async fn claim_held(
+    tx: &tokio_postgres::Transaction<'_>,
+    (scope, key): (&str, &str),
+    fingerprint: &str,
+    owner: &str,
+    (now, lease): (i64, i64),
+    abandoned: OnAbandoned,
+) -> Result<Claim, StoreError> {
+    // FOR UPDATE: a concurrent claimant of the same key waits here until
+    // this transaction ends, then sees the row as it left it.
+    let row = tx
+        .query_one(
+            "SELECT fingerprint, state, result, owner FROM warden_ledger WHERE scope = $1 AND key = $2 FOR UPDATE",
+            &[&scope, &key],
+        )
+        .await
+        .map_err(unavailable)?;
+    let (fp, state, result, held_by): (String, String, Option<String>, Option<String>) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    let abandoned_before = held_by.as_deref() == Some(ABANDONED);
+    Ok(match state.as_str() {
+        _ if fp != fingerprint => Claim::Mismatch,
+        "running" if abandoned_before && abandoned == OnAbandoned::Keep => {
+            Claim::Abandoned { first: false }
+        }
+        "running" if !abandoned_before => {
+            claim_running(tx, (scope, key), owner, (now, lease), abandoned).await?
+        }
+        "completed" => Claim::Replay(
+            result
+                .and_then(|r| serde_json::from_str(&r).ok())
+                .unwrap_or(Value::Null),
+        ),
+        // Failed, or abandoned and may be run again.
+        _ => {
+            tx.execute(
+                &format!(
+                    "UPDATE warden_ledger SET state = 'running', result = NULL, created_ms = $3, owner = $4,
+                       lease_until_ms = {NOW_MS} + $5
+                     WHERE scope = $1 AND key = $2"
+                ),
+                &[&scope, &key, &now, &owner, &lease],
+            )
+            .await
+            .map_err(unavailable)?;
+            Claim::Run
+        }
+    })
 }
 
 /// See the SQLite store's `claim_running`: the same, with the lease stamped and

@@ -579,6 +579,7 @@ pub fn dead_url() -> String {
 }
 pub mod http;
 mod metrics;
+pub mod rev2026;
 // Not every test uses them (as `dead_code` above).
 #[allow(unused_imports)]
 pub use metrics::{metrics_text, reloads, wait_for_reloads};

@@ -282,34 +282,13 @@ impl Login {
         F: FnOnce(Proof) -> Fut,
         Fut: std::future::Future<Output = Result<String, Reply>>,
     {
-        let pairs = super::query_pairs(query);
-        let get = |k: &str| {
-            pairs
-                .iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.clone())
-        };
-        let state = get("state").unwrap_or_default();
-        let bound = cookie(headers, LOGIN_COOKIE) == Some(state.as_str()) && !state.is_empty();
-        let pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&state);
-        let (Some(p), true, Some(code)) = (pending, bound, get("code")) else {
+        let Some((p, code)) = self.pending_login(headers, query) else {
             return reply(
                 StatusCode::BAD_REQUEST,
                 HTML,
                 message("Log in", LOGIN_UNKNOWN),
             );
         };
-        if p.began.elapsed() >= LOGIN_TTL {
-            return reply(
-                StatusCode::BAD_REQUEST,
-                HTML,
-                message("Log in", LOGIN_UNKNOWN),
-            );
-        }
         let Some((_, token_endpoint)) = rs.login_endpoints().await else {
             return reply(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -332,6 +311,36 @@ impl Login {
                 message("Log in", LOGIN_UNAVAILABLE),
             );
         };
+        self.logged_in(headers, admin, id)
+    }
+
+    /// The login a callback's `state` names, begun in this browser (its login
+    /// cookie holds the state) and not too long ago, with the callback's `code`;
+    /// taken out of the logins pending either way.
+    fn pending_login(&self, headers: &HeaderMap, query: &str) -> Option<(Pending, String)> {
+        let pairs = super::query_pairs(query);
+        let get = |k: &str| {
+            pairs
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+        };
+        let state = get("state").unwrap_or_default();
+        let bound = cookie(headers, LOGIN_COOKIE) == Some(state.as_str()) && !state.is_empty();
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&state);
+        let (Some(p), true, Some(code)) = (pending, bound, get("code")) else {
+            return None;
+        };
+        (p.began.elapsed() < LOGIN_TTL).then_some((p, code))
+    }
+
+    /// Opens the console session `id` for `admin`: the page that goes on to the
+    /// console, with the session cookie set and the login cookie cleared.
+    fn logged_in(&self, headers: &HeaderMap, admin: String, id: String) -> Reply {
         tracing::info!(admin = %crate::logged::logged(&admin), "an admin logged in to the console");
         self.sessions
             .lock()

@@ -10,8 +10,8 @@ mod auth;
 mod rules;
 
 use super::file::{
-    AdminConfig, AuthConfig, CallerConfig, ConfigFile, DefaultsConfig, Front, GatewayConfig,
-    OAuthConfig, Phase, StoreConfig, UpstreamConfig,
+    AdminConfig, AuthConfig, CallerConfig, ConfigFile, DefaultsConfig, GatewayConfig, OAuthConfig,
+    Phase, StoreConfig, UpstreamConfig,
 };
 use super::guards::Guards;
 use super::limits::{Flow, Labels, Limits, Quota, Rate};

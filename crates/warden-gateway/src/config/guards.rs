@@ -85,6 +85,63 @@ impl fmt::Debug for Guard {
     }
 }
 
+/// What a guard looks at (`on`): its results, arguments and descriptions.
+fn looks_at(g: &GuardConfig) -> Result<(bool, bool, bool), (&'static str, String)> {
+    let (mut results, mut arguments, mut descriptions) = (false, false, false);
+    for on in &g.on {
+        match on.as_str() {
+            "results" => results = true,
+            "arguments" => arguments = true,
+            "descriptions" => descriptions = true,
+            other => {
+                return Err((
+                    "on",
+                    format!(
+                        "'{other}' is not something a guard looks at; use results, arguments or descriptions"
+                    ),
+                ))
+            }
+        }
+    }
+    if g.on.is_empty() {
+        return Err((
+            "on",
+            "say what the guard looks at: on = [\"results\"], [\"arguments\"], [\"descriptions\"]"
+                .into(),
+        ));
+    }
+    Ok((results, arguments, descriptions))
+}
+
+/// Whether a guard's action fits its labels, what it looks at and its approver.
+fn action_fits(
+    g: &GuardConfig,
+    action: GuardAction,
+    arguments: bool,
+    descriptions: bool,
+) -> Result<(), (&'static str, String)> {
+    match (action, g.labels.is_empty()) {
+        (GuardAction::Label, true) => {
+            return Err((
+                "labels",
+                "action = \"label\" needs the labels to add".into(),
+            ))
+        }
+        (a, false) if a != GuardAction::Label => {
+            return Err(("labels", "labels apply only with action = \"label\"".into()))
+        }
+        (GuardAction::Label | GuardAction::Ask, _) if descriptions => {
+            return Err(("action", "a guard on descriptions may redact, block or report (a listing has no flow trail to label and no call to ask about)".into()))
+        }
+        _ => {}
+    }
+    if g.approver.is_some() && (action != GuardAction::Ask || !arguments) {
+        let m = crate::texts::APPROVER_NOT_ASKING.replace("{what}", "guard on arguments");
+        return Err(("approver", m));
+    }
+    Ok(())
+}
+
 impl Guard {
     fn build(g: &GuardConfig) -> Result<Guard, (&'static str, String)> {
         if g.name.trim().is_empty() {
@@ -93,28 +150,7 @@ impl Guard {
                 "a guard needs a name (it is in audit records and metrics)".into(),
             ));
         }
-        let (mut results, mut arguments, mut descriptions) = (false, false, false);
-        for on in &g.on {
-            match on.as_str() {
-                "results" => results = true,
-                "arguments" => arguments = true,
-                "descriptions" => descriptions = true,
-                other => {
-                    return Err((
-                        "on",
-                        format!(
-                            "'{other}' is not something a guard looks at; use results, arguments or descriptions"
-                        ),
-                    ))
-                }
-            }
-        }
-        if g.on.is_empty() {
-            return Err((
-                "on",
-                "say what the guard looks at: on = [\"results\"], [\"arguments\"], [\"descriptions\"]".into(),
-            ));
-        }
+        let (results, arguments, descriptions) = looks_at(g)?;
         if g.detect.is_empty() && g.patterns.is_empty() {
             return Err((
                 "detect",
@@ -135,25 +171,7 @@ impl Guard {
             (key, m)
         })?;
         let action = GuardAction::parse(&g.action).map_err(|m| ("action", m))?;
-        match (action, g.labels.is_empty()) {
-            (GuardAction::Label, true) => {
-                return Err((
-                    "labels",
-                    "action = \"label\" needs the labels to add".into(),
-                ))
-            }
-            (a, false) if a != GuardAction::Label => {
-                return Err(("labels", "labels apply only with action = \"label\"".into()))
-            }
-            (GuardAction::Label | GuardAction::Ask, _) if descriptions => {
-                return Err(("action", "a guard on descriptions may redact, block or report (a listing has no flow trail to label and no call to ask about)".into()))
-            }
-            _ => {}
-        }
-        if g.approver.is_some() && (action != GuardAction::Ask || !arguments) {
-            let m = crate::texts::APPROVER_NOT_ASKING.replace("{what}", "guard on arguments");
-            return Err(("approver", m));
-        }
+        action_fits(g, action, arguments, descriptions)?;
         let selects = Rule::new(&g.callers, &g.tools, Effect::Allow).map_err(|m| ("tools", m))?;
         let cel = super::limits::compile(g.when_cel.as_deref())?;
         let shadow = g.mode == Some(RuleMode::Shadow);

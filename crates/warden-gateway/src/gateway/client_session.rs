@@ -387,6 +387,31 @@ impl ClientSession {
         lock(&self.log_levels).remove(key);
     }
 
+    /// The client cancelled a request (`notifications/cancelled`): a listen
+    /// stream ends, a call still in the gateway's own hands (an approval, a
+    /// hook) stops waiting, and one waiting upstream is cancelled there.
+    pub(crate) fn cancelled(&self, msg: &Value) {
+        let Some(request_id) = msg.pointer("/params/requestId") else {
+            return;
+        };
+        let key = jsonrpc::id_key(request_id);
+        if let Some(ended) = lock(&self.listening).remove(&key) {
+            ended.notify_one();
+            return;
+        }
+        if let Some(held) = lock(&self.held).get(&key).cloned() {
+            held.notify_one();
+            return;
+        }
+        if let Some((conn, upstream_id)) = self.upstream_of(&key) {
+            let reason = msg
+                .pointer("/params/reason")
+                .and_then(Value::as_str)
+                .unwrap_or("cancelled by the client");
+            conn.cancel(upstream_id, reason);
+        }
+    }
+
     /// The upstream request client request `key` waits on, if it still waits.
     pub(crate) fn upstream_of(&self, key: &str) -> Option<(Arc<Conn>, u64)> {
         let (conn, id) = lock(&self.inflight).get(key).cloned()?;

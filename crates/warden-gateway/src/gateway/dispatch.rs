@@ -3,7 +3,19 @@
 //! at the edge and results stamped on the way out, `subscriptions/listen`, and
 //! everything else relayed to the upstream that serves it.
 
-use super::*;
+use super::call::{self, Begun};
+use super::client_session::{self, ClientSession, Outgoing};
+use super::rev2026::{self, Envelope};
+use super::settle::Body;
+use super::upstream_set::negotiated_version;
+use super::{input, listen, listing, relay, Gateway, Waiting};
+use crate::jsonrpc::{self, Kind};
+use crate::logged::logged;
+use crate::otel::{self, Span, SpanContext};
+use crate::texts;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use warden_core::Caller;
 
 impl Gateway {
     /// Handles one message from a client. What must keep arrival order (the pipeline,
@@ -35,7 +47,9 @@ impl Gateway {
                 let envelope = match rev2026::take_envelope(&mut params) {
                     Ok(e) => e.map(Arc::new),
                     Err(error) => {
-                        let body = self.envelope_refused(session, &method, params.as_ref(), error);
+                        let body =
+                            self.calls
+                                .envelope_refused(session, &method, params.as_ref(), error);
                         respond(session, id, body.await, None).await;
                         return None;
                     }
@@ -97,29 +111,6 @@ impl Gateway {
                 None
             }
         }
-    }
-
-    /// The answer to a request whose 2026-07-28 envelope is faulty: a
-    /// `tools/call` that names its tool is settled as refused first (T6).
-    async fn envelope_refused(
-        &self,
-        session: &ClientSession,
-        method: &str,
-        params: Option<&Value>,
-        error: Value,
-    ) -> Option<Body> {
-        let tool = params.and_then(|p| p.get("name")).and_then(Value::as_str);
-        let (Some(tool), "tools/call") = (tool, method) else {
-            return Some(Err(error));
-        };
-        let end = settle::End::Edge {
-            decision: settle::Decision::Denied,
-            why: error["message"].as_str().unwrap_or_default().to_owned(),
-            body: Some(Err(error)),
-        };
-        let caller = session.caller();
-        let call = call::Early::on(session, caller.as_deref(), tool, params);
-        self.calls.settle_early(call, end).await
     }
 
     /// The span of one MCP request: under the client's context (`_meta.traceparent`,
@@ -189,7 +180,7 @@ impl Gateway {
                 }
                 let instructions = match session.server() {
                     None => instructions,
-                    Some(_) => self.server_instructions(session),
+                    Some(_) => self.calls.server_instructions(session),
                 };
                 return Begun::Done(Some(Ok(rev2026::discover(capabilities, instructions))));
             }
@@ -207,7 +198,7 @@ impl Gateway {
                 session.initialized(caps, negotiated_version(params.as_ref()));
                 let mut result = self.initialize(params.as_ref()).await;
                 if session.server().is_some() {
-                    match self.server_instructions(session) {
+                    match self.calls.server_instructions(session) {
                         Some(i) => result["instructions"] = Value::String(i),
                         None => {
                             if let Some(r) = result.as_object_mut() {
@@ -275,7 +266,7 @@ impl Gateway {
             return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
         };
         if envelope.is_none() && up.stateless_for(true) {
-            if let Some(done) = self.removed_at_2026(&up, method, params.as_ref()).await {
+            if let Some(done) = removed_at_2026(&up, method, params.as_ref()).await {
                 return Begun::Done(Some(done));
             }
         }
@@ -380,32 +371,6 @@ impl Gateway {
             }
             body
         })
-    }
-
-    /// What an older client asks of a 2026-07-28 upstream by a method that
-    /// revision removed, done the revision's way: a resource subscription rides
-    /// the gateway's own subscription stream (the log level: `log_level.rs`).
-    /// `None`: not such a method.
-    pub(super) async fn removed_at_2026(
-        &self,
-        up: &crate::upstream::Upstream,
-        method: &str,
-        params: Option<&Value>,
-    ) -> Option<Body> {
-        let invalid = |what: &str| {
-            Err(json!({"code": jsonrpc::INVALID_PARAMS, "message": texts::invalid_param(what)}))
-        };
-        match method {
-            "resources/subscribe" | "resources/unsubscribe" => {
-                let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
-                    return Some(invalid("uri"));
-                };
-                up.subscribe_resource(uri, method == "resources/subscribe")
-                    .await;
-                Some(Ok(json!({})))
-            }
-            _ => None,
-        }
     }
 
     /// A `subscriptions/listen` stream ([`listen`]): acknowledged at once, then
@@ -520,14 +485,6 @@ impl Gateway {
         }))
     }
 
-    /// A virtual server's own instructions (V1): the upstreams' are about tools
-    /// it may not show.
-    fn server_instructions(&self, session: &ClientSession) -> Option<String> {
-        let policy = self.calls.policy();
-        let server = policy.server(session.server()?)?;
-        server.instructions.clone()
-    }
-
     pub(super) async fn initialize(&self, params: Option<&Value>) -> Value {
         self.connect(params).await;
         let version = negotiated_version(params);
@@ -543,6 +500,8 @@ impl Gateway {
         result
     }
 
+    /// A client's notification: a cancellation is the session's to act on,
+    /// anything else goes to every upstream.
     pub(super) async fn notification(
         &self,
         session: &Arc<ClientSession>,
@@ -552,37 +511,34 @@ impl Gateway {
         match method {
             // The gateway initialised each upstream itself.
             "notifications/initialized" => {}
-            "notifications/cancelled" => {
-                let Some(request_id) = msg.pointer("/params/requestId") else {
-                    return;
-                };
-                let key = jsonrpc::id_key(request_id);
-                if let Some(ended) = client_session::lock(&session.listening).remove(&key) {
-                    ended.notify_one();
-                    return;
-                }
-                // A call still in the gateway's own hands (an approval, a hook).
-                if let Some(held) = client_session::lock(&session.held).get(&key).cloned() {
-                    held.notify_one();
-                    return;
-                }
-                if let Some((conn, upstream_id)) = session.upstream_of(&jsonrpc::id_key(request_id))
-                {
-                    let reason = msg
-                        .pointer("/params/reason")
-                        .and_then(Value::as_str)
-                        .unwrap_or("cancelled by the client");
-                    conn.cancel(upstream_id, reason);
-                }
-            }
-            _ => {
-                for up in self.upstreams.list().iter() {
-                    if let Some(conn) = up.conn() {
-                        conn.send(msg.clone()).await;
-                    }
-                }
-            }
+            "notifications/cancelled" => session.cancelled(&msg),
+            _ => self.upstreams.notify_all(&msg).await,
         }
+    }
+}
+
+/// What an older client asks of a 2026-07-28 upstream by a method that
+/// revision removed, done the revision's way: a resource subscription rides
+/// the gateway's own subscription stream (the log level: `log_level.rs`).
+/// `None`: not such a method.
+async fn removed_at_2026(
+    up: &crate::upstream::Upstream,
+    method: &str,
+    params: Option<&Value>,
+) -> Option<Body> {
+    let invalid = |what: &str| {
+        Err(json!({"code": jsonrpc::INVALID_PARAMS, "message": texts::invalid_param(what)}))
+    };
+    match method {
+        "resources/subscribe" | "resources/unsubscribe" => {
+            let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
+                return Some(invalid("uri"));
+            };
+            up.subscribe_resource(uri, method == "resources/subscribe")
+                .await;
+            Some(Ok(json!({})))
+        }
+        _ => None,
     }
 }
 

@@ -56,17 +56,17 @@ pub use settle::{Body, Decision, Outcome};
 pub use upstream_set::{UpstreamChanges, UpstreamStatus};
 
 use crate::config::Config;
-use crate::jsonrpc::{self, Kind};
+use crate::jsonrpc;
 use crate::logged::logged;
 use crate::metrics::Metrics;
-use crate::otel::{self, Span, SpanContext, Tracer};
+use crate::otel::{self, SpanContext, Tracer};
 use crate::texts;
 use crate::upstream::Inbound;
 use call::{Begun, Calls};
 use client_session::Sessions;
 use policy::{InProcessHooks, Kept, Policy};
-use rev2026::{Envelope, ParkedCalls, StateKey};
-use serde_json::{json, Value};
+use rev2026::{ParkedCalls, StateKey};
+use serde_json::Value;
 use settle::Settle;
 use std::future::Future;
 use std::pin::Pin;
@@ -136,6 +136,12 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// Records a `tools/call` the front refused before handing it to the
+    /// gateway (T6): `Calls::refused_at_front` settles it.
+    pub async fn refused_at_front(&self, call: Early<'_>, why: String) {
+        self.calls.refused_at_front(call, why).await;
+    }
+
     /// Each upstream's last successful listing as the upstream sent it, before any
     /// pinning (`mcp-warden pins`); upstreams without one are left out.
     pub fn upstream_listings(&self) -> Vec<(String, Vec<Value>)> {

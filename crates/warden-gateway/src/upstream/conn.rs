@@ -2,7 +2,7 @@
 //! pending answers, the writer queue, cancellation, and the watch for an
 //! upstream that stopped answering. Transports feed it through [`deliver`].
 
-use super::*;
+use super::{envelope, CallError, Exit, Inbound, Reply, LOG_LEVEL_KEY};
 use crate::jsonrpc::{self, Kind};
 use crate::logged::logged;
 use serde_json::{json, Value};

@@ -1,8 +1,9 @@
 //! Settings that are valid but risky: one sentence each, printed by `check`
 //! and logged at start-up and on every reload.
 
-use super::*;
-use crate::config::guards::READS;
+use super::Settings;
+use crate::config::file::{Front, UpstreamConfig};
+use crate::config::guards::{Guards, READS};
 
 /// Risky but valid settings, one sentence each. Environment variables are read
 /// now, not when the file was loaded, so a warning reflects the current process.

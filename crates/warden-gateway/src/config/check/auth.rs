@@ -2,7 +2,10 @@
 //! must hold for the gateway to be an OAuth resource server, and for each
 //! credential entry to name exactly one source it can use.
 
-use super::*;
+use super::{invalid, loopback_url, parse_duration, Invalid};
+use crate::config::file::{OAuthConfig, UpstreamConfig};
+use crate::config::CredentialConfig;
+use crate::net::target::HttpTarget;
 
 /// `[oauth]`: an issuer the gateway can trust, and settings that go with one.
 pub(super) fn oauth(o: &OAuthConfig) -> Result<(), Invalid> {
@@ -136,8 +139,19 @@ pub(super) fn credentials(
     up: &UpstreamConfig,
     oauth: &OAuthConfig,
 ) -> Result<(), Invalid> {
-    let at = |k: &str| format!("upstream[{i}].{k}");
     let stdio = up.url.is_none();
+    credential_env(i, up, stdio)?;
+    caller_processes(i, up, stdio)?;
+    for (j, c) in up.credential.iter().enumerate() {
+        credential(i, j, c, stdio, oauth)?;
+    }
+    Ok(())
+}
+
+/// `credential_env`: the variable a child-process upstream's callers' own
+/// children get their credential in, set exactly where there are credentials.
+fn credential_env(i: usize, up: &UpstreamConfig, stdio: bool) -> Result<(), Invalid> {
+    let at = |k: &str| format!("upstream[{i}].{k}");
     match (&up.credential_env, stdio) {
         (Some(_), false) => {
             return Err(invalid(
@@ -165,6 +179,13 @@ pub(super) fn credentials(
         }
         _ => {}
     }
+    Ok(())
+}
+
+/// `max_caller_processes` and `caller_process_idle_ms`: only where each caller
+/// gets a child of its own, and never 0.
+fn caller_processes(i: usize, up: &UpstreamConfig, stdio: bool) -> Result<(), Invalid> {
+    let at = |k: &str| format!("upstream[{i}].{k}");
     let children = stdio && !up.credential.is_empty();
     for (key, set) in [
         ("max_caller_processes", up.max_caller_processes.is_some()),
@@ -186,44 +207,53 @@ pub(super) fn credentials(
     if up.caller_process_idle_ms == Some(0) {
         return Err(invalid(at("caller_process_idle_ms"), "must be more than 0"));
     }
-    for (j, c) in up.credential.iter().enumerate() {
-        let at = |k: &str| format!("upstream[{i}].credential[{j}].{k}");
-        if stdio && c.exchange.is_some() {
-            return Err(invalid(
-                at("exchange"),
-                "is for HTTP upstreams (url): a child process keeps the environment it started with, and an exchanged token expires; use token_env or token_file",
-            ));
-        }
-        if c.callers.is_empty() {
-            return Err(invalid(
-                at("callers"),
-                "needs at least one caller name, group:NAME or *",
-            ));
-        }
-        for sel in &c.callers {
-            warden_core::access::CallerSelector::parse(sel)
-                .map_err(|m| invalid(at("callers"), m))?;
-        }
-        let sources = [
-            c.token_env.is_some(),
-            c.token_file.is_some(),
-            c.exchange.is_some(),
-        ];
-        if sources.iter().filter(|s| **s).count() != 1 {
-            return Err(invalid(
-                format!("upstream[{i}].credential[{j}]"),
-                "set exactly one of token_env, token_file or exchange",
-            ));
-        }
-        if c.exchange.is_some() && (oauth.issuer.is_none() || oauth.client_id.is_none()) {
-            return Err(invalid(
-                at("exchange"),
-                "token exchange happens at [oauth] issuer as [oauth] client_id: set both (and client_secret_env)",
-            ));
-        }
-        if c.name.as_deref() == Some("") {
-            return Err(invalid(at("name"), "must not be empty"));
-        }
+    Ok(())
+}
+
+/// One `[[upstream.credential]]` entry (`j`): its callers, and exactly one
+/// source it can use on this upstream.
+fn credential(
+    i: usize,
+    j: usize,
+    c: &CredentialConfig,
+    stdio: bool,
+    oauth: &OAuthConfig,
+) -> Result<(), Invalid> {
+    let at = |k: &str| format!("upstream[{i}].credential[{j}].{k}");
+    if stdio && c.exchange.is_some() {
+        return Err(invalid(
+            at("exchange"),
+            "is for HTTP upstreams (url): a child process keeps the environment it started with, and an exchanged token expires; use token_env or token_file",
+        ));
+    }
+    if c.callers.is_empty() {
+        return Err(invalid(
+            at("callers"),
+            "needs at least one caller name, group:NAME or *",
+        ));
+    }
+    for sel in &c.callers {
+        warden_core::access::CallerSelector::parse(sel).map_err(|m| invalid(at("callers"), m))?;
+    }
+    let sources = [
+        c.token_env.is_some(),
+        c.token_file.is_some(),
+        c.exchange.is_some(),
+    ];
+    if sources.iter().filter(|s| **s).count() != 1 {
+        return Err(invalid(
+            format!("upstream[{i}].credential[{j}]"),
+            "set exactly one of token_env, token_file or exchange",
+        ));
+    }
+    if c.exchange.is_some() && (oauth.issuer.is_none() || oauth.client_id.is_none()) {
+        return Err(invalid(
+            at("exchange"),
+            "token exchange happens at [oauth] issuer as [oauth] client_id: set both (and client_secret_env)",
+        ));
+    }
+    if c.name.as_deref() == Some("") {
+        return Err(invalid(at("name"), "must not be empty"));
     }
     Ok(())
 }

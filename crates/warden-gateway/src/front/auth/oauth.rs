@@ -32,13 +32,12 @@ pub use introspection::{INTROSPECTION_TTL, REFUSAL_TTL};
 
 use super::refused::{Challenge, Refused};
 use crate::config::{parse_duration, Config};
-use crate::net::fetch::{form, form_escape, Exchange, FetchError};
+use crate::net::fetch::form_escape;
 use crate::net::target::HttpTarget;
 use base64::Engine;
 use globset::{Glob, GlobMatcher};
-use hyper::{Method, StatusCode};
 use issuer::{pick, same_kid};
-use jsonwebtoken::{jwk::Jwk, Algorithm, DecodingKey, Validation};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;

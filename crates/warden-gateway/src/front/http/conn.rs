@@ -528,34 +528,60 @@ pub(crate) async fn serve<S, B, F, Fut>(
                     closing = Some(Instant::now());
                 }
             }
-            () = tokio::time::sleep_until(wake) => {
-                // Read again: a request may have begun as the timer fired.
-                let Some((at, why)) = clock.state().deadline(&limits, closing) else {
-                    continue;
-                };
-                if Instant::now() < at {
-                    continue;
+            () = tokio::time::sleep_until(wake) => match due(&clock, &limits, metrics, closing) {
+                Due::NotYet => {}
+                Due::Drop => return,
+                Due::Close => {
+                    // Nothing is in flight, so hyper closes at once; should a
+                    // request slip in first, it is answered and then the
+                    // connection closes.
+                    conn.as_mut().graceful_shutdown();
+                    closing = Some(Instant::now());
                 }
-                match why {
-                    Expiry::Head => {
-                        // Half a head is not worth a graceful close: the socket goes.
-                        tracing::debug!("an HTTP connection sent no whole request head within {}.http_head_timeout; closed", limits.listener.table());
-                        metrics.http_connection_timed_out(limits.listener.timeout_label(true));
-                        return;
-                    }
-                    Expiry::Idle => {
-                        tracing::debug!("an HTTP connection was idle for {}.http_idle_timeout; closing", limits.listener.table());
-                        metrics.http_connection_timed_out(limits.listener.timeout_label(false));
-                        // Nothing is in flight, so hyper closes at once; should a
-                        // request slip in first, it is answered and then the
-                        // connection closes.
-                        conn.as_mut().graceful_shutdown();
-                        closing = Some(Instant::now());
-                    }
-                    Expiry::Closing => return,
-                }
-            }
+            },
         }
+    }
+}
+
+/// What a connection's timer, fired, does to it.
+enum Due {
+    /// Its deadline moved on (a request began as the timer fired): nothing.
+    NotYet,
+    /// The socket goes, now.
+    Drop,
+    /// A graceful close: after the answer in flight, if one slipped in.
+    Close,
+}
+
+/// Whether the connection's deadline has come, and what it does (counted and
+/// logged as a timeout when the head or idle timeout ran out). Read again, not
+/// the one the timer was set for: a request may have begun as the timer fired.
+fn due(clock: &Clock, limits: &Limits, metrics: &Metrics, closing: Option<Instant>) -> Due {
+    let Some((at, why)) = clock.state().deadline(limits, closing) else {
+        return Due::NotYet;
+    };
+    if Instant::now() < at {
+        return Due::NotYet;
+    }
+    match why {
+        Expiry::Head => {
+            // Half a head is not worth a graceful close: the socket goes.
+            tracing::debug!(
+                "an HTTP connection sent no whole request head within {}.http_head_timeout; closed",
+                limits.listener.table()
+            );
+            metrics.http_connection_timed_out(limits.listener.timeout_label(true));
+            Due::Drop
+        }
+        Expiry::Idle => {
+            tracing::debug!(
+                "an HTTP connection was idle for {}.http_idle_timeout; closing",
+                limits.listener.table()
+            );
+            metrics.http_connection_timed_out(limits.listener.timeout_label(false));
+            Due::Close
+        }
+        Expiry::Closing => Due::Drop,
     }
 }
 

@@ -46,13 +46,11 @@ mod stateless;
 use super::drain::Drain;
 use super::hosts::HostCheck;
 use super::http_session::{
-    Attached, Full, Holder, HttpSession, Missing, SessionTable, StreamRefused, Watch, MAX_SESSIONS,
-    SINK_CAPACITY,
+    Full, Holder, HttpSession, Missing, SessionTable, StreamRefused, Watch, MAX_SESSIONS,
 };
 use super::reply::{
-    accepts, check_version, header_str, health_reply, insufficient_scope, json_reply,
-    message_reply, refuse, reply, sse_reply, too_many_requests, too_many_sessions, unauthorized,
-    Reply, VERSION_HEADER,
+    check_version, header_str, health_reply, insufficient_scope, json_reply, message_reply, refuse,
+    reply, sse_reply, too_many_requests, too_many_sessions, unauthorized, Reply, VERSION_HEADER,
 };
 use super::sse::{frame, priming, SseBody};
 use super::streams::Event;
@@ -62,18 +60,17 @@ use crate::gateway::{rev2026, Early, Gateway};
 use crate::jsonrpc::{self, Kind};
 use crate::texts as answer;
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, StatusCode};
-use serde_json::{json, Value};
+use serde_json::Value;
 use stateless::{carries_envelope, stateless_status};
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+
 /// The endpoint's path.
 pub const ENDPOINT: &str = "/mcp";
 

@@ -9,10 +9,19 @@
 //! `report` only records. Findings go to the audit record, the metrics, the log
 //! and the span: kind, path, count and action, never the matched text.
 
-use super::keys;
-use super::*;
+use super::{child, keys, scope, Calls};
 use crate::config::guards::{Guard, GuardAction};
+use crate::gateway::approval;
+use crate::gateway::client_session::{self, CallKey, ClientSession};
 use crate::gateway::flow::Flows;
+use crate::gateway::settle::{self, CallRecord, Decision, End};
+use crate::logged::logged;
+use crate::otel::{self, Kind};
+use crate::texts;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use warden_core::Forward;
 use warden_store::GuardFinding;
 
 /// The guards that apply to a call, with the flow trail their labels go to.
@@ -383,6 +392,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use serde_json::json;
+    use warden_core::{CallScope, Caller};
 
     fn guards(toml: &str) -> Vec<Arc<Guard>> {
         let c = Config::parse(

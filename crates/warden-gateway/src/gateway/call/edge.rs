@@ -4,7 +4,12 @@
 //! audit record, counted in the metrics, with the caller, the tool and the
 //! arguments it carried, and why it was refused.
 
-use super::*;
+use super::Calls;
+use crate::gateway::client_session::ClientSession;
+use crate::gateway::settle::{Body, CallRecord, Decision, End};
+use serde_json::{Map, Value};
+use std::time::Instant;
+use warden_core::{CallReport, Caller};
 
 /// Who refused a call before it began is recorded for, and what they called.
 pub struct Early<'a> {
@@ -59,9 +64,7 @@ impl Calls {
         });
         self.settle.settle(&record, end).await
     }
-}
 
-impl crate::gateway::Gateway {
     /// Records a `tools/call` the front refused before handing it to the
     /// gateway (T6): `why` goes to the audit trail; the front answers it.
     pub async fn refused_at_front(&self, call: Early<'_>, why: String) {
@@ -70,6 +73,29 @@ impl crate::gateway::Gateway {
             why,
             body: None,
         };
-        self.calls.settle_early(call, end).await;
+        self.settle_early(call, end).await;
+    }
+
+    /// The answer to a request whose 2026-07-28 envelope is faulty: a
+    /// `tools/call` that names its tool is settled as refused first (T6).
+    pub async fn envelope_refused(
+        &self,
+        session: &ClientSession,
+        method: &str,
+        params: Option<&Value>,
+        error: Value,
+    ) -> Option<Body> {
+        let tool = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+        let (Some(tool), "tools/call") = (tool, method) else {
+            return Some(Err(error));
+        };
+        let end = End::Edge {
+            decision: Decision::Denied,
+            why: error["message"].as_str().unwrap_or_default().to_owned(),
+            body: Some(Err(error)),
+        };
+        let caller = session.caller();
+        let call = Early::on(session, caller.as_deref(), tool, params);
+        self.settle_early(call, end).await
     }
 }

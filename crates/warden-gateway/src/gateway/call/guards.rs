@@ -2,8 +2,24 @@
 //! rules, quotas, approval, before hooks and the ledger claim (F2, Q3, H1-H5,
 //! I1), each of which may refuse it or hold it.
 
-use super::*;
+use super::{child, scope, Accepted, Calls, CREDIT_TTL};
+use crate::gateway::approval::{self, Approval};
+use crate::gateway::client_session::{self, ClientSession};
+use crate::gateway::flow::{FlowDecision, Trail, FLOW_META_KEY};
 use crate::gateway::inbox::Waiting;
+use crate::gateway::policy::Policy;
+use crate::gateway::quota::{Admission, CREDIT_KEY};
+use crate::gateway::rev2026::{self, Binding};
+use crate::gateway::settle::{Body, CallRecord, Decision, End};
+use crate::gateway::{input, ledger};
+use crate::logged::logged;
+use crate::otel::Kind;
+use crate::texts;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use warden_core::hooks::{self, BeforeOutcome, CallContext};
+use warden_core::{answer, CallScope, Caller};
+use warden_store::{Claim, Finish, OnAbandoned};
 
 impl Calls {
     /// The guards, and for a 2026-07-28 client under flow policy its sealed flow

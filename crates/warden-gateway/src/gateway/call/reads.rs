@@ -8,8 +8,13 @@
 //! findings go to the log and the metrics, never the matched text.
 
 use super::content::govern_result;
-use super::*;
-use serde_json::json;
+use super::Calls;
+use crate::gateway::approval;
+use crate::gateway::client_session::{CallKey, ClientSession};
+use crate::gateway::settle::Body;
+use crate::logged::logged;
+use crate::texts;
+use serde_json::{json, Value};
 
 /// One read as guards see it.
 pub struct Read {

@@ -1,7 +1,20 @@
 //! A call on its upstream: queued, answered (or failed), and for a 2026-07-28
 //! client set aside while its client answers an input request, then resumed.
 
-use super::*;
+use super::edge::Early;
+use super::{binding_of, child, Accepted, Begun, Calls, Relayed};
+use crate::gateway::client_session::{CallKey, ClientSession};
+use crate::gateway::input::{self, Rounds};
+use crate::gateway::relay;
+use crate::gateway::rev2026::{self, Bridged, Envelope};
+use crate::gateway::settle::{self, Body, CallRecord, Decision, End};
+use crate::logged::logged;
+use crate::otel::{self, Kind};
+use crate::texts;
+use crate::upstream::CallError;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
 
 impl Calls {
     /// Queues the call on its upstream.

@@ -6,7 +6,6 @@
 use super::super::client_session::{self, ClientSession};
 use super::super::policy::Policy;
 use super::super::settle::{CallRecord, Decision, End};
-use super::content::Outbound;
 use crate::config::guards::{CallGuards, Guard, GuardAction};
 use crate::config::Approver;
 use crate::logged::logged;
@@ -196,16 +195,14 @@ pub(super) fn asking_rule(
 }
 
 /// H6: who the rule and the argument guard that ask about the call name to
-/// answer (`outbound`: when a guard asks).
+/// answer (`guard`: whom an asking guard on the arguments names).
 pub(super) fn approvers(
     policy: &Policy,
     report: &CallReport,
-    outbound: Option<&Outbound>,
+    guard: Option<Approver>,
 ) -> Vec<Approver> {
     let rule = report
         .ask_rule
         .and_then(|i| policy.rule_approvers.get(i).copied().flatten());
-    rule.into_iter()
-        .chain(outbound.and_then(Outbound::approver))
-        .collect()
+    rule.into_iter().chain(guard).collect()
 }

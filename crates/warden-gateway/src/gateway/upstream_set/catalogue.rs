@@ -2,7 +2,21 @@
 //! the pins lock on every build (P1-P3): drifted tools hidden, put to a human or
 //! reported, and each drift recorded once.
 
-use super::*;
+use super::Upstreams;
+use crate::config::PinMode;
+use crate::gateway::client_session::lock;
+use crate::logged::logged;
+use crate::pins::{self, Lock};
+use crate::texts;
+use crate::upstream::Upstream;
+use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use warden_core::catalogue::seen_name;
+use warden_core::{Catalogue, LayeredPolicy, PolicySource, ToolPolicy};
+use warden_store::ToolDrift;
 
 impl Upstreams {
     /// Builds the catalogue from the cached listings under the pins lock, then

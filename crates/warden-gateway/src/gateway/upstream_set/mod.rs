@@ -11,25 +11,18 @@ mod serving;
 pub use catalogue::Drifted;
 
 use super::client_session::lock;
-use super::relay;
-use super::settle::{Body, Settle};
-use crate::config::{Config, ErrorData, PinMode, UpstreamConfig};
-use crate::jsonrpc;
+use super::settle::Settle;
+use crate::config::{Config, ErrorData, UpstreamConfig};
 use crate::logged::logged;
-use crate::otel::Parent;
 use crate::pins::{self, Lock};
-use crate::texts;
 use crate::upstream::{Inbound, Upstream, SUPPORTED_VERSIONS};
 use serde_json::{json, Map, Value};
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
-use warden_core::catalogue::seen_name;
-use warden_core::{Catalogue, LayeredPolicy, PolicySource, Rules, ToolPolicy};
-use warden_store::ToolDrift;
+use warden_core::{Catalogue, LayeredPolicy, Rules};
 
 /// One upstream's state, for the operator console.
 #[derive(Debug, Clone)]

@@ -2,9 +2,27 @@
 //! request (a resource's URI, a prompt's name), or all that offer it, their
 //! lists merged page by page with their cache hints.
 
-use super::*;
+use super::{merge_capabilities, Upstreams};
+use crate::gateway::client_session::lock;
+use crate::gateway::relay;
+use crate::gateway::settle::Body;
+use crate::otel::Parent;
+use crate::upstream::Upstream;
+use crate::{jsonrpc, texts};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
 
 impl Upstreams {
+    /// Passes a client's notification the gateway does not handle itself on
+    /// to every connected upstream.
+    pub async fn notify_all(&self, msg: &Value) {
+        for up in self.list().iter() {
+            if let Some(conn) = up.conn() {
+                conn.send(msg.clone()).await;
+            }
+        }
+    }
+
     /// Which upstream serves a method the gateway does not govern: the one upstream
     /// that declared the capability it belongs to (the first such, with several),
     /// or the one that listed the resource or prompt the request names.

@@ -2,7 +2,8 @@
 //! parsing the whole message: its trace context, and for a 2026-07-28 upstream
 //! the routing headers (`Mcp-Method`, `Mcp-Name`) the revision asks for.
 
-use super::*;
+use super::VERSION;
+use serde_json::Value;
 
 /// What `post` needs of an outgoing message: whether it is one of our requests
 /// (they have numeric ids), and which.

@@ -13,8 +13,15 @@
 //!   the rate it is refused as one that could not be checked (retry later), as
 //!   when the issuer is down.
 
-use super::*;
+use super::{lock, now_secs, ResourceServer, Verified, LEEWAY_SECS};
+use crate::front::auth::refused::Refused;
+use crate::net::fetch::form;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// How long an answer that accepts a token is reused (never past its expiry).
 pub const INTROSPECTION_TTL: Duration = Duration::from_secs(30);

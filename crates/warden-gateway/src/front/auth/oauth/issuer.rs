@@ -2,7 +2,15 @@
 //! discovery), its signing keys fetched, cached, refreshed at a bounded rate and
 //! checked, token exchange (RFC 8693) and introspection requests.
 
-use super::*;
+use super::{lock, Endpoints, Key, Probe, ResourceServer, ACCEPTED, MAX_DOCUMENT_BYTES, MAX_KEYS};
+use crate::net::fetch::{form, Exchange, FetchError};
+use crate::net::target::HttpTarget;
+use hyper::{Method, StatusCode};
+use jsonwebtoken::jwk::Jwk;
+use jsonwebtoken::{Algorithm, DecodingKey};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Instant;
 
 impl ResourceServer {
     pub(super) fn keys(&self) -> (Arc<Vec<Key>>, u64) {

@@ -2,7 +2,17 @@
 //! whole within `gateway.max_body` and `gateway.http_body_timeout`, and parsed
 //! as one JSON-RPC message.
 
-use super::*;
+use super::{BodyRead, Front};
+use crate::front::http::reply::{accepts, header_str, message_reply, refuse, Reply};
+use crate::jsonrpc::{self, Kind};
+use crate::texts as answer;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Incoming};
+use hyper::header::{self, HeaderMap};
+use hyper::StatusCode;
+use serde_json::Value;
+use std::sync::atomic::Ordering;
 
 impl Front {
     /// Reads a POST's body whole, within `gateway.max_body` and

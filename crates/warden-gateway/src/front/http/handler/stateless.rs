@@ -3,7 +3,15 @@
 //! `Mcp-Param-*`), and errors answered with the HTTP statuses the revision gives
 //! them.
 
-use super::*;
+use super::{Front, OnServer};
+use crate::front::http::reply::{header_str, message_reply, Reply, VERSION_HEADER};
+use crate::gateway::{rev2026, Early};
+use crate::jsonrpc;
+use crate::texts as answer;
+use hyper::header::HeaderMap;
+use hyper::StatusCode;
+use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// What a request's token gives the session: the `[oauth]` token itself (for
 /// token exchange) and its verified claims (`caller.claims`, X10).
