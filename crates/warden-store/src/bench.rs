@@ -199,5 +199,7 @@ async fn insert_then_commit(batch: &[AuditRecord]) {
     print_cost("  of which COMMIT (by hand)", commit / ROUNDS as u32);
     print_cost("  slowest COMMIT (by hand)", slowest);
     println!("  COMMITs over 2 ms: {slow} of {ROUNDS}");
+    let wal = std::fs::metadata(dir.join("w.db-wal")).map_or(0, |m| m.len());
+    println!("  WAL file at the end: {} KiB", wal / 1024);
     let _ = std::fs::remove_dir_all(dir);
 }
