@@ -128,12 +128,11 @@ async fn bench_sqlite_batch_parts() {
     sqlite_variant(
         "noidx",
         "record_batch, file, no secondary index",
-        "DROP INDEX audit_time; DROP INDEX audit_chain; DROP INDEX audit_facts;
+        "DROP INDEX audit_chain; DROP INDEX audit_facts;
          DROP INDEX audit_caller; DROP INDEX audit_tool; DROP INDEX audit_outcome;",
     )
     .await;
     for index in [
-        "audit_time",
         "audit_chain",
         "audit_facts",
         "audit_caller",

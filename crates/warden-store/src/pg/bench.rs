@@ -102,12 +102,22 @@ async fn by_hand(url: &str, batch: &[crate::AuditRecord]) {
         .batch_execute("SET synchronous_commit = off")
         .await
         .unwrap();
-    timed(
-        "INSERT into the parent, synchronous_commit off (measure only)",
-        ROUNDS,
-        || insert(&client, &parent, &rows),
-    )
-    .await;
+    // The server's own work, without the WAL flush: parent and partition in
+    // turn, twice, so that drift hits both.
+    for _ in 0..2 {
+        timed(
+            "INSERT into the parent, synchronous_commit off (measure only)",
+            ROUNDS,
+            || insert(&client, &parent, &rows),
+        )
+        .await;
+        timed(
+            "INSERT into the partition, synchronous_commit off (measure only)",
+            ROUNDS,
+            || insert(&client, &part, &rows),
+        )
+        .await;
+    }
 }
 
 /// The store's batch INSERT, into `table`.
