@@ -75,7 +75,7 @@ fn eight_gateways_starting_at_once_on_one_old_file_all_start_and_it_migrates_onc
             .collect();
         assert_eq!(
             versions,
-            vec![6],
+            vec![7],
             "round {round}: one version row, the newest"
         );
     }

@@ -608,4 +608,6 @@ mod semantics;
 pub(crate) use semantics::*;
 
 #[cfg(test)]
+mod bench;
+#[cfg(test)]
 mod tests;

@@ -629,6 +629,8 @@ fn redact_url(url: &str) -> String {
 }
 
 #[cfg(test)]
+mod bench;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_partitions;

@@ -328,7 +328,7 @@ fn a_newer_schema_is_refused_with_a_fix() {
     let e = Sqlite::init(conn).err().unwrap();
     assert!(e
         .to_string()
-        .contains("schema version 99, newer than this mcp-warden knows (6); upgrade mcp-warden"));
+        .contains("schema version 99, newer than this mcp-warden knows (7); upgrade mcp-warden"));
 }
 
 #[test]
