@@ -393,8 +393,9 @@ impl Rules {
                     continue;
                 }
                 let gate = Gate::of(tool);
+                let declaration = tool.declaration_value();
                 for c in r.when.iter() {
-                    let schema = &tool.declaration["inputSchema"];
+                    let schema = &declaration["inputSchema"];
                     if let Some((problem, certain)) =
                         path_problem(schema, c, gate, &tool.policy.aliases)
                     {

@@ -43,7 +43,10 @@ pub struct ToolEntry {
     pub upstream_name: String,
     /// The declaration as the upstream sent it, shared with the host's copy of the
     /// upstream's listing when it gave one ([`CatalogueBuilder::add_upstream_shared`]).
-    pub declaration: Arc<Value>,
+    /// Kept as its text: a tree of values costs several times its text, and only
+    /// the first validated call, a failed one and a catalogue build read into it
+    /// (issue 25); [`ToolEntry::declaration_value`] parses it.
+    pub declaration: Arc<RawValue>,
     /// The declaration callers are shown (renamed, pins hidden, reason added,
     /// closed), kept as the bytes a listing writes: a tree of values costs
     /// several times its text, and only a guard or a view reads it (issue 25).
@@ -90,6 +93,12 @@ impl ToolEntry {
         serde_json::from_str(self.published.get()).unwrap_or(Value::Null)
     }
 
+    /// The declaration as the upstream sent it, parsed (for what reads into it).
+    pub fn declaration_value(&self) -> Value {
+        // The bytes are JSON (a RawValue), so they parse.
+        serde_json::from_str(self.declaration.get()).unwrap_or(Value::Null)
+    }
+
     pub fn has_validator(&self) -> bool {
         self.compiles
     }
@@ -101,7 +110,7 @@ impl ToolEntry {
             return None;
         }
         self.validator
-            .get_or_init(|| compile(self.declaration.get("inputSchema")?).ok())
+            .get_or_init(|| compile(self.declaration_value().get("inputSchema")?).ok())
             .as_ref()
     }
 
@@ -116,19 +125,25 @@ impl ToolEntry {
         }
     }
 
-    /// The declaration of parameter `param` in the input schema.
-    fn property(&self, param: &str) -> Option<&Value> {
-        self.declaration
-            .get("inputSchema")?
-            .get("properties")?
-            .as_object()?
-            .get(param)
+    /// The declaration of parameter `param` in the input schema, parsed from
+    /// the declaration's text (read when a call fails validation).
+    fn property(&self, param: &str) -> Option<Value> {
+        let Value::Object(mut decl) = self.declaration_value() else {
+            return None;
+        };
+        let Some(Value::Object(mut schema)) = decl.remove("inputSchema") else {
+            return None;
+        };
+        match schema.remove("properties") {
+            Some(Value::Object(mut props)) => props.remove(param),
+            _ => None,
+        }
     }
 
     /// What a valid value of `param` looks like, in words. Read from the
     /// declaration when a call fails validation, not kept per tool.
     pub(crate) fn expected(&self, param: &str) -> Option<String> {
-        self.property(param).map(expected::describe)
+        self.property(param).as_ref().map(expected::describe)
     }
 
     /// Whether `param` declares a `default` (never named as missing).
@@ -230,22 +245,31 @@ impl CatalogueBuilder<'_> {
     /// Adds one upstream's `tools` array. With `prefix`, names become `upstream.tool`.
     pub fn add_upstream(&mut self, upstream: &str, prefix: bool, tools: &[Value]) -> &mut Self {
         for decl in tools {
-            self.add_tool(upstream, prefix, decl, || Arc::new(decl.clone()));
+            self.add_tool(upstream, prefix, decl, || Arc::from(raw(decl)));
         }
         self
     }
 
-    /// [`CatalogueBuilder::add_upstream`] for a host that keeps the listing itself:
-    /// each entry shares its declaration instead of holding a copy (a catalogue of
-    /// hundreds of tools holds each schema once).
+    /// [`CatalogueBuilder::add_upstream`] for a host that keeps the listing itself,
+    /// as text: each entry shares its declaration instead of holding a copy (a
+    /// catalogue of hundreds of tools holds each schema once). Each declaration is
+    /// parsed while its entry is built, and the tree dropped after.
     pub fn add_upstream_shared(
         &mut self,
         upstream: &str,
         prefix: bool,
-        tools: &[Arc<Value>],
+        tools: &[Arc<RawValue>],
     ) -> &mut Self {
-        for decl in tools {
-            self.add_tool(upstream, prefix, decl, || Arc::clone(decl));
+        for text in tools {
+            match serde_json::from_str::<Value>(text.get()) {
+                Ok(decl) => self.add_tool(upstream, prefix, &decl, || Arc::clone(text)),
+                Err(e) => self.problems.push(BuildProblem {
+                    upstream: upstream.to_owned(),
+                    tool: "<unreadable>".to_owned(),
+                    problem: format!("a tool declaration cannot be read: {e}"),
+                    dropped: true,
+                }),
+            }
         }
         self
     }
@@ -255,7 +279,7 @@ impl CatalogueBuilder<'_> {
         upstream: &str,
         prefix: bool,
         decl: &Value,
-        shared: impl FnOnce() -> Arc<Value>,
+        shared: impl FnOnce() -> Arc<RawValue>,
     ) {
         let Some(own_name) = decl.get("name").and_then(Value::as_str) else {
             self.problems.push(BuildProblem {
@@ -317,6 +341,12 @@ impl CatalogueBuilder<'_> {
     }
 }
 
+/// `decl` as JSON text. A value's serialisation does not fail (its keys are
+/// strings); `null` stands in were it ever to.
+pub fn raw(decl: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(decl).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
+
 /// The name callers see: `upstream.tool` with a prefix, kept to 64 characters of
 /// `[A-Za-z0-9_./-]`. Other characters become `_`; a name too long is cut and
 /// given a short hash of the full name so two long names stay distinct.
@@ -358,7 +388,7 @@ fn build_entry(
     own_name: &str,
     seen: String,
     decl: &Value,
-    shared: impl FnOnce() -> Arc<Value>,
+    shared: impl FnOnce() -> Arc<RawValue>,
     policy: ToolPolicy,
     compiled: &mut Compiled,
 ) -> ToolEntry {
@@ -405,8 +435,7 @@ fn build_entry(
     let declares_reason = params.iter().any(|p| p == REASON);
     let mut by_name: Vec<u32> = (0..params.len() as u32).collect();
     by_name.sort_unstable_by(|&a, &b| params[a as usize].cmp(&params[b as usize]));
-    let published = serde_json::value::to_raw_value(&publish(decl, &seen, &policy, &check))
-        .unwrap_or_else(|_| RawValue::NULL.to_owned());
+    let published = raw(&publish(decl, &seen, &policy, &check));
     ToolEntry {
         name: seen,
         upstream: upstream.to_owned(),

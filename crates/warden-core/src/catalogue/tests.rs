@@ -188,7 +188,7 @@ fn a_shared_listing_is_held_once_and_built_alike() {
         ),
         json!({"inputSchema": {}}),
     ];
-    let shared: Vec<Arc<Value>> = decls.iter().cloned().map(Arc::new).collect();
+    let shared: Vec<Arc<RawValue>> = decls.iter().map(|d| Arc::from(raw(d))).collect();
     let policy = ToolPolicy::default();
     let mut b = Catalogue::builder(&policy);
     b.add_upstream_shared("up", true, &shared);
@@ -201,7 +201,7 @@ fn a_shared_listing_is_held_once_and_built_alike() {
     let (copied, _) = b.build();
     let other = copied.get("up.a").expect("listed");
     assert_eq!(entry.published().get(), other.published().get());
-    assert_eq!(entry.declaration, other.declaration);
+    assert_eq!(entry.declaration.get(), other.declaration.get());
     assert_eq!(entry.params, other.params);
 }
 

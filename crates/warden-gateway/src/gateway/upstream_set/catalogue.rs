@@ -9,6 +9,7 @@ use crate::logged::logged;
 use crate::pins::{self, Lock};
 use crate::texts;
 use crate::upstream::Upstream;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -60,7 +61,7 @@ impl Upstreams {
             .as_ref()
             .map(|l| name_owners(l, &list))
             .unwrap_or_default();
-        let served: Vec<Option<Cow<'_, [Arc<Value>]>>> = list
+        let served: Vec<Option<Cow<'_, [Arc<RawValue>]>>> = list
             .iter()
             .map(|up| {
                 let tools = listings.get(&up.index)?;
@@ -118,17 +119,22 @@ impl Upstreams {
         &self,
         lock: &Lock,
         up: &Upstream,
-        tools: &[Arc<Value>],
+        tools: &[Arc<RawValue>],
         asks: &mut HashMap<(String, String), String>,
         drifted: &mut Vec<Drifted>,
-    ) -> Vec<Arc<Value>> {
+    ) -> Vec<(Arc<RawValue>, Value)> {
+        // Parsed for the comparisons, once per build under a lock; dropped after.
+        let parsed: Vec<Value> = tools
+            .iter()
+            .map(|t| serde_json::from_str(t.get()).unwrap_or(Value::Null))
+            .collect();
         let none = Default::default();
         let locked = lock.upstreams.get(&up.name).unwrap_or(&none);
         let mode = up.config.pins.unwrap_or_default();
         let seen = |n: &str| seen_name(&up.name, n, up.config.prefix);
         // In `pins diff` order: (the lock's name for the tool, text, tool, drift).
         let mut now = Vec::new();
-        for d in pins::diff(locked, tools) {
+        for d in pins::diff(locked, &parsed) {
             let text = pins::render(&up.name, &d);
             // Keyed by the lock's name for the tool; asked about under its name now.
             let (key, tool, drift, ask) = match &d {
@@ -184,10 +190,11 @@ impl Upstreams {
         // A definition a reviewer rejected (P4) is withheld whatever the mode.
         tools
             .iter()
-            .filter(|t| {
+            .cloned()
+            .zip(parsed)
+            .filter(|(_, t)| {
                 lock.holds(&up.name, t) || (mode != PinMode::Hidden && !lock.rejects(&up.name, t))
             })
-            .cloned()
             .collect()
     }
 }
@@ -218,19 +225,20 @@ fn name_owners(lock: &Lock, list: &[Arc<Upstream>]) -> HashMap<String, usize> {
 /// offering the same name (unprefixed): while its own tool is hidden for a
 /// drift, the name is absent until the drift is reviewed.
 fn owned_only(
-    tools: Vec<Arc<Value>>,
+    tools: Vec<(Arc<RawValue>, Value)>,
     up: &Upstream,
     owners: &HashMap<String, usize>,
-) -> Vec<Arc<Value>> {
+) -> Vec<Arc<RawValue>> {
     tools
         .into_iter()
-        .filter(|t| {
+        .filter(|(_, t)| {
             let Some(name) = t.get("name").and_then(Value::as_str) else {
                 return true;
             };
             let seen = seen_name(&up.name, name, up.config.prefix);
             owners.get(&seen).is_none_or(|owner| *owner == up.index)
         })
+        .map(|(text, _)| text)
         .collect()
 }
 

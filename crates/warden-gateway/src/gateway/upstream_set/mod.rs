@@ -16,12 +16,14 @@ use crate::config::{Config, ErrorData, UpstreamConfig};
 use crate::logged::logged;
 use crate::pins::{self, Lock};
 use crate::upstream::{Inbound, Upstream, SUPPORTED_VERSIONS};
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
+use warden_core::catalogue::raw;
 use warden_core::{Catalogue, LayeredPolicy, Rules};
 
 /// One upstream's state, for the operator console.
@@ -67,8 +69,9 @@ pub struct Upstreams {
     drift_audit: Mutex<Option<Arc<Settle>>>,
     /// By upstream index, its last successful tool listing (none until one succeeded).
     /// Each upstream's last good listing; the catalogue's entries share these
-    /// declarations rather than copy them.
-    listings: RwLock<HashMap<usize, Vec<Arc<Value>>>>,
+    /// declarations rather than copy them. Kept as text: a tree of values costs
+    /// several times its text (issue 25).
+    listings: RwLock<HashMap<usize, Vec<Arc<RawValue>>>>,
     /// By upstream index, why its last start or listing failed (cleared by a success).
     listing_errors: Mutex<HashMap<usize, String>>,
     catalogue: RwLock<Arc<Catalogue>>,
@@ -377,7 +380,7 @@ impl Upstreams {
             Ok(tools) => {
                 tracing::info!(upstream = %name, tools = tools.len(), "upstream ready");
                 lock(&self.listing_errors).remove(&index);
-                let tools = tools.into_iter().map(Arc::new).collect();
+                let tools = tools.iter().map(|t| Arc::from(raw(t))).collect();
                 self.listings
                     .write()
                     .unwrap_or_else(|e| e.into_inner())
@@ -400,7 +403,11 @@ impl Upstreams {
             .iter()
             .map(|up| {
                 let tools = listings.get(&up.index);
-                let tools = tools.map(|t| t.iter().map(|d| Value::clone(d)).collect());
+                let tools = tools.map(|t| {
+                    t.iter()
+                        .map(|d| serde_json::from_str(d.get()).unwrap_or(Value::Null))
+                        .collect()
+                });
                 (up.name.clone(), tools)
             })
             .collect()
