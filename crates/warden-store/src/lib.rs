@@ -42,7 +42,7 @@ mod sqlite;
 mod time;
 
 pub use chain::{Break, Verdict, GENESIS};
-pub use group::{AuditWriter, Durability, Unstored, Unwritten, BATCH_WINDOW, MAX_BATCH, QUEUE};
+pub use group::{AuditWriter, Durability, Unstored, Unwritten, MAX_BATCH, QUEUE};
 pub use pg::{
     Postgres, QuotaTake, SharedApproval, AUDIT_LANES, DEFAULT_CONNECTIONS, PARTITION_DAYS_AHEAD,
 };
