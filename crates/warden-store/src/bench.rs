@@ -4,8 +4,8 @@
 //!
 //! `cargo test --release -p warden-store bench_ -- --ignored --nocapture --test-threads 1`
 
-use crate::chain::Lanes;
-use crate::sqlite::Sqlite;
+use crate::chain::{Lanes, Linked};
+use crate::sqlite::{insert_rows, Sqlite};
 use crate::{AuditRecord, Store};
 use std::future::Future;
 use std::path::PathBuf;
@@ -31,6 +31,20 @@ pub(crate) fn bench_record(i: usize) -> AuditRecord {
 
 pub(crate) fn bench_batch() -> Vec<AuditRecord> {
     (0..BATCH).map(bench_record).collect()
+}
+
+/// `batch` linked into a chain of its own, as a store's writer gets it.
+pub(crate) async fn linked(batch: &[AuditRecord]) -> Vec<Linked> {
+    let lanes = Lanes::new("8d1f0c6a2b9e4e57a3c1f6d2e0b94a7c", 1);
+    let mut rows = Vec::new();
+    lanes
+        .append(batch, |linked| {
+            rows = linked;
+            async { Ok(()) }
+        })
+        .await
+        .unwrap();
+    rows
 }
 
 /// Runs `op` `rounds` times and prints its cost per batch and per record.
@@ -148,16 +162,7 @@ async fn bench_sqlite_batch_parts() {
 /// COMMIT (WAL write, and the auto-checkpoint when it falls due), timed apart.
 async fn insert_then_commit(batch: &[AuditRecord]) {
     let (s, dir) = fresh_sqlite("split");
-    let lanes = Lanes::new("8d1f0c6a2b9e4e57a3c1f6d2e0b94a7c", 1);
-    let mut rows = Vec::new();
-    lanes
-        .append(batch, |linked| {
-            rows = linked;
-            async { Ok(()) }
-        })
-        .await
-        .unwrap();
-    let rows = std::sync::Arc::new(rows);
+    let rows = std::sync::Arc::new(linked(batch).await);
     let (mut insert, mut commit, mut slowest) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut slow = 0;
     for _ in 0..ROUNDS {
@@ -165,21 +170,9 @@ async fn insert_then_commit(batch: &[AuditRecord]) {
         let (i, c) = s
             .with(move |conn| {
                 let start = Instant::now();
-                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-                {
-                    let mut st = tx.prepare_cached(
-                        "INSERT INTO audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash,
-                                            decision, upstream, duration_ms, findings)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                    )?;
-                    for r in rows.iter() {
-                        let f = &r.facts;
-                        st.execute(rusqlite::params![
-                            r.time_ms, r.caller, r.tool, r.outcome, r.json, r.chain, r.seq, r.prev,
-                            r.hash, f.decision, f.upstream, f.duration_ms, f.findings
-                        ])?;
-                    }
-                }
+                let tx =
+                    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                insert_rows(&tx, &rows)?;
                 let inserted = Instant::now();
                 tx.commit()?;
                 Ok((inserted - start, inserted.elapsed()))

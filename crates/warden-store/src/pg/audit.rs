@@ -8,13 +8,95 @@ use crate::{AuditRecord, StoreError};
 use std::collections::HashMap;
 use tokio_postgres::types::{ToSql, Type};
 
-/// One audit batch: a row per element of the arrays.
-const INSERT: &str =
-    "INSERT INTO warden_audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash,
+/// One audit batch into `table` (the partitioned `warden_audit`, or one day's
+/// partition): a row per element of the arrays, in [`Columns`]' order.
+pub(crate) fn insert_into(table: &str) -> String {
+    format!(
+        "INSERT INTO {table} (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash,
                                decision, upstream, duration_ms, findings)
-     SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
-                          $6::TEXT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[],
-                          $10::TEXT[], $11::TEXT[], $12::FLOAT8[], $13::TEXT[])";
+         SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
+                              $6::TEXT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[],
+                              $10::TEXT[], $11::TEXT[], $12::FLOAT8[], $13::TEXT[])"
+    )
+}
+
+/// The types of the batch INSERT's parameters, in order.
+pub(crate) fn column_types() -> [Type; 13] {
+    let (t, i) = (Type::TEXT_ARRAY, Type::INT8_ARRAY);
+    [
+        i.clone(),
+        t.clone(),
+        t.clone(),
+        t.clone(),
+        t.clone(),
+        t.clone(),
+        i,
+        t.clone(),
+        t.clone(),
+        t.clone(),
+        t.clone(),
+        Type::FLOAT8_ARRAY,
+        t,
+    ]
+}
+
+/// A batch's linked rows as the batch INSERT's thirteen arrays.
+pub(crate) struct Columns<'r> {
+    time: Vec<i64>,
+    caller: Vec<Option<&'r str>>,
+    tool: Vec<&'r str>,
+    outcome: Vec<&'r str>,
+    json: Vec<&'r str>,
+    chain: Vec<&'r str>,
+    seq: Vec<i64>,
+    prev: Vec<&'r str>,
+    hash: Vec<&'r str>,
+    decision: Vec<&'r str>,
+    upstream: Vec<Option<&'r str>>,
+    duration: Vec<f64>,
+    findings: Vec<Option<&'r str>>,
+}
+
+impl<'r> Columns<'r> {
+    pub(crate) fn of(rows: &'r [Linked]) -> Columns<'r> {
+        let text = |f: fn(&Linked) -> &str| rows.iter().map(f).collect::<Vec<&str>>();
+        let maybe = |f: fn(&Linked) -> Option<&str>| rows.iter().map(f).collect::<Vec<_>>();
+        Columns {
+            time: rows.iter().map(|r| r.time_ms).collect(),
+            caller: maybe(|r| r.caller.as_deref()),
+            tool: text(|r| &r.tool),
+            outcome: text(|r| &r.outcome),
+            json: text(|r| &r.json),
+            chain: text(|r| &r.chain),
+            seq: rows.iter().map(|r| r.seq).collect(),
+            prev: text(|r| &r.prev),
+            hash: text(|r| &r.hash),
+            decision: text(|r| &r.facts.decision),
+            upstream: maybe(|r| r.facts.upstream.as_deref()),
+            duration: rows.iter().map(|r| r.facts.duration_ms).collect(),
+            findings: maybe(|r| r.facts.findings.as_deref()),
+        }
+    }
+
+    /// The parameters, in [`column_types`]' order.
+    pub(crate) fn values(&self) -> [&(dyn ToSql + Sync); 13] {
+        [
+            &self.time,
+            &self.caller,
+            &self.tool,
+            &self.outcome,
+            &self.json,
+            &self.chain,
+            &self.seq,
+            &self.prev,
+            &self.hash,
+            &self.decision,
+            &self.upstream,
+            &self.duration,
+            &self.findings,
+        ]
+    }
+}
 
 impl Postgres {
     /// Appends `records` to the trail in one statement, chained in order; they
@@ -39,50 +121,21 @@ impl Postgres {
     }
 
     async fn write_linked(&self, rows: Vec<Linked>) -> Result<(), StoreError> {
-        let time: Vec<i64> = rows.iter().map(|r| r.time_ms).collect();
-        let caller: Vec<Option<&str>> = rows.iter().map(|r| r.caller.as_deref()).collect();
-        let text = |f: fn(&Linked) -> &str| rows.iter().map(f).collect::<Vec<&str>>();
-        let (tool, outcome, json) = (text(|r| &r.tool), text(|r| &r.outcome), text(|r| &r.json));
-        let (chain, prev, hash) = (text(|r| &r.chain), text(|r| &r.prev), text(|r| &r.hash));
-        let seq: Vec<i64> = rows.iter().map(|r| r.seq).collect();
-        let decision = text(|r| &r.facts.decision);
-        let upstream: Vec<Option<&str>> =
-            rows.iter().map(|r| r.facts.upstream.as_deref()).collect();
-        let duration: Vec<f64> = rows.iter().map(|r| r.facts.duration_ms).collect();
-        let findings: Vec<Option<&str>> =
-            rows.iter().map(|r| r.facts.findings.as_deref()).collect();
-        let (t, i) = (Type::TEXT_ARRAY, Type::INT8_ARRAY);
-        let params: [(&(dyn ToSql + Sync), Type); 13] = [
-            (&time, i.clone()),
-            (&caller, t.clone()),
-            (&tool, t.clone()),
-            (&outcome, t.clone()),
-            (&json, t.clone()),
-            (&chain, t.clone()),
-            (&seq, i),
-            (&prev, t.clone()),
-            (&hash, t.clone()),
-            (&decision, t.clone()),
-            (&upstream, t.clone()),
-            (&duration, Type::FLOAT8_ARRAY),
-            (&findings, t),
-        ];
+        let columns = Columns::of(&rows);
         let mut conn = self.pool.conn().await?;
         let insert = match &conn.audit_insert {
             Some(insert) => insert.clone(),
             None => {
-                let types = params.each_ref().map(|(_, t)| t.clone());
                 let insert = conn
                     .client
-                    .prepare_typed(INSERT, &types)
+                    .prepare_typed(&insert_into("warden_audit"), &column_types())
                     .await
                     .map_err(unavailable)?;
                 conn.audit_insert.insert(insert).clone()
             }
         };
-        let values = params.each_ref().map(|(v, _)| *v);
         conn.client
-            .execute(&insert, &values)
+            .execute(&insert, &columns.values())
             .await
             .map_err(unavailable)?;
         Ok(())

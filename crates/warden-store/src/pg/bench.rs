@@ -1,15 +1,15 @@
 //! What one audit batch costs on PostgreSQL, part by part (issue 28): see
 //! [`crate::bench`]. Needs the test server (`WARDEN_TEST_PG_URL`).
 
+use super::audit::{column_types, insert_into, Columns};
 use super::partitions::partition_name;
 use super::tests::TestDb;
 use super::Postgres;
-use crate::bench::{bench_batch, print_cost, timed, BATCH, ROUNDS};
-use crate::chain::{Lanes, Linked};
+use crate::bench::{bench_batch, linked, print_cost, timed, BATCH, ROUNDS};
+use crate::chain::Linked;
 use crate::now_ms;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, NoTls, Statement};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,16 +65,7 @@ async fn bench_postgres_batch_parts() {
 async fn by_hand(url: &str, batch: &[crate::AuditRecord]) {
     let (client, conn) = tokio_postgres::connect(url, NoTls).await.unwrap();
     tokio::spawn(conn);
-    let lanes = Lanes::new("8d1f0c6a2b9e4e57a3c1f6d2e0b94a7c", 1);
-    let mut rows = Vec::new();
-    lanes
-        .append(batch, |linked| {
-            rows = linked;
-            async { Ok(()) }
-        })
-        .await
-        .unwrap();
-    let rows = Arc::new(rows);
+    let rows = Arc::new(linked(batch).await);
     let today = partition_name(now_ms() / 86_400_000);
     let parent = prepare(&client, "warden_audit").await;
     let part = prepare(&client, &today).await;
@@ -122,46 +113,13 @@ async fn by_hand(url: &str, batch: &[crate::AuditRecord]) {
 
 /// The store's batch INSERT, into `table`.
 async fn prepare(client: &Client, table: &str) -> Statement {
-    let sql = format!(
-        "INSERT INTO {table} (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash,
-                              decision, upstream, duration_ms, findings)
-         SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
-                              $6::TEXT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[],
-                              $10::TEXT[], $11::TEXT[], $12::FLOAT8[], $13::TEXT[])"
-    );
-    let (t, i) = (Type::TEXT_ARRAY, Type::INT8_ARRAY);
-    let types = [
-        i.clone(),
-        t.clone(),
-        t.clone(),
-        t.clone(),
-        t.clone(),
-        t.clone(),
-        i,
-        t.clone(),
-        t.clone(),
-        t.clone(),
-        t.clone(),
-        Type::FLOAT8_ARRAY,
-        t,
-    ];
-    client.prepare_typed(&sql, &types).await.unwrap()
+    client
+        .prepare_typed(&insert_into(table), &column_types())
+        .await
+        .unwrap()
 }
 
 async fn insert(client: &Client, statement: &Statement, rows: &[Linked]) {
-    let time: Vec<i64> = rows.iter().map(|r| r.time_ms).collect();
-    let caller: Vec<Option<&str>> = rows.iter().map(|r| r.caller.as_deref()).collect();
-    let text = |f: fn(&Linked) -> &str| rows.iter().map(f).collect::<Vec<&str>>();
-    let (tool, outcome, json) = (text(|r| &r.tool), text(|r| &r.outcome), text(|r| &r.json));
-    let (chain, prev, hash) = (text(|r| &r.chain), text(|r| &r.prev), text(|r| &r.hash));
-    let seq: Vec<i64> = rows.iter().map(|r| r.seq).collect();
-    let decision = text(|r| &r.facts.decision);
-    let upstream: Vec<Option<&str>> = rows.iter().map(|r| r.facts.upstream.as_deref()).collect();
-    let duration: Vec<f64> = rows.iter().map(|r| r.facts.duration_ms).collect();
-    let findings: Vec<Option<&str>> = rows.iter().map(|r| r.facts.findings.as_deref()).collect();
-    let values: [&(dyn ToSql + Sync); 13] = [
-        &time, &caller, &tool, &outcome, &json, &chain, &seq, &prev, &hash, &decision, &upstream,
-        &duration, &findings,
-    ];
-    client.execute(statement, &values).await.unwrap();
+    let columns = Columns::of(rows);
+    client.execute(statement, &columns.values()).await.unwrap();
 }

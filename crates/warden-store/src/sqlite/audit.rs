@@ -19,20 +19,7 @@ impl Sqlite {
     async fn write_linked(&self, rows: Vec<Linked>) -> Result<(), StoreError> {
         self.with(move |conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            {
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash,
-                                        decision, upstream, duration_ms, findings)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                )?;
-                for r in &rows {
-                    let f = &r.facts;
-                    insert.execute(params![
-                        r.time_ms, r.caller, r.tool, r.outcome, r.json, r.chain, r.seq, r.prev,
-                        r.hash, f.decision, f.upstream, f.duration_ms, f.findings
-                    ])?;
-                }
-            }
+            insert_rows(&tx, &rows)?;
             tx.commit()
         })
         .await
@@ -92,6 +79,34 @@ impl Sqlite {
         .await
         .map(|n| n as u64)
     }
+}
+
+/// Each of `rows` as an audit row, inside the writer's transaction.
+pub(crate) fn insert_rows(tx: &rusqlite::Transaction, rows: &[Linked]) -> rusqlite::Result<()> {
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO audit (time_ms, caller, tool, outcome, record, chain, seq, prev_hash, hash,
+                            decision, upstream, duration_ms, findings)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?;
+    for r in rows {
+        let f = &r.facts;
+        insert.execute(params![
+            r.time_ms,
+            r.caller,
+            r.tool,
+            r.outcome,
+            r.json,
+            r.chain,
+            r.seq,
+            r.prev,
+            r.hash,
+            f.decision,
+            f.upstream,
+            f.duration_ms,
+            f.findings
+        ])?;
+    }
+    Ok(())
 }
 
 impl Sqlite {

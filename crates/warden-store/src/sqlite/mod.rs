@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod audit;
+#[cfg(test)]
+pub(crate) use audit::insert_rows;
 mod checkpoint;
 mod open;
 mod search;
