@@ -7,7 +7,7 @@
 
 use super::client_session::{CallKey, ClientSession, Sessions};
 use super::inbox::{Inbox, Verdict, Waiting};
-use super::input;
+use super::rev2026::input;
 use super::rev2026::{self, Binding, Envelope, Sealed, StateKey};
 use crate::config::Approver;
 use crate::logged::logged;

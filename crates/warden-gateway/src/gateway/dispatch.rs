@@ -5,10 +5,11 @@
 
 use super::call::{self, Begun};
 use super::client_session::{self, ClientSession, Outgoing};
+use super::rev2026::input;
 use super::rev2026::{self, Envelope};
 use super::settle::Body;
 use super::upstream_set::negotiated_version;
-use super::{input, listen, listing, relay, Gateway, Waiting};
+use super::{listen, listing, relay, Gateway, Waiting};
 use crate::jsonrpc::{self, Kind};
 use crate::logged::logged;
 use crate::otel::{self, Span, SpanContext};

@@ -30,7 +30,6 @@ mod grant;
 mod health;
 mod inbound;
 pub mod inbox;
-mod input;
 pub mod ledger;
 mod listen;
 mod listing;

@@ -29,11 +29,11 @@ pub use edge::Early;
 pub use reads::Read;
 
 use super::client_session::{CallKey, ClientSession, Sessions};
-use super::input;
 use super::ledger::LedgerKey;
 use super::policy::Policy;
 use super::quota::Quotas;
 use super::relay::Pending;
+use super::rev2026::input;
 use super::rev2026::{self, Binding, Envelope, ParkedCalls, Sealed};
 use super::servers::Route;
 use super::settle::{Body, CallRecord, Decision, End, Settle};

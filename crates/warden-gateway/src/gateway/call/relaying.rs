@@ -4,8 +4,8 @@
 use super::edge::Early;
 use super::{binding_of, child, Accepted, Begun, Calls, Relayed};
 use crate::gateway::client_session::{CallKey, ClientSession};
-use crate::gateway::input::{self, Rounds};
 use crate::gateway::relay;
+use crate::gateway::rev2026::input::{self, Rounds};
 use crate::gateway::rev2026::{self, Bridged, Envelope};
 use crate::gateway::settle::{self, Body, CallRecord, Decision, End};
 use crate::logged::logged;

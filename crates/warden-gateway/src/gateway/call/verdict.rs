@@ -5,9 +5,9 @@
 
 use super::super::client_session::{CallKey, ClientSession};
 use super::super::flow::FLOW_META_KEY;
-use super::super::input;
 use super::super::ledger::LedgerKey;
 use super::super::policy::Policy;
+use super::super::rev2026::input;
 use super::super::rev2026::{Binding, Envelope, Sealed};
 use super::super::settle::{Body, CallRecord, Decision, End};
 use super::content::{self, Outbound};

@@ -1,4 +1,8 @@
 use super::*;
+use crate::texts as answer;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use serde_json::{json, Map, Value};
 
 #[test]
 fn a_rotated_key_still_opens_what_the_old_one_sealed() {

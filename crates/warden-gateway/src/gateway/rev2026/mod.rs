@@ -1,0 +1,39 @@
+//! The stateless 2026-07-28 revision, as far as the gateway's own hop goes.
+//!
+//! A request that carries `_meta["io.modelcontextprotocol/protocolVersion"]` speaks
+//! it: no `initialize`, the client's capabilities ride on every request, every
+//! result says its `resultType`, lists say how long they may be cached, and the
+//! gateway asks its client for input (an approval) by answering with an
+//! `InputRequiredResult` that the client retries with `inputResponses` and the
+//! `requestState` it was given. That state comes back from the client, so it is
+//! sealed (ChaCha20-Poly1305 under a key only this gateway, or its fleet,
+//! holds) and bound to the caller, the tool, the arguments and an expiry.
+//!
+//! The envelope belongs to the client↔gateway hop: it is taken out of `_meta`
+//! at the edge ([`take_envelope`], before a request is dispatched), and a result
+//! is stamped on its way out ([`stamp_result`]); upstreams speak the revision they
+//! negotiated with the gateway. Deeper in, two things only this revision needs:
+//! an upstream's request during a call becomes an input request of the call's
+//! result ([`wait_bridged`]), and the call is set aside until the client retries
+//! ([`ParkedCalls`]).
+
+mod envelope;
+pub(crate) mod input;
+mod parked;
+mod results;
+mod seal;
+mod wire;
+
+pub use envelope::{
+    envelope_error, envelope_shape_error, http_status, log_level_name, log_rank, take_envelope,
+    Envelope,
+};
+pub use parked::{park_id, wait_bridged, Bridged, ParkedCalls};
+pub use results::{
+    approval_required, discover, input_required, stamp_result, upstream_answer, CacheHint,
+};
+pub use seal::{unix_now, Binding, Sealed, StateKey};
+pub use wire::*;
+
+#[cfg(test)]
+mod tests;
