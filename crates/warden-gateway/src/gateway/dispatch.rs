@@ -6,7 +6,7 @@
 use super::call::{self, Begun};
 use super::client_session::{self, ClientSession, Outgoing};
 use super::rev2026::input;
-use super::rev2026::{self, Envelope};
+use super::rev2026::{self, Revision};
 use super::settle::Body;
 use super::upstream_set::negotiated_version;
 use super::{listen, listing, relay, Gateway, Waiting};
@@ -43,31 +43,37 @@ impl Gateway {
                 let (id, method) = (id.clone(), method.to_owned());
                 // Moved out, not copied: the arguments may be large.
                 let mut params = msg.get_mut("params").map(Value::take);
-                // The 2026-07-28 envelope is taken off here, at the edge; its
-                // result is stamped on the way out.
-                let envelope = match rev2026::take_envelope(&mut params) {
-                    Ok(e) => e.map(Arc::new),
+                // The client's revision, made here at the edge: its 2026-07-28
+                // envelope taken off, its result stamped on the way out.
+                let revision = match Revision::take(&mut params) {
+                    Ok(r) => r,
                     Err(error) => {
                         let body =
                             self.calls
                                 .envelope_refused(session, &method, params.as_ref(), error);
-                        respond(session, id, body.await, None).await;
+                        respond(session, id, body.await, (&Revision::older(), &method)).await;
                         return None;
                     }
                 };
-                let stamp = envelope.as_ref().map(|_| method.clone());
                 let span = if self.tracer.is_on() {
                     self.request_span(session, &id, &method, params.as_ref(), traceparent)
                 } else {
                     None
                 };
                 let begun = self
-                    .request(session, &id, &method, params, envelope, span.as_ref())
+                    .request(
+                        session,
+                        &id,
+                        &method,
+                        params,
+                        revision.clone(),
+                        span.as_ref(),
+                    )
                     .await;
                 match begun {
                     Begun::Done(body) => {
                         end_request_span(span, body.as_ref());
-                        respond(session, id, body, stamp.as_deref()).await;
+                        respond(session, id, body, (&revision, &method)).await;
                         None
                     }
                     Begun::Then(answering) => {
@@ -75,7 +81,7 @@ impl Gateway {
                         Some(Box::pin(async move {
                             let body = answering.await;
                             end_request_span(span, body.as_ref());
-                            respond(&session, id, body, stamp.as_deref()).await;
+                            respond(&session, id, body, (&revision, &method)).await;
                         }))
                     }
                 }
@@ -153,13 +159,13 @@ impl Gateway {
         id: &Value,
         method: &str,
         params: Option<Value>,
-        envelope: Option<Arc<Envelope>>,
+        revision: Revision,
         span: Option<&Span>,
     ) -> Begun {
         let err = |code: i64, message: &str| {
             Begun::Done(Some(Err(json!({"code": code, "message": message}))))
         };
-        if let Some(e) = &envelope {
+        if let Some(e) = revision.envelope() {
             session.mark_stateless();
             // The first client's capabilities are what upstreams are offered
             // (built only while nothing is connected yet).
@@ -167,7 +173,7 @@ impl Gateway {
                 let init = e.upstream_init(crate::upstream::SUPPORTED_VERSIONS[0]);
                 self.connect(Some(&init)).await;
             }
-            if rev2026::REMOVED.contains(&method) {
+            if revision.removes(method) {
                 return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
             }
             if method == "server/discover" {
@@ -211,7 +217,7 @@ impl Gateway {
                 Begun::Done(Some(Ok(result)))
             }
             "ping" => Begun::Done(Some(Ok(json!({})))),
-            "tools/list" => match self.list_tools_raw(session, id, envelope.is_some()).await {
+            "tools/list" => match self.list_tools_raw(session, id, &revision).await {
                 // Answered already, as bytes.
                 Ok(()) => Begun::Done(None),
                 Err(message) => err(jsonrpc::INTERNAL_ERROR, &message),
@@ -220,10 +226,10 @@ impl Gateway {
                 self.connect(None).await;
                 let params = params.unwrap_or(Value::Null);
                 self.calls
-                    .begin(session, Some(id), params, envelope, span)
+                    .begin(session, Some(id), params, revision, span)
                     .await
             }
-            "logging/setLevel" if envelope.is_none() => {
+            "logging/setLevel" if !revision.is_2026() => {
                 self.connect(None).await;
                 match self.set_log_level(session, params.as_ref()).await {
                     Some(done) => Begun::Done(Some(done)),
@@ -231,7 +237,7 @@ impl Gateway {
                 }
             }
             _ => {
-                self.relay_other(session, id, method, params, envelope, span)
+                self.relay_other(session, id, method, params, revision, span)
                     .await
             }
         }
@@ -245,7 +251,7 @@ impl Gateway {
         id: &Value,
         method: &str,
         params: Option<Value>,
-        envelope: Option<Arc<Envelope>>,
+        revision: Revision,
         span: Option<&Span>,
     ) -> Begun {
         let err = |code: i64, message: &str| {
@@ -266,13 +272,13 @@ impl Gateway {
         let Some(up) = self.upstreams.serving(method, params.as_ref()) else {
             return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
         };
-        if envelope.is_none() && up.stateless_for(true) {
+        if revision.bridges(&up) {
             if let Some(done) = removed_at_2026(&up, method, params.as_ref()).await {
                 return Begun::Done(Some(done));
             }
         }
         let params = params.unwrap_or_else(|| json!({}));
-        self.forward(session, (id, method, params), up, envelope, span)
+        self.forward(session, (id, method, params), up, revision, span)
             .await
     }
 
@@ -284,38 +290,33 @@ impl Gateway {
         session: &Arc<ClientSession>,
         (id, method, mut params): (&Value, &str, Value),
         up: Arc<crate::upstream::Upstream>,
-        envelope: Option<Arc<Envelope>>,
+        revision: Revision,
         span: Option<&Span>,
     ) -> Begun {
         let call = jsonrpc::id_key(id);
         // A 2026-07-28 client's state is bound to the request as it sent it.
-        let binding = envelope
-            .as_ref()
-            .map(|_| forward_binding(session.caller().as_deref(), method, &params));
+        let binding = revision
+            .is_2026()
+            .then(|| forward_binding(session.caller().as_deref(), method, &params));
         let mut sealed = None;
-        if let (Some(e), Some(b)) = (&envelope, &binding) {
-            match input::open_state(self.calls.state_key(), e, b) {
+        if let Some(b) = &binding {
+            match revision.open_state(self.calls.state_key(), b) {
                 Ok(s) => sealed = s,
                 Err(error) => return Begun::Done(Some(Err(error))),
             }
         }
-        let stateless = up.stateless_for(envelope.is_none());
-        if stateless {
-            input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
-        }
-        let capabilities = match &envelope {
-            Some(e) => Some(e.capabilities.clone()),
-            None => session.capabilities(),
-        };
+        let stateless = revision.speaks_2026_to(&up);
+        revision.for_upstream(&up, &mut params, sealed.as_ref());
+        let capabilities = revision.capabilities(session);
         // The upstream round trip's span; the upstream continues the trace
         // under it (`_meta`, and the header for an HTTP upstream).
         let mut round_trip = span.map(|s| round_trip_span(&s.parent(), method, &up.name));
         if let Some(s) = &round_trip {
             otel::set_traceparent(&mut params, &s.context());
         }
-        let kept = (stateless && envelope.is_none()).then(|| params.clone());
+        let kept = revision.bridges(&up).then(|| params.clone());
         // S8: guards on results look at a resource's contents and a prompt too.
-        let read = call::Read::of(method, &params, &call, envelope.is_some());
+        let read = call::Read::of(method, &params, &call, revision.is_2026());
         let begun = relay::begin_forward(&up, session, call, method, params, capabilities.as_ref());
         match begun.await {
             Ok(pending) => {
@@ -377,13 +378,13 @@ impl Gateway {
     /// A `subscriptions/listen` stream ([`listen`]): acknowledged at once, then
     /// the list changes it asked for, until the client cancels it or goes away.
     /// Answers a `tools/list` request with the listing's bytes (issue 25); at
-    /// 2026-07-28 (`stamped`) with the shortest lifetime an upstream gave its
-    /// tools and the revision's stamp after them.
+    /// 2026-07-28 with the shortest lifetime an upstream gave its tools and the
+    /// revision's stamp after them.
     async fn list_tools_raw(
         &self,
         session: &ClientSession,
         id: &Value,
-        stamped: bool,
+        revision: &Revision,
     ) -> Result<(), String> {
         self.connect(None).await;
         let caller = session.caller();
@@ -392,7 +393,7 @@ impl Gateway {
             .listed_bytes(session.server(), caller.as_deref(), &found)
             .await?;
         let mut rest = json!({});
-        if stamped {
+        if revision.is_2026() {
             let ttl = self
                 .upstreams
                 .list()
@@ -402,7 +403,7 @@ impl Gateway {
             if let Some(t) = ttl {
                 rest["ttlMs"] = json!(t);
             }
-            rev2026::stamp_result("tools/list", &mut rest);
+            revision.stamp("tools/list", &mut rest);
         }
         let rest = rest.as_object().cloned().unwrap_or_default();
         session
@@ -590,15 +591,17 @@ fn end_request_span(span: Option<Span>, body: Option<&Body>) {
     }
 }
 
-/// Sends a request's answer, stamped for the 2026-07-28 revision when `stamp`
-/// names the method of a request that speaks it.
-async fn respond(session: &ClientSession, id: Value, body: Option<Body>, stamp: Option<&str>) {
+/// Sends a request's answer, stamped by its revision for its method.
+async fn respond(
+    session: &ClientSession,
+    id: Value,
+    body: Option<Body>,
+    (revision, method): (&Revision, &str),
+) {
     let call = jsonrpc::id_key(&id);
     let msg = match body {
         Some(Ok(mut result)) => {
-            if let Some(method) = stamp {
-                rev2026::stamp_result(method, &mut result);
-            }
+            revision.stamp(method, &mut result);
             jsonrpc::response(id, result)
         }
         Some(Err(error)) => jsonrpc::error_response(id, error),

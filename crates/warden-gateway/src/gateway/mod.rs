@@ -493,7 +493,13 @@ impl Gateway {
             .root(|| "tools/call".to_owned(), otel::Kind::Internal, parent);
         match self
             .calls
-            .begin(session, client_id, params, None, span.as_ref())
+            .begin(
+                session,
+                client_id,
+                params,
+                rev2026::Revision::older(),
+                span.as_ref(),
+            )
             .await
         {
             Begun::Done(body) => body,

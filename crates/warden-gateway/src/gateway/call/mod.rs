@@ -34,7 +34,7 @@ use super::policy::Policy;
 use super::quota::Quotas;
 use super::relay::Pending;
 use super::rev2026::input;
-use super::rev2026::{self, Binding, Envelope, ParkedCalls, Sealed};
+use super::rev2026::{self, Binding, Envelope, ParkedCalls, Revision, Sealed};
 use super::servers::Route;
 use super::settle::{Body, CallRecord, Decision, End, Settle};
 use super::upstream_set::Upstreams;
@@ -94,7 +94,8 @@ struct Accepted {
     labels: Vec<String>,
     ledger: Option<LedgerKey>,
     call: Option<CallKey>,
-    envelope: Option<Arc<Envelope>>,
+    /// The client's revision for this request (its envelope at 2026-07-28).
+    revision: Revision,
     binding: Option<Arc<Binding>>,
     /// A quota applies to the call (Q1).
     limited: bool,
@@ -119,7 +120,7 @@ pub struct Relayed {
     record: CallRecord,
     /// The upstream round trip's span.
     span: Option<Span>,
-    envelope: Option<Arc<Envelope>>,
+    revision: Revision,
     binding: Option<Arc<Binding>>,
     /// For an upstream's input rounds: the params as sent (kept only when an
     /// older client may need rounds), the client's capabilities, and whether the
@@ -211,7 +212,7 @@ impl Calls {
         session: &Arc<ClientSession>,
         id: Option<&Value>,
         mut params: Value,
-        envelope: Option<Arc<Envelope>>,
+        revision: Revision,
         trace: Option<&Span>,
     ) -> Begun {
         let started = Instant::now();
@@ -233,7 +234,7 @@ impl Calls {
             },
         };
         let call = id.map(crate::jsonrpc::id_key);
-        let sealed = match &envelope {
+        let sealed = match revision.envelope() {
             None => None,
             Some(e) => match self.reopen(session, call.clone(), &params, e).await {
                 Ok(sealed) => sealed,
@@ -242,7 +243,7 @@ impl Calls {
         };
         let span = trace.map(|t| call_span(t, session, &params));
         let at = (&policy, &catalogue, &routed);
-        let stateless = envelope.is_some();
+        let stateless = revision.is_2026();
         let judged = match self
             .judge(at, session, params, stateless, span, started)
             .await
@@ -250,8 +251,7 @@ impl Calls {
             Ok(judged) => judged,
             Err(body) => return Begun::Done(body),
         };
-        let revision = (call, envelope, sealed);
-        let accepted = self.accept(&policy, session, judged, revision, started);
+        let accepted = self.accept(&policy, session, judged, (call, revision, sealed), started);
         let accepted = match accepted.await {
             Ok(accepted) => accepted,
             Err(body) => return Begun::Done(body),
@@ -283,7 +283,7 @@ impl Calls {
         session: &Arc<ClientSession>,
         call: Option<CallKey>,
         params: &Value,
-        envelope: &Arc<Envelope>,
+        envelope: &Envelope,
     ) -> Result<Option<Sealed>, Begun> {
         if let Some(resumed) = self.resume(session, call, params, envelope).await {
             return Err(resumed);

@@ -17,6 +17,7 @@
 //! result ([`wait_bridged`]), and the call is set aside until the client retries
 //! ([`ParkedCalls`]).
 
+mod context;
 mod envelope;
 pub(crate) mod input;
 mod parked;
@@ -24,6 +25,7 @@ mod results;
 mod seal;
 mod wire;
 
+pub use context::{ApprovalRound, Revision};
 pub use envelope::{
     envelope_error, envelope_shape_error, http_status, log_level_name, log_rank, take_envelope,
     Envelope,
