@@ -6,7 +6,7 @@
 use super::call::{self, Begun};
 use super::client_session::{self, ClientSession, Outgoing};
 use super::rev2026::input;
-use super::rev2026::{self, Revision};
+use super::rev2026::{Binding, Revision};
 use super::settle::Body;
 use super::upstream_set::negotiated_version;
 use super::{listen, listing, relay, Gateway, Waiting};
@@ -165,34 +165,11 @@ impl Gateway {
         let err = |code: i64, message: &str| {
             Begun::Done(Some(Err(json!({"code": code, "message": message}))))
         };
+        // What only the 2026-07-28 revision has (rev2026/requests.rs).
         if let Some(e) = revision.envelope() {
-            session.mark_stateless();
-            // The first client's capabilities are what upstreams are offered
-            // (built only while nothing is connected yet).
-            if !self.upstreams.started() {
-                let init = e.upstream_init(crate::upstream::SUPPORTED_VERSIONS[0]);
-                self.connect(Some(&init)).await;
-            }
-            if revision.removes(method) {
-                return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
-            }
-            if method == "server/discover" {
-                let (mut capabilities, instructions) = self.upstreams.offered(false);
-                // Resource subscriptions are not honoured on listen streams.
-                if let Some(r) = capabilities
-                    .get_mut("resources")
-                    .and_then(Value::as_object_mut)
-                {
-                    r.shift_remove("subscribe");
-                }
-                let instructions = match session.server() {
-                    None => instructions,
-                    Some(_) => self.calls.server_instructions(session),
-                };
-                return Begun::Done(Some(Ok(rev2026::discover(capabilities, instructions))));
-            }
-            if method == "subscriptions/listen" {
-                return self.listen(session, id, params.as_ref());
+            let asked = (id, method, params.as_ref());
+            if let Some(begun) = self.request_2026(session, e, asked).await {
+                return begun;
             }
         }
         match method {
@@ -297,7 +274,7 @@ impl Gateway {
         // A 2026-07-28 client's state is bound to the request as it sent it.
         let binding = revision
             .is_2026()
-            .then(|| forward_binding(session.caller().as_deref(), method, &params));
+            .then(|| Binding::of_request(session.caller().as_deref(), method, &params));
         let mut sealed = None;
         if let Some(b) = &binding {
             match revision.open_state(self.calls.state_key(), b) {
@@ -547,30 +524,7 @@ async fn removed_at_2026(
 /// What a forwarded request to a 2026-07-28 upstream needs for its input
 /// rounds: the params as sent (for an older client, who sends them again), the
 /// client's capabilities, and what its state is bound to.
-type ForwardRounds = (Option<Value>, Option<Value>, Option<rev2026::Binding>);
-
-/// What a 2026-07-28 client's state for a request the gateway does not govern is
-/// bound to: the caller, the method with the name or URI it is about, and the
-/// request's arguments (or, for a request without any, its params).
-fn forward_binding(
-    caller: Option<&warden_core::Caller>,
-    method: &str,
-    params: &Value,
-) -> rev2026::Binding {
-    let caller = caller.map(|c| c.name.as_str()).unwrap_or_default();
-    let about = params
-        .get("name")
-        .or_else(|| params.get("uri"))
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let mut bound = serde_json::Map::new();
-    for (k, v) in params.as_object().into_iter().flatten() {
-        if k != "_meta" {
-            bound.insert(k.clone(), v.clone());
-        }
-    }
-    rev2026::Binding::new(caller, &format!("{method} {about}"), &bound)
-}
+type ForwardRounds = (Option<Value>, Option<Value>, Option<Binding>);
 
 /// The span of a request's round trip to the upstream that serves it, under the
 /// request's span.

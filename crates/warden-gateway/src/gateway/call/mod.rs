@@ -40,12 +40,12 @@ use super::settle::{Body, CallRecord, Decision, End, Settle};
 use super::upstream_set::Upstreams;
 use crate::otel::{self, Kind, Span};
 use crate::upstream::Upstream;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
-use warden_core::{CallScope, Caller, Catalogue};
+use warden_core::{CallScope, Catalogue};
 
 /// How long a quota credit redeems: as long as the state that carries it opens.
 const CREDIT_TTL: Duration = Duration::from_secs(rev2026::STATE_TTL_SECS);
@@ -293,7 +293,7 @@ impl Calls {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let caller = session.caller();
-        let binding = binding_of(caller.as_deref(), name, params.get("arguments"));
+        let binding = Binding::of_call(caller.as_deref(), name, params.get("arguments"));
         let error = match input::open_state(self.state_key(), envelope, &binding) {
             Ok(sealed) => return Ok(sealed),
             Err(error) => error,
@@ -329,33 +329,4 @@ fn child(record: &CallRecord, name: &str, kind: Kind) -> Option<Span> {
     let span = record.span.as_ref()?;
     let span = span.lock().unwrap_or_else(|e| e.into_inner());
     Some(span.child(name, kind))
-}
-
-/// What a 2026-07-28 call's sealed state is bound to: the caller, the tool as the
-/// caller named it, and the arguments as the caller sent them.
-fn binding_of(caller: Option<&Caller>, tool: &str, arguments: Option<&Value>) -> Binding {
-    let caller = caller.map(|c| c.name.as_str()).unwrap_or_default();
-    let empty = Map::new();
-    let args = arguments.and_then(Value::as_object).unwrap_or(&empty);
-    Binding::new(caller, tool, args)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_binding_ignores_nothing_the_caller_sent() {
-        let alice = Caller::new("alice");
-        let a = binding_of(Some(&alice), "t", Some(&json!({"x": 1})));
-        assert_eq!(a, binding_of(Some(&alice), "t", Some(&json!({"x": 1}))));
-        assert_ne!(a, binding_of(Some(&alice), "t", Some(&json!({"x": 2}))));
-        assert_ne!(a, binding_of(Some(&alice), "u", Some(&json!({"x": 1}))));
-        assert_ne!(a, binding_of(None, "t", Some(&json!({"x": 1}))));
-        assert_eq!(
-            binding_of(None, "t", None),
-            binding_of(None, "t", Some(&json!({})))
-        );
-    }
 }

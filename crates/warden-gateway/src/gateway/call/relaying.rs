@@ -2,11 +2,11 @@
 //! client set aside while its client answers an input request, then resumed.
 
 use super::edge::Early;
-use super::{binding_of, child, Accepted, Begun, Calls, Relayed};
+use super::{child, Accepted, Begun, Calls, Relayed};
 use crate::gateway::client_session::{CallKey, ClientSession};
 use crate::gateway::relay;
 use crate::gateway::rev2026::input::{self, Rounds};
-use crate::gateway::rev2026::{self, Bridged, Envelope};
+use crate::gateway::rev2026::{self, Binding, Bridged, Envelope};
 use crate::gateway::settle::{self, Body, CallRecord, Decision, End};
 use crate::logged::logged;
 use crate::otel::{self, Kind};
@@ -261,7 +261,7 @@ impl Calls {
     ) -> Option<Begun> {
         let name = params.get("name")?.as_str()?;
         let caller = session.caller();
-        let binding = binding_of(caller.as_deref(), name, params.get("arguments"));
+        let binding = Binding::of_call(caller.as_deref(), name, params.get("arguments"));
         let Some((mut r, asked)) = self.parked.resume(envelope, &binding)? else {
             // T6: the retry is recorded; the parked call settled on its own (answered,
             // or failed when its wait ran out).

@@ -10,7 +10,7 @@ use super::super::policy::Policy;
 use super::super::rev2026::{Binding, Revision, Sealed};
 use super::super::settle::{Body, CallRecord, Decision, End};
 use super::content::{self, Outbound};
-use super::{binding_of, scope, Accepted, Calls};
+use super::{scope, Accepted, Calls};
 use crate::logged::logged;
 use crate::otel::{self, Span};
 use serde_json::{Map, Value};
@@ -65,7 +65,7 @@ impl Calls {
         });
         let name = params.get("name").cloned().unwrap_or(Value::Null);
         let binding = stateless.then(|| {
-            Arc::new(binding_of(
+            Arc::new(Binding::of_call(
                 session.caller().as_deref(),
                 name.as_str().unwrap_or_default(),
                 arguments.as_ref(),

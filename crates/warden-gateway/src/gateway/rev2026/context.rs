@@ -4,9 +4,10 @@
 //!
 //! Each hook is one decision the 2026-07-28 revision changes; an older client's
 //! request (no envelope) takes the older revision's side of each:
-//! - at the edge: [`Revision::take`] (the envelope out of `_meta`),
-//!   [`Revision::removes`] (methods the revision removed), [`Revision::stamp`]
-//!   (`resultType` and a list's cache hints on the way out);
+//! - at the edge: [`Revision::take`] (the envelope out of `_meta`), then
+//!   what only the revision has (`requests.rs`: removed methods,
+//!   `server/discover`, `subscriptions/listen`), and [`Revision::stamp`]
+//!   (`resultType` and a list's cache hints) on the way out;
 //! - what the client can take: [`Revision::capabilities`], [`Revision::can`],
 //!   [`Revision::log_level`];
 //! - the request's state: [`Revision::open_state`] (the `requestState` it brought
@@ -20,7 +21,7 @@ use super::envelope::{take_envelope, Envelope};
 use super::input;
 use super::results::approval_required;
 use super::seal::{unix_now, Binding, Sealed, StateKey};
-use super::wire::{APPROVAL_KEY, REMOVED};
+use super::wire::APPROVAL_KEY;
 use crate::gateway::client_session::ClientSession;
 use crate::upstream::Upstream;
 use serde_json::{json, Value};
@@ -59,12 +60,6 @@ impl Revision {
     /// The request's envelope, when it speaks 2026-07-28.
     pub fn envelope(&self) -> Option<&Envelope> {
         self.0.as_deref()
-    }
-
-    /// Whether the revision removed `method`: a 2026-07-28 request for it gets
-    /// -32601.
-    pub fn removes(&self, method: &str) -> bool {
-        self.is_2026() && REMOVED.contains(&method)
     }
 
     /// Stamps a result to `method` on its way out ([`super::stamp_result`]); an

@@ -21,6 +21,7 @@ mod context;
 mod envelope;
 pub(crate) mod input;
 mod parked;
+mod requests;
 mod results;
 mod seal;
 mod wire;

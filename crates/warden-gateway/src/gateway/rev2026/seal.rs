@@ -6,6 +6,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
+use warden_core::Caller;
 
 /// What a sealed request state is bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +26,35 @@ impl Binding {
             tool: tool.to_owned(),
             arguments: digest.iter().map(|b| format!("{b:02x}")).collect(),
         }
+    }
+
+    /// What a 2026-07-28 call's sealed state is bound to: the caller, the tool as
+    /// the caller named it, and the arguments as the caller sent them.
+    pub fn of_call(caller: Option<&Caller>, tool: &str, arguments: Option<&Value>) -> Binding {
+        let caller = caller.map(|c| c.name.as_str()).unwrap_or_default();
+        let empty = Map::new();
+        let args = arguments.and_then(Value::as_object).unwrap_or(&empty);
+        Binding::new(caller, tool, args)
+    }
+
+    /// What a 2026-07-28 client's state for a request the gateway does not
+    /// govern is bound to: the caller, the method with the name or URI it is
+    /// about, and the request's arguments (or, for a request without any, its
+    /// params).
+    pub fn of_request(caller: Option<&Caller>, method: &str, params: &Value) -> Binding {
+        let caller = caller.map(|c| c.name.as_str()).unwrap_or_default();
+        let about = params
+            .get("name")
+            .or_else(|| params.get("uri"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mut bound = Map::new();
+        for (k, v) in params.as_object().into_iter().flatten() {
+            if k != "_meta" {
+                bound.insert(k.clone(), v.clone());
+            }
+        }
+        Binding::new(caller, &format!("{method} {about}"), &bound)
     }
 }
 
