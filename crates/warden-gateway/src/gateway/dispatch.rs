@@ -249,10 +249,11 @@ impl Gateway {
         let Some(up) = self.upstreams.serving(method, params.as_ref()) else {
             return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
         };
-        if revision.bridges(&up) {
-            if let Some(done) = removed_at_2026(&up, method, params.as_ref()).await {
-                return Begun::Done(Some(done));
-            }
+        if let Some(done) = revision
+            .removed_upstream(&up, method, params.as_ref())
+            .await
+        {
+            return Begun::Done(Some(done));
         }
         let params = params.unwrap_or_else(|| json!({}));
         self.forward(session, (id, method, params), up, revision, span)
@@ -493,31 +494,6 @@ impl Gateway {
             "notifications/cancelled" => session.cancelled(&msg),
             _ => self.upstreams.notify_all(&msg).await,
         }
-    }
-}
-
-/// What an older client asks of a 2026-07-28 upstream by a method that
-/// revision removed, done the revision's way: a resource subscription rides
-/// the gateway's own subscription stream (the log level: `log_level.rs`).
-/// `None`: not such a method.
-async fn removed_at_2026(
-    up: &crate::upstream::Upstream,
-    method: &str,
-    params: Option<&Value>,
-) -> Option<Body> {
-    let invalid = |what: &str| {
-        Err(json!({"code": jsonrpc::INVALID_PARAMS, "message": texts::invalid_param(what)}))
-    };
-    match method {
-        "resources/subscribe" | "resources/unsubscribe" => {
-            let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
-                return Some(invalid("uri"));
-            };
-            up.subscribe_resource(uri, method == "resources/subscribe")
-                .await;
-            Some(Ok(json!({})))
-        }
-        _ => None,
     }
 }
 

@@ -14,8 +14,10 @@
 //!   back), [`Revision::approval_round`] (the gateway's own question as an input
 //!   round);
 //! - the upstream's hop: [`Revision::speaks_2026_to`], [`Revision::for_upstream`]
-//!   (a retry's answers and the upstream's own state), [`Revision::bridges`] (an older client of a
-//!   2026-07-28 upstream, for whom the gateway makes the revision's moves).
+//!   (a retry's answers and the upstream's own state), [`Revision::bridges`]
+//!   (an older client of a 2026-07-28 upstream, for whom the gateway makes the
+//!   revision's moves: [`Revision::removed_upstream`], and the input rounds of
+//!   `input.rs`).
 
 use super::envelope::{take_envelope, Envelope};
 use super::input;
@@ -116,6 +118,33 @@ impl Revision {
     /// and the client does too or `up` has no older-revision session for it.
     pub fn speaks_2026_to(&self, up: &Upstream) -> bool {
         up.stateless_for(!self.is_2026())
+    }
+
+    /// What an older client asks of a 2026-07-28 upstream by a method that
+    /// revision removed, done the revision's way: a resource subscription rides
+    /// the gateway's own subscription stream (the log level: `log_level.rs`).
+    /// `None`: the request is relayed as it is.
+    pub async fn removed_upstream(
+        &self,
+        up: &Upstream,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Option<Result<Value, Value>> {
+        if !self.bridges(up) {
+            return None;
+        }
+        match method {
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
+                    return Some(Err(json!({"code": crate::jsonrpc::INVALID_PARAMS,
+                        "message": crate::texts::invalid_param("uri")})));
+                };
+                up.subscribe_resource(uri, method == "resources/subscribe")
+                    .await;
+                Some(Ok(json!({})))
+            }
+            _ => None,
+        }
     }
 
     /// The params of a request as `up` takes them: when the request goes to it
