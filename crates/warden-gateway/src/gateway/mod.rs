@@ -15,7 +15,8 @@
 //!   [`grant`], [`approval`], the [`ledger`] and the [`audit`] trail;
 //! - [`relay`]: requests passed upstream; [`inbound`]: what upstreams send back
 //!   on their own;
-//! - [`rev2026`]: the stateless 2026-07-28 revision;
+//! - [`rev2026`]: the stateless 2026-07-28 revision, asked through each
+//!   request's [`rev2026::Revision`];
 //! - [`policy`]: what one configuration decides about calls, and [`reload`]:
 //!   taking a new configuration while calls run.
 

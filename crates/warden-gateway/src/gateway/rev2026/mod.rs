@@ -10,12 +10,21 @@
 //! holds) and bound to the caller, the tool, the arguments and an expiry.
 //!
 //! The envelope belongs to the client↔gateway hop: it is taken out of `_meta`
-//! at the edge ([`take_envelope`], before a request is dispatched), and a result
-//! is stamped on its way out ([`stamp_result`]); upstreams speak the revision they
-//! negotiated with the gateway. Deeper in, two things only this revision needs:
-//! an upstream's request during a call becomes an input request of the call's
-//! result ([`wait_bridged`]), and the call is set aside until the client retries
+//! at the edge, before a request is dispatched, into the request's
+//! [`Revision`] (`context.rs`), the one context the call path asks about the
+//! revision through its hooks; a result is stamped on its way out
+//! ([`Revision::stamp`]); upstreams speak the revision they negotiated with the
+//! gateway. Deeper in, two things only this revision needs: an upstream's
+//! request during a call becomes an input request of the call's result
+//! ([`wait_bridged`]), and the call is set aside until the client retries
 //! ([`ParkedCalls`]).
+//!
+//! The files: `context.rs` ([`Revision`] and its hooks), `requests.rs` (what
+//! only a 2026-07-28 request meets at dispatch: removed methods,
+//! `server/discover`, `subscriptions/listen`), `wire.rs` (the names and codes),
+//! `envelope.rs`, `results.rs` (stamps, cache hints, `InputRequiredResult`s),
+//! `seal.rs` (the sealed `requestState` and what it is bound to), `parked.rs`,
+//! and `input.rs` (a 2026-07-28 upstream's input rounds, for either client).
 
 mod context;
 mod envelope;
