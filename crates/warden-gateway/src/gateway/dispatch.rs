@@ -1,6 +1,6 @@
 //! Each message a client sends, dispatched by method: the methods the gateway
-//! governs answered here or by [`super::call`], the 2026-07-28 envelope taken off
-//! at the edge and results stamped on the way out, `subscriptions/listen`, and
+//! governs answered here or by [`super::call`], the request's revision made at
+//! the edge ([`Revision`]) and its results stamped on the way out, and
 //! everything else relayed to the upstream that serves it.
 
 use super::call::{self, Begun};
@@ -9,14 +9,13 @@ use super::rev2026::input;
 use super::rev2026::{Binding, Revision};
 use super::settle::Body;
 use super::upstream_set::negotiated_version;
-use super::{listen, listing, relay, Gateway, Waiting};
+use super::{listing, relay, Gateway, Waiting};
 use crate::jsonrpc::{self, Kind};
 use crate::logged::logged;
 use crate::otel::{self, Span, SpanContext};
 use crate::texts;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use warden_core::Caller;
 
 impl Gateway {
     /// Handles one message from a client. What must keep arrival order (the pipeline,
@@ -353,8 +352,6 @@ impl Gateway {
         })
     }
 
-    /// A `subscriptions/listen` stream ([`listen`]): acknowledged at once, then
-    /// the list changes it asked for, until the client cancels it or goes away.
     /// Answers a `tools/list` request with the listing's bytes (issue 25); at
     /// 2026-07-28 with the shortest lifetime an upstream gave its tools and the
     /// revision's stamp after them.
@@ -393,76 +390,6 @@ impl Gateway {
             })
             .await;
         Ok(())
-    }
-
-    pub(super) fn listen(
-        self: &Arc<Self>,
-        session: &Arc<ClientSession>,
-        id: &Value,
-        params: Option<&Value>,
-    ) -> Begun {
-        let (offered, _) = self.upstreams.offered(false);
-        let filter =
-            listen::Filter::honoured(params.and_then(|p| p.get("notifications")), &offered);
-        let key = jsonrpc::id_key(id);
-        let ended = Arc::new(tokio::sync::Notify::new());
-        client_session::lock(&session.listening).insert(key.clone(), ended.clone());
-        let mut changes = self.sessions.changes();
-        let (me, session, id) = (self.clone(), session.clone(), id.clone());
-        Begun::Then(Box::pin(async move {
-            session
-                .send_for(Some(key.clone()), filter.acknowledgement(&id))
-                .await;
-            let caller = session.caller().map(|c| Caller::clone(&c));
-            // What the caller's view was last compared under: a reload changes
-            // the policy as well as (or instead of) the catalogue.
-            let mut seen = me.calls.policy();
-            loop {
-                let change = tokio::select! {
-                    _ = ended.notified() => break,
-                    c = changes.recv() => c,
-                };
-                let method = match change {
-                    Ok(client_session::ListChange::Tools(before)) if filter.tools => {
-                        let after = me.catalogue();
-                        let policy = me.calls.policy();
-                        let was = seen
-                            .grant
-                            .list(&seen.pipeline, &before, caller.as_ref())
-                            .await;
-                        let now = policy
-                            .grant
-                            .list(&policy.pipeline, &after, caller.as_ref())
-                            .await;
-                        let same = warden_core::catalogue::same_listing(&was, &now);
-                        seen = policy;
-                        if same {
-                            continue;
-                        }
-                        "notifications/tools/list_changed"
-                    }
-                    Ok(client_session::ListChange::Prompts) if filter.prompts => {
-                        "notifications/prompts/list_changed"
-                    }
-                    Ok(client_session::ListChange::Resources) if filter.resources => {
-                        "notifications/resources/list_changed"
-                    }
-                    Ok(_) => continue,
-                    // Changes were missed: the client is told to look again.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) if filter.tools => {
-                        "notifications/tools/list_changed"
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-                };
-                session
-                    .send_for(Some(key.clone()), listen::notification(method, &id))
-                    .await;
-            }
-            client_session::lock(&session.listening).remove(&key);
-            // A listen stream gets no response.
-            None
-        }))
     }
 
     pub(super) async fn initialize(&self, params: Option<&Value>) -> Value {

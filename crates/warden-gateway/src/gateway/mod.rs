@@ -32,7 +32,6 @@ mod health;
 mod inbound;
 pub mod inbox;
 pub mod ledger;
-mod listen;
 mod listing;
 mod log_level;
 pub mod policy;

@@ -22,13 +22,14 @@
 //! The files: `context.rs` ([`Revision`] and its hooks), `requests.rs` (what
 //! only a 2026-07-28 request meets at dispatch: removed methods,
 //! `server/discover`, `subscriptions/listen`), `wire.rs` (the names and codes),
-//! `envelope.rs`, `results.rs` (stamps, cache hints, `InputRequiredResult`s),
+//! `listen.rs` (`subscriptions/listen` streams), `envelope.rs`, `results.rs` (stamps, cache hints, `InputRequiredResult`s),
 //! `seal.rs` (the sealed `requestState` and what it is bound to), `parked.rs`,
 //! and `input.rs` (a 2026-07-28 upstream's input rounds, for either client).
 
 mod context;
 mod envelope;
 pub(crate) mod input;
+mod listen;
 mod parked;
 mod requests;
 mod results;
