@@ -7,8 +7,8 @@
 
 use super::client_session::{CallKey, ClientSession, Sessions};
 use super::inbox::{Inbox, Verdict, Waiting};
-use super::input;
-use super::rev2026::{self, Binding, Envelope, Sealed, StateKey};
+use super::rev2026::input;
+use super::rev2026::{ApprovalRound, Binding, Revision, Sealed, StateKey};
 use crate::config::Approver;
 use crate::logged::logged;
 use crate::upstream::SUPPORTED_VERSIONS;
@@ -44,7 +44,7 @@ pub struct Question<'a> {
     pub shown: Option<&'a Value>,
 }
 
-/// Puts a call to the human. A 2026-07-28 call brings its envelope, what its
+/// Puts a call to the human. A 2026-07-28 call brings its revision, what its
 /// state is bound to, and what the state it brought back holds (opened already).
 #[allow(clippy::too_many_arguments)]
 pub async fn approve(
@@ -52,7 +52,7 @@ pub async fn approve(
     sessions: &Sessions,
     call: Option<CallKey>,
     question: Question<'_>,
-    (envelope, binding, sealed): (Option<&Envelope>, Option<&Binding>, Option<&Sealed>),
+    (revision, binding, sealed): (&Revision, Option<&Binding>, Option<&Sealed>),
     key: &StateKey,
     timeout: Duration,
     operators: Operators<'_>,
@@ -61,10 +61,7 @@ pub async fn approve(
     if input::approved(sealed) {
         return Approval::Approved(None);
     }
-    let can = match envelope {
-        Some(e) => e.can("elicitation"),
-        None => session.client_can("elicitation"),
-    };
+    let can = revision.can("elicitation", session);
     let Operators {
         inbox,
         approver,
@@ -75,7 +72,7 @@ pub async fn approve(
         // A 2026-07-28 call is not held while its client asks (it retries),
         // so nothing can race the console for it: the console answers it.
         Approver::Console => return console(inbox, waiting, timeout).await,
-        Approver::Both if !can || envelope.is_some() => {
+        Approver::Both if !can || revision.is_2026() => {
             return console(inbox, waiting, timeout).await
         }
         Approver::Both => {
@@ -91,20 +88,13 @@ pub async fn approve(
         tracing::info!(tool = %logged(&ctx.tool), "approval needed but the client cannot elicit; denied");
         return Approval::Refused(answer::APPROVAL_UNAVAILABLE, None);
     }
-    let mut params = question_form(&question);
-    if let (Some(e), Some(binding)) = (envelope, binding) {
-        let now = rev2026::unix_now();
-        let answered = sealed
-            .and(e.input_responses.as_ref())
-            .and_then(|r| r.get(rev2026::APPROVAL_KEY));
-        if let Some(answer) = answered {
-            let approved = answer.get("action").and_then(Value::as_str) == Some("accept")
-                && answer.pointer("/content/approve") == Some(&Value::Bool(true));
-            return decided(ctx, approved);
-        }
-        params["mode"] = json!("form");
-        return Approval::InputRequired(rev2026::approval_required(params, key.seal(binding, now)));
+    // A 2026-07-28 client is asked by an input round, and answers by its retry.
+    match revision.approval_round(binding, sealed, key, || question_form(&question)) {
+        Some(ApprovalRound::Answered(approved)) => return decided(ctx, approved),
+        Some(ApprovalRound::Ask(result)) => return Approval::InputRequired(result),
+        None => {}
     }
+    let params = question_form(&question);
     let approved = elicit(session, sessions, call, params, timeout).await;
     decided(ctx, approved)
 }

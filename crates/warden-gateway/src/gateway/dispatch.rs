@@ -1,21 +1,21 @@
 //! Each message a client sends, dispatched by method: the methods the gateway
-//! governs answered here or by [`super::call`], the 2026-07-28 envelope taken off
-//! at the edge and results stamped on the way out, `subscriptions/listen`, and
+//! governs answered here or by [`super::call`], the request's revision made at
+//! the edge ([`Revision`]) and its results stamped on the way out, and
 //! everything else relayed to the upstream that serves it.
 
 use super::call::{self, Begun};
 use super::client_session::{self, ClientSession, Outgoing};
-use super::rev2026::{self, Envelope};
+use super::rev2026::input;
+use super::rev2026::{Binding, Revision};
 use super::settle::Body;
 use super::upstream_set::negotiated_version;
-use super::{input, listen, listing, relay, Gateway, Waiting};
+use super::{listing, relay, Gateway, Waiting};
 use crate::jsonrpc::{self, Kind};
 use crate::logged::logged;
 use crate::otel::{self, Span, SpanContext};
 use crate::texts;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use warden_core::Caller;
 
 impl Gateway {
     /// Handles one message from a client. What must keep arrival order (the pipeline,
@@ -42,31 +42,37 @@ impl Gateway {
                 let (id, method) = (id.clone(), method.to_owned());
                 // Moved out, not copied: the arguments may be large.
                 let mut params = msg.get_mut("params").map(Value::take);
-                // The 2026-07-28 envelope is taken off here, at the edge; its
-                // result is stamped on the way out.
-                let envelope = match rev2026::take_envelope(&mut params) {
-                    Ok(e) => e.map(Arc::new),
+                // The client's revision, made here at the edge: its 2026-07-28
+                // envelope taken off, its result stamped on the way out.
+                let revision = match Revision::take(&mut params) {
+                    Ok(r) => r,
                     Err(error) => {
                         let body =
                             self.calls
                                 .envelope_refused(session, &method, params.as_ref(), error);
-                        respond(session, id, body.await, None).await;
+                        respond(session, id, body.await, (&Revision::older(), &method)).await;
                         return None;
                     }
                 };
-                let stamp = envelope.as_ref().map(|_| method.clone());
                 let span = if self.tracer.is_on() {
                     self.request_span(session, &id, &method, params.as_ref(), traceparent)
                 } else {
                     None
                 };
                 let begun = self
-                    .request(session, &id, &method, params, envelope, span.as_ref())
+                    .request(
+                        session,
+                        &id,
+                        &method,
+                        params,
+                        revision.clone(),
+                        span.as_ref(),
+                    )
                     .await;
                 match begun {
                     Begun::Done(body) => {
                         end_request_span(span, body.as_ref());
-                        respond(session, id, body, stamp.as_deref()).await;
+                        respond(session, id, body, (&revision, &method)).await;
                         None
                     }
                     Begun::Then(answering) => {
@@ -74,7 +80,7 @@ impl Gateway {
                         Some(Box::pin(async move {
                             let body = answering.await;
                             end_request_span(span, body.as_ref());
-                            respond(&session, id, body, stamp.as_deref()).await;
+                            respond(&session, id, body, (&revision, &method)).await;
                         }))
                     }
                 }
@@ -152,40 +158,17 @@ impl Gateway {
         id: &Value,
         method: &str,
         params: Option<Value>,
-        envelope: Option<Arc<Envelope>>,
+        revision: Revision,
         span: Option<&Span>,
     ) -> Begun {
         let err = |code: i64, message: &str| {
             Begun::Done(Some(Err(json!({"code": code, "message": message}))))
         };
-        if let Some(e) = &envelope {
-            session.mark_stateless();
-            // The first client's capabilities are what upstreams are offered
-            // (built only while nothing is connected yet).
-            if !self.upstreams.started() {
-                let init = e.upstream_init(crate::upstream::SUPPORTED_VERSIONS[0]);
-                self.connect(Some(&init)).await;
-            }
-            if rev2026::REMOVED.contains(&method) {
-                return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
-            }
-            if method == "server/discover" {
-                let (mut capabilities, instructions) = self.upstreams.offered(false);
-                // Resource subscriptions are not honoured on listen streams.
-                if let Some(r) = capabilities
-                    .get_mut("resources")
-                    .and_then(Value::as_object_mut)
-                {
-                    r.shift_remove("subscribe");
-                }
-                let instructions = match session.server() {
-                    None => instructions,
-                    Some(_) => self.calls.server_instructions(session),
-                };
-                return Begun::Done(Some(Ok(rev2026::discover(capabilities, instructions))));
-            }
-            if method == "subscriptions/listen" {
-                return self.listen(session, id, params.as_ref());
+        // What only the 2026-07-28 revision has (rev2026/requests.rs).
+        if let Some(e) = revision.envelope() {
+            let asked = (id, method, params.as_ref());
+            if let Some(begun) = self.request_2026(session, e, asked).await {
+                return begun;
             }
         }
         match method {
@@ -210,7 +193,7 @@ impl Gateway {
                 Begun::Done(Some(Ok(result)))
             }
             "ping" => Begun::Done(Some(Ok(json!({})))),
-            "tools/list" => match self.list_tools_raw(session, id, envelope.is_some()).await {
+            "tools/list" => match self.list_tools_raw(session, id, &revision).await {
                 // Answered already, as bytes.
                 Ok(()) => Begun::Done(None),
                 Err(message) => err(jsonrpc::INTERNAL_ERROR, &message),
@@ -219,10 +202,10 @@ impl Gateway {
                 self.connect(None).await;
                 let params = params.unwrap_or(Value::Null);
                 self.calls
-                    .begin(session, Some(id), params, envelope, span)
+                    .begin(session, Some(id), params, revision, span)
                     .await
             }
-            "logging/setLevel" if envelope.is_none() => {
+            "logging/setLevel" if !revision.is_2026() => {
                 self.connect(None).await;
                 match self.set_log_level(session, params.as_ref()).await {
                     Some(done) => Begun::Done(Some(done)),
@@ -230,7 +213,7 @@ impl Gateway {
                 }
             }
             _ => {
-                self.relay_other(session, id, method, params, envelope, span)
+                self.relay_other(session, id, method, params, revision, span)
                     .await
             }
         }
@@ -244,7 +227,7 @@ impl Gateway {
         id: &Value,
         method: &str,
         params: Option<Value>,
-        envelope: Option<Arc<Envelope>>,
+        revision: Revision,
         span: Option<&Span>,
     ) -> Begun {
         let err = |code: i64, message: &str| {
@@ -265,13 +248,14 @@ impl Gateway {
         let Some(up) = self.upstreams.serving(method, params.as_ref()) else {
             return err(jsonrpc::METHOD_NOT_FOUND, &texts::method_not_found(method));
         };
-        if envelope.is_none() && up.stateless_for(true) {
-            if let Some(done) = removed_at_2026(&up, method, params.as_ref()).await {
-                return Begun::Done(Some(done));
-            }
+        if let Some(done) = revision
+            .removed_upstream(&up, method, params.as_ref())
+            .await
+        {
+            return Begun::Done(Some(done));
         }
         let params = params.unwrap_or_else(|| json!({}));
-        self.forward(session, (id, method, params), up, envelope, span)
+        self.forward(session, (id, method, params), up, revision, span)
             .await
     }
 
@@ -283,38 +267,33 @@ impl Gateway {
         session: &Arc<ClientSession>,
         (id, method, mut params): (&Value, &str, Value),
         up: Arc<crate::upstream::Upstream>,
-        envelope: Option<Arc<Envelope>>,
+        revision: Revision,
         span: Option<&Span>,
     ) -> Begun {
         let call = jsonrpc::id_key(id);
         // A 2026-07-28 client's state is bound to the request as it sent it.
-        let binding = envelope
-            .as_ref()
-            .map(|_| forward_binding(session.caller().as_deref(), method, &params));
+        let binding = revision
+            .is_2026()
+            .then(|| Binding::of_request(session.caller().as_deref(), method, &params));
         let mut sealed = None;
-        if let (Some(e), Some(b)) = (&envelope, &binding) {
-            match input::open_state(self.calls.state_key(), e, b) {
+        if let Some(b) = &binding {
+            match revision.open_state(self.calls.state_key(), b) {
                 Ok(s) => sealed = s,
                 Err(error) => return Begun::Done(Some(Err(error))),
             }
         }
-        let stateless = up.stateless_for(envelope.is_none());
-        if stateless {
-            input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
-        }
-        let capabilities = match &envelope {
-            Some(e) => Some(e.capabilities.clone()),
-            None => session.capabilities(),
-        };
+        let stateless = revision.speaks_2026_to(&up);
+        revision.for_upstream(&up, &mut params, sealed.as_ref());
+        let capabilities = revision.capabilities(session);
         // The upstream round trip's span; the upstream continues the trace
         // under it (`_meta`, and the header for an HTTP upstream).
         let mut round_trip = span.map(|s| round_trip_span(&s.parent(), method, &up.name));
         if let Some(s) = &round_trip {
             otel::set_traceparent(&mut params, &s.context());
         }
-        let kept = (stateless && envelope.is_none()).then(|| params.clone());
+        let kept = revision.bridges(&up).then(|| params.clone());
         // S8: guards on results look at a resource's contents and a prompt too.
-        let read = call::Read::of(method, &params, &call, envelope.is_some());
+        let read = call::Read::of(method, &params, &call, revision.is_2026());
         let begun = relay::begin_forward(&up, session, call, method, params, capabilities.as_ref());
         match begun.await {
             Ok(pending) => {
@@ -373,16 +352,14 @@ impl Gateway {
         })
     }
 
-    /// A `subscriptions/listen` stream ([`listen`]): acknowledged at once, then
-    /// the list changes it asked for, until the client cancels it or goes away.
     /// Answers a `tools/list` request with the listing's bytes (issue 25); at
-    /// 2026-07-28 (`stamped`) with the shortest lifetime an upstream gave its
-    /// tools and the revision's stamp after them.
+    /// 2026-07-28 with the shortest lifetime an upstream gave its tools and the
+    /// revision's stamp after them.
     async fn list_tools_raw(
         &self,
         session: &ClientSession,
         id: &Value,
-        stamped: bool,
+        revision: &Revision,
     ) -> Result<(), String> {
         self.connect(None).await;
         let caller = session.caller();
@@ -391,7 +368,7 @@ impl Gateway {
             .listed_bytes(session.server(), caller.as_deref(), &found)
             .await?;
         let mut rest = json!({});
-        if stamped {
+        if revision.is_2026() {
             let ttl = self
                 .upstreams
                 .list()
@@ -401,7 +378,7 @@ impl Gateway {
             if let Some(t) = ttl {
                 rest["ttlMs"] = json!(t);
             }
-            rev2026::stamp_result("tools/list", &mut rest);
+            revision.stamp("tools/list", &mut rest);
         }
         let rest = rest.as_object().cloned().unwrap_or_default();
         session
@@ -413,76 +390,6 @@ impl Gateway {
             })
             .await;
         Ok(())
-    }
-
-    pub(super) fn listen(
-        self: &Arc<Self>,
-        session: &Arc<ClientSession>,
-        id: &Value,
-        params: Option<&Value>,
-    ) -> Begun {
-        let (offered, _) = self.upstreams.offered(false);
-        let filter =
-            listen::Filter::honoured(params.and_then(|p| p.get("notifications")), &offered);
-        let key = jsonrpc::id_key(id);
-        let ended = Arc::new(tokio::sync::Notify::new());
-        client_session::lock(&session.listening).insert(key.clone(), ended.clone());
-        let mut changes = self.sessions.changes();
-        let (me, session, id) = (self.clone(), session.clone(), id.clone());
-        Begun::Then(Box::pin(async move {
-            session
-                .send_for(Some(key.clone()), filter.acknowledgement(&id))
-                .await;
-            let caller = session.caller().map(|c| Caller::clone(&c));
-            // What the caller's view was last compared under: a reload changes
-            // the policy as well as (or instead of) the catalogue.
-            let mut seen = me.calls.policy();
-            loop {
-                let change = tokio::select! {
-                    _ = ended.notified() => break,
-                    c = changes.recv() => c,
-                };
-                let method = match change {
-                    Ok(client_session::ListChange::Tools(before)) if filter.tools => {
-                        let after = me.catalogue();
-                        let policy = me.calls.policy();
-                        let was = seen
-                            .grant
-                            .list(&seen.pipeline, &before, caller.as_ref())
-                            .await;
-                        let now = policy
-                            .grant
-                            .list(&policy.pipeline, &after, caller.as_ref())
-                            .await;
-                        let same = warden_core::catalogue::same_listing(&was, &now);
-                        seen = policy;
-                        if same {
-                            continue;
-                        }
-                        "notifications/tools/list_changed"
-                    }
-                    Ok(client_session::ListChange::Prompts) if filter.prompts => {
-                        "notifications/prompts/list_changed"
-                    }
-                    Ok(client_session::ListChange::Resources) if filter.resources => {
-                        "notifications/resources/list_changed"
-                    }
-                    Ok(_) => continue,
-                    // Changes were missed: the client is told to look again.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) if filter.tools => {
-                        "notifications/tools/list_changed"
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-                };
-                session
-                    .send_for(Some(key.clone()), listen::notification(method, &id))
-                    .await;
-            }
-            client_session::lock(&session.listening).remove(&key);
-            // A listen stream gets no response.
-            None
-        }))
     }
 
     pub(super) async fn initialize(&self, params: Option<&Value>) -> Value {
@@ -517,58 +424,10 @@ impl Gateway {
     }
 }
 
-/// What an older client asks of a 2026-07-28 upstream by a method that
-/// revision removed, done the revision's way: a resource subscription rides
-/// the gateway's own subscription stream (the log level: `log_level.rs`).
-/// `None`: not such a method.
-async fn removed_at_2026(
-    up: &crate::upstream::Upstream,
-    method: &str,
-    params: Option<&Value>,
-) -> Option<Body> {
-    let invalid = |what: &str| {
-        Err(json!({"code": jsonrpc::INVALID_PARAMS, "message": texts::invalid_param(what)}))
-    };
-    match method {
-        "resources/subscribe" | "resources/unsubscribe" => {
-            let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
-                return Some(invalid("uri"));
-            };
-            up.subscribe_resource(uri, method == "resources/subscribe")
-                .await;
-            Some(Ok(json!({})))
-        }
-        _ => None,
-    }
-}
-
 /// What a forwarded request to a 2026-07-28 upstream needs for its input
 /// rounds: the params as sent (for an older client, who sends them again), the
 /// client's capabilities, and what its state is bound to.
-type ForwardRounds = (Option<Value>, Option<Value>, Option<rev2026::Binding>);
-
-/// What a 2026-07-28 client's state for a request the gateway does not govern is
-/// bound to: the caller, the method with the name or URI it is about, and the
-/// request's arguments (or, for a request without any, its params).
-fn forward_binding(
-    caller: Option<&warden_core::Caller>,
-    method: &str,
-    params: &Value,
-) -> rev2026::Binding {
-    let caller = caller.map(|c| c.name.as_str()).unwrap_or_default();
-    let about = params
-        .get("name")
-        .or_else(|| params.get("uri"))
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let mut bound = serde_json::Map::new();
-    for (k, v) in params.as_object().into_iter().flatten() {
-        if k != "_meta" {
-            bound.insert(k.clone(), v.clone());
-        }
-    }
-    rev2026::Binding::new(caller, &format!("{method} {about}"), &bound)
-}
+type ForwardRounds = (Option<Value>, Option<Value>, Option<Binding>);
 
 /// The span of a request's round trip to the upstream that serves it, under the
 /// request's span.
@@ -589,15 +448,17 @@ fn end_request_span(span: Option<Span>, body: Option<&Body>) {
     }
 }
 
-/// Sends a request's answer, stamped for the 2026-07-28 revision when `stamp`
-/// names the method of a request that speaks it.
-async fn respond(session: &ClientSession, id: Value, body: Option<Body>, stamp: Option<&str>) {
+/// Sends a request's answer, stamped by its revision for its method.
+async fn respond(
+    session: &ClientSession,
+    id: Value,
+    body: Option<Body>,
+    (revision, method): (&Revision, &str),
+) {
     let call = jsonrpc::id_key(&id);
     let msg = match body {
         Some(Ok(mut result)) => {
-            if let Some(method) = stamp {
-                rev2026::stamp_result(method, &mut result);
-            }
+            revision.stamp(method, &mut result);
             jsonrpc::response(id, result)
         }
         Some(Err(error)) => jsonrpc::error_response(id, error),

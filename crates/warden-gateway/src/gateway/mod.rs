@@ -15,7 +15,8 @@
 //!   [`grant`], [`approval`], the [`ledger`] and the [`audit`] trail;
 //! - [`relay`]: requests passed upstream; [`inbound`]: what upstreams send back
 //!   on their own;
-//! - [`rev2026`]: the stateless 2026-07-28 revision;
+//! - [`rev2026`]: the stateless 2026-07-28 revision, asked through each
+//!   request's [`rev2026::Revision`];
 //! - [`policy`]: what one configuration decides about calls, and [`reload`]:
 //!   taking a new configuration while calls run.
 
@@ -30,9 +31,7 @@ mod grant;
 mod health;
 mod inbound;
 pub mod inbox;
-mod input;
 pub mod ledger;
-mod listen;
 mod listing;
 mod log_level;
 pub mod policy;
@@ -494,7 +493,13 @@ impl Gateway {
             .root(|| "tools/call".to_owned(), otel::Kind::Internal, parent);
         match self
             .calls
-            .begin(session, client_id, params, None, span.as_ref())
+            .begin(
+                session,
+                client_id,
+                params,
+                rev2026::Revision::older(),
+                span.as_ref(),
+            )
             .await
         {
             Begun::Done(body) => body,

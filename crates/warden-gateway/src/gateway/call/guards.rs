@@ -7,11 +7,12 @@ use crate::gateway::approval::{self, Approval};
 use crate::gateway::client_session::{self, ClientSession};
 use crate::gateway::flow::{FlowDecision, Trail, FLOW_META_KEY};
 use crate::gateway::inbox::Waiting;
+use crate::gateway::ledger;
 use crate::gateway::policy::Policy;
 use crate::gateway::quota::{Admission, CREDIT_KEY};
+use crate::gateway::rev2026::input;
 use crate::gateway::rev2026::{self, Binding};
 use crate::gateway::settle::{Body, CallRecord, Decision, End};
-use crate::gateway::{input, ledger};
 use crate::logged::logged;
 use crate::otel::Kind;
 use crate::texts;
@@ -63,7 +64,7 @@ impl Calls {
         // Flow rules first, then quotas: neither asks a human, runs a hook or
         // claims a key for a call it refuses.
         let caller = ctx.caller.as_ref().map_or("", |c| c.name.as_str());
-        let stateless = a.envelope.is_some();
+        let stateless = a.revision.is_2026();
         // Where replicas share this session's trail (only a labelled call can be
         // stopped or add to it, so only one reads or writes it).
         let scope = a
@@ -146,7 +147,7 @@ impl Calls {
     ) -> Result<(Option<String>, Option<Trail>), Option<Body>> {
         let policy = a.policy.clone();
         let caller = ctx.caller.as_ref().map_or("", |c| c.name.as_str());
-        let stateless = a.envelope.is_some();
+        let stateless = a.revision.is_2026();
         let mut flow_ask = None;
         let mut after: Option<Trail> = None;
         if let Some((labels, sealed)) = &a.flow {
@@ -334,7 +335,7 @@ impl Calls {
         }
         let labels = std::mem::take(&mut a.labels);
         let flows = &a.policy.flows;
-        let labelled = self.label_trail(session, flows, a.envelope.is_some(), &labels);
+        let labelled = self.label_trail(session, flows, a.revision.is_2026(), &labels);
         if let Err(e) = labelled.await {
             return Err(self.flow_unverifiable(&a.record, tool, &e).await);
         }
@@ -372,11 +373,7 @@ impl Calls {
                 because: a.approval_because.as_deref(),
                 shown: a.approval_shown.as_ref(),
             },
-            (
-                a.envelope.as_deref(),
-                a.binding.as_deref(),
-                a.sealed.as_ref(),
-            ),
+            (&a.revision, a.binding.as_deref(), a.sealed.as_ref()),
             self.state_key(),
             policy.approval_timeout,
             operators,

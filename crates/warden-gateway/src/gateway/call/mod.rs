@@ -29,23 +29,23 @@ pub use edge::Early;
 pub use reads::Read;
 
 use super::client_session::{CallKey, ClientSession, Sessions};
-use super::input;
 use super::ledger::LedgerKey;
 use super::policy::Policy;
 use super::quota::Quotas;
 use super::relay::Pending;
-use super::rev2026::{self, Binding, Envelope, ParkedCalls, Sealed};
+use super::rev2026::input;
+use super::rev2026::{self, Binding, Envelope, ParkedCalls, Revision, Sealed};
 use super::servers::Route;
 use super::settle::{Body, CallRecord, Decision, End, Settle};
 use super::upstream_set::Upstreams;
 use crate::otel::{self, Kind, Span};
 use crate::upstream::Upstream;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
-use warden_core::{CallScope, Caller, Catalogue};
+use warden_core::{CallScope, Catalogue};
 
 /// How long a quota credit redeems: as long as the state that carries it opens.
 const CREDIT_TTL: Duration = Duration::from_secs(rev2026::STATE_TTL_SECS);
@@ -94,7 +94,8 @@ struct Accepted {
     labels: Vec<String>,
     ledger: Option<LedgerKey>,
     call: Option<CallKey>,
-    envelope: Option<Arc<Envelope>>,
+    /// The client's revision for this request (its envelope at 2026-07-28).
+    revision: Revision,
     binding: Option<Arc<Binding>>,
     /// A quota applies to the call (Q1).
     limited: bool,
@@ -119,7 +120,7 @@ pub struct Relayed {
     record: CallRecord,
     /// The upstream round trip's span.
     span: Option<Span>,
-    envelope: Option<Arc<Envelope>>,
+    revision: Revision,
     binding: Option<Arc<Binding>>,
     /// For an upstream's input rounds: the params as sent (kept only when an
     /// older client may need rounds), the client's capabilities, and whether the
@@ -211,7 +212,7 @@ impl Calls {
         session: &Arc<ClientSession>,
         id: Option<&Value>,
         mut params: Value,
-        envelope: Option<Arc<Envelope>>,
+        revision: Revision,
         trace: Option<&Span>,
     ) -> Begun {
         let started = Instant::now();
@@ -233,7 +234,7 @@ impl Calls {
             },
         };
         let call = id.map(crate::jsonrpc::id_key);
-        let sealed = match &envelope {
+        let sealed = match revision.envelope() {
             None => None,
             Some(e) => match self.reopen(session, call.clone(), &params, e).await {
                 Ok(sealed) => sealed,
@@ -242,7 +243,7 @@ impl Calls {
         };
         let span = trace.map(|t| call_span(t, session, &params));
         let at = (&policy, &catalogue, &routed);
-        let stateless = envelope.is_some();
+        let stateless = revision.is_2026();
         let judged = match self
             .judge(at, session, params, stateless, span, started)
             .await
@@ -250,8 +251,7 @@ impl Calls {
             Ok(judged) => judged,
             Err(body) => return Begun::Done(body),
         };
-        let revision = (call, envelope, sealed);
-        let accepted = self.accept(&policy, session, judged, revision, started);
+        let accepted = self.accept(&policy, session, judged, (call, revision, sealed), started);
         let accepted = match accepted.await {
             Ok(accepted) => accepted,
             Err(body) => return Begun::Done(body),
@@ -283,7 +283,7 @@ impl Calls {
         session: &Arc<ClientSession>,
         call: Option<CallKey>,
         params: &Value,
-        envelope: &Arc<Envelope>,
+        envelope: &Envelope,
     ) -> Result<Option<Sealed>, Begun> {
         if let Some(resumed) = self.resume(session, call, params, envelope).await {
             return Err(resumed);
@@ -293,7 +293,7 @@ impl Calls {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let caller = session.caller();
-        let binding = binding_of(caller.as_deref(), name, params.get("arguments"));
+        let binding = Binding::of_call(caller.as_deref(), name, params.get("arguments"));
         let error = match input::open_state(self.state_key(), envelope, &binding) {
             Ok(sealed) => return Ok(sealed),
             Err(error) => error,
@@ -329,33 +329,4 @@ fn child(record: &CallRecord, name: &str, kind: Kind) -> Option<Span> {
     let span = record.span.as_ref()?;
     let span = span.lock().unwrap_or_else(|e| e.into_inner());
     Some(span.child(name, kind))
-}
-
-/// What a 2026-07-28 call's sealed state is bound to: the caller, the tool as the
-/// caller named it, and the arguments as the caller sent them.
-fn binding_of(caller: Option<&Caller>, tool: &str, arguments: Option<&Value>) -> Binding {
-    let caller = caller.map(|c| c.name.as_str()).unwrap_or_default();
-    let empty = Map::new();
-    let args = arguments.and_then(Value::as_object).unwrap_or(&empty);
-    Binding::new(caller, tool, args)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_binding_ignores_nothing_the_caller_sent() {
-        let alice = Caller::new("alice");
-        let a = binding_of(Some(&alice), "t", Some(&json!({"x": 1})));
-        assert_eq!(a, binding_of(Some(&alice), "t", Some(&json!({"x": 1}))));
-        assert_ne!(a, binding_of(Some(&alice), "t", Some(&json!({"x": 2}))));
-        assert_ne!(a, binding_of(Some(&alice), "u", Some(&json!({"x": 1}))));
-        assert_ne!(a, binding_of(None, "t", Some(&json!({"x": 1}))));
-        assert_eq!(
-            binding_of(None, "t", None),
-            binding_of(None, "t", Some(&json!({})))
-        );
-    }
 }

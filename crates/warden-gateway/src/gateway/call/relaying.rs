@@ -2,11 +2,11 @@
 //! client set aside while its client answers an input request, then resumed.
 
 use super::edge::Early;
-use super::{binding_of, child, Accepted, Begun, Calls, Relayed};
+use super::{child, Accepted, Begun, Calls, Relayed};
 use crate::gateway::client_session::{CallKey, ClientSession};
-use crate::gateway::input::{self, Rounds};
 use crate::gateway::relay;
-use crate::gateway::rev2026::{self, Bridged, Envelope};
+use crate::gateway::rev2026::input::{self, Rounds};
+use crate::gateway::rev2026::{self, Binding, Bridged, Envelope};
 use crate::gateway::settle::{self, Body, CallRecord, Decision, End};
 use crate::logged::logged;
 use crate::otel::{self, Kind};
@@ -23,7 +23,7 @@ impl Calls {
         session: &ClientSession,
         mut a: Accepted,
     ) -> Result<Relayed, Option<Body>> {
-        let log_level = a.envelope.as_ref().and_then(|e| e.log_level);
+        let log_level = a.revision.log_level();
         let span = child(&a.record, "tools/call", Kind::Client).map(|mut s| {
             s.set("mcp.method.name", "tools/call");
             s.set("warden.upstream", a.up.name.clone());
@@ -56,12 +56,9 @@ impl Calls {
             audit.credential = Some(c.name.clone());
         }
         let credential = credential.map(|c| c.token);
-        let capabilities = match &a.envelope {
-            Some(e) => Some(e.capabilities.clone()),
-            None => session.capabilities(),
-        };
+        let capabilities = a.revision.capabilities(session);
         // An older client's input rounds send the call again: keep it.
-        let params = (a.envelope.is_none() && a.up.stateless_for(true)).then(|| a.params.clone());
+        let params = a.revision.bridges(&a.up).then(|| a.params.clone());
         let extras = (log_level, capabilities.as_ref());
         match relay::start(
             &a.up,
@@ -78,7 +75,7 @@ impl Calls {
                 pending,
                 span,
                 record: a.record,
-                envelope: a.envelope,
+                revision: a.revision,
                 binding: a.binding,
                 params,
                 capabilities,
@@ -96,7 +93,7 @@ impl Calls {
         let result = match (&r.binding, &r.pending.call) {
             // A 2026-07-28 call: an upstream's request for it pauses the call.
             (Some(_), Some(_)) => {
-                match rev2026::wait_bridged(session, &mut r.pending, r.envelope.as_deref()).await {
+                match rev2026::wait_bridged(session, &mut r.pending, r.revision.envelope()).await {
                     Bridged::Answered(result) => result,
                     Bridged::Asked(their_id, request) => {
                         return self.park(r, their_id, request).await
@@ -260,11 +257,11 @@ impl Calls {
         session: &Arc<ClientSession>,
         call: Option<CallKey>,
         params: &Value,
-        envelope: &Arc<Envelope>,
+        envelope: &Envelope,
     ) -> Option<Begun> {
         let name = params.get("name")?.as_str()?;
         let caller = session.caller();
-        let binding = binding_of(caller.as_deref(), name, params.get("arguments"));
+        let binding = Binding::of_call(caller.as_deref(), name, params.get("arguments"));
         let Some((mut r, asked)) = self.parked.resume(envelope, &binding)? else {
             // T6: the retry is recorded; the parked call settled on its own (answered,
             // or failed when its wait ran out).
@@ -280,9 +277,7 @@ impl Calls {
             .conn
             .send(rev2026::upstream_answer(asked, envelope))
             .await;
-        let log_level = envelope
-            .log_level
-            .or(r.envelope.as_ref().and_then(|e| e.log_level));
+        let log_level = envelope.log_level.or(r.revision.log_level());
         if let Some(k) = &call {
             session.track(k, &r.pending.conn, r.pending.id, log_level);
         }

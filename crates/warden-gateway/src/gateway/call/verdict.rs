@@ -5,13 +5,12 @@
 
 use super::super::client_session::{CallKey, ClientSession};
 use super::super::flow::FLOW_META_KEY;
-use super::super::input;
 use super::super::ledger::LedgerKey;
 use super::super::policy::Policy;
-use super::super::rev2026::{Binding, Envelope, Sealed};
+use super::super::rev2026::{Binding, Revision, Sealed};
 use super::super::settle::{Body, CallRecord, Decision, End};
 use super::content::{self, Outbound};
-use super::{binding_of, scope, Accepted, Calls};
+use super::{scope, Accepted, Calls};
 use crate::logged::logged;
 use crate::otel::{self, Span};
 use serde_json::{Map, Value};
@@ -21,11 +20,11 @@ use std::time::Instant;
 use warden_core::hooks::CallContext;
 use warden_core::{Answer, CallReport, CallScope, Caller, Catalogue, Forward, Refusal, Verdict};
 
-/// What a call brings of the 2026-07-28 revision: its request id, envelope, what
+/// What a call brings of the 2026-07-28 revision: its request id, revision, what
 /// its state is bound to, and what the state it brought back holds.
 type Revision2026 = (
     Option<CallKey>,
-    Option<Arc<Envelope>>,
+    Revision,
     Option<Arc<Binding>>,
     Option<Sealed>,
 );
@@ -66,7 +65,7 @@ impl Calls {
         });
         let name = params.get("name").cloned().unwrap_or(Value::Null);
         let binding = stateless.then(|| {
-            Arc::new(binding_of(
+            Arc::new(Binding::of_call(
                 session.caller().as_deref(),
                 name.as_str().unwrap_or_default(),
                 arguments.as_ref(),
@@ -156,7 +155,7 @@ impl Calls {
         policy: &Arc<Policy>,
         session: &Arc<ClientSession>,
         judged: Judged,
-        (call, envelope, sealed): (Option<CallKey>, Option<Arc<Envelope>>, Option<Sealed>),
+        (call, revision, sealed): (Option<CallKey>, Revision, Option<Sealed>),
         started: Instant,
     ) -> Result<Accepted, Option<Body>> {
         let Judged {
@@ -192,7 +191,7 @@ impl Calls {
             had_arguments,
             (forward, outbound.as_ref(), results),
             (&report, scope),
-            (call, envelope, binding, sealed),
+            (call, revision, binding, sealed),
             started,
         );
         let mut accepted = match accepted {
@@ -317,7 +316,7 @@ impl Calls {
         had_arguments: bool,
         (mut forward, outbound, results): (Forward, Option<&Outbound>, scope::ResultsGuarded),
         (report, scope): (&CallReport, Arc<CallScope>),
-        (call, envelope, binding, sealed): Revision2026,
+        (call, revision, binding, sealed): Revision2026,
         started: Instant,
     ) -> Result<Accepted, String> {
         let tool = forward.tool.clone();
@@ -342,8 +341,7 @@ impl Calls {
         );
         let mut record = self.accepted_record(policy, session, &forward, report, &ledger, started);
         let limited = policy.quotas.any_for(caller, &tool.name);
-        let stateless = envelope.is_some();
-        let guards = result_guards(policy, results, stateless, &call);
+        let guards = result_guards(policy, results, revision.is_2026(), &call);
         // The flow context is the gateway's: it never goes upstream.
         let flow = flow_of(policy, obj, &tool.upstream, &tool.upstream_name);
         let guarded = forward.needs_approval
@@ -364,9 +362,7 @@ impl Calls {
             .sessions
             .map_progress_token(session, call.as_ref(), obj);
         let mut params = Value::Object(std::mem::take(obj));
-        if up.stateless_for(!stateless) {
-            input::add_retry(&mut params, envelope.as_deref(), sealed.as_ref(), &up.name);
-        }
+        revision.for_upstream(&up, &mut params, sealed.as_ref());
         Ok(Accepted {
             policy: policy.clone(),
             up,
@@ -379,7 +375,7 @@ impl Calls {
             labels,
             ledger,
             call,
-            envelope,
+            revision,
             binding,
             limited,
             counted: false,

@@ -1,4 +1,8 @@
 use super::*;
+use crate::texts as answer;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use serde_json::{json, Map, Value};
 
 #[test]
 fn a_rotated_key_still_opens_what_the_old_one_sealed() {
@@ -216,4 +220,27 @@ fn request_states_are_bound_and_expire() {
     let parked = key.seal_parked(&b, 1000, Some("p-1"));
     assert_eq!(key.open(&parked, &b, 1000), Some(Some("p-1".to_owned())));
     assert_eq!(key.open(&t, &b, 1000), Some(None));
+}
+
+#[test]
+fn a_binding_ignores_nothing_the_caller_sent() {
+    let alice = warden_core::Caller::new("alice");
+    let a = Binding::of_call(Some(&alice), "t", Some(&json!({"x": 1})));
+    assert_eq!(
+        a,
+        Binding::of_call(Some(&alice), "t", Some(&json!({"x": 1})))
+    );
+    assert_ne!(
+        a,
+        Binding::of_call(Some(&alice), "t", Some(&json!({"x": 2})))
+    );
+    assert_ne!(
+        a,
+        Binding::of_call(Some(&alice), "u", Some(&json!({"x": 1})))
+    );
+    assert_ne!(a, Binding::of_call(None, "t", Some(&json!({"x": 1}))));
+    assert_eq!(
+        Binding::of_call(None, "t", None),
+        Binding::of_call(None, "t", Some(&json!({})))
+    );
 }

@@ -14,7 +14,13 @@
 //! (`resources/updated` for chosen URIs) are not honoured, and the gateway does
 //! not offer them.
 
+use crate::gateway::call::Begun;
+use crate::gateway::client_session::{self, ClientSession};
+use crate::gateway::Gateway;
+use crate::jsonrpc;
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use warden_core::Caller;
 
 /// Where every listen-stream notification says which subscription it belongs to.
 pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
@@ -72,6 +78,79 @@ impl Filter {
 /// A list-changed notification for the stream with subscription id `id`.
 pub fn notification(method: &str, id: &Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": {"_meta": {SUBSCRIPTION_ID_KEY: id}}})
+}
+
+impl Gateway {
+    /// A `subscriptions/listen` stream: acknowledged at once, then
+    /// the list changes it asked for, until the client cancels it or goes away.
+    pub(in crate::gateway) fn listen(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        id: &Value,
+        params: Option<&Value>,
+    ) -> Begun {
+        let (offered, _) = self.upstreams.offered(false);
+        let filter = Filter::honoured(params.and_then(|p| p.get("notifications")), &offered);
+        let key = jsonrpc::id_key(id);
+        let ended = Arc::new(tokio::sync::Notify::new());
+        client_session::lock(&session.listening).insert(key.clone(), ended.clone());
+        let mut changes = self.sessions.changes();
+        let (me, session, id) = (self.clone(), session.clone(), id.clone());
+        Begun::Then(Box::pin(async move {
+            session
+                .send_for(Some(key.clone()), filter.acknowledgement(&id))
+                .await;
+            let caller = session.caller().map(|c| Caller::clone(&c));
+            // What the caller's view was last compared under: a reload changes
+            // the policy as well as (or instead of) the catalogue.
+            let mut seen = me.calls.policy();
+            loop {
+                let change = tokio::select! {
+                    _ = ended.notified() => break,
+                    c = changes.recv() => c,
+                };
+                let method = match change {
+                    Ok(client_session::ListChange::Tools(before)) if filter.tools => {
+                        let after = me.catalogue();
+                        let policy = me.calls.policy();
+                        let was = seen
+                            .grant
+                            .list(&seen.pipeline, &before, caller.as_ref())
+                            .await;
+                        let now = policy
+                            .grant
+                            .list(&policy.pipeline, &after, caller.as_ref())
+                            .await;
+                        let same = warden_core::catalogue::same_listing(&was, &now);
+                        seen = policy;
+                        if same {
+                            continue;
+                        }
+                        "notifications/tools/list_changed"
+                    }
+                    Ok(client_session::ListChange::Prompts) if filter.prompts => {
+                        "notifications/prompts/list_changed"
+                    }
+                    Ok(client_session::ListChange::Resources) if filter.resources => {
+                        "notifications/resources/list_changed"
+                    }
+                    Ok(_) => continue,
+                    // Changes were missed: the client is told to look again.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) if filter.tools => {
+                        "notifications/tools/list_changed"
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                };
+                session
+                    .send_for(Some(key.clone()), notification(method, &id))
+                    .await;
+            }
+            client_session::lock(&session.listening).remove(&key);
+            // A listen stream gets no response.
+            None
+        }))
+    }
 }
 
 #[cfg(test)]

@@ -15,9 +15,11 @@
 //!   client declared it can take it ([`ask_client`]), and sends the request again
 //!   with the answers ([`next_round`]), up to [`MAX_ROUNDS`] times.
 
-use super::client_session::{CallKey, ClientSession, Sessions};
-use super::relay;
-use super::rev2026::{self, Binding, Envelope, Sealed, StateKey};
+use super::envelope::Envelope;
+use super::seal::{unix_now, Binding, Sealed, StateKey};
+use super::wire::{input_capability, APPROVAL_KEY, SERVER_INFO_KEY};
+use crate::gateway::client_session::{CallKey, ClientSession, Sessions};
+use crate::gateway::relay;
 use crate::texts;
 use crate::upstream::{CallError, Upstream};
 use serde_json::{json, Map, Value};
@@ -43,7 +45,7 @@ pub fn open_state(
     let Some(token) = envelope.request_state.as_deref() else {
         return Ok(None);
     };
-    match key.open_with(token, binding, rev2026::unix_now()) {
+    match key.open_with(token, binding, unix_now()) {
         Some(sealed) => Ok(Some(sealed)),
         None => Err(json!({"code": crate::jsonrpc::INVALID_PARAMS,
             "message": texts::REQUEST_STATE_REFUSED})),
@@ -70,7 +72,7 @@ pub fn add_retry(
     if let Some(responses) = envelope.and_then(|e| e.input_responses.as_ref()) {
         let theirs: Map<String, Value> = responses
             .iter()
-            .filter(|(k, _)| k.as_str() != rev2026::APPROVAL_KEY)
+            .filter(|(k, _)| k.as_str() != APPROVAL_KEY)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if !theirs.is_empty() {
@@ -106,7 +108,7 @@ pub fn seal_for_client(
     if approved {
         extra.insert("ok".into(), Value::Bool(true));
     }
-    let state = key.seal_with(binding, rev2026::unix_now(), extra);
+    let state = key.seal_with(binding, unix_now(), extra);
     obj.insert("requestState".into(), Value::String(state));
 }
 
@@ -114,7 +116,7 @@ pub fn seal_for_client(
 /// client carries (sealed by this gateway for `binding`): sealed again with it.
 /// A result without such a state is left as it is.
 pub fn add_to_state(result: &mut Value, key: &StateKey, binding: &Binding, extra: (&str, Value)) {
-    let now = rev2026::unix_now();
+    let now = unix_now();
     let Some(token) = result.get("requestState").and_then(Value::as_str) else {
         return;
     };
@@ -150,7 +152,7 @@ pub async fn ask_client(
     let mut responses = Map::new();
     for (key, request) in requests {
         let method = request.get("method").and_then(Value::as_str).unwrap_or("");
-        let can = rev2026::input_capability(method).is_some_and(|c| session.client_can(c));
+        let can = input_capability(method).is_some_and(|c| session.client_can(c));
         if !can {
             tracing::info!(method = %crate::logged::logged(method), "an upstream's input request the client cannot take; left unanswered");
             continue;
@@ -314,7 +316,7 @@ pub fn without_server_info(result: &mut Value) {
     let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) else {
         return;
     };
-    meta.shift_remove(rev2026::SERVER_INFO_KEY);
+    meta.shift_remove(SERVER_INFO_KEY);
     if meta.is_empty() {
         if let Some(obj) = result.as_object_mut() {
             obj.shift_remove("_meta");
