@@ -341,7 +341,7 @@ impl Calls {
         );
         let mut record = self.accepted_record(policy, session, &forward, report, &ledger, started);
         let limited = policy.quotas.any_for(caller, &tool.name);
-        let guards = result_guards(policy, results, revision.is_2026(), &call);
+        let guards = result_guards(policy, results, &revision, &call);
         // The flow context is the gateway's: it never goes upstream.
         let flow = flow_of(policy, obj, &tool.upstream, &tool.upstream_name);
         let guarded = forward.needs_approval
@@ -420,14 +420,14 @@ impl Calls {
 fn result_guards(
     policy: &Policy,
     (results, shadow): scope::ResultsGuarded,
-    stateless: bool,
+    revision: &Revision,
     call: &Option<CallKey>,
 ) -> Option<content::ResultGuards> {
     (results.is_some() || !shadow.is_empty()).then(|| content::ResultGuards {
         guards: results.unwrap_or_else(|| Arc::from(Vec::new())),
         shadow,
         flows: policy.flows.clone(),
-        stateless,
+        revision: revision.clone(),
         call: call.clone(),
         timeout: policy.approval_timeout,
     })
