@@ -243,9 +243,8 @@ impl Calls {
         };
         let span = trace.map(|t| call_span(t, session, &params));
         let at = (&policy, &catalogue, &routed);
-        let stateless = revision.is_2026();
         let judged = match self
-            .judge(at, session, params, stateless, span, started)
+            .judge(at, session, params, &revision, span, started)
             .await
         {
             Ok(judged) => judged,

@@ -12,7 +12,8 @@
 //!   [`Revision::log_level`], [`Revision::can_ask_after_run`];
 //! - the request's state: [`Revision::open_state`] (the `requestState` it brought
 //!   back), [`Revision::approval_round`] (the gateway's own question as an input
-//!   round), [`Revision::flow_trail`] (where the caller's flow trail lives);
+//!   round), [`Revision::binds_call`] (what a call's state is bound to),
+//!   [`Revision::flow_trail`] (where the caller's flow trail lives);
 //! - the upstream's hop: [`Revision::speaks_2026_to`], [`Revision::for_upstream`]
 //!   (a retry's answers and the upstream's own state), [`Revision::bridges`]
 //!   (an older client of a 2026-07-28 upstream, for whom the gateway makes the
@@ -28,6 +29,7 @@ use crate::gateway::client_session::ClientSession;
 use crate::upstream::Upstream;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use warden_core::Caller;
 
 /// The revision a request speaks: 2026-07-28 with its envelope, or an older one.
 #[derive(Debug, Clone, Default)]
@@ -121,6 +123,18 @@ impl Revision {
     /// again).
     pub fn can_ask_after_run(&self, session: &ClientSession) -> bool {
         !self.is_2026() && session.client_can("elicitation")
+    }
+
+    /// What the state a 2026-07-28 call may be handed is bound to: its caller,
+    /// tool and arguments. `None`: an older call is handed no state.
+    pub fn binds_call(
+        &self,
+        caller: Option<&Caller>,
+        tool: &str,
+        arguments: Option<&Value>,
+    ) -> Option<Binding> {
+        self.is_2026()
+            .then(|| Binding::of_call(caller, tool, arguments))
     }
 
     /// Opens the `requestState` a 2026-07-28 request brought back, as sealed for
