@@ -293,7 +293,7 @@ impl Gateway {
         }
         let kept = revision.bridges(&up).then(|| params.clone());
         // S8: guards on results look at a resource's contents and a prompt too.
-        let read = call::Read::of(method, &params, &call, revision.is_2026());
+        let read = call::Read::of(method, &params, &call, &revision);
         let begun = relay::begin_forward(&up, session, call, method, params, capabilities.as_ref());
         match begun.await {
             Ok(pending) => {

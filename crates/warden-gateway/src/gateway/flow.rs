@@ -29,7 +29,7 @@
 //! closed). Calls without labels neither read nor write it. A stdio session
 //! never moves: its trail stays in the process.
 
-use super::rev2026::{unix_now, StateKey};
+use super::rev2026::{unix_now, FlowTrail, StateKey};
 use crate::config::limits::{Flow, FlowEffect, Labels};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -111,17 +111,18 @@ impl Flows {
         }
     }
 
-    /// Where the shared store keeps a session's trail: a 2026-07-28 caller's
-    /// (`stateless`), or an HTTP session's (its audit label, `http:<sid>`);
-    /// `None` without a shared store or for a session that never moves.
-    pub fn shared_scope(&self, stateless: bool, caller: &str, session: &str) -> Option<String> {
+    /// Where the shared store keeps a trail: a 2026-07-28 caller's (`trail`
+    /// [`FlowTrail::Sealed`]), or an HTTP session's (its audit label,
+    /// `http:<sid>`); `None` without a shared store or for a session that
+    /// never moves.
+    pub fn shared_scope(&self, trail: FlowTrail, caller: &str, session: &str) -> Option<String> {
         self.shared.as_ref()?;
-        if stateless {
-            Some(format!("caller:{caller}"))
-        } else if session.starts_with("http:") && session != "http:stateless" {
-            Some(format!("{SESSION_SCOPE}{session}"))
-        } else {
-            None
+        match trail {
+            FlowTrail::Sealed => Some(format!("caller:{caller}")),
+            FlowTrail::Session if session.starts_with("http:") && session != "http:stateless" => {
+                Some(format!("{SESSION_SCOPE}{session}"))
+            }
+            FlowTrail::Session => None,
         }
     }
 

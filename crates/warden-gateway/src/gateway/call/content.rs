@@ -14,6 +14,7 @@ use crate::config::guards::{Guard, GuardAction};
 use crate::gateway::approval;
 use crate::gateway::client_session::{self, CallKey, ClientSession};
 use crate::gateway::flow::Flows;
+use crate::gateway::rev2026::{FlowTrail, Revision};
 use crate::gateway::settle::{self, CallRecord, Decision, End};
 use crate::logged::logged;
 use crate::otel::{self, Kind};
@@ -31,8 +32,9 @@ pub(super) struct ResultGuards {
     /// The guards in shadow mode, with their place in the file (X9).
     pub shadow: Vec<(usize, Arc<Guard>)>,
     pub flows: Arc<Flows>,
-    /// A 2026-07-28 call: its caller's trail is remembered per caller.
-    pub stateless: bool,
+    /// The call's revision: where its trail lives, whether its client can be
+    /// asked about the result.
+    pub revision: Revision,
     /// For an `ask` guard: the call its question belongs to, and how long the
     /// human has to answer.
     pub call: Option<CallKey>,
@@ -252,7 +254,7 @@ impl Calls {
         (guard, kinds, paths): (&str, &[String], &[String]),
     ) -> Option<String> {
         let tool = &record.tool;
-        if rg.stateless || !session.client_can("elicitation") {
+        if !rg.revision.can_ask_after_run(session) {
             tracing::info!(tool = %logged(tool), guard = %logged(guard), "a guard asks about a result, but the client cannot be asked; the result is withheld");
             return Some(texts::guard_ask_unavailable(tool, guard, kinds));
         }
@@ -289,7 +291,7 @@ impl Calls {
     ) -> Option<String> {
         let labels = &governed.labels;
         if let Err(e) = self
-            .label_trail(session, &rg.flows, rg.stateless, labels)
+            .label_trail(session, &rg.flows, rg.revision.flow_trail(), labels)
             .await
         {
             tracing::error!(tool = %logged(&record.tool), "a guard's labels could not be added to the shared flow trail; the result is withheld: {}", logged(&e));
@@ -369,18 +371,21 @@ impl Calls {
         &self,
         session: &ClientSession,
         flows: &Flows,
-        stateless: bool,
+        trail: FlowTrail,
         labels: &[String],
     ) -> Result<(), warden_store::StoreError> {
         let caller = session.caller();
         let caller = caller.as_deref().map_or("", |c| c.name.as_str());
-        if stateless {
-            let trail = labels.iter().cloned().collect();
-            flows.remember_stateless(self.state_key(), caller, &trail);
-        } else {
-            client_session::lock(&session.flow).extend(labels.iter().cloned());
+        match trail {
+            FlowTrail::Sealed => {
+                let added = labels.iter().cloned().collect();
+                flows.remember_stateless(self.state_key(), caller, &added);
+            }
+            FlowTrail::Session => {
+                client_session::lock(&session.flow).extend(labels.iter().cloned())
+            }
         }
-        match flows.shared_scope(stateless, caller, &session.label) {
+        match flows.shared_scope(trail, caller, &session.label) {
             Some(scope) => flows.touch_shared(&scope, labels).await.map(|_| ()),
             None => Ok(()),
         }

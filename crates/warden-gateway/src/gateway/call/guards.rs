@@ -11,7 +11,7 @@ use crate::gateway::ledger;
 use crate::gateway::policy::Policy;
 use crate::gateway::quota::{Admission, CREDIT_KEY};
 use crate::gateway::rev2026::input;
-use crate::gateway::rev2026::{self, Binding};
+use crate::gateway::rev2026::{self, Binding, FlowTrail};
 use crate::gateway::settle::{Body, CallRecord, Decision, End};
 use crate::logged::logged;
 use crate::otel::Kind;
@@ -64,14 +64,14 @@ impl Calls {
         // Flow rules first, then quotas: neither asks a human, runs a hook or
         // claims a key for a call it refuses.
         let caller = ctx.caller.as_ref().map_or("", |c| c.name.as_str());
-        let stateless = a.revision.is_2026();
+        let home = a.revision.flow_trail();
         // Where replicas share this session's trail (only a labelled call can be
         // stopped or add to it, so only one reads or writes it).
         let scope = a
             .flow
             .as_ref()
             .filter(|(labels, _)| !labels.is_empty())
-            .and_then(|_| policy.flows.shared_scope(stateless, caller, &session.label));
+            .and_then(|_| policy.flows.shared_scope(home, caller, &session.label));
         let (flow_ask, after) = match self
             .flow_check(session, &mut a, &ctx, scope.as_deref(), context)
             .await
@@ -113,14 +113,14 @@ impl Calls {
                     }
                 }
             }
-            if stateless {
-                *context = Some(
-                    policy
-                        .flows
-                        .remember_stateless(self.state_key(), caller, &after),
-                );
-            } else {
-                client_session::lock(&session.flow).extend(labels.iter().cloned());
+            match home {
+                FlowTrail::Sealed => {
+                    let flows = &policy.flows;
+                    *context = Some(flows.remember_stateless(self.state_key(), caller, &after));
+                }
+                FlowTrail::Session => {
+                    client_session::lock(&session.flow).extend(labels.iter().cloned());
+                }
             }
             if let Some(r) = a.record.audit.as_mut() {
                 r.touched = after.into_iter().collect();
@@ -147,16 +147,16 @@ impl Calls {
     ) -> Result<(Option<String>, Option<Trail>), Option<Body>> {
         let policy = a.policy.clone();
         let caller = ctx.caller.as_ref().map_or("", |c| c.name.as_str());
-        let stateless = a.revision.is_2026();
+        let home = a.revision.flow_trail();
         let mut flow_ask = None;
         let mut after: Option<Trail> = None;
         if let Some((labels, sealed)) = &a.flow {
-            let mut trail = if stateless {
-                policy
-                    .flows
-                    .stateless_trail(self.state_key(), caller, sealed.as_ref())
-            } else {
-                client_session::lock(&session.flow).clone()
+            let mut trail = match home {
+                FlowTrail::Sealed => {
+                    let flows = &policy.flows;
+                    flows.stateless_trail(self.state_key(), caller, sealed.as_ref())
+                }
+                FlowTrail::Session => client_session::lock(&session.flow).clone(),
             };
             // The shared store's trail, which no client can drop and every replica reads.
             if let Some(scope) = scope {
@@ -165,12 +165,9 @@ impl Calls {
                     Err(e) => return Err(self.flow_unverifiable(&a.record, &ctx.tool, &e).await),
                 }
             }
-            if stateless {
-                *context = Some(
-                    policy
-                        .flows
-                        .remember_stateless(self.state_key(), caller, &trail),
-                );
+            if home == FlowTrail::Sealed {
+                let flows = &policy.flows;
+                *context = Some(flows.remember_stateless(self.state_key(), caller, &trail));
             }
             if let Some(r) = a.record.audit.as_mut() {
                 r.labels = labels.clone();
@@ -335,7 +332,7 @@ impl Calls {
         }
         let labels = std::mem::take(&mut a.labels);
         let flows = &a.policy.flows;
-        let labelled = self.label_trail(session, flows, a.revision.is_2026(), &labels);
+        let labelled = self.label_trail(session, flows, a.revision.flow_trail(), &labels);
         if let Err(e) = labelled.await {
             return Err(self.flow_unverifiable(&a.record, tool, &e).await);
         }

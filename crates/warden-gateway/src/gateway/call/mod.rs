@@ -33,8 +33,7 @@ use super::ledger::LedgerKey;
 use super::policy::Policy;
 use super::quota::Quotas;
 use super::relay::Pending;
-use super::rev2026::input;
-use super::rev2026::{self, Binding, Envelope, ParkedCalls, Revision, Sealed};
+use super::rev2026::{self, Binding, ParkedCalls, Revision, Sealed};
 use super::servers::Route;
 use super::settle::{Body, CallRecord, Decision, End, Settle};
 use super::upstream_set::Upstreams;
@@ -234,18 +233,14 @@ impl Calls {
             },
         };
         let call = id.map(crate::jsonrpc::id_key);
-        let sealed = match revision.envelope() {
-            None => None,
-            Some(e) => match self.reopen(session, call.clone(), &params, e).await {
-                Ok(sealed) => sealed,
-                Err(begun) => return begun,
-            },
+        let sealed = match self.reopen(session, &call, &params, &revision).await {
+            Ok(sealed) => sealed,
+            Err(begun) => return begun,
         };
         let span = trace.map(|t| call_span(t, session, &params));
         let at = (&policy, &catalogue, &routed);
-        let stateless = revision.is_2026();
         let judged = match self
-            .judge(at, session, params, stateless, span, started)
+            .judge(at, session, params, &revision, span, started)
             .await
         {
             Ok(judged) => judged,
@@ -275,17 +270,21 @@ impl Calls {
     }
 
     /// A 2026-07-28 call's state: a retry naming a parked call resumes it
-    /// (`Err`: answered already); otherwise what the state it brought holds.
+    /// (`Err`: answered already); otherwise what the state it brought holds
+    /// (an older call brings none).
     /// A state the gateway did not seal for exactly this call is refused, not
     /// ignored: a client cannot bring another call's answers (T6).
     async fn reopen(
         self: &Arc<Self>,
         session: &Arc<ClientSession>,
-        call: Option<CallKey>,
+        call: &Option<CallKey>,
         params: &Value,
-        envelope: &Envelope,
+        revision: &Revision,
     ) -> Result<Option<Sealed>, Begun> {
-        if let Some(resumed) = self.resume(session, call, params, envelope).await {
+        let Some(envelope) = revision.envelope() else {
+            return Ok(None);
+        };
+        if let Some(resumed) = self.resume(session, call.clone(), params, envelope).await {
             return Err(resumed);
         }
         let name = params
@@ -294,7 +293,7 @@ impl Calls {
             .unwrap_or_default();
         let caller = session.caller();
         let binding = Binding::of_call(caller.as_deref(), name, params.get("arguments"));
-        let error = match input::open_state(self.state_key(), envelope, &binding) {
+        let error = match revision.open_state(self.state_key(), &binding) {
             Ok(sealed) => return Ok(sealed),
             Err(error) => error,
         };

@@ -11,6 +11,7 @@ use super::content::govern_result;
 use super::Calls;
 use crate::gateway::approval;
 use crate::gateway::client_session::{CallKey, ClientSession};
+use crate::gateway::rev2026::Revision;
 use crate::gateway::settle::Body;
 use crate::logged::logged;
 use crate::texts;
@@ -23,13 +24,14 @@ pub struct Read {
     /// What was read: the resource's URI, or the prompt's name.
     pub what: String,
     pub call: Option<CallKey>,
-    /// A 2026-07-28 request: the caller's trail is remembered per caller.
-    pub stateless: bool,
+    /// The request's revision: where its trail lives, whether its client can
+    /// be asked about what it read.
+    pub revision: Revision,
 }
 
 impl Read {
     /// The read `method` makes, when guards look at its result (`params`: its params).
-    pub fn of(method: &str, params: &Value, call: &CallKey, stateless: bool) -> Option<Read> {
+    pub fn of(method: &str, params: &Value, call: &CallKey, revision: &Revision) -> Option<Read> {
         let method = *crate::config::guards::READS
             .iter()
             .find(|m| **m == method)?;
@@ -43,7 +45,7 @@ impl Read {
             method,
             what: what.to_owned(),
             call: Some(call.clone()),
-            stateless,
+            revision: revision.clone(),
         })
     }
 
@@ -88,8 +90,12 @@ impl Calls {
             ))
         };
         if !governed.labels.is_empty() {
-            let labelled =
-                self.label_trail(session, &policy.flows, read.stateless, &governed.labels);
+            let labelled = self.label_trail(
+                session,
+                &policy.flows,
+                read.revision.flow_trail(),
+                &governed.labels,
+            );
             if let Err(e) = labelled.await {
                 tracing::error!(method = read.method, "a guard's labels could not be added to the shared flow trail; the read is withheld: {}", logged(&e));
                 let guard = label_guard(&governed.findings);
@@ -100,7 +106,7 @@ impl Calls {
             return withheld(guard, kinds, texts::Withheld::Blocked);
         }
         if let Some((guard, kinds, paths)) = &governed.asked {
-            if read.stateless || !session.client_can("elicitation") {
+            if !read.revision.can_ask_after_run(session) {
                 return withheld(guard, kinds, texts::Withheld::CannotAsk);
             }
             let question = texts::guard_ask_read(&read.named(), guard, kinds, paths);

@@ -45,13 +45,13 @@ pub(super) struct Judged {
 impl Calls {
     /// The grant and the pipeline (step 3) over the call's name, arguments and
     /// `_meta`: what goes on, or (`Err`) the answer of a call they refused,
-    /// settled. `stateless`: a 2026-07-28 call, whose state is bound to it.
+    /// settled. `revision`: the call's, which says what its state is bound to.
     pub(super) async fn judge(
         &self,
         (policy, catalogue, routed): (&Arc<Policy>, &Arc<Catalogue>, &Option<Option<String>>),
         session: &ClientSession,
         mut params: Value,
-        stateless: bool,
+        revision: &Revision,
         mut span: Option<Span>,
         started: Instant,
     ) -> Result<Judged, Option<Body>> {
@@ -64,13 +64,10 @@ impl Calls {
             _ => Map::new(),
         });
         let name = params.get("name").cloned().unwrap_or(Value::Null);
-        let binding = stateless.then(|| {
-            Arc::new(Binding::of_call(
-                session.caller().as_deref(),
-                name.as_str().unwrap_or_default(),
-                arguments.as_ref(),
-            ))
-        });
+        let tool = name.as_str().unwrap_or_default();
+        let binding = revision
+            .binds_call(session.caller().as_deref(), tool, arguments.as_ref())
+            .map(Arc::new);
         let mut check = Map::new();
         check.insert("name".into(), name);
         if let Some(args) = arguments {
@@ -341,7 +338,7 @@ impl Calls {
         );
         let mut record = self.accepted_record(policy, session, &forward, report, &ledger, started);
         let limited = policy.quotas.any_for(caller, &tool.name);
-        let guards = result_guards(policy, results, revision.is_2026(), &call);
+        let guards = result_guards(policy, results, &revision, &call);
         // The flow context is the gateway's: it never goes upstream.
         let flow = flow_of(policy, obj, &tool.upstream, &tool.upstream_name);
         let guarded = forward.needs_approval
@@ -420,14 +417,14 @@ impl Calls {
 fn result_guards(
     policy: &Policy,
     (results, shadow): scope::ResultsGuarded,
-    stateless: bool,
+    revision: &Revision,
     call: &Option<CallKey>,
 ) -> Option<content::ResultGuards> {
     (results.is_some() || !shadow.is_empty()).then(|| content::ResultGuards {
         guards: results.unwrap_or_else(|| Arc::from(Vec::new())),
         shadow,
         flows: policy.flows.clone(),
-        stateless,
+        revision: revision.clone(),
         call: call.clone(),
         timeout: policy.approval_timeout,
     })

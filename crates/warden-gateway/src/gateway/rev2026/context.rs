@@ -9,10 +9,11 @@
 //!   `server/discover`, `subscriptions/listen`), and [`Revision::stamp`]
 //!   (`resultType` and a list's cache hints) on the way out;
 //! - what the client can take: [`Revision::capabilities`], [`Revision::can`],
-//!   [`Revision::log_level`];
+//!   [`Revision::log_level`], [`Revision::can_ask_after_run`];
 //! - the request's state: [`Revision::open_state`] (the `requestState` it brought
 //!   back), [`Revision::approval_round`] (the gateway's own question as an input
-//!   round);
+//!   round), [`Revision::binds_call`] (what a call's state is bound to),
+//!   [`Revision::flow_trail`] (where the caller's flow trail lives);
 //! - the upstream's hop: [`Revision::speaks_2026_to`], [`Revision::for_upstream`]
 //!   (a retry's answers and the upstream's own state), [`Revision::bridges`]
 //!   (an older client of a 2026-07-28 upstream, for whom the gateway makes the
@@ -28,10 +29,21 @@ use crate::gateway::client_session::ClientSession;
 use crate::upstream::Upstream;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use warden_core::Caller;
 
 /// The revision a request speaks: 2026-07-28 with its envelope, or an older one.
 #[derive(Debug, Clone, Default)]
 pub struct Revision(Option<Arc<Envelope>>);
+
+/// Where a request's flow trail lives ([`Revision::flow_trail`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowTrail {
+    /// A 2026-07-28 request has no session: its caller's trail is remembered
+    /// by the gateway and sealed in the context handed back with the result.
+    Sealed,
+    /// An older request's trail is kept on its session.
+    Session,
+}
 
 /// How a 2026-07-28 call's approval question stands ([`Revision::approval_round`]).
 pub enum ApprovalRound {
@@ -93,6 +105,36 @@ impl Revision {
     /// The log level this request asked for in its envelope, if any.
     pub fn log_level(&self) -> Option<u8> {
         self.envelope().and_then(|e| e.log_level)
+    }
+
+    /// Where the request's flow trail lives: sealed per caller at 2026-07-28,
+    /// else on its session.
+    pub fn flow_trail(&self) -> FlowTrail {
+        if self.is_2026() {
+            FlowTrail::Sealed
+        } else {
+            FlowTrail::Session
+        }
+    }
+
+    /// Whether a guard can ask the client about what a call or read returned:
+    /// an older client that declared elicitation is asked over its session; a
+    /// 2026-07-28 client cannot be (its call has run, and a retry would run it
+    /// again).
+    pub fn can_ask_after_run(&self, session: &ClientSession) -> bool {
+        !self.is_2026() && session.client_can("elicitation")
+    }
+
+    /// What the state a 2026-07-28 call may be handed is bound to: its caller,
+    /// tool and arguments. `None`: an older call is handed no state.
+    pub fn binds_call(
+        &self,
+        caller: Option<&Caller>,
+        tool: &str,
+        arguments: Option<&Value>,
+    ) -> Option<Binding> {
+        self.is_2026()
+            .then(|| Binding::of_call(caller, tool, arguments))
     }
 
     /// Opens the `requestState` a 2026-07-28 request brought back, as sealed for

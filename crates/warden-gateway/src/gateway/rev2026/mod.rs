@@ -36,7 +36,7 @@ mod results;
 mod seal;
 mod wire;
 
-pub use context::{ApprovalRound, Revision};
+pub use context::{ApprovalRound, FlowTrail, Revision};
 pub use envelope::{
     envelope_error, envelope_shape_error, http_status, log_level_name, log_rank, take_envelope,
     Envelope,
