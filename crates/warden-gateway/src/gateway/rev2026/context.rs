@@ -153,13 +153,13 @@ impl Revision {
     /// rounds it answers by asking the client, removed methods done the
     /// revision's way).
     pub fn bridges(&self, up: &Upstream) -> bool {
-        !self.is_2026() && up.stateless_for(true)
+        !self.is_2026() && up.revision_for(true).is_2026()
     }
 
     /// Whether this request goes to `up` at 2026-07-28: the upstream speaks it,
     /// and the client does too or `up` has no older-revision session for it.
     pub fn speaks_2026_to(&self, up: &Upstream) -> bool {
-        up.stateless_for(!self.is_2026())
+        up.revision_for(!self.is_2026()).is_2026()
     }
 
     /// What an older client asks of a 2026-07-28 upstream by a method that
