@@ -18,7 +18,9 @@
 //!   (a retry's answers and the upstream's own state), [`Revision::bridges`]
 //!   (an older client of a 2026-07-28 upstream, for whom the gateway makes the
 //!   revision's moves: [`Revision::removed_upstream`], and the input rounds of
-//!   `input.rs`).
+//!   `input.rs`). What the upstream is then sent over the connection the request
+//!   takes (the envelope, liveness, subscriptions) is that connection's own
+//!   context, `crate::upstream::UpstreamRevision`.
 
 use super::envelope::{take_envelope, Envelope};
 use super::input;
