@@ -151,11 +151,7 @@ impl Conn {
     /// The revision spoken over this connection, which decides what the
     /// upstream is sent ([`UpstreamRevision`]).
     pub fn revision(&self) -> UpstreamRevision {
-        if self.stateless.load(Ordering::Relaxed) {
-            UpstreamRevision::Stateless
-        } else {
-            UpstreamRevision::Session
-        }
+        UpstreamRevision::of(self.stateless.load(Ordering::Relaxed))
     }
 
     /// Gives up on an upstream that is alive but does not answer: it is ended, and

@@ -254,11 +254,7 @@ impl Upstream {
     /// offered it in `server/discover` when last started. Read on every call: an
     /// atomic.
     pub fn revision(&self) -> UpstreamRevision {
-        if self.stateless.load(Ordering::Relaxed) {
-            UpstreamRevision::Stateless
-        } else {
-            UpstreamRevision::Session
-        }
+        UpstreamRevision::of(self.stateless.load(Ordering::Relaxed))
     }
 
     /// How long the upstream said its tool list may be cached, if it said.

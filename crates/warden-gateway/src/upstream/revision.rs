@@ -40,6 +40,16 @@ pub enum UpstreamRevision {
 }
 
 impl UpstreamRevision {
+    /// The revision of a connection or upstream flagged `stateless` (it
+    /// offered 2026-07-28 in `server/discover`).
+    pub(super) fn of(stateless: bool) -> UpstreamRevision {
+        if stateless {
+            UpstreamRevision::Stateless
+        } else {
+            UpstreamRevision::Session
+        }
+    }
+
     /// Whether it is the stateless 2026-07-28 revision.
     pub fn is_2026(self) -> bool {
         self == UpstreamRevision::Stateless
