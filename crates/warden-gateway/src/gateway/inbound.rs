@@ -54,7 +54,7 @@ impl FromUpstreams {
             .to_owned();
         // What a 2026-07-28 upstream sends on the gateway's subscription stream is
         // tagged with that subscription: the clients get the notification without it.
-        let msg = if conn.is_stateless() && method.ends_with("/list_changed") {
+        let msg = if conn.revision().listens() && method.ends_with("/list_changed") {
             clean(&method)
         } else {
             msg

@@ -23,17 +23,17 @@ impl Gateway {
         params: Option<&Value>,
     ) -> Option<Body> {
         let ups = self.upstreams.list();
-        let stateless = ups.iter().any(|u| u.stateless_for(true));
+        let rides = ups.iter().any(|u| u.revision_for(true).log_level_rides());
         let logging: Vec<_> = ups
             .iter()
             .filter(|u| {
-                !u.stateless_for(true)
+                !u.revision_for(true).log_level_rides()
                     && u.info_for(true)
                         .is_some_and(|i| i.capabilities.contains_key("logging"))
             })
             .cloned()
             .collect();
-        if !stateless && logging.is_empty() {
+        if !rides && logging.is_empty() {
             return None;
         }
         let level = params.and_then(|p| p.get("level"));

@@ -64,7 +64,7 @@ pub async fn start(
         None if !session.is_stateless() => super::client_session::lock(&session.log_level).clone(),
         None => None,
     };
-    let params = conn.enveloped(Some(params), capabilities, level);
+    let params = conn.revision().envelop(Some(params), capabilities, level);
     let (id, reply) = conn
         .start_as(method, params, up.timeout_ms(), credential)
         .await?;

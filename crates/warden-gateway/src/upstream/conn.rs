@@ -2,7 +2,7 @@
 //! pending answers, the writer queue, cancellation, and the watch for an
 //! upstream that stopped answering. Transports feed it through [`deliver`].
 
-use super::{envelope, CallError, Exit, Inbound, Reply, LOG_LEVEL_KEY};
+use super::{CallError, Exit, Inbound, Reply, UpstreamRevision};
 use crate::jsonrpc::{self, Kind};
 use crate::logged::logged;
 use serde_json::{json, Value};
@@ -135,7 +135,7 @@ impl Conn {
             return;
         }
         tokio::spawn(async move {
-            let (method, params) = me.liveness();
+            let (method, params) = me.revision().liveness();
             match me.request(method, params, me.confirm_ms).await {
                 Err(CallError::Timeout(_)) => me.abandon(&format!(
                     "{run} requests in a row timed out, and so did a ping"
@@ -148,46 +148,14 @@ impl Conn {
         });
     }
 
+    /// The revision spoken over this connection, which decides what the
+    /// upstream is sent ([`UpstreamRevision`]).
+    pub fn revision(&self) -> UpstreamRevision {
+        UpstreamRevision::of(self.stateless.load(Ordering::Relaxed))
+    }
+
     /// Gives up on an upstream that is alive but does not answer: it is ended, and
     /// the router hears of it as stuck (and starts it again, as after a crash).
-    /// Whether the upstream speaks the stateless 2026-07-28 revision.
-    pub fn is_stateless(&self) -> bool {
-        self.stateless.load(Ordering::Relaxed)
-    }
-
-    /// `params` as this upstream takes them: at 2026-07-28 with the envelope in
-    /// `_meta` (the capabilities of the client the request is for, never more;
-    /// none for the gateway's own requests), else unchanged.
-    /// `level`: the least severe log level the client wants for the request.
-    pub fn enveloped(
-        &self,
-        params: Option<Value>,
-        capabilities: Option<&Value>,
-        level: Option<Value>,
-    ) -> Option<Value> {
-        if !self.is_stateless() {
-            return params;
-        }
-        let mut params = envelope(params, capabilities);
-        if let (Some(level), Some(meta)) = (
-            level,
-            params.get_mut("_meta").and_then(Value::as_object_mut),
-        ) {
-            meta.insert(LOG_LEVEL_KEY.into(), level);
-        }
-        Some(params)
-    }
-
-    /// The request that shows the upstream is alive: `ping`, or at 2026-07-28
-    /// (which has none) `server/discover`.
-    pub(super) fn liveness(&self) -> (&'static str, Option<Value>) {
-        if self.is_stateless() {
-            ("server/discover", Some(envelope(None, None)))
-        } else {
-            ("ping", None)
-        }
-    }
-
     pub fn abandon(&self, why: &str) {
         if self.stuck.swap(true, Ordering::SeqCst) {
             return;

@@ -15,7 +15,7 @@
 //! The session is of the same generation as the stateless connection: when it
 //! ends, the upstream is started again, both sides.
 
-use super::{Conn, Inbound, ServerInfo, Upstream};
+use super::{Conn, Inbound, ServerInfo, Upstream, UpstreamRevision};
 use serde_json::Value;
 use std::sync::{Arc, RwLock, Weak};
 
@@ -95,11 +95,17 @@ impl Upstream {
         }
     }
 
-    /// Whether a client's request is spoken to the upstream in 2026-07-28:
-    /// the upstream speaks it, and the client does too or no older-revision
-    /// session is there for it.
-    pub fn stateless_for(&self, older: bool) -> bool {
-        self.is_stateless() && !(older && self.legacy.conn().is_some())
+    /// The revision a client's request is spoken to the upstream in (`older`:
+    /// the client's is before 2026-07-28): 2026-07-28 when the upstream speaks
+    /// it, and the client does too or no older-revision session is there for
+    /// it; else the session's.
+    pub fn revision_for(&self, older: bool) -> UpstreamRevision {
+        match self.revision() {
+            UpstreamRevision::Stateless if older && self.legacy.conn().is_some() => {
+                UpstreamRevision::Session
+            }
+            revision => revision,
+        }
     }
 
     /// What the upstream offers a client (`older`: of a revision before

@@ -27,18 +27,14 @@ pub mod credential;
 mod http;
 mod legacy;
 pub mod per_caller;
+mod revision;
 
 pub(crate) use conn::deliver;
 pub use conn::{Conn, PendingReply};
+pub use revision::{UpstreamRevision, STATELESS_VERSION};
 
 /// Protocol versions this gateway speaks, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-/// The stateless revision, spoken to upstreams that offer it in `server/discover`.
-pub const STATELESS_VERSION: &str = "2026-07-28";
-const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
-const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
-const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
 /// The longest the initialize handshake and a tools/list page may take (less
 /// when the upstream's `timeout_ms` is less).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -149,33 +145,6 @@ pub fn header_text(value: Option<&Value>) -> Option<String> {
 /// upstream that have any.
 pub type HeaderParams = Arc<RwLock<HashMap<String, Vec<(String, String)>>>>;
 
-/// `params` with the 2026-07-28 envelope in its `_meta`: the protocol version,
-/// the gateway as the client, and `capabilities` (none when absent).
-fn envelope(params: Option<Value>, capabilities: Option<&Value>) -> Value {
-    let mut params = match params {
-        Some(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    let meta = params
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !meta.is_object() {
-        *meta = Value::Object(Map::new());
-    }
-    if let Some(meta) = meta.as_object_mut() {
-        meta.insert(PROTOCOL_VERSION_KEY.into(), json!(STATELESS_VERSION));
-        meta.insert(
-            CLIENT_CAPABILITIES_KEY.into(),
-            capabilities.cloned().unwrap_or_else(|| json!({})),
-        );
-        meta.insert(
-            CLIENT_INFO_KEY.into(),
-            json!({"name": "mcp-warden", "version": env!("CARGO_PKG_VERSION")}),
-        );
-    }
-    Value::Object(params)
-}
-
 /// A boxed future, to keep [`Inbound`] object-safe without a crate for it.
 pub type BoxedSend = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
@@ -281,10 +250,11 @@ impl Upstream {
         self.info.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Whether the upstream speaks the stateless 2026-07-28 revision (it offered
-    /// it in `server/discover` when last started). Read on every call: an atomic.
-    pub fn is_stateless(&self) -> bool {
-        self.stateless.load(Ordering::Relaxed)
+    /// The revision the upstream speaks on its connection: 2026-07-28 when it
+    /// offered it in `server/discover` when last started. Read on every call: an
+    /// atomic.
+    pub fn revision(&self) -> UpstreamRevision {
+        UpstreamRevision::of(self.stateless.load(Ordering::Relaxed))
     }
 
     /// How long the upstream said its tool list may be cached, if it said.
@@ -354,7 +324,8 @@ impl Upstream {
     /// Asks `server/discover`: `Some` when the upstream offers 2026-07-28, `None`
     /// when it answers otherwise (a server of an older revision refuses the method).
     async fn discover(&self, conn: &Conn, init: &Value) -> Result<Option<ServerInfo>, String> {
-        let params = envelope(None, init.get("capabilities"));
+        // Asked at 2026-07-28: the answer says whether the upstream speaks it.
+        let params = UpstreamRevision::Stateless.envelop(None, init.get("capabilities"), None);
         // Asked without knowing whether the server has the method: a server that
         // leaves unknown requests unanswered costs this much at start, not more.
         let patience = self.start_patience(match self.config.protocol {
@@ -362,7 +333,7 @@ impl Upstream {
             _ => HANDSHAKE_TIMEOUT,
         });
         let answer = conn
-            .request("server/discover", Some(params), patience.as_millis() as u64)
+            .request("server/discover", params, patience.as_millis() as u64)
             .await
             .map_err(|e| format!("server/discover failed: {e}"))?;
         let Some(result) = answer.get("result") else {
@@ -429,7 +400,7 @@ impl Upstream {
     /// of, for as long as the connection lives (its notifications reach the
     /// router like any other).
     async fn subscribe(&self, conn: &Arc<Conn>) {
-        if !conn.is_stateless() {
+        if !conn.revision().listens() {
             return;
         }
         // One subscription at a time: a new filter replaces the old stream.
@@ -473,9 +444,11 @@ impl Upstream {
         if wanted.is_empty() {
             return;
         }
-        let params = envelope(Some(json!({"notifications": wanted})), None);
+        let params = conn
+            .revision()
+            .envelop(Some(json!({"notifications": wanted})), None, None);
         let Ok((id, mut reply)) = conn
-            .start("subscriptions/listen", Some(params), PING_TIMEOUT_MS)
+            .start("subscriptions/listen", params, PING_TIMEOUT_MS)
             .await
         else {
             return;
@@ -532,7 +505,7 @@ impl Upstream {
                 let Some(c) = conn.upgrade().filter(|c| !c.is_closed()) else {
                     return;
                 };
-                let (method, params) = c.liveness();
+                let (method, params) = c.revision().liveness();
                 match c.request(method, params, patience).await {
                     Err(CallError::Timeout(_)) => {
                         c.abandon("it did not answer a liveness ping");
@@ -563,7 +536,9 @@ impl Upstream {
         let mut ttl: Option<u64> = None;
         let mut cursor: Option<Value> = None;
         for _ in 0..MAX_LIST_PAGES {
-            let params = conn.enveloped(cursor.take().map(|c| json!({"cursor": c})), None, None);
+            let params =
+                conn.revision()
+                    .envelop(cursor.take().map(|c| json!({"cursor": c})), None, None);
             let mut answer = conn
                 .request(
                     "tools/list",

@@ -110,8 +110,8 @@ impl Calls {
             }
         }
         r.span = None;
-        let stateless = r.pending.conn.is_stateless();
-        let up = stateless
+        let rounds = r.pending.conn.revision().asks_in_results();
+        let up = rounds
             .then(|| self.upstreams.by_name(&r.pending.upstream))
             .flatten();
         let result = match up {

@@ -18,7 +18,9 @@
 //!   (a retry's answers and the upstream's own state), [`Revision::bridges`]
 //!   (an older client of a 2026-07-28 upstream, for whom the gateway makes the
 //!   revision's moves: [`Revision::removed_upstream`], and the input rounds of
-//!   `input.rs`).
+//!   `input.rs`). What the upstream is then sent over the connection the request
+//!   takes (the envelope, liveness, subscriptions) is that connection's own
+//!   context, `crate::upstream::UpstreamRevision`.
 
 use super::envelope::{take_envelope, Envelope};
 use super::input;
@@ -153,13 +155,13 @@ impl Revision {
     /// rounds it answers by asking the client, removed methods done the
     /// revision's way).
     pub fn bridges(&self, up: &Upstream) -> bool {
-        !self.is_2026() && up.stateless_for(true)
+        !self.is_2026() && up.revision_for(true).is_2026()
     }
 
     /// Whether this request goes to `up` at 2026-07-28: the upstream speaks it,
     /// and the client does too or `up` has no older-revision session for it.
     pub fn speaks_2026_to(&self, up: &Upstream) -> bool {
-        up.stateless_for(!self.is_2026())
+        up.revision_for(!self.is_2026()).is_2026()
     }
 
     /// What an older client asks of a 2026-07-28 upstream by a method that

@@ -104,7 +104,7 @@ impl Upstreams {
                 let response = conn
                     .request(
                         method,
-                        conn.enveloped(Some(params), None, None),
+                        conn.revision().envelop(Some(params), None, None),
                         up.timeout_ms(),
                     )
                     .await
@@ -156,24 +156,7 @@ impl Upstreams {
         let mut instructions = Vec::new();
         for up in self.list().iter() {
             if let Some(mut info) = up.info_for(older) {
-                let stateless = up.stateless_for(older);
-                if stateless && older {
-                    // An older client's logging/setLevel is the gateway's to answer:
-                    // the level rides its requests in the 2026-07-28 envelope.
-                    info.capabilities
-                        .entry("logging")
-                        .or_insert_with(|| json!({}));
-                }
-                if stateless {
-                    // 2026-07-28 has no resources/subscribe to relay the offer to.
-                    if let Some(r) = info
-                        .capabilities
-                        .get_mut("resources")
-                        .and_then(Value::as_object_mut)
-                    {
-                        r.shift_remove("subscribe");
-                    }
-                }
+                up.revision_for(older).offer(&mut info.capabilities, older);
                 merge_capabilities(&mut capabilities, &info.capabilities);
                 if let Some(i) = info.instructions {
                     instructions.push(i);
