@@ -31,7 +31,10 @@ mod revision;
 
 pub(crate) use conn::deliver;
 pub use conn::{Conn, PendingReply};
-pub use revision::{UpstreamRevision, STATELESS_VERSION};
+pub use revision::{
+    UpstreamRevision, CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY,
+    PROTOCOL_VERSION_KEY, STATELESS_VERSION,
+};
 
 /// Protocol versions this gateway speaks, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];

@@ -25,10 +25,12 @@ use serde_json::{json, Map, Value};
 
 /// The stateless revision, spoken to upstreams that offer it in `server/discover`.
 pub const STATELESS_VERSION: &str = "2026-07-28";
-const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
-const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
-const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
+/// The envelope's `_meta` keys, on both hops (`gateway/rev2026/wire.rs`
+/// re-exports them for the client's).
+pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+pub const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
+pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
 
 /// The revision spoken to an upstream over one connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,11 +1,11 @@
 //! What the revision names on the wire: its version, the `_meta` keys of the
 //! envelope, its error codes, the input request keys and the methods it removed.
 
-pub const VERSION: &str = "2026-07-28";
-pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
-pub const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
-pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
+/// The version and the envelope's keys are the upstream hop's too: one home.
+pub use crate::upstream::{
+    CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, PROTOCOL_VERSION_KEY,
+    STATELESS_VERSION as VERSION,
+};
 pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 /// -32022: the request names a protocol version the gateway does not speak.
 pub const UNSUPPORTED_VERSION: i64 = -32022;
