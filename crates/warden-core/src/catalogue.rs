@@ -13,6 +13,7 @@ use crate::expected;
 use crate::policy::{LayeredPolicy, ToolPolicy};
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
@@ -55,8 +56,6 @@ pub struct ToolEntry {
     pub check: ArgCheck,
     /// Canonical parameters in declaration order, pinned ones included.
     pub params: Vec<String>,
-    /// The parameters a caller may send, in declaration order (no pinned ones).
-    pub visible_params: Vec<String>,
     /// Places in `params` in the order of their names, for lookups on tools
     /// with many (a few bytes a parameter, where a set of copies costs ~80).
     by_name: Box<[u32]>,
@@ -97,6 +96,20 @@ impl ToolEntry {
     pub fn declaration_value(&self) -> Value {
         // The bytes are JSON (a RawValue), so they parse.
         serde_json::from_str(self.declaration.get()).unwrap_or(Value::Null)
+    }
+
+    /// The parameters a caller may send, in declaration order (no pinned ones).
+    /// Read from `params` when asked (an unknown key's answer), not kept per tool:
+    /// most tools pin nothing, and a copy of the names costs ~40 bytes a parameter.
+    pub fn visible_params(&self) -> Cow<'_, [String]> {
+        if self.policy.pins.is_empty() {
+            return Cow::Borrowed(&self.params);
+        }
+        let visible = self
+            .params
+            .iter()
+            .filter(|p| !self.policy.pins.contains_key(*p));
+        Cow::Owned(visible.cloned().collect())
     }
 
     pub fn has_validator(&self) -> bool {
@@ -427,11 +440,6 @@ fn build_entry(
         },
     };
 
-    let visible_params: Vec<String> = params
-        .iter()
-        .filter(|p| !policy.pins.contains_key(*p))
-        .cloned()
-        .collect();
     let declares_reason = params.iter().any(|p| p == REASON);
     let mut by_name: Vec<u32> = (0..params.len() as u32).collect();
     by_name.sort_unstable_by(|&a, &b| params[a as usize].cmp(&params[b as usize]));
@@ -445,7 +453,6 @@ fn build_entry(
         policy,
         check,
         params,
-        visible_params,
         by_name: by_name.into_boxed_slice(),
         compiles,
         validator: OnceLock::new(),

@@ -133,7 +133,14 @@ impl McpClient {
 
 impl ToolProvider for McpClient {
     fn tools_for_llm(&self) -> HookFuture<'_, Result<Vec<Value>, ProviderError>> {
-        Box::pin(async move { self.upstream.list_tools().await.map_err(ProviderError) })
+        Box::pin(async move {
+            let tools = self.upstream.list_tools().await.map_err(ProviderError)?;
+            // Each declaration is JSON text as the server wrote it, so it parses.
+            Ok(tools
+                .iter()
+                .map(|t| serde_json::from_str(t.get()).unwrap_or(Value::Null))
+                .collect())
+        })
     }
 
     fn execute_tool_calls(

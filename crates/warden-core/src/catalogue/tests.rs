@@ -226,7 +226,7 @@ fn published_declaration() {
     let (c, _) = b.build();
     let t = c.get("notes.create_note").unwrap();
     assert_eq!(t.upstream_name, "create_note");
-    assert_eq!(t.visible_params, ["title", "text"]);
+    assert_eq!(*t.visible_params(), ["title", "text"]);
     assert_eq!(
         t.published().get(),
         r#"{"name":"notes.create_note","x-extra":1,"inputSchema":{"type":"object","properties":{"title":{"type":"string"},"text":{"type":"string"},"reason":{"type":"string","description":"Why you are calling this tool, in one sentence. Recorded for audit; not passed to the tool."}},"required":["title"]}}"#

@@ -128,18 +128,17 @@ pub fn apply(call: &mut ArgCall<'_>, session: &Session) -> Step {
             Step::Rewritten
         }
         UnknownMode::Reject => {
+            let visible = tool.visible_params();
             let keys: Vec<UnknownKey> = unknown
                 .iter()
                 .map(|k| UnknownKey {
                     key: k.clone(),
-                    hint: hint(k, &tool.visible_params, call.args).map(str::to_owned),
+                    hint: hint(k, &visible, call.args).map(str::to_owned),
                 })
                 .collect();
             call.report.unknown_keys = unknown;
             Step::Answer(Answer::ToolError(answer::unknown_parameters(
-                &tool.name,
-                &keys,
-                &tool.visible_params,
+                &tool.name, &keys, &visible,
             )))
         }
     }

@@ -2,11 +2,12 @@
 //! pending answers, the writer queue, cancellation, and the watch for an
 //! upstream that stopped answering. Transports feed it through [`deliver`].
 
+use super::members::{self, Members};
 use super::{CallError, Exit, Inbound, Reply, UpstreamRevision};
 use crate::jsonrpc::{self, Kind};
 use crate::logged::logged;
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -20,6 +21,11 @@ pub struct Conn {
     pub(super) name: String,
     pub(super) tx: mpsc::Sender<Vec<u8>>,
     pub(super) pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
+    /// The pending requests whose answer is read as its members' text
+    /// ([`Conn::request_members`]), and whether there are any (read for every
+    /// message, so the others pay nothing for it).
+    pub(super) by_members: Mutex<HashSet<u64>>,
+    pub(super) any_by_members: AtomicBool,
     /// Requests that go with a caller's credential rather than the upstream's own
     /// (HTTP upstreams read it when they send the request).
     pub(super) credentials: Mutex<HashMap<u64, Arc<str>>>,
@@ -68,7 +74,23 @@ impl Conn {
         timeout_ms: u64,
         credential: Option<Arc<str>>,
     ) -> Result<(u64, PendingReply), CallError> {
+        self.send_request(method, params, timeout_ms, credential, false)
+            .await
+    }
+
+    /// Sends a request; `by_members`: its answer is to be read as its members' text.
+    async fn send_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout_ms: u64,
+        credential: Option<Arc<str>>,
+        by_members: bool,
+    ) -> Result<(u64, PendingReply), CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if by_members {
+            self.mark_by_members(id, true);
+        }
         if let Some(c) = credential {
             self.credentials
                 .lock()
@@ -107,23 +129,88 @@ impl Conn {
         reply: &mut PendingReply,
         timeout_ms: u64,
     ) -> Result<Value, CallError> {
-        match tokio::time::timeout(Duration::from_millis(timeout_ms), &mut reply.0).await {
-            Ok(Ok(Reply::Response(v))) => {
-                self.timeouts.store(0, Ordering::Relaxed);
-                Ok(v)
-            }
-            Ok(Ok(Reply::Cancelled)) => Err(CallError::Cancelled),
-            Ok(Ok(Reply::NoResponse)) => Err(CallError::NoResponse),
-            Ok(Err(_)) => Err(CallError::Gone),
-            Err(_) => {
-                self.cancel(id, "timed out at the gateway");
-                let run = self.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
-                if self.restart_after > 0 && run >= self.restart_after {
-                    self.confirm_stuck(run);
-                }
-                Err(CallError::Timeout(timeout_ms))
-            }
+        match self.answer(id, reply, timeout_ms).await? {
+            Answer::Tree(v) => Ok(v),
+            Answer::Members(m) => Ok(members::to_value(&m)),
         }
+    }
+
+    /// One request whose answer is read as its members' text, never as a tree
+    /// of the whole message (a `tools/list` page of thousands of tools is
+    /// megabytes; issue 25).
+    pub async fn request_members(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout_ms: u64,
+    ) -> Result<Members, CallError> {
+        let (id, mut reply) = self
+            .send_request(method, params, timeout_ms, None, true)
+            .await?;
+        // Unmarked however the wait ends, even when it is dropped.
+        let _unmark = Unmark(self, id);
+        match self.answer(id, &mut reply, timeout_ms).await? {
+            Answer::Members(m) => Ok(m),
+            Answer::Tree(v) => Ok(members::of_value(v)),
+        }
+    }
+
+    /// Marks request `id` as read by its members (`on`) or not any more.
+    fn mark_by_members(&self, id: u64, on: bool) {
+        let mut ids = self.by_members.lock().unwrap_or_else(|e| e.into_inner());
+        if on {
+            ids.insert(id);
+        } else {
+            ids.remove(&id);
+        }
+        self.any_by_members.store(!ids.is_empty(), Ordering::SeqCst);
+    }
+
+    /// Hands `bytes` to the waiter of a request read by its members, when they
+    /// are its answer; false when they are anything else.
+    fn resolve_by_members(&self, bytes: &[u8]) -> bool {
+        let Some(read) = members::read(bytes) else {
+            return false;
+        };
+        let id = members::response_id(&read);
+        let wanted = id.is_some_and(|id| {
+            let ids = self.by_members.lock().unwrap_or_else(|e| e.into_inner());
+            ids.contains(&id)
+        });
+        match id.filter(|_| wanted).and_then(|id| self.take_waiter(id)) {
+            Some(w) => {
+                let _ = w.send(Reply::Members(members::owned(read)));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The answer to `id` within `timeout_ms`: a response, or members.
+    async fn answer(
+        &self,
+        id: u64,
+        reply: &mut PendingReply,
+        timeout_ms: u64,
+    ) -> Result<Answer, CallError> {
+        let answer =
+            match tokio::time::timeout(Duration::from_millis(timeout_ms), &mut reply.0).await {
+                Ok(Ok(Reply::Response(v))) => Answer::Tree(v),
+                Ok(Ok(Reply::Members(m))) => Answer::Members(m),
+                Ok(Ok(Reply::Cancelled)) => return Err(CallError::Cancelled),
+                Ok(Ok(Reply::NoResponse)) => return Err(CallError::NoResponse),
+                Ok(Err(_)) => return Err(CallError::Gone),
+                Err(_) => {
+                    self.cancel(id, "timed out at the gateway");
+                    let run = self.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+                    if self.restart_after > 0 && run >= self.restart_after {
+                        self.confirm_stuck(run);
+                    }
+                    return Err(CallError::Timeout(timeout_ms));
+                }
+            };
+        self.timeouts.store(0, Ordering::Relaxed);
+        Ok(answer)
     }
 
     /// Timeouts in a row may be slow calls that ran side by side on a live server:
@@ -211,6 +298,9 @@ impl Conn {
     }
 
     pub(super) fn forget(&self, id: u64) {
+        if self.any_by_members.load(Ordering::SeqCst) {
+            self.mark_by_members(id, false);
+        }
         self.take_waiter(id);
         self.take_credential(id);
     }
@@ -332,6 +422,9 @@ pub(crate) async fn deliver(
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return;
     }
+    if conn.any_by_members.load(Ordering::SeqCst) && conn.resolve_by_members(bytes) {
+        return;
+    }
     let msg: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
         Err(e) => {
@@ -353,6 +446,21 @@ pub(crate) async fn deliver(
             tracing::warn!(upstream = %conn.name, "skipped an invalid message: {why}");
         }
     }
+}
+
+/// Unmarks a request read by its members when its wait ends.
+struct Unmark<'a>(&'a Conn, u64);
+
+impl Drop for Unmark<'_> {
+    fn drop(&mut self) {
+        self.0.mark_by_members(self.1, false);
+    }
+}
+
+/// An answer as it was read: the whole message, or its members' text.
+enum Answer {
+    Tree(Value),
+    Members(Members),
 }
 
 /// A response receiver handed out by [`Conn::start`].

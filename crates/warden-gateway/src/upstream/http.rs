@@ -12,7 +12,7 @@
 
 mod headers;
 
-use super::{deliver, header_text, Conn, HeaderParams, Inbound, Upstream};
+use super::{deliver, header_text, members, Conn, HeaderParams, Inbound, Upstream};
 use crate::net::target::HttpTarget;
 use bytes::Bytes;
 use headers::*;
@@ -477,13 +477,12 @@ impl Http {
     async fn take(self: &Arc<Self>, conn: &Arc<Conn>, message: &[u8], related: Option<u64>) {
         if lock(&self.version).is_none() {
             // The initialize answer: later requests name its version, and the GET stream can open.
-            if let Ok(v) = serde_json::from_slice::<Value>(message) {
-                if let Some(version) = v.pointer("/result/protocolVersion").and_then(Value::as_str)
-                {
-                    *lock(&self.version) = Some(version.to_owned());
-                    if !self.listening.swap(true, Ordering::SeqCst) {
-                        tokio::spawn(self.clone().listen_boxed());
-                    }
+            // Read by its members: a 2026-07-28 upstream has no such answer, so
+            // every message it sends is read here.
+            if let Some(version) = protocol_version(message) {
+                *lock(&self.version) = Some(version);
+                if !self.listening.swap(true, Ordering::SeqCst) {
+                    tokio::spawn(self.clone().listen_boxed());
                 }
             }
         }
@@ -622,6 +621,17 @@ fn take_events(buffer: &mut Vec<u8>) -> Vec<SseEvent> {
         out.push(SseEvent { id, data, retry });
     }
     out
+}
+
+/// The `protocolVersion` string of a message's `result`, read without a tree of
+/// the message.
+fn protocol_version(message: &[u8]) -> Option<String> {
+    let read = members::read(message)?;
+    let result = members::object(read.get("result")?)?;
+    match members::value(result.get("protocolVersion")?) {
+        Value::String(version) => Some(version),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 use crate::config::{UpstreamConfig, UpstreamProtocol};
 use crate::jsonrpc;
 use crate::logged::logged;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -26,6 +27,7 @@ mod conn;
 pub mod credential;
 mod http;
 mod legacy;
+mod members;
 pub mod per_caller;
 mod revision;
 
@@ -77,6 +79,8 @@ pub enum CallError {
 
 enum Reply {
     Response(Value),
+    /// A response to a request read by its members ([`Conn::request_members`]).
+    Members(members::Members),
     Cancelled,
     NoResponse,
 }
@@ -134,6 +138,20 @@ pub fn header_params(tool: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A tool's name and the arguments it sends in `Mcp-Param-*` headers, when it
+/// has any. Only a declaration whose text may name `x-mcp-header` (as written,
+/// or spelled with escapes) is parsed.
+fn tool_header_params(text: &RawValue) -> Option<(String, Vec<(String, String)>)> {
+    let text = text.get();
+    if !text.contains("x-mcp-header") && !text.contains("\\u") {
+        return None;
+    }
+    let tool: Value = serde_json::from_str(text).ok()?;
+    let name = tool.get("name")?.as_str()?;
+    let params = header_params(&tool);
+    (!params.is_empty()).then(|| (name.to_owned(), params))
+}
+
 /// An argument's value as its `Mcp-Param-*` header carries it: a string as it
 /// is, anything else as JSON text; `None` for an argument not sent (or null).
 pub fn header_text(value: Option<&Value>) -> Option<String> {
@@ -143,6 +161,10 @@ pub fn header_text(value: Option<&Value>) -> Option<String> {
         other => Some(other.to_string()),
     }
 }
+
+/// The tools of a listing, each declaration as the upstream wrote it: text,
+/// not a tree of values, which costs several times its text (issue 25).
+pub type Declarations = Vec<Arc<RawValue>>;
 
 /// Tool → the arguments it sends in `Mcp-Param-*` headers, for the tools of one
 /// upstream that have any.
@@ -275,7 +297,7 @@ impl Upstream {
         &self,
         inbound: Weak<dyn Inbound>,
         init: &Value,
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Declarations, String> {
         if let Some(children) = &self.children {
             // Callers' own children start the way this one does.
             children.remember(inbound.clone(), init);
@@ -523,12 +545,15 @@ impl Upstream {
     }
 
     /// Lists the tools again on the live connection (after `list_changed`).
-    pub async fn list_tools(&self) -> Result<Vec<Value>, String> {
+    pub async fn list_tools(&self) -> Result<Declarations, String> {
         let conn = self.conn().ok_or("the upstream is not running")?;
         self.list_tools_on(&conn).await
     }
 
-    async fn list_tools_on(&self, conn: &Conn) -> Result<Vec<Value>, String> {
+    /// Every page of the upstream's tool listing. Each page is read as its
+    /// members' text and each tool kept as the upstream wrote it: no tree of a
+    /// page is built (issue 25).
+    async fn list_tools_on(&self, conn: &Conn) -> Result<Declarations, String> {
         let has_tools = self
             .info()
             .is_some_and(|i| i.capabilities.contains_key("tools"));
@@ -542,39 +567,36 @@ impl Upstream {
             let params =
                 conn.revision()
                     .envelop(cursor.take().map(|c| json!({"cursor": c})), None, None);
-            let mut answer = conn
-                .request(
+            let answer = conn
+                .request_members(
                     "tools/list",
                     params,
                     self.start_patience(HANDSHAKE_TIMEOUT).as_millis() as u64,
                 )
                 .await
                 .map_err(|e| format!("tools/list failed: {e}"))?;
-            let error = answer.get("error").map(Value::to_string);
-            let result = answer.get_mut("result").ok_or_else(|| match error {
-                Some(e) => format!("tools/list was refused: {e}"),
-                None => "tools/list answer has no result".to_owned(),
-            })?;
-            if let Some(t) = result.get("ttlMs").and_then(Value::as_u64) {
+            let result = answer
+                .get("result")
+                .ok_or_else(|| match answer.get("error") {
+                    Some(e) => format!("tools/list was refused: {}", members::value(e)),
+                    None => "tools/list answer has no result".to_owned(),
+                })?;
+            // A result that is no object has none of the members read below.
+            let result = members::object(result).unwrap_or_default();
+            let member = |key: &str| result.get(key).map(|m| members::value(m));
+            if let Some(t) = member("ttlMs").as_ref().and_then(Value::as_u64) {
                 ttl = Some(ttl.map_or(t, |mine| mine.min(t)));
             }
             *self.tools_ttl.lock().unwrap_or_else(|e| e.into_inner()) = ttl;
-            // Moved, not copied: a page of thousands of tools is megabytes.
-            match result.get_mut("tools") {
-                Some(Value::Array(page)) => tools.append(page),
-                _ => return Err("tools/list result has no 'tools' array".into()),
-            }
-            match result.get("nextCursor") {
-                Some(c) if !c.is_null() => cursor = Some(c.clone()),
+            let page = result
+                .get("tools")
+                .and_then(|t| members::array(t))
+                .ok_or("tools/list result has no 'tools' array")?;
+            tools.extend(page.into_iter().map(|t| Arc::from(t.to_owned())));
+            match member("nextCursor") {
+                Some(c) if !c.is_null() => cursor = Some(c),
                 _ => {
-                    let params = tools
-                        .iter()
-                        .filter_map(|t| {
-                            let name = t.get("name")?.as_str()?;
-                            let params = header_params(t);
-                            (!params.is_empty()).then(|| (name.to_owned(), params))
-                        })
-                        .collect();
+                    let params = tools.iter().filter_map(|t| tool_header_params(t)).collect();
                     *self
                         .header_params
                         .write()
@@ -605,6 +627,8 @@ impl Upstream {
             name: self.name.clone(),
             tx,
             pending: Mutex::new(HashMap::new()),
+            by_members: Mutex::new(Default::default()),
+            any_by_members: AtomicBool::new(false),
             credentials: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),

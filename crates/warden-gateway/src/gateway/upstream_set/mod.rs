@@ -15,15 +15,13 @@ use super::settle::Settle;
 use crate::config::{Config, ErrorData, UpstreamConfig};
 use crate::logged::logged;
 use crate::pins::{self, Lock};
-use crate::upstream::{Inbound, Upstream, SUPPORTED_VERSIONS};
-use serde_json::value::RawValue;
+use crate::upstream::{Declarations, Inbound, Upstream, SUPPORTED_VERSIONS};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
-use warden_core::catalogue::raw;
 use warden_core::{Catalogue, LayeredPolicy, Rules};
 
 /// One upstream's state, for the operator console.
@@ -71,7 +69,7 @@ pub struct Upstreams {
     /// Each upstream's last good listing; the catalogue's entries share these
     /// declarations rather than copy them. Kept as text: a tree of values costs
     /// several times its text (issue 25).
-    listings: RwLock<HashMap<usize, Vec<Arc<RawValue>>>>,
+    listings: RwLock<HashMap<usize, Declarations>>,
     /// By upstream index, why its last start or listing failed (cleared by a success).
     listing_errors: Mutex<HashMap<usize, String>>,
     catalogue: RwLock<Arc<Catalogue>>,
@@ -103,7 +101,7 @@ pub struct UpstreamChanges {
 pub struct Prepared {
     list: Vec<Arc<Upstream>>,
     /// The new upstreams' first listings, by index.
-    listed: Vec<(usize, Result<Vec<Value>, String>)>,
+    listed: Vec<(usize, Result<Declarations, String>)>,
     settings: Arc<(LayeredPolicy, Rules)>,
     changes: UpstreamChanges,
 }
@@ -374,13 +372,12 @@ impl Upstreams {
             .await;
     }
 
-    fn record_listing(&self, index: usize, result: Result<Vec<Value>, String>) -> bool {
+    fn record_listing(&self, index: usize, result: Result<Declarations, String>) -> bool {
         let name = self.name_of(index);
         match result {
             Ok(tools) => {
                 tracing::info!(upstream = %name, tools = tools.len(), "upstream ready");
                 lock(&self.listing_errors).remove(&index);
-                let tools = tools.iter().map(|t| Arc::from(raw(t))).collect();
                 self.listings
                     .write()
                     .unwrap_or_else(|e| e.into_inner())
