@@ -32,6 +32,7 @@ pub mod gateway;
 pub mod jsonrpc;
 pub mod live;
 pub mod logged;
+pub mod memory;
 pub mod metrics;
 pub mod net;
 pub mod otel;

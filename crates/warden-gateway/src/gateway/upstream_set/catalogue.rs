@@ -98,6 +98,9 @@ impl Upstreams {
             tracing::warn!("config: {}", logged(&p));
         }
         *self.catalogue.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalogue);
+        drop(served);
+        drop(listings);
+        crate::memory::release_freed();
         drifted
     }
 
