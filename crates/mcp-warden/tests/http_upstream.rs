@@ -358,20 +358,15 @@ fn an_https_upstream_is_trusted_only_through_its_ca() {
 }
 
 /// An older request after a 2026-07-28 one on the same stdio session, to an HTTP
-/// upstream that also keeps an older-revision session: the connection is chosen
-/// by the session's flag (`relay::start`: `conn_for(!session.is_stateless())`,
-/// the 2026-07-28 side), the bridging by the request (`Revision::bridges`: an
-/// older request, but the upstream has an older-revision session for it, so
-/// nothing is kept for input rounds). The two disagree: when the upstream asks
-/// for input, the call fails with "the upstream asked for input the client
-/// cannot be asked for", where before the 2026-07-28 request (the first test)
-/// the same call reached the client, and to a 2026-07-28 upstream without an
-/// older-revision session it would be bridged. Picking the connection by the
-/// request instead is not enough alone: the upstream's sampling request on its
-/// older-revision session is then refused by `FromUpstreams::request`, which
-/// reads the session's flag too (architecture.md, "Known rough edges").
+/// upstream that also keeps an older-revision session: the request goes over
+/// that older-revision session (`relay::FromClient::older`, as
+/// `Revision::bridges` reckons), and the upstream's sampling request for it
+/// reaches the client as a request (`ClientSession::takes_requests_for`), as on
+/// a session that never spoke 2026-07-28 (the first test). Before, the
+/// connection followed the session's flag: the call went the 2026-07-28 way
+/// unbridged and failed with "the upstream asked for input the client cannot be
+/// asked for".
 #[test]
-#[ignore = "fails: the connection follows the session's flag, the bridging the request's revision (#25)"]
 fn an_older_call_after_a_2026_one_still_reaches_the_client() {
     let (mut server, addr) = http_server("127.0.0.1:0", None);
     let mut w = Warden::start("http-upstream-mixed", &upstream(&addr, ""));

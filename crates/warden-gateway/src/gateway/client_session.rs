@@ -12,7 +12,7 @@ use crate::logged::logged;
 use crate::upstream::Conn;
 use bytes::Bytes;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
@@ -134,6 +134,10 @@ pub struct ClientSession {
     /// Client request → (upstream connection, upstream request id), for cancellation
     /// and for telling which call an upstream's message belongs to.
     pub(crate) inflight: Mutex<HashMap<CallKey, (Weak<Conn>, u64)>>,
+    /// The calls in `inflight` the client made in a revision before 2026-07-28,
+    /// on a session that spoke 2026-07-28 before: an upstream's request for one
+    /// of them goes to the client as a request, as for any older call.
+    older_calls: Mutex<HashSet<CallKey>>,
     /// Id we gave the client for an upstream's request → (connection, the upstream's own id).
     pub(crate) server_requests: Mutex<HashMap<String, (Weak<Conn>, Value)>>,
     /// Requests the gateway itself sent the client (approval) → their waiters.
@@ -236,6 +240,7 @@ impl ClientSession {
                 );
             })),
             inflight: Mutex::new(HashMap::new()),
+            older_calls: Mutex::new(HashSet::new()),
             server_requests: Mutex::new(HashMap::new()),
             own_requests: Mutex::new(HashMap::new()),
             interrupts: Mutex::new(HashMap::new()),
@@ -373,9 +378,19 @@ impl ClientSession {
         self.send(Outgoing::session(msg)).await
     }
 
-    /// Remembers that client request `key` runs as `upstream_id` on `conn`.
-    pub(crate) fn track(&self, key: &CallKey, conn: &Arc<Conn>, upstream_id: u64, log: Option<u8>) {
+    /// Remembers that client request `key` runs as `upstream_id` on `conn`
+    /// (`older`: the request is of a revision before 2026-07-28).
+    pub(crate) fn track(
+        &self,
+        key: &CallKey,
+        (conn, upstream_id): (&Arc<Conn>, u64),
+        older: bool,
+        log: Option<u8>,
+    ) {
         lock(&self.inflight).insert(key.clone(), (Arc::downgrade(conn), upstream_id));
+        if older && self.is_stateless() {
+            lock(&self.older_calls).insert(key.clone());
+        }
         if let Some(level) = log {
             lock(&self.log_levels).insert(key.clone(), level);
         }
@@ -384,6 +399,7 @@ impl ClientSession {
     /// Forgets a client request that no longer waits upstream.
     pub(crate) fn untrack(&self, key: &CallKey) {
         lock(&self.inflight).remove(key);
+        lock(&self.older_calls).remove(key);
         lock(&self.log_levels).remove(key);
     }
 
@@ -443,6 +459,13 @@ impl ClientSession {
             .filter(|(_, (c, _))| c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, conn)))
             .max_by_key(|(_, (_, upstream_id))| *upstream_id)
             .map(|(k, _)| k.clone())
+    }
+
+    /// Whether the client takes an upstream's request for `call` as a request of
+    /// its own: an older session does; one that spoke 2026-07-28 takes them only
+    /// as input requests of a 2026-07-28 call, and as requests for an older call.
+    pub(crate) fn takes_requests_for(&self, call: Option<&CallKey>) -> bool {
+        !self.is_stateless() || call.is_some_and(|k| lock(&self.older_calls).contains(k))
     }
 
     /// The call an upstream's message on `conn` belongs to: the one it came with

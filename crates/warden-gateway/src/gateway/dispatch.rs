@@ -294,7 +294,12 @@ impl Gateway {
         let kept = revision.bridges(&up).then(|| params.clone());
         // S8: guards on results look at a resource's contents and a prompt too.
         let read = call::Read::of(method, &params, &call, &revision);
-        let begun = relay::begin_forward(&up, session, call, method, params, capabilities.as_ref());
+        let from = relay::FromClient {
+            older: !revision.is_2026(),
+            log_level: None,
+            capabilities: capabilities.as_ref(),
+        };
+        let begun = relay::begin_forward(&up, session, call, method, params, from);
         match begun.await {
             Ok(pending) => {
                 let rounds = stateless.then_some((kept, capabilities, binding));

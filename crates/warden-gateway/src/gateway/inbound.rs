@@ -114,7 +114,7 @@ impl FromUpstreams {
             return refuse_upstream(&conn, their_id, text).await;
         };
         let call = session.call_on(&conn, related);
-        if session.is_stateless() {
+        if !session.takes_requests_for(call.as_ref()) {
             // A 2026-07-28 client takes requests only as input requests of the
             // call they belong to.
             if rev2026::input_capability(method).is_some() {

@@ -30,6 +30,19 @@ pub struct Pending {
     pub lease: Option<Lease>,
 }
 
+/// What a client's request brings to the upstream's hop.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FromClient<'a> {
+    /// The request is of a revision before 2026-07-28: it goes over the
+    /// upstream's older-revision session where there is one (as
+    /// `Revision::bridges` reckons), whatever the session spoke before.
+    pub older: bool,
+    /// The log level its own envelope asked for.
+    pub log_level: Option<u8>,
+    /// The capabilities the client declared, for a 2026-07-28 upstream's envelope.
+    pub capabilities: Option<&'a Value>,
+}
+
 /// Queues `method` on `up` for the client request `call`, remembering the way back
 /// for cancellation (and the log level a 2026-07-28 call opted in to). An
 /// upstream that speaks 2026-07-28 gets the envelope with the capabilities the
@@ -42,7 +55,7 @@ pub async fn start(
     call: Option<CallKey>,
     method: &str,
     params: Value,
-    (log_level, capabilities): (Option<u8>, Option<&Value>),
+    from: FromClient<'_>,
     credential: Option<Arc<str>>,
 ) -> Result<Pending, CallError> {
     let (conn, lease, credential) = match (credential, &up.children) {
@@ -53,23 +66,25 @@ pub async fn start(
             (conn, Some(lease), None)
         }
         (credential, _) => {
-            let conn = up.conn_for(!session.is_stateless());
+            let conn = up.conn_for(from.older);
             (conn.ok_or(CallError::Gone)?, None, credential)
         }
     };
     // The log level the client wants for this request (its own envelope's, or an
     // older client's `logging/setLevel`), for a 2026-07-28 upstream's envelope.
-    let level = match log_level {
+    let level = match from.log_level {
         Some(rank) => super::client_session::log_level_name(rank).map(Value::from),
-        None if !session.is_stateless() => super::client_session::lock(&session.log_level).clone(),
+        None if from.older => super::client_session::lock(&session.log_level).clone(),
         None => None,
     };
-    let params = conn.revision().envelop(Some(params), capabilities, level);
+    let params = conn
+        .revision()
+        .envelop(Some(params), from.capabilities, level);
     let (id, reply) = conn
         .start_as(method, params, up.timeout_ms(), credential)
         .await?;
     if let Some(k) = &call {
-        session.track(k, &conn, id, log_level);
+        session.track(k, (&conn, id), from.older, from.log_level);
     }
     Ok(Pending {
         conn,
@@ -100,7 +115,7 @@ pub async fn begin_forward(
     call: CallKey,
     method: &str,
     params: Value,
-    capabilities: Option<&Value>,
+    from: FromClient<'_>,
 ) -> Result<Pending, Option<Body>> {
     let started = Instant::now();
     // A caller with its own credential for this upstream (G8) presents it here too.
@@ -119,17 +134,9 @@ pub async fn begin_forward(
             )));
         }
     };
-    start(
-        up,
-        session,
-        Some(call),
-        method,
-        params,
-        (None, capabilities),
-        credential,
-    )
-    .await
-    .map_err(|e| forward_failed(&up.name, method, started, e))
+    start(up, session, Some(call), method, params, from, credential)
+        .await
+        .map_err(|e| forward_failed(&up.name, method, started, e))
 }
 
 /// The answer to a forwarded request, once its upstream answered (`None`:

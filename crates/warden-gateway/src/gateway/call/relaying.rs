@@ -4,7 +4,7 @@
 use super::edge::Early;
 use super::{child, Accepted, Begun, Calls, Relayed};
 use crate::gateway::client_session::{CallKey, ClientSession};
-use crate::gateway::relay;
+use crate::gateway::relay::{self, FromClient};
 use crate::gateway::rev2026::input::{self, Rounds};
 use crate::gateway::rev2026::{self, Binding, Bridged, Envelope};
 use crate::gateway::settle::{self, Body, CallRecord, Decision, End};
@@ -59,14 +59,18 @@ impl Calls {
         let capabilities = a.revision.capabilities(session);
         // An older client's input rounds send the call again: keep it.
         let params = a.revision.bridges(&a.up).then(|| a.params.clone());
-        let extras = (log_level, capabilities.as_ref());
+        let from = FromClient {
+            older: !a.revision.is_2026(),
+            log_level,
+            capabilities: capabilities.as_ref(),
+        };
         match relay::start(
             &a.up,
             session,
             a.call,
             "tools/call",
             a.params,
-            extras,
+            from,
             credential,
         )
         .await
@@ -279,7 +283,7 @@ impl Calls {
             .await;
         let log_level = envelope.log_level.or(r.revision.log_level());
         if let Some(k) = &call {
-            session.track(k, &r.pending.conn, r.pending.id, log_level);
+            session.track(k, (&r.pending.conn, r.pending.id), false, log_level);
         }
         r.pending.call = call;
         let (me, session) = (self.clone(), session.clone());

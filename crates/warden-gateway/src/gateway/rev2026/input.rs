@@ -19,7 +19,7 @@ use super::envelope::Envelope;
 use super::seal::{unix_now, Binding, Sealed, StateKey};
 use super::wire::{input_capability, APPROVAL_KEY, SERVER_INFO_KEY};
 use crate::gateway::client_session::{CallKey, ClientSession, Sessions};
-use crate::gateway::relay;
+use crate::gateway::relay::{self, FromClient};
 use crate::texts;
 use crate::upstream::{CallError, Upstream};
 use serde_json::{json, Map, Value};
@@ -267,7 +267,13 @@ impl Rounds<'_> {
             .await
             .map_err(CallError::Input)?;
             let next = next_round(params, answers);
-            let extras = (None, self.capabilities.as_ref());
+            // Only an older client's rounds are made here (a 2026-07-28 client
+            // got its InputRequiredResult above).
+            let from = FromClient {
+                older: true,
+                log_level: None,
+                capabilities: self.capabilities.as_ref(),
+            };
             // Each round presents the caller's credential (G8), as the first did.
             let caller = self.session.caller();
             let subject = self.session.subject_token();
@@ -289,7 +295,7 @@ impl Rounds<'_> {
                 self.call.clone(),
                 self.method,
                 next,
-                extras,
+                from,
                 credential,
             )
             .await?;
