@@ -12,7 +12,7 @@ use crate::logged::logged;
 use crate::upstream::Conn;
 use bytes::Bytes;
 use serde_json::{Map, Value};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
@@ -131,13 +131,11 @@ pub struct ClientSession {
     /// How audit records name the session: "stdio", or "http:" and the session id.
     pub label: String,
     pub(crate) warn: warden_core::Session,
-    /// Client request → (upstream connection, upstream request id), for cancellation
-    /// and for telling which call an upstream's message belongs to.
-    pub(crate) inflight: Mutex<HashMap<CallKey, (Weak<Conn>, u64)>>,
-    /// The calls in `inflight` the client made in a revision before 2026-07-28,
-    /// on a session that spoke 2026-07-28 before: an upstream's request for one
-    /// of them goes to the client as a request, as for any older call.
-    older_calls: Mutex<HashSet<CallKey>>,
+    /// Client request → (upstream connection, upstream request id, whether the
+    /// request is of a revision before 2026-07-28), for cancellation, for telling
+    /// which call an upstream's message belongs to and how the client takes an
+    /// upstream's request for it ([`ClientSession::takes_requests_for`]).
+    pub(crate) inflight: Mutex<HashMap<CallKey, Inflight>>,
     /// Id we gave the client for an upstream's request → (connection, the upstream's own id).
     pub(crate) server_requests: Mutex<HashMap<String, (Weak<Conn>, Value)>>,
     /// Requests the gateway itself sent the client (approval) → their waiters.
@@ -240,7 +238,6 @@ impl ClientSession {
                 );
             })),
             inflight: Mutex::new(HashMap::new()),
-            older_calls: Mutex::new(HashSet::new()),
             server_requests: Mutex::new(HashMap::new()),
             own_requests: Mutex::new(HashMap::new()),
             interrupts: Mutex::new(HashMap::new()),
@@ -383,14 +380,17 @@ impl ClientSession {
     pub(crate) fn track(
         &self,
         key: &CallKey,
-        (conn, upstream_id): (&Arc<Conn>, u64),
+        conn: &Arc<Conn>,
+        upstream_id: u64,
         older: bool,
         log: Option<u8>,
     ) {
-        lock(&self.inflight).insert(key.clone(), (Arc::downgrade(conn), upstream_id));
-        if older && self.is_stateless() {
-            lock(&self.older_calls).insert(key.clone());
-        }
+        let entry = Inflight {
+            conn: Arc::downgrade(conn),
+            upstream_id,
+            older,
+        };
+        lock(&self.inflight).insert(key.clone(), entry);
         if let Some(level) = log {
             lock(&self.log_levels).insert(key.clone(), level);
         }
@@ -399,7 +399,6 @@ impl ClientSession {
     /// Forgets a client request that no longer waits upstream.
     pub(crate) fn untrack(&self, key: &CallKey) {
         lock(&self.inflight).remove(key);
-        lock(&self.older_calls).remove(key);
         lock(&self.log_levels).remove(key);
     }
 
@@ -430,8 +429,9 @@ impl ClientSession {
 
     /// The upstream request client request `key` waits on, if it still waits.
     pub(crate) fn upstream_of(&self, key: &str) -> Option<(Arc<Conn>, u64)> {
-        let (conn, id) = lock(&self.inflight).get(key).cloned()?;
-        Some((conn.upgrade()?, id))
+        let inflight = lock(&self.inflight);
+        let i = inflight.get(key)?;
+        Some((i.conn.upgrade()?, i.upstream_id))
     }
 
     fn uses(&self, conn: &Arc<Conn>) -> bool {
@@ -446,9 +446,7 @@ impl ClientSession {
     fn call_for(&self, conn: &Arc<Conn>, upstream_id: u64) -> Option<CallKey> {
         lock(&self.inflight)
             .iter()
-            .find(|(_, (c, id))| {
-                *id == upstream_id && c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, conn))
-            })
+            .find(|(_, i)| i.upstream_id == upstream_id && i.runs_on(conn))
             .map(|(k, _)| k.clone())
     }
 
@@ -456,8 +454,8 @@ impl ClientSession {
     fn latest_on(&self, conn: &Arc<Conn>) -> Option<CallKey> {
         lock(&self.inflight)
             .iter()
-            .filter(|(_, (c, _))| c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, conn)))
-            .max_by_key(|(_, (_, upstream_id))| *upstream_id)
+            .filter(|(_, i)| i.runs_on(conn))
+            .max_by_key(|(_, i)| i.upstream_id)
             .map(|(k, _)| k.clone())
     }
 
@@ -465,7 +463,8 @@ impl ClientSession {
     /// its own: an older session does; one that spoke 2026-07-28 takes them only
     /// as input requests of a 2026-07-28 call, and as requests for an older call.
     pub(crate) fn takes_requests_for(&self, call: Option<&CallKey>) -> bool {
-        !self.is_stateless() || call.is_some_and(|k| lock(&self.older_calls).contains(k))
+        !self.is_stateless()
+            || call.is_some_and(|k| lock(&self.inflight).get(k).is_some_and(|i| i.older))
     }
 
     /// The call an upstream's message on `conn` belongs to: the one it came with
@@ -474,6 +473,20 @@ impl ClientSession {
         related
             .and_then(|r| self.call_for(conn, r))
             .or_else(|| self.latest_on(conn))
+    }
+}
+
+/// A client request waiting upstream ([`ClientSession::track`]).
+pub(crate) struct Inflight {
+    conn: Weak<Conn>,
+    upstream_id: u64,
+    /// The request is of a revision before 2026-07-28.
+    older: bool,
+}
+
+impl Inflight {
+    fn runs_on(&self, conn: &Arc<Conn>) -> bool {
+        self.conn.upgrade().is_some_and(|c| Arc::ptr_eq(&c, conn))
     }
 }
 

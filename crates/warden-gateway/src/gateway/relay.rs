@@ -84,7 +84,7 @@ pub async fn start(
         .start_as(method, params, up.timeout_ms(), credential)
         .await?;
     if let Some(k) = &call {
-        session.track(k, (&conn, id), from.older, from.log_level);
+        session.track(k, &conn, id, from.older, from.log_level);
     }
     Ok(Pending {
         conn,

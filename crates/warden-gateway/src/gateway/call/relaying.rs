@@ -283,7 +283,7 @@ impl Calls {
             .await;
         let log_level = envelope.log_level.or(r.revision.log_level());
         if let Some(k) = &call {
-            session.track(k, (&r.pending.conn, r.pending.id), false, log_level);
+            session.track(k, &r.pending.conn, r.pending.id, false, log_level);
         }
         r.pending.call = call;
         let (me, session) = (self.clone(), session.clone());

@@ -98,6 +98,7 @@ impl Upstreams {
             tracing::warn!("config: {}", logged(&p));
         }
         *self.catalogue.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalogue);
+        // What the build read from is freed before the pages go back.
         drop(served);
         drop(listings);
         crate::memory::release_freed();
