@@ -46,7 +46,8 @@ impl Front {
                     arguments: msg.pointer("/params/arguments"),
                 };
                 let why = error["message"].as_str().unwrap_or_default().to_owned();
-                self.gateway.refused_at_front(call, why).await;
+                // Boxed: a refusal's audit would set the size of every request's future.
+                Box::pin(self.gateway.refused_at_front(call, why)).await;
             }
             return message_reply(status, &jsonrpc::error_response(id, error));
         }
