@@ -193,6 +193,12 @@ impl Lanes {
         }
     }
 
+    /// Holds the first lane's head, so nothing is written on it meanwhile.
+    #[cfg(test)]
+    pub(crate) async fn hold_first(&self) -> tokio::sync::MutexGuard<'_, ChainHead> {
+        self.heads[0].lock().await
+    }
+
     /// How many batches may be written at once.
     pub(crate) fn len(&self) -> usize {
         self.heads.len()
@@ -247,18 +253,49 @@ impl Lanes {
         };
         let linked = head.link(records, time_ms)?;
         let last = linked.last().map(|l| (l.seq, l.hash.clone()));
-        match write(linked).await {
+        let written = write(linked).await;
+        head.settle(last, written)
+    }
+
+    /// [`Lanes::append_at`] for a writer off the runtime (the SQLite writer's
+    /// own thread): waits for the first lane's head by blocking, and `write`
+    /// blocks too.
+    pub(crate) fn append_blocking(
+        &self,
+        records: &[AuditRecord],
+        time_ms: i64,
+        write: impl FnOnce(Vec<Linked>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut head = self.heads[0].blocking_lock();
+        let linked = head.link(records, time_ms)?;
+        let last = linked.last().map(|l| (l.seq, l.hash.clone()));
+        head.settle(last, write(linked))
+    }
+}
+
+impl ChainHead {
+    /// After a batch whose last row was `last`: written, the head moves past
+    /// it; not, the lane starts a new segment (see the module's comment).
+    fn settle(
+        &mut self,
+        last: Option<(i64, String)>,
+        written: Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        match written {
             Ok(()) => {
                 if let Some((seq, hash)) = last {
-                    head.seq = seq + 1;
-                    head.hash = hash;
+                    self.seq = seq + 1;
+                    self.hash = hash;
                 }
                 Ok(())
             }
             Err(e) => {
-                head.segment += 1;
-                head.seq = 0;
-                head.hash = GENESIS.to_owned();
+                self.segment += 1;
+                self.seq = 0;
+                self.hash = GENESIS.to_owned();
                 Err(e)
             }
         }

@@ -13,6 +13,11 @@
 //! [`Durability::Sync`] the caller waits for its batch's commit (no answer leaves
 //! before its record is stored); with [`Durability::Async`] it only queues, and
 //! a full queue drops the record (the caller counts and logs it).
+//!
+//! SQLite's one lane is a thread of its own that gathers, links, writes and
+//! answers: each batch written from a task cost a spawned task, a hop to
+//! Tokio's blocking pool and a wake-up back, for a connection that blocks
+//! anyway (issue 28).
 
 use crate::{AuditRecord, Store, StoreError};
 use std::sync::Arc;
@@ -43,10 +48,7 @@ pub type Unstored = Arc<dyn Fn(Vec<AuditRecord>, StoreError) + Send + Sync>;
 pub struct Unwritten(pub StoreError, pub Option<Box<AuditRecord>>);
 
 enum Job {
-    Record(
-        Box<AuditRecord>,
-        Option<oneshot::Sender<Result<(), Unwritten>>>,
-    ),
+    Record(Box<AuditRecord>, Waiter),
     /// Answered once everything queued before it is written.
     Flush(oneshot::Sender<()>),
 }
@@ -55,6 +57,22 @@ enum Job {
 #[derive(Clone)]
 pub struct AuditWriter {
     jobs: mpsc::Sender<Job>,
+    /// SQLite's writer thread (declared after `jobs`, so dropped after it).
+    _thread: Option<Arc<Joined>>,
+}
+
+/// Joins the writer thread when the last handle goes: the queue is closed by
+/// then, so the thread writes what it holds and ends, and with it the file's
+/// connection closes (checkpointing its WAL) before the process can exit.
+struct Joined(Option<std::thread::JoinHandle<()>>);
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        let Some(thread) = self.0.take() else { return };
+        if thread.thread().id() != std::thread::current().id() {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl AuditWriter {
@@ -62,8 +80,18 @@ impl AuditWriter {
     /// records queued without a waiter ([`AuditWriter::offer`]) whose batch failed.
     pub fn start(store: Store, unstored: Unstored) -> AuditWriter {
         let (jobs, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(run(store, rx, unstored));
-        AuditWriter { jobs }
+        let thread = match store {
+            Store::Sqlite(sqlite) => on_thread(sqlite, rx, unstored),
+            store => {
+                tokio::spawn(run(store, rx, unstored));
+                None
+            }
+        };
+        let thread = thread.map(|t| Arc::new(Joined(Some(t))));
+        AuditWriter {
+            jobs,
+            _thread: thread,
+        }
     }
 
     /// Queues `record` and waits until its batch is committed; a record not
@@ -120,37 +148,88 @@ async fn run(store: Store, mut rx: mpsc::Receiver<Job>, unstored: Unstored) {
         let Ok(lane) = free.clone().acquire_owned().await else {
             return;
         };
-        let mut batch = Vec::with_capacity(MAX_BATCH);
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        // A flush is answered once every batch before it is written.
-        let (flushes, records): (Vec<Job>, Vec<Job>) =
-            batch.into_iter().partition(|j| matches!(j, Job::Flush(_)));
+        let (flushes, jobs) = gather(first, &mut rx);
         let (store, unstored) = (store.clone(), unstored.clone());
         tokio::spawn(async move {
-            write(&store, records, &unstored).await;
+            let (records, waiters) = split(jobs);
+            let written = store.record_batch(&records).await;
+            answer(records, waiters, written, &unstored);
             drop(lane);
         });
         if !flushes.is_empty() {
             let all = free.acquire_many(lanes as u32).await;
-            for job in flushes {
-                if let Job::Flush(done) = job {
-                    let _ = done.send(());
-                }
-            }
+            answer_flushes(flushes);
             drop(all);
         }
     }
 }
 
-/// Writes the records of `jobs` as one batch, then tells each waiter; a record
-/// whose batch failed goes back to its waiter, or to `unstored`.
-async fn write(store: &Store, jobs: Vec<Job>, unstored: &Unstored) {
+/// Starts SQLite's writer thread: [`run`]'s loop with one lane, each batch
+/// written where it was gathered. Without a thread (the system would not give
+/// one), the writer is a task as for PostgreSQL.
+fn on_thread(
+    sqlite: crate::sqlite::Sqlite,
+    rx: mpsc::Receiver<Job>,
+    unstored: Unstored,
+) -> Option<std::thread::JoinHandle<()>> {
+    // The thread enters the runtime, for whatever `unstored` spawns.
+    let runtime = tokio::runtime::Handle::current();
+    let (store, writer) = (Store::Sqlite(sqlite.clone()), unstored.clone());
+    // `rx` goes over once the thread runs, so a failed spawn still has it.
+    let (tx, handoff) = std::sync::mpsc::channel::<mpsc::Receiver<Job>>();
+    let spawned = std::thread::Builder::new()
+        .name("warden-audit".into())
+        .spawn(move || {
+            let _entered = runtime.enter();
+            let Ok(mut rx) = handoff.recv() else { return };
+            while let Some(first) = rx.blocking_recv() {
+                let (flushes, jobs) = gather(first, &mut rx);
+                let (records, waiters) = split(jobs);
+                let written = sqlite.record_batch_blocking(&records);
+                answer(records, waiters, written, &writer);
+                answer_flushes(flushes);
+            }
+        });
+    match spawned {
+        Ok(thread) => {
+            let _ = tx.send(rx);
+            Some(thread)
+        }
+        Err(e) => {
+            tracing::warn!("no thread for the audit writer ({e}); writing from a task");
+            tokio::spawn(run(store, rx, unstored));
+            None
+        }
+    }
+}
+
+/// `first` and whatever queued behind it, up to [`MAX_BATCH`]: the flushes
+/// among them, then the records.
+fn gather(first: Job, rx: &mut mpsc::Receiver<Job>) -> (Vec<Job>, Vec<Job>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    batch.push(first);
+    while batch.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
+    batch.into_iter().partition(|j| matches!(j, Job::Flush(_)))
+}
+
+/// Answers flushes: every batch before them is written.
+fn answer_flushes(flushes: Vec<Job>) {
+    for job in flushes {
+        if let Job::Flush(done) = job {
+            let _ = done.send(());
+        }
+    }
+}
+
+type Waiter = Option<oneshot::Sender<Result<(), Unwritten>>>;
+
+/// The records of `jobs`, and who waits for each.
+fn split(jobs: Vec<Job>) -> (Vec<AuditRecord>, Vec<Waiter>) {
     let mut records = Vec::with_capacity(jobs.len());
     let mut waiters = Vec::with_capacity(jobs.len());
     for job in jobs {
@@ -159,7 +238,18 @@ async fn write(store: &Store, jobs: Vec<Job>, unstored: &Unstored) {
             waiters.push(done);
         }
     }
-    match store.record_batch(&records).await {
+    (records, waiters)
+}
+
+/// Tells each waiter how its batch went; a record whose batch failed goes back
+/// to its waiter, or to `unstored`.
+fn answer(
+    records: Vec<AuditRecord>,
+    waiters: Vec<Waiter>,
+    written: Result<(), StoreError>,
+    unstored: &Unstored,
+) {
+    match written {
         Ok(()) => {
             for done in waiters.into_iter().flatten() {
                 let _ = done.send(Ok(()));
@@ -246,15 +336,26 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_queue_gives_the_record_back() {
-        // A writer whose task never runs: the test's runtime is current-thread
-        // and nothing here awaits.
+        // A writer that cannot write: the test holds its chain's head, so the
+        // writer's thread waits on its first batch while the queue fills.
         let store = Store::in_memory().unwrap();
-        let writer = AuditWriter::start(store, nowhere());
-        for i in 0..QUEUE {
-            writer.offer(record(i)).unwrap();
-        }
-        let back = writer.offer(record(QUEUE)).unwrap_err();
-        assert_eq!(back.tool, format!("t{QUEUE}"));
+        let held = store.lanes().hold_first().await;
+        let writer = AuditWriter::start(store.clone(), nowhere());
+        let mut offered = 0;
+        let back = loop {
+            assert!(offered <= QUEUE + MAX_BATCH, "the queue never filled");
+            match writer.offer(record(offered)) {
+                Ok(()) => offered += 1,
+                Err(back) => break back,
+            }
+        };
+        assert_eq!(back.tool, format!("t{offered}"));
+        assert_eq!(writer.queued(), QUEUE);
+        // Let go, and every record the queue took is written.
+        drop(held);
+        writer.flush().await;
+        let report = store.verify_chains().await.unwrap();
+        assert_eq!(report.verdicts[0].records, offered as u64);
     }
 
     #[tokio::test]

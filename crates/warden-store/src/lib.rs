@@ -2,7 +2,8 @@
 //!
 //! mcp-warden's durable state: the idempotency ledger (I1, I2) and the audit
 //! trail (H4), in an embedded SQLite file (WAL mode, created and migrated on
-//! first use; operations run on Tokio's blocking pool) or in PostgreSQL when
+//! first use; operations run on Tokio's blocking pool, audit batches on the
+//! writer's own thread, [`AuditWriter`]) or in PostgreSQL when
 //! several gateway replicas share state ([`Postgres`]).
 //!
 //! A running claim belongs to the store that took it (each [`Store`] has a random

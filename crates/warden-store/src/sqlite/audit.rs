@@ -16,13 +16,17 @@ impl Sqlite {
             .await
     }
 
+    /// [`Sqlite::record_batch`] on the calling thread, which it blocks (the
+    /// audit writer's own thread, [`crate::AuditWriter`]).
+    pub(crate) fn record_batch_blocking(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
+        self.chain
+            .append_blocking(records, crate::now_ms(), |rows| {
+                self.blocking(|conn| commit_rows(conn, &rows))
+            })
+    }
+
     async fn write_linked(&self, rows: Vec<Linked>) -> Result<(), StoreError> {
-        self.with(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            insert_rows(&tx, &rows)?;
-            tx.commit()
-        })
-        .await
+        self.with(move |conn| commit_rows(conn, &rows)).await
     }
 
     /// Up to `limit` chained rows after `after` (chain, seq, id), in that order.
@@ -79,6 +83,13 @@ impl Sqlite {
         .await
         .map(|n| n as u64)
     }
+}
+
+/// `rows` written in one transaction of their own.
+fn commit_rows(conn: &mut rusqlite::Connection, rows: &[Linked]) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    insert_rows(&tx, rows)?;
+    tx.commit()
 }
 
 /// Each of `rows` as an audit row, inside the writer's transaction.

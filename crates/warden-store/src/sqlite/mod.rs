@@ -1,5 +1,6 @@
 //! The embedded SQLite store: one file in WAL mode, created and migrated on
-//! first use; every operation runs on Tokio's blocking pool behind one connection.
+//! first use; every operation runs behind one connection, on Tokio's blocking
+//! pool or (audit batches) on the audit writer's own thread.
 
 use crate::chain::Lanes;
 use crate::{
@@ -150,21 +151,26 @@ impl Sqlite {
     /// [`open::LOCK_WAIT`] has passed, so a moment's contention fails no call.
     pub(crate) async fn with<T: Send + 'static>(
         &self,
-        mut f: impl FnMut(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+        f: impl FnMut(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let (conn, path) = (self.conn.clone(), self.path.clone());
-        let checkpointer = self.checkpointer.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
-            let deadline = Instant::now() + open::LOCK_WAIT;
-            let done = open::retry_busy(path.as_deref(), deadline, || f(&mut conn));
-            if let Some(c) = &checkpointer {
-                c.nudge();
-            }
-            done
-        })
-        .await
-        .map_err(|e| StoreError::Unavailable(format!("store task failed: {e}")))?
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.blocking(f))
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("store task failed: {e}")))?
+    }
+
+    /// [`Sqlite::with`] on the calling thread, which it blocks.
+    pub(crate) fn blocking<T>(
+        &self,
+        mut f: impl FnMut(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let deadline = Instant::now() + open::LOCK_WAIT;
+        let done = open::retry_busy(self.path.as_deref(), deadline, || f(&mut conn));
+        if let Some(c) = &self.checkpointer {
+            c.nudge();
+        }
+        done
     }
 
     /// See [`Store::claim`].
