@@ -184,9 +184,16 @@ fn on_thread(
             let Ok(mut rx) = handoff.recv() else { return };
             while let Some(first) = rx.blocking_recv() {
                 let (flushes, jobs) = gather(first, &mut rx);
-                let (records, waiters) = split(jobs);
-                let written = sqlite.record_batch_blocking(&records);
-                answer(records, waiters, written, &writer);
+                // A batch that panicked drops its waiters (each counts its
+                // record lost, as a task's panic did), not the writer.
+                let batch = std::panic::AssertUnwindSafe(|| {
+                    let (records, waiters) = split(jobs);
+                    let written = sqlite.record_batch_blocking(&records);
+                    answer(records, waiters, written, &writer);
+                });
+                if std::panic::catch_unwind(batch).is_err() {
+                    tracing::error!("writing an audit batch panicked; its records are lost");
+                }
                 answer_flushes(flushes);
             }
         });
