@@ -186,13 +186,16 @@ fn on_thread(
                 let (flushes, jobs) = gather(first, &mut rx);
                 // A batch that panicked drops its waiters (each counts its
                 // record lost, as a task's panic did), not the writer.
+                let n = jobs.len();
                 let batch = std::panic::AssertUnwindSafe(|| {
                     let (records, waiters) = split(jobs);
                     let written = sqlite.record_batch_blocking(&records);
                     answer(records, waiters, written, &writer);
                 });
                 if std::panic::catch_unwind(batch).is_err() {
-                    tracing::error!("writing an audit batch panicked; its records are lost");
+                    tracing::error!(
+                        "writing a batch of {n} audit record(s) panicked; they are lost"
+                    );
                 }
                 answer_flushes(flushes);
             }
