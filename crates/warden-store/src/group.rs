@@ -21,6 +21,7 @@
 
 use crate::{AuditRecord, Store, StoreError};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 /// The most records one batch holds.
@@ -61,16 +62,36 @@ pub struct AuditWriter {
     _thread: Option<Arc<Joined>>,
 }
 
-/// Joins the writer thread when the last handle goes: the queue is closed by
-/// then, so the thread writes what it holds and ends, and with it the file's
-/// connection closes (checkpointing its WAL) before the process can exit.
-struct Joined(Option<std::thread::JoinHandle<()>>);
+/// How long the last handle's drop waits for the writer thread to end.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+/// Waits for the writer thread when the last handle goes: the queue is closed
+/// by then, so the thread writes what it holds and ends, and with it the file's
+/// connection closes (checkpointing its WAL) before the process can exit. The
+/// wait is bounded: a thread still writing after [`CLOSE_WAIT`] (a file locked
+/// by another process, or a chain head held by a retry on the runtime thread
+/// that is dropping this) is left to end with the process, its WAL kept for
+/// the next open.
+struct Joined {
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Disconnected when the thread's closure has returned (in a mutex only
+    /// to be shared: the drop reads it alone).
+    ended: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
 
 impl Drop for Joined {
     fn drop(&mut self) {
-        let Some(thread) = self.0.take() else { return };
-        if thread.thread().id() != std::thread::current().id() {
-            let _ = thread.join();
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        let ended = self.ended.get_mut().unwrap_or_else(|e| e.into_inner());
+        match ended.recv_timeout(CLOSE_WAIT) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                tracing::warn!("the audit writer was still writing when the gateway stopped; its last batch may be unwritten");
+            }
+            _ => {
+                let _ = thread.join();
+            }
         }
     }
 }
@@ -87,7 +108,12 @@ impl AuditWriter {
                 None
             }
         };
-        let thread = thread.map(|t| Arc::new(Joined(Some(t))));
+        let thread = thread.map(|(thread, ended)| {
+            Arc::new(Joined {
+                thread: Some(thread),
+                ended: std::sync::Mutex::new(ended),
+            })
+        });
         AuditWriter {
             jobs,
             _thread: thread,
@@ -171,12 +197,13 @@ fn on_thread(
     sqlite: crate::sqlite::Sqlite,
     rx: mpsc::Receiver<Job>,
     unstored: Unstored,
-) -> Option<std::thread::JoinHandle<()>> {
+) -> Option<(std::thread::JoinHandle<()>, std::sync::mpsc::Receiver<()>)> {
     // The thread enters the runtime, for whatever `unstored` spawns.
     let runtime = tokio::runtime::Handle::current();
     let (store, writer) = (Store::Sqlite(sqlite.clone()), unstored.clone());
     // `rx` goes over once the thread runs, so a failed spawn still has it.
     let (tx, handoff) = std::sync::mpsc::channel::<mpsc::Receiver<Job>>();
+    let (ending, ended) = std::sync::mpsc::channel::<()>();
     let spawned = std::thread::Builder::new()
         .name("warden-audit".into())
         .spawn(move || {
@@ -184,8 +211,9 @@ fn on_thread(
             let Ok(mut rx) = handoff.recv() else { return };
             while let Some(first) = rx.blocking_recv() {
                 let (flushes, jobs) = gather(first, &mut rx);
-                // A batch that panicked drops its waiters (each counts its
-                // record lost, as a task's panic did), not the writer.
+                // A panic in the write fails the batch as an error (see
+                // `record_batch_blocking`); one anywhere else drops the batch's
+                // waiters (each counts its record lost), not the writer.
                 let n = jobs.len();
                 let batch = std::panic::AssertUnwindSafe(|| {
                     let (records, waiters) = split(jobs);
@@ -199,11 +227,14 @@ fn on_thread(
                 }
                 answer_flushes(flushes);
             }
+            // The connection closes before the drop waiting on `ended` goes on.
+            drop((sqlite, writer));
+            drop(ending);
         });
     match spawned {
         Ok(thread) => {
             let _ = tx.send(rx);
-            Some(thread)
+            Some((thread, ended))
         }
         Err(e) => {
             tracing::warn!("no thread for the audit writer ({e}); writing from a task");
@@ -366,6 +397,20 @@ mod tests {
         writer.flush().await;
         let report = store.verify_chains().await.unwrap();
         assert_eq!(report.verdicts[0].records, offered as u64);
+    }
+
+    #[tokio::test]
+    async fn the_last_handle_goes_even_while_the_writer_waits_on_this_thread() {
+        // The test's one runtime thread holds the chain's head (as a retry
+        // task can), so the writer's thread cannot end its batch: dropping the
+        // last handle waits for it a while, then lets it be, and returns. It
+        // used to wait for good.
+        let store = Store::in_memory().unwrap();
+        let held = store.lanes().hold_first().await;
+        let writer = AuditWriter::start(store.clone(), nowhere());
+        writer.offer(record(1)).unwrap();
+        drop(writer);
+        drop(held);
     }
 
     #[tokio::test]

@@ -21,7 +21,15 @@ impl Sqlite {
     pub(crate) fn record_batch_blocking(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
         self.chain
             .append_blocking(records, crate::now_ms(), |rows| {
-                self.blocking(|conn| commit_rows(conn, &rows))
+                // A panic fails the batch, as it failed a blocking-pool task:
+                // the chain starts a new segment and the records go back.
+                let write =
+                    std::panic::AssertUnwindSafe(|| self.blocking(|conn| commit_rows(conn, &rows)));
+                std::panic::catch_unwind(write).unwrap_or_else(|_| {
+                    Err(StoreError::Unavailable(
+                        "store task failed: it panicked".into(),
+                    ))
+                })
             })
     }
 
