@@ -72,26 +72,21 @@ const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// by another process, or a chain head held by a retry on the runtime thread
 /// that is dropping this) is left to end with the process, its WAL kept for
 /// the next open.
-struct Joined {
-    thread: Option<std::thread::JoinHandle<()>>,
-    /// Disconnected when the thread's closure has returned (in a mutex only
-    /// to be shared: the drop reads it alone).
-    ended: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
-}
+/// (A thread is finished once its closure has returned, its captures, the
+/// store among them, dropped.)
+struct Joined(Option<std::thread::JoinHandle<()>>);
 
 impl Drop for Joined {
     fn drop(&mut self) {
-        let Some(thread) = self.thread.take() else {
-            return;
-        };
-        let ended = self.ended.get_mut().unwrap_or_else(|e| e.into_inner());
-        match ended.recv_timeout(CLOSE_WAIT) {
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                tracing::warn!("the audit writer was still writing when the gateway stopped; its last batch may be unwritten");
-            }
-            _ => {
-                let _ = thread.join();
-            }
+        let Some(thread) = self.0.take() else { return };
+        let deadline = std::time::Instant::now() + CLOSE_WAIT;
+        while !thread.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if thread.is_finished() {
+            let _ = thread.join();
+        } else {
+            tracing::warn!("the audit writer was still writing when the gateway stopped; its last batch may be unwritten");
         }
     }
 }
@@ -108,12 +103,7 @@ impl AuditWriter {
                 None
             }
         };
-        let thread = thread.map(|(thread, ended)| {
-            Arc::new(Joined {
-                thread: Some(thread),
-                ended: std::sync::Mutex::new(ended),
-            })
-        });
+        let thread = thread.map(|t| Arc::new(Joined(Some(t))));
         AuditWriter {
             jobs,
             _thread: thread,
@@ -197,13 +187,12 @@ fn on_thread(
     sqlite: crate::sqlite::Sqlite,
     rx: mpsc::Receiver<Job>,
     unstored: Unstored,
-) -> Option<(std::thread::JoinHandle<()>, std::sync::mpsc::Receiver<()>)> {
+) -> Option<std::thread::JoinHandle<()>> {
     // The thread enters the runtime, for whatever `unstored` spawns.
     let runtime = tokio::runtime::Handle::current();
     let (store, writer) = (Store::Sqlite(sqlite.clone()), unstored.clone());
     // `rx` goes over once the thread runs, so a failed spawn still has it.
     let (tx, handoff) = std::sync::mpsc::channel::<mpsc::Receiver<Job>>();
-    let (ending, ended) = std::sync::mpsc::channel::<()>();
     let spawned = std::thread::Builder::new()
         .name("warden-audit".into())
         .spawn(move || {
@@ -227,14 +216,11 @@ fn on_thread(
                 }
                 answer_flushes(flushes);
             }
-            // The connection closes before the drop waiting on `ended` goes on.
-            drop((sqlite, writer));
-            drop(ending);
         });
     match spawned {
         Ok(thread) => {
             let _ = tx.send(rx);
-            Some((thread, ended))
+            Some(thread)
         }
         Err(e) => {
             tracing::warn!("no thread for the audit writer ({e}); writing from a task");
