@@ -9,7 +9,10 @@
 //! PostgreSQL 0.10 of the no-store rate on the HTTP bench, issue 28). As many
 //! batches are written at once as the store has lanes
 //! ([`Store::audit_lanes`]: one on SQLite, a few on PostgreSQL, each on its own
-//! connection), so a record waits for one commit, not for the one before. With
+//! connection), but a batch takes a lane beside a busy one only once that
+//! commit has run [`SPREAD`]: a fast commit is followed by one batch of
+//! everything that queued behind it, and only a slow one (a disk that flushes
+//! slowly) has others written beside it. With
 //! [`Durability::Sync`] the caller waits for its batch's commit (no answer leaves
 //! before its record is stored); with [`Durability::Async`] it only queues, and
 //! a full queue drops the record (the caller counts and logs it).
@@ -22,12 +25,19 @@
 use crate::{AuditRecord, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 /// The most records one batch holds.
 pub const MAX_BATCH: usize = 256;
 /// How many records may wait for the writer.
 pub const QUEUE: usize = 8192;
+/// How long a batch that finds a commit running waits for it to end before it
+/// takes another lane. Where the disk flushes fast, a commit costs PostgreSQL
+/// processor time more than it waits, and batches written side by side each
+/// hold fewer records for the same cost per commit; where it flushes slowly,
+/// lanes still open beside the commit that waits (docs/fleet.md, issue 28).
+/// One tick of Tokio's timer.
+pub const SPREAD: Duration = Duration::from_millis(1);
 
 /// Whether an answer waits for its audit record to be committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -99,7 +109,7 @@ impl AuditWriter {
         let thread = match store {
             Store::Sqlite(sqlite) => on_thread(sqlite, rx, unstored),
             store => {
-                tokio::spawn(run(store, rx, unstored));
+                tokio::spawn(run(store, rx, unstored, SPREAD));
                 None
             }
         };
@@ -107,6 +117,18 @@ impl AuditWriter {
         AuditWriter {
             jobs,
             _thread: thread,
+        }
+    }
+
+    /// [`AuditWriter::start`] on a store of several lanes, with `spread` for
+    /// [`SPREAD`].
+    #[cfg(test)]
+    pub(crate) fn start_spread(store: Store, spread: Duration) -> AuditWriter {
+        let (jobs, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(run(store, rx, Arc::new(|_, _| {}), spread));
+        AuditWriter {
+            jobs,
+            _thread: None,
         }
     }
 
@@ -155,22 +177,33 @@ impl AuditWriter {
     }
 }
 
-async fn run(store: Store, mut rx: mpsc::Receiver<Job>, unstored: Unstored) {
+/// The writer's loop on a store of several lanes: a batch waits up to `spread`
+/// for a running commit to end before it takes a lane beside it.
+async fn run(store: Store, mut rx: mpsc::Receiver<Job>, unstored: Unstored, spread: Duration) {
     let lanes = store.audit_lanes();
     let free = Arc::new(Semaphore::new(lanes));
+    let ended = Arc::new(Notify::new());
     while let Some(first) = rx.recv().await {
-        // While every lane is busy, records queue behind this one and join
-        // its batch.
+        // Listening before looking, so a commit that ends in between is seen.
+        let one_ends = ended.notified();
+        tokio::pin!(one_ends);
+        one_ends.as_mut().enable();
+        if free.available_permits() < lanes {
+            let _ = tokio::time::timeout(spread, one_ends).await;
+        }
+        // While the wait lasts, and while every lane is busy, records queue
+        // behind this one and join its batch.
         let Ok(lane) = free.clone().acquire_owned().await else {
             return;
         };
         let (flushes, jobs) = gather(first, &mut rx);
-        let (store, unstored) = (store.clone(), unstored.clone());
+        let (store, unstored, ended) = (store.clone(), unstored.clone(), ended.clone());
         tokio::spawn(async move {
             let (records, waiters) = split(jobs);
             let written = store.record_batch(&records).await;
             answer(records, waiters, written, &unstored);
             drop(lane);
+            ended.notify_waiters();
         });
         if !flushes.is_empty() {
             let all = free.acquire_many(lanes as u32).await;
@@ -224,7 +257,7 @@ fn on_thread(
         }
         Err(e) => {
             tracing::warn!("no thread for the audit writer ({e}); writing from a task");
-            tokio::spawn(run(store, rx, unstored));
+            tokio::spawn(run(store, rx, unstored, SPREAD));
             None
         }
     }

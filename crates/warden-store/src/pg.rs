@@ -49,7 +49,8 @@ fn unavailable(e: tokio_postgres::Error) -> StoreError {
 }
 
 /// How many audit batches a replica writes at once, each on its own connection
-/// and in its own chain: a batch waits for one commit, not for the one before it.
+/// and in its own chain; a batch takes a lane beside a running commit only once
+/// that commit has run 1 ms (`group::SPREAD`).
 pub const AUDIT_LANES: usize = 4;
 
 /// How many connections a replica opens at most when `[store] connections` is
@@ -632,5 +633,7 @@ fn redact_url(url: &str) -> String {
 mod bench;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_lanes;
 #[cfg(test)]
 mod tests_partitions;
