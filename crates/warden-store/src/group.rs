@@ -4,15 +4,15 @@
 //!
 //! One task gathers. It takes the first record that comes, waits for a free
 //! lane, then takes everything that queued meanwhile, up to [`MAX_BATCH`]: the
-//! busier the store, the bigger its batches, and no record waits for a timer
-//! (a batch window of 1 ms, waited before the lane, cost SQLite 0.17 and
-//! PostgreSQL 0.10 of the no-store rate on the HTTP bench, issue 28). As many
-//! batches are written at once as the store has lanes
+//! busier the store, the bigger its batches, and an idle store writes a record
+//! at once (a batch window of 1 ms, waited before the lane, cost SQLite 0.17
+//! and PostgreSQL 0.10 of the no-store rate on the HTTP bench, issue 28). As
+//! many batches are written at once as the store has lanes
 //! ([`Store::audit_lanes`]: one on SQLite, a few on PostgreSQL, each on its own
-//! connection), but a batch takes a lane beside a busy one only once that
-//! commit has run [`SPREAD`]: a fast commit is followed by one batch of
-//! everything that queued behind it, and only a slow one (a disk that flushes
-//! slowly) has others written beside it. With
+//! connection), but a batch that finds a commit running first waits for a
+//! commit to end, or for [`SPREAD`], whichever comes first: a fast commit is
+//! followed by one batch of everything that queued behind it, and only slow
+//! ones (a disk that flushes slowly) have others written beside them. With
 //! [`Durability::Sync`] the caller waits for its batch's commit (no answer leaves
 //! before its record is stored); with [`Durability::Async`] it only queues, and
 //! a full queue drops the record (the caller counts and logs it).
@@ -31,12 +31,13 @@ use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 pub const MAX_BATCH: usize = 256;
 /// How many records may wait for the writer.
 pub const QUEUE: usize = 8192;
-/// How long a batch that finds a commit running waits for it to end before it
-/// takes another lane. Where the disk flushes fast, a commit costs PostgreSQL
-/// processor time more than it waits, and batches written side by side each
-/// hold fewer records for the same cost per commit; where it flushes slowly,
-/// lanes still open beside the commit that waits (docs/fleet.md, issue 28).
-/// One tick of Tokio's timer.
+/// How long at most a batch that finds a commit running waits for a commit to
+/// end before it takes another lane. Where the disk flushes fast, a commit
+/// costs PostgreSQL processor time more than it waits, and batches written side
+/// by side each hold fewer records for the same cost per commit; where it
+/// flushes slowly, lanes still open beside the commits that wait (docs/fleet.md,
+/// issue 28). One tick of Tokio's timer, which rounds a deadline up to its next
+/// tick: the wait lasts 1 to 2 ms on an idle host, more on a loaded one.
 pub const SPREAD: Duration = Duration::from_millis(1);
 
 /// Whether an answer waits for its audit record to be committed.
@@ -177,8 +178,9 @@ impl AuditWriter {
     }
 }
 
-/// The writer's loop on a store of several lanes: a batch waits up to `spread`
-/// for a running commit to end before it takes a lane beside it.
+/// The writer's loop (PostgreSQL's lanes; SQLite's one lane when it has no
+/// thread): a batch that finds a commit running waits for a commit to end, or
+/// for `spread`, before it takes a lane.
 async fn run(store: Store, mut rx: mpsc::Receiver<Job>, unstored: Unstored, spread: Duration) {
     let lanes = store.audit_lanes();
     let free = Arc::new(Semaphore::new(lanes));

@@ -49,8 +49,9 @@ fn unavailable(e: tokio_postgres::Error) -> StoreError {
 }
 
 /// How many audit batches a replica writes at once, each on its own connection
-/// and in its own chain; a batch takes a lane beside a running commit only once
-/// that commit has run 1 ms (`group::SPREAD`).
+/// and in its own chain; a batch that finds a commit running waits for a commit
+/// to end, or for one tick of Tokio's timer (`group::SPREAD`), before it takes
+/// a lane beside it.
 pub const AUDIT_LANES: usize = 4;
 
 /// How many connections a replica opens at most when `[store] connections` is

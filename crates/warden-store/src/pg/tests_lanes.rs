@@ -132,18 +132,21 @@ async fn records_behind_a_commit_that_ends_within_the_spread_follow_it_in_one_ba
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_still_running_after_the_spread_gets_a_batch_beside_it() {
-    let (db, store, writer, locker, watch) =
-        locked("lanes_beside", Duration::from_millis(20)).await;
+    let spread = Duration::from_millis(300);
+    let (db, store, writer, locker, watch) = locked("lanes_beside", spread).await;
     let first = append(&writer, "a").await;
     until("the first INSERT to wait", async || {
         waiting(&watch).await == 1
     })
     .await;
+    let sent = Instant::now();
     let second = append(&writer, "b").await;
     until("a second INSERT beside it", async || {
         waiting(&watch).await == 2
     })
     .await;
+    // Not before the spread: the batch waited for the first commit that long.
+    assert!(sent.elapsed() >= spread, "{:?}", sent.elapsed());
     locker.batch_execute("COMMIT").await.unwrap();
     for task in [first, second] {
         task.await.unwrap();
