@@ -544,7 +544,7 @@ async fn concurrent_writers_batch_into_one_chain_per_replica_that_verify_checks(
     db.drop_db().await;
 }
 
-fn record_for_chain() -> AuditRecord {
+pub(super) fn record_for_chain() -> AuditRecord {
     serde_json::from_value(json!({
         "time": "2026-12-03T00:00:00.000Z", "session": "stdio", "caller": "alice",
         "tool": "t", "upstream": null, "arguments": {}, "reason": null,

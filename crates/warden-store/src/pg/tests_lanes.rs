@@ -4,20 +4,15 @@
 //! connection holds a lock on the trail, so the first batch's INSERT waits for
 //! as long as the test says.
 
-use super::tests::TestDb;
+use super::tests::{record_for_chain, TestDb};
 use super::*;
 use crate::{AuditWriter, Store};
-use serde_json::json;
 use std::time::Instant;
 
 fn record(tool: &str) -> AuditRecord {
-    serde_json::from_value(json!({
-        "time": "2026-12-06T00:00:00.000Z", "session": "s", "caller": "alice",
-        "tool": tool, "upstream": null, "arguments": {}, "reason": null,
-        "unknown_keys": [], "unknown_mode": null, "decision": "allowed",
-        "outcome": "ok", "duration_ms": 1.0, "idempotency_key": null, "replayed": false
-    }))
-    .unwrap()
+    let mut r = record_for_chain();
+    r.tool = tool.to_owned();
+    r
 }
 
 /// Polls `done` every 5 ms for up to 10 s.
