@@ -181,6 +181,8 @@ async fn an_ended_session_is_seen_by_every_replica() {
     assert!(b.session_ended("s1").await.unwrap());
     b.end_session("s2", crate::now_ms() + 60_000).await.unwrap();
     assert!(!a.session_ended("gone").await.unwrap());
+    drop((a, b));
+    db.drop_db().await;
 }
 
 #[tokio::test]
