@@ -1,6 +1,7 @@
 //! The scanner's quality on a labelled corpus (issue 26): generated positives
 //! with valid checksums per format, hard negatives, every line of the
-//! repository's own docs and sources as ordinary text, and the injection
+//! repository's own docs and sources and of the reference MCP servers' answers
+//! (`tests/guard/reference-outputs.txt`) as ordinary text, and the injection
 //! phrasings of `tests/guard/injection.txt`. Prints precision and recall per
 //! detector and asserts the bars: recall >= 0.98 for checksum formats, at most 1
 //! false positive per 10,000 ordinary lines for `secrets` and `pii`, per kind and
@@ -234,9 +235,21 @@ fn hard_negatives() -> Vec<String> {
     out
 }
 
+/// What the reference MCP servers answered (`tests/guard/capture-reference.py`
+/// made it: server-everything, server-filesystem over license texts,
+/// server-memory), a line per line of each string of each result.
+fn reference_lines() -> Vec<String> {
+    let text = std::fs::read_to_string(root().join("tests/guard/reference-outputs.txt")).unwrap();
+    // The file's own header comes first; the servers' lines may start with '#' too.
+    text.lines()
+        .skip_while(|l| l.starts_with("# "))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Every line of the repository's docs and Rust sources, except the files
 /// that hold positives on purpose.
-fn ordinary_lines() -> Vec<String> {
+fn repository_lines() -> Vec<String> {
     let mut files = Vec::new();
     let skip = [
         "scan",
@@ -353,7 +366,18 @@ fn precision_and_recall_per_detector() {
             *fp.entry(k).or_default() += 1;
         }
     }
-    let lines = ordinary_lines();
+    let (own, reference) = (repository_lines(), reference_lines());
+    println!(
+        "ordinary text: {} lines of the repository's docs and sources, {} of the reference servers' answers",
+        own.len(),
+        reference.len()
+    );
+    assert!(
+        reference.len() >= 10_000,
+        "{} reference lines",
+        reference.len()
+    );
+    let lines: Vec<String> = own.into_iter().chain(reference).collect();
     let ordinary = ordinary_findings(&all, &lines);
     println!(
         "{:<26} {:>8} {:>8} {:>10} {:>10} {:>8}",
