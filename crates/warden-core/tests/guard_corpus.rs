@@ -431,9 +431,33 @@ fn precision_and_recall_per_detector() {
 
 #[test]
 fn injection_phrasings_and_look_alikes() {
+    let (found, pos, false_pos, neg) = injection_figures("injection.txt");
+    assert_eq!(false_pos, 0, "{false_pos}/{neg}");
+    assert!(found >= 25, "{found}/{pos}");
+}
+
+/// The held-out phrasings, written after the detectors and never used to tune
+/// them: what they find there is a measure, and neither figure may get worse.
+#[test]
+fn injection_held_out_phrasings() {
+    let (found, pos, false_pos, neg) = injection_figures("injection-heldout.txt");
+    assert!(found >= HELD_OUT_FOUND, "{found}/{pos}");
+    assert_eq!(false_pos, 0, "no look-alike was flagged: {false_pos}/{neg}");
+}
+
+/// What `injection_held_out_phrasings` found when the held-out set was written
+/// (7 of 24; no look-alike was flagged). A detector tuned on these lines makes
+/// them no longer held out: write a new set then.
+const HELD_OUT_FOUND: usize = 7;
+
+/// The injection group over `tests/guard/<file>` (`+` lines expected found,
+/// `-` lines not): found, positives, false positives, negatives; prints them
+/// and the positives it missed.
+fn injection_figures(file: &str) -> (usize, usize, usize, usize) {
     let s = scanner(&["injection"]);
-    let text = std::fs::read_to_string(root().join("tests/guard/injection.txt")).unwrap();
+    let text = std::fs::read_to_string(root().join("tests/guard").join(file)).unwrap();
     let (mut found, mut pos, mut false_pos, mut neg, mut missed) = (0, 0, 0, 0, Vec::new());
+    let mut flagged = Vec::new();
     for line in text.lines() {
         let (want, body) = match line.split_at(1) {
             ("+", b) => (true, b),
@@ -451,13 +475,13 @@ fn injection_phrasings_and_look_alikes() {
         } else {
             neg += 1;
             if hit {
-                false_pos += 1
+                false_pos += 1;
+                flagged.push(body);
             }
         }
     }
     println!(
-        "injection: recall {found}/{pos}, false positives {false_pos}/{neg}; missed: {missed:#?}"
+        "injection ({file}): recall {found}/{pos}, false positives {false_pos}/{neg}; missed: {missed:#?}; flagged: {flagged:#?}"
     );
-    assert_eq!(false_pos, 0);
-    assert!(found >= 25, "{found}/{pos}");
+    (found, pos, false_pos, neg)
 }
