@@ -445,9 +445,10 @@ fn injection_held_out_phrasings() {
     assert_eq!(false_pos, 0, "no look-alike was flagged: {false_pos}/{neg}");
 }
 
-/// What `injection_held_out_phrasings` found when the held-out set was written
-/// (7 of 24; no look-alike was flagged). A detector tuned on these lines makes
-/// them no longer held out: write a new set then.
+/// What `injection_held_out_phrasings` finds: 7 of 21 (of 24 when the set was
+/// written, 3 of which left for `injection.txt` when `injection.instruction_tag`
+/// was written from them); no look-alike is flagged. A detector made from these
+/// lines makes them no longer held out: move them, or write a new set.
 const HELD_OUT_FOUND: usize = 7;
 
 /// The injection group over `tests/guard/<file>` (`+` lines expected found,

@@ -182,6 +182,19 @@ pub const BUILTINS: &[Builtin] = &[
         r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>|\[/?INST\]|<</?SYS>>|</?tool_call>|</?function_calls?>",
         None,
     ),
+    // Tool poisoning's block for the model: a tag a reader skims past, with an
+    // order of three words or more inside, closed by the same tag (a bare
+    // `<system>` in a schema, or `<system>GitHub</system>` in a POM, is none).
+    // Each tag in three casings only, as for `injection.orders`.
+    d(
+        "injection.instruction_tag",
+        concat!(
+            r"<(?:IMPORTANT|Important|important)>\s*[^<\s]+(?:\s+[^<\s]+){2,}\s*</(?:IMPORTANT|Important|important)>",
+            r"|<(?:SYSTEM|System|system)>\s*[^<\s]+(?:\s+[^<\s]+){2,}\s*</(?:SYSTEM|System|system)>",
+            r"|<(?:INSTRUCTIONS?|Instructions?|instructions?)>\s*[^<\s]+(?:\s+[^<\s]+){2,}\s*</(?:INSTRUCTIONS?|Instructions?|instructions?)>",
+        ),
+        None,
+    ),
     Builtin {
         kind: "injection.invisible",
         regex: INVISIBLE,
