@@ -372,10 +372,17 @@ fn precision_and_recall_per_detector() {
         own.len(),
         reference.len()
     );
+    // The license texts come back twice (text and structuredContent): count
+    // what is distinct.
+    let distinct: std::collections::BTreeSet<&String> = reference.iter().collect();
+    println!(
+        "of the reference servers' lines, {} distinct",
+        distinct.len()
+    );
     assert!(
-        reference.len() >= 10_000,
-        "{} reference lines",
-        reference.len()
+        distinct.len() >= 3_000,
+        "{} distinct reference lines",
+        distinct.len()
     );
     let lines: Vec<String> = own.into_iter().chain(reference).collect();
     let ordinary = ordinary_findings(&all, &lines);
@@ -405,6 +412,11 @@ fn precision_and_recall_per_detector() {
         );
     }
     let per_10k = |n: u32| f64::from(n) * 10_000.0 / lines.len() as f64;
+    let (_, tagged) = ordinary
+        .get("injection.instruction_tag")
+        .copied()
+        .unwrap_or_default();
+    assert_eq!(tagged, 0, "injection.instruction_tag in ordinary text");
     for group in ["secrets", "pii"] {
         let of_group = ordinary
             .iter()
@@ -433,7 +445,10 @@ fn precision_and_recall_per_detector() {
 fn injection_phrasings_and_look_alikes() {
     let (found, pos, false_pos, neg) = injection_figures("injection.txt");
     assert_eq!(false_pos, 0, "{false_pos}/{neg}");
-    assert!(found >= 25, "{found}/{pos}");
+    assert_eq!(
+        found, pos,
+        "every phrasing the detectors were written with is found"
+    );
 }
 
 /// The held-out phrasings, written after the detectors and never used to tune

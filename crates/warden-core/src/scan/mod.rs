@@ -359,7 +359,8 @@ impl Scanner {
     }
 
     /// `s` with its invisible characters gone and, when redacting, every span
-    /// replaced by its kind's marker (overlaps: the first span wins).
+    /// replaced by its kind's marker (overlaps: the first span's marker covers
+    /// both, so no tail of a later span stays in clear).
     fn rewrite(
         &self,
         s: &str,
@@ -373,7 +374,11 @@ impl Scanner {
         for (start, end, i) in spans {
             let kind = &self.detectors[i].kind;
             let hidden = kind == "injection.invisible";
-            if start < at || !(redact || hidden) {
+            if !(redact || hidden) {
+                continue;
+            }
+            if start < at {
+                at = at.max(end);
                 continue;
             }
             text.push_str(&s[at..start]);
