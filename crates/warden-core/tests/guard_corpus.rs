@@ -344,6 +344,57 @@ fn ordinary_findings(all: &Scanner, lines: &[String]) -> BTreeMap<String, (u32, 
     ordinary
 }
 
+/// The repository's lines and the reference servers' answers, one list.
+fn ordinary_lines() -> Vec<String> {
+    let (own, reference) = (repository_lines(), reference_lines());
+    println!(
+        "ordinary text: {} lines of the repository's docs and sources, {} of the reference servers' answers",
+        own.len(),
+        reference.len()
+    );
+    // The license texts come back twice (text and structuredContent): count
+    // what is distinct.
+    let distinct: std::collections::BTreeSet<&String> = reference.iter().collect();
+    println!(
+        "of the reference servers' lines, {} distinct",
+        distinct.len()
+    );
+    assert!(
+        distinct.len() >= 3_000,
+        "{} distinct reference lines",
+        distinct.len()
+    );
+    own.into_iter().chain(reference).collect()
+}
+
+/// The bars on ordinary text: no `injection.instruction_tag` but the planted
+/// ones, and at most 1 false positive per 10,000 lines for each of `secrets`
+/// and `pii` (planted values apart).
+fn ordinary_bars(ordinary: &BTreeMap<String, (u32, u32)>, lines: usize) {
+    let per_10k = |n: u32| f64::from(n) * 10_000.0 / lines as f64;
+    let (_, tagged) = ordinary
+        .get("injection.instruction_tag")
+        .copied()
+        .unwrap_or_default();
+    assert_eq!(tagged, 0, "injection.instruction_tag in ordinary text");
+    for group in ["secrets", "pii"] {
+        let of_group = ordinary
+            .iter()
+            .filter(|(kind, _)| kind.starts_with(&format!("{group}.")));
+        let (planted, other) = of_group.fold((0, 0), |(p, o), (_, (kp, ko))| (p + kp, o + ko));
+        println!(
+            "{group}: {other} false positives in {} ordinary lines ({:.2} per 10,000), {planted} finds of planted values",
+            lines,
+            per_10k(other)
+        );
+        assert!(
+            per_10k(other) <= 1.0,
+            "{group}: {other} in {} ordinary lines",
+            lines
+        );
+    }
+}
+
 #[test]
 fn precision_and_recall_per_detector() {
     let all = scanner(&["secrets", "pii", "injection"]);
@@ -366,25 +417,7 @@ fn precision_and_recall_per_detector() {
             *fp.entry(k).or_default() += 1;
         }
     }
-    let (own, reference) = (repository_lines(), reference_lines());
-    println!(
-        "ordinary text: {} lines of the repository's docs and sources, {} of the reference servers' answers",
-        own.len(),
-        reference.len()
-    );
-    // The license texts come back twice (text and structuredContent): count
-    // what is distinct.
-    let distinct: std::collections::BTreeSet<&String> = reference.iter().collect();
-    println!(
-        "of the reference servers' lines, {} distinct",
-        distinct.len()
-    );
-    assert!(
-        distinct.len() >= 3_000,
-        "{} distinct reference lines",
-        distinct.len()
-    );
-    let lines: Vec<String> = own.into_iter().chain(reference).collect();
+    let lines = ordinary_lines();
     let ordinary = ordinary_findings(&all, &lines);
     println!(
         "{:<26} {:>8} {:>8} {:>10} {:>10} {:>8}",
@@ -411,28 +444,7 @@ fn precision_and_recall_per_detector() {
             "{kind}: {found}/{total}"
         );
     }
-    let per_10k = |n: u32| f64::from(n) * 10_000.0 / lines.len() as f64;
-    let (_, tagged) = ordinary
-        .get("injection.instruction_tag")
-        .copied()
-        .unwrap_or_default();
-    assert_eq!(tagged, 0, "injection.instruction_tag in ordinary text");
-    for group in ["secrets", "pii"] {
-        let of_group = ordinary
-            .iter()
-            .filter(|(kind, _)| kind.starts_with(&format!("{group}.")));
-        let (planted, other) = of_group.fold((0, 0), |(p, o), (_, (kp, ko))| (p + kp, o + ko));
-        println!(
-            "{group}: {other} false positives in {} ordinary lines ({:.2} per 10,000), {planted} finds of planted values",
-            lines.len(),
-            per_10k(other)
-        );
-        assert!(
-            per_10k(other) <= 1.0,
-            "{group}: {other} in {} ordinary lines",
-            lines.len()
-        );
-    }
+    ordinary_bars(&ordinary, lines.len());
     for kind in fp.keys() {
         assert!(
             !["pii.card", "pii.iban", "secrets.github_token"].contains(&kind.as_str()),
@@ -472,32 +484,22 @@ const HELD_OUT_FOUND: usize = 7;
 fn injection_figures(file: &str) -> (usize, usize, usize, usize) {
     let s = scanner(&["injection"]);
     let text = std::fs::read_to_string(root().join("tests/guard").join(file)).unwrap();
-    let (mut found, mut pos, mut false_pos, mut neg, mut missed) = (0, 0, 0, 0, Vec::new());
-    let mut flagged = Vec::new();
+    let (mut positives, mut negatives) = (Vec::new(), Vec::new());
     for line in text.lines() {
-        let (want, body) = match line.split_at(1) {
-            ("+", b) => (true, b),
-            ("-", b) => (false, b),
-            _ => continue,
-        };
-        let hit = !kinds(&s, body).is_empty();
-        if want {
-            pos += 1;
-            if hit {
-                found += 1
-            } else {
-                missed.push(body)
-            }
-        } else {
-            neg += 1;
-            if hit {
-                false_pos += 1;
-                flagged.push(body);
-            }
+        match line.split_at(1) {
+            ("+", body) => positives.push(body),
+            ("-", body) => negatives.push(body),
+            _ => {}
         }
     }
+    let hit = |body: &&str| !kinds(&s, body).is_empty();
+    let missed: Vec<&str> = positives.iter().copied().filter(|b| !hit(b)).collect();
+    let flagged: Vec<&str> = negatives.iter().copied().filter(hit).collect();
+    let (pos, neg) = (positives.len(), negatives.len());
+    let found = pos - missed.len();
     println!(
-        "injection ({file}): recall {found}/{pos}, false positives {false_pos}/{neg}; missed: {missed:#?}; flagged: {flagged:#?}"
+        "injection ({file}): recall {found}/{pos}, false positives {}/{neg}; missed: {missed:#?}; flagged: {flagged:#?}",
+        flagged.len()
     );
-    (found, pos, false_pos, neg)
+    (found, pos, flagged.len(), neg)
 }
