@@ -198,23 +198,21 @@ pub fn invisible_runs(b: &[u8], f: &mut dyn FnMut(usize, usize)) {
     }
 }
 
-/// Whether `s` holds an invisible character.
-pub fn has_invisible(s: &str) -> bool {
-    let mut found = false;
-    invisible_runs(s.as_bytes(), &mut |_, _| found = true);
-    found
-}
-
-/// `s` without its invisible characters.
-pub fn strip_invisible(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut at = 0;
+/// `s` without its invisible characters, and how many runs of them it held.
+pub fn strip_invisible(s: &str) -> (String, usize) {
+    let mut out = String::new();
+    let (mut at, mut runs) = (0, 0);
     invisible_runs(s.as_bytes(), &mut |start, end| {
+        if runs == 0 {
+            out.reserve(s.len());
+        }
         out.push_str(&s[at..start]);
-        at = end;
+        (at, runs) = (end, runs + 1);
     });
-    out.push_str(&s[at..]);
-    out
+    if runs > 0 {
+        out.push_str(&s[at..]);
+    }
+    (out, runs)
 }
 
 /// `injection.exfil_link`: a match is `[text](` then a URL up to the first `)`,

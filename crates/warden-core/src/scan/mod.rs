@@ -257,14 +257,30 @@ impl Scanner {
     }
 
     /// One string that passed [`Scanner::may_hold`]: its findings, and its
-    /// new text when it changes. Out of line, so that the walk through
-    /// arrays and objects stays small.
-    #[inline(never)]
+    /// new text when it changes. Invisible characters are stripped before
+    /// any other detector reads the text, so a zero-width space inside a
+    /// word (`<IMPOR\u{200B}TANT>`) hides nothing from them; their spans and
+    /// the redacted text are those of the stripped string.
     fn string(&self, s: &str, walk: &mut Walk) -> Option<String> {
-        let short = s.len() < SHORT;
         // Every invisible character is a few bytes outside ASCII.
-        let invisible = self.strip && !s.is_ascii() && find::has_invisible(s);
-        if short && !invisible && !self.any_match(s) {
+        if !self.strip || s.is_ascii() {
+            return self.clean(s, 0, walk);
+        }
+        let (stripped, runs) = find::strip_invisible(s);
+        if runs == 0 {
+            return self.clean(s, 0, walk);
+        }
+        Some(self.clean(&stripped, runs, walk).unwrap_or(stripped))
+    }
+
+    /// A string without invisible characters (`runs` of them were stripped
+    /// from it, reported as `injection.invisible` when that kind is on): its
+    /// findings, and its new text when redacting changes it. Out of line, so
+    /// that the walk through arrays and objects stays small.
+    #[inline(never)]
+    fn clean(&self, s: &str, runs: usize, walk: &mut Walk) -> Option<String> {
+        let short = s.len() < SHORT;
+        if short && runs == 0 && !self.any_match(s) {
             return None;
         }
         walk.memo.forget();
@@ -273,20 +289,19 @@ impl Scanner {
             walk.hits.clear();
             self.set
                 .which_overlapping_matches(&Input::new(s), &mut walk.hits);
-            if walk.hits.is_empty() && !invisible {
+            if walk.hits.is_empty() && runs == 0 {
                 return None;
             }
         }
         // (start, end, detector index) of every match that passed its check.
         let mut spans: Vec<(usize, usize, usize)> = Vec::new();
         for (i, d) in self.detectors.iter().enumerate() {
-            if s.len() < d.min_len
-                || (matches!(d.find, Find::Invisible) && !invisible)
-                || (short && !walk.hits.contains(PatternID::must(i)))
-            {
-                continue;
-            }
-            let count = self.detect(i, s, walk, &mut spans);
+            let count = match d.find {
+                Find::Invisible => runs,
+                _ if s.len() < d.min_len => continue,
+                _ if short && !walk.hits.contains(PatternID::must(i)) => continue,
+                _ => self.detect(i, s, walk, &mut spans),
+            };
             if count > 0 {
                 walk.out.push(Finding {
                     detector: d.detector.clone(),
@@ -296,11 +311,10 @@ impl Scanner {
                 });
             }
         }
-        let rewrites = walk.redact && !spans.is_empty();
-        if !rewrites && !invisible {
-            return None;
+        match walk.redact && !spans.is_empty() {
+            true => Some(self.rewrite(s, spans)),
+            false => None,
         }
-        Some(self.rewrite(s, spans, walk.redact, invisible))
     }
 
     /// Whether any detector's regex matches in `s`. No built-in detector's
@@ -358,42 +372,26 @@ impl Scanner {
         count
     }
 
-    /// `s` with its invisible characters gone and, when redacting, every span
-    /// replaced by its kind's marker (overlaps: the first span's marker covers
-    /// both, so no tail of a later span stays in clear).
-    fn rewrite(
-        &self,
-        s: &str,
-        mut spans: Vec<(usize, usize, usize)>,
-        redact: bool,
-        invisible: bool,
-    ) -> String {
+    /// `s` with every span replaced by its kind's marker (overlaps: the
+    /// first span's marker covers both, so no tail of a later span stays in
+    /// clear).
+    fn rewrite(&self, s: &str, mut spans: Vec<(usize, usize, usize)>) -> String {
         spans.sort_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
         let mut text = String::with_capacity(s.len());
         let mut at = 0;
         for (start, end, i) in spans {
-            let kind = &self.detectors[i].kind;
-            let hidden = kind == "injection.invisible";
-            if !(redact || hidden) {
-                continue;
-            }
             if start < at {
                 at = at.max(end);
                 continue;
             }
             text.push_str(&s[at..start]);
-            if !hidden {
-                text.push_str("[redacted:");
-                text.push_str(kind);
-                text.push(']');
-            }
+            text.push_str("[redacted:");
+            text.push_str(&self.detectors[i].kind);
+            text.push(']');
             at = end;
         }
         text.push_str(&s[at..]);
-        match invisible {
-            true => find::strip_invisible(&text),
-            false => text,
-        }
+        text
     }
 }
 
