@@ -182,18 +182,22 @@ pub const BUILTINS: &[Builtin] = &[
         r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id)\|>|\[/?INST\]|<</?SYS>>|</?tool_call>|</?function_calls?>",
         None,
     ),
-    // Tool poisoning's block for the model: a tag a reader skims past, with an
-    // order of three words or more inside, closed by the same tag (a bare
-    // `<system>` in a schema, or `<system>GitHub</system>` in a POM, is none).
-    // Each tag in three casings only, as for `injection.orders`.
+    // Tool poisoning's block for the model: a tag a reader skims past (with or
+    // without attributes), closed by the same tag, around an order of three
+    // words or more of its own text (`checks::instruction_block`: a bare
+    // `<system>` in a schema, `<system>GitHub</system>` in a POM, or a
+    // `<system>` element of child elements, is none). Markup may sit inside,
+    // up to 16 tags: each try of the regex reads on to the closing tag or to
+    // the 17th `<` at most, so a text of many opening tags costs a bounded
+    // read per tag. Each tag in three casings only, as for `injection.orders`.
     d(
         "injection.instruction_tag",
         concat!(
-            r"<(?:IMPORTANT|Important|important)>\s*[^<\s]+(?:\s+[^<\s]+){2,}\s*</(?:IMPORTANT|Important|important)>",
-            r"|<(?:SYSTEM|System|system)>\s*[^<\s]+(?:\s+[^<\s]+){2,}\s*</(?:SYSTEM|System|system)>",
-            r"|<(?:INSTRUCTIONS?|Instructions?|instructions?)>\s*[^<\s]+(?:\s+[^<\s]+){2,}\s*</(?:INSTRUCTIONS?|Instructions?|instructions?)>",
+            r"<(?:IMPORTANT|Important|important)(?:\s[^<>]*)?>[^<]*(?:<[^<]*){0,16}?</(?:IMPORTANT|Important|important)\s*>",
+            r"|<(?:SYSTEM|System|system)(?:\s[^<>]*)?>[^<]*(?:<[^<]*){0,16}?</(?:SYSTEM|System|system)\s*>",
+            r"|<(?:INSTRUCTIONS?|Instructions?|instructions?)(?:\s[^<>]*)?>[^<]*(?:<[^<]*){0,16}?</(?:INSTRUCTIONS?|Instructions?|instructions?)\s*>",
         ),
-        None,
+        Some(checks::instruction_block),
     ),
     Builtin {
         kind: "injection.invisible",

@@ -166,3 +166,112 @@ pub fn github_checksum(body: &str) -> String {
     }
     out.iter().map(|&c| char::from(c)).collect()
 }
+
+/// A tool-poisoning block (`<IMPORTANT …>…</IMPORTANT>`) holds an order: three
+/// words or more of its own text. Markup inside is no word, and the text of a
+/// child element, an open tag closed inside the block, is the child's
+/// (`<name>Fedora</name>` says nothing by itself), so a `<system>` element of
+/// child elements in a config is none. A tag opened and not closed inside
+/// (`<br>`) is only markup; one of the block's own word starts it again.
+pub fn instruction_block(m: &str) -> bool {
+    let open = m.find('>').map_or(m.len(), |i| i + 1);
+    let close = m.rfind("</").unwrap_or(m.len()).max(open);
+    let body = &m[open..close];
+    let tags = tags(body);
+    // Where the children are: each closing tag ends the latest open one of its
+    // name, and the opens left above it in between stay unclosed.
+    let mut children: Vec<(usize, usize)> = Vec::new();
+    let mut opened: Vec<(&str, usize, usize)> = Vec::new();
+    for t in &tags {
+        match t.kind {
+            Tag::Open => opened.push((t.name, t.start, t.end)),
+            Tag::Close => {
+                if let Some(at) = opened
+                    .iter()
+                    .rposition(|(n, ..)| n.eq_ignore_ascii_case(t.name))
+                {
+                    children.push((opened[at].1, t.end));
+                    opened.truncate(at);
+                }
+            }
+            Tag::Alone => {}
+        }
+    }
+    // An open tag of the block's own word left unclosed starts the block
+    // again: `<system> or <system>GitHub Issues</system>` says two words.
+    let own = m.get(1..).unwrap_or_default();
+    let own = &own[..own
+        .find(|c: char| !c.is_ascii_alphanumeric())
+        .unwrap_or(own.len())];
+    let from = opened
+        .iter()
+        .rev()
+        .find(|(n, ..)| n.eq_ignore_ascii_case(own))
+        .map_or(0, |&(.., end)| end);
+    let (mut words, mut in_word, mut next) = (0, false, 0);
+    for (i, c) in body.char_indices().skip_while(|&(i, _)| i < from) {
+        while next < tags.len() && tags[next].end <= i {
+            next += 1;
+        }
+        let in_tag = tags.get(next).is_some_and(|t| t.start <= i);
+        let in_child = children.iter().any(|&(a, z)| a <= i && i < z);
+        let word = !c.is_whitespace() && !in_tag && !in_child;
+        if word && !in_word {
+            words += 1;
+        }
+        in_word = word;
+    }
+    words >= 3
+}
+
+enum Tag {
+    Open,
+    Close,
+    /// Self-closing, a comment or a declaration.
+    Alone,
+}
+
+/// One tag inside a block: its kind, its name, where it starts and ends.
+struct Markup<'a> {
+    kind: Tag,
+    name: &'a str,
+    start: usize,
+    end: usize,
+}
+
+/// The tags of `body`, in order: `<` then a letter, `/` or `!`, up to the next
+/// `>` (an `a < b` is text).
+fn tags(body: &str) -> Vec<Markup<'_>> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(lt) = body[from..].find('<').map(|i| from + i) {
+        let inner = &body[lt + 1..];
+        let first = inner.chars().next().unwrap_or(' ');
+        let end = inner.find('>');
+        match end {
+            Some(end) if first.is_ascii_alphabetic() || first == '/' || first == '!' => {
+                let tag = &inner[..end];
+                let named = tag.trim_start_matches('/');
+                let len = named
+                    .find(|c: char| !c.is_ascii_alphanumeric())
+                    .unwrap_or(named.len());
+                let kind = match first {
+                    '!' => Tag::Alone,
+                    _ if tag.ends_with('/') => Tag::Alone,
+                    '/' => Tag::Close,
+                    _ => Tag::Open,
+                };
+                let close = lt + 1 + end + 1;
+                out.push(Markup {
+                    kind,
+                    name: &named[..len],
+                    start: lt,
+                    end: close,
+                });
+                from = close;
+            }
+            _ => from = lt + 1,
+        }
+    }
+    out
+}
