@@ -31,6 +31,15 @@ fn kinds(s: &Scanner, text: &str) -> Vec<String> {
     s.scan(&mut v).into_iter().map(|f| f.kind).collect()
 }
 
+/// Each match's kind in `text`, once per match.
+fn matches(s: &Scanner, text: &str) -> Vec<String> {
+    let mut v = Value::String(text.into());
+    let found = s.scan(&mut v).into_iter();
+    found
+        .flat_map(|f| std::iter::repeat_n(f.kind, f.count))
+        .collect()
+}
+
 /// A small deterministic generator (no dependency).
 struct Lcg(u64);
 impl Lcg {
@@ -312,31 +321,8 @@ fn planted() -> Vec<(String, String)> {
 /// What the scanner finds in the ordinary lines, per kind: (planted, other).
 /// Every planted entry must still be found, or it says nothing true.
 fn ordinary_findings(all: &Scanner, lines: &[String]) -> BTreeMap<String, (u32, u32)> {
+    let (ordinary, used) = findings_and_planted(all, lines);
     let planted = planted();
-    let mut used = vec![false; planted.len()];
-    let mut ordinary: BTreeMap<String, (u32, u32)> = BTreeMap::new();
-    for l in lines {
-        for k in kinds(all, l) {
-            let hit = planted
-                .iter()
-                .position(|(kind, value)| *kind == k && l.contains(value.as_str()));
-            let e = ordinary.entry(k.clone()).or_default();
-            match hit {
-                Some(i) => {
-                    used[i] = true;
-                    e.0 += 1;
-                }
-                None => {
-                    // Injection finds of the docs that quote markers are
-                    // counted, not printed; instruction_tag has none to quote.
-                    if !k.starts_with("injection.") || k == "injection.instruction_tag" {
-                        println!("ordinary line found as {k}: {}", l.trim());
-                    }
-                    e.1 += 1;
-                }
-            }
-        }
-    }
     for ((kind, value), used) in planted.iter().zip(used) {
         assert!(
             used,
@@ -344,6 +330,53 @@ fn ordinary_findings(all: &Scanner, lines: &[String]) -> BTreeMap<String, (u32, 
         );
     }
     ordinary
+}
+
+/// Each kind's matches in `lines` (planted, other) and which planted entries
+/// were found.
+fn findings_and_planted(
+    all: &Scanner,
+    lines: &[String],
+) -> (BTreeMap<String, (u32, u32)>, Vec<bool>) {
+    let planted = planted();
+    let mut used = vec![false; planted.len()];
+    let mut ordinary: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+    for l in lines {
+        let found = matches(all, l);
+        if found.is_empty() {
+            continue;
+        }
+        // A find is planted when scanning the line again without the planted
+        // values it holds no longer finds it; what is still found is not.
+        let held: Vec<usize> = (0..planted.len())
+            .filter(|&i| l.contains(planted[i].1.as_str()))
+            .collect();
+        let masked = held
+            .iter()
+            .fold(l.clone(), |m, &i| m.replace(planted[i].1.as_str(), " "));
+        let mut left = matches(all, &masked);
+        for k in found {
+            let e = ordinary.entry(k.clone()).or_default();
+            match left.iter().position(|m| *m == k) {
+                Some(at) => {
+                    left.swap_remove(at);
+                    // Injection finds of the docs that quote markers are
+                    // counted, not printed; instruction_tag has none to quote.
+                    if !k.starts_with("injection.") || k == "injection.instruction_tag" {
+                        println!("ordinary line found as {k}: {}", l.trim());
+                    }
+                    e.1 += 1;
+                }
+                None => {
+                    held.iter()
+                        .filter(|&&i| planted[i].0 == k)
+                        .for_each(|&i| used[i] = true);
+                    e.0 += 1;
+                }
+            }
+        }
+    }
+    (ordinary, used)
 }
 
 /// The repository's lines and the reference servers' answers, one list.
@@ -504,4 +537,15 @@ fn injection_figures(file: &str) -> (usize, usize, usize, usize) {
         flagged.len()
     );
     (found, pos, flagged.len(), neg)
+}
+
+/// A planted value on a line hides no other find of its kind there: the line
+/// is scanned again without it (a line holding Visa's test card and another
+/// valid card counts one planted find and one false positive).
+#[test]
+fn a_planted_value_hides_no_other_find_on_its_line() {
+    let all = scanner(&["secrets", "pii", "injection"]);
+    let lines = ["test card 4111 1111 1111 1111, real card 5500 0000 0000 0004".to_owned()];
+    let (found, _) = findings_and_planted(&all, &lines);
+    assert_eq!(found.get("pii.card"), Some(&(1, 1)), "{found:?}");
 }
