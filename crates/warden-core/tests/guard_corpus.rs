@@ -361,8 +361,10 @@ fn findings_and_planted(
                 Some(at) => {
                     left.swap_remove(at);
                     // Injection finds of the docs that quote markers are
-                    // counted, not printed; instruction_tag has none to quote.
-                    if !k.starts_with("injection.") || k == "injection.instruction_tag" {
+                    // counted, not printed (CORPUS_PRINT_ALL=1 prints them
+                    // too); instruction_tag has none to quote.
+                    let quiet = k.starts_with("injection.") && k != "injection.instruction_tag";
+                    if !quiet || std::env::var_os("CORPUS_PRINT_ALL").is_some() {
                         println!("ordinary line found as {k}: {}", l.trim());
                     }
                     e.1 += 1;
@@ -377,6 +379,58 @@ fn findings_and_planted(
         }
     }
     (ordinary, used)
+}
+
+/// Text nobody here wrote, as an agent reads it (the `.md` and `.txt` files
+/// under `GUARD_CORPUS_DIR`: crates' and npm packages' READMEs and docs):
+/// each kind's finds per 10,000 lines and each injection find's line, for a
+/// reader to judge. A measure, not a bar (values in docs are often real
+/// formats on purpose): `GUARD_CORPUS_DIR=~/.cargo/registry/src cargo test
+/// --release -p warden-core --test guard_corpus -- --ignored --nocapture`.
+#[test]
+#[ignore = "reads a directory named by GUARD_CORPUS_DIR"]
+fn others_text_in_a_directory() {
+    let dir = std::env::var_os("GUARD_CORPUS_DIR").expect("GUARD_CORPUS_DIR names a directory");
+    let mut files = Vec::new();
+    text_files(Path::new(&dir), &mut files);
+    files.sort();
+    let all = scanner(&["secrets", "pii", "injection"]);
+    let (mut lines, mut per_kind) = (0usize, BTreeMap::<String, usize>::new());
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        for l in text.lines() {
+            lines += 1;
+            for k in matches(&all, l) {
+                if k.starts_with("injection.") {
+                    println!("{k}\t{}\t{}", f.display(), l.trim());
+                }
+                *per_kind.entry(k).or_default() += 1;
+            }
+        }
+    }
+    println!("{} files, {lines} lines", files.len());
+    for (k, n) in per_kind {
+        println!(
+            "{k:28} {n:6}  {:.2} per 10,000 lines",
+            n as f64 * 1e4 / lines as f64
+        );
+    }
+}
+
+/// The `.md` and `.txt` files under `dir`, each real file once (no links followed).
+fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Ok(kind) = e.file_type() else { continue };
+        let p = e.path();
+        if kind.is_dir() {
+            text_files(&p, out);
+        } else if kind.is_file() && p.extension().is_some_and(|x| x == "md" || x == "txt") {
+            out.push(p);
+        }
+    }
 }
 
 /// The repository's lines and the reference servers' answers, one list.
@@ -492,10 +546,19 @@ fn precision_and_recall_per_detector() {
 fn injection_phrasings_and_look_alikes() {
     let (found, pos, false_pos, neg) = injection_figures("injection.txt");
     assert_eq!(false_pos, 0, "{false_pos}/{neg}");
+    let known = known_misses("injection.txt");
     assert_eq!(
-        found, pos,
-        "every phrasing the detectors were written with is found"
+        found,
+        pos - known.len(),
+        "every phrasing the detectors were written with is found, but the known misses"
     );
+    let s = scanner(&["injection"]);
+    for line in known {
+        assert!(
+            kinds(&s, &line).is_empty(),
+            "found now, make it '+': {line}"
+        );
+    }
 }
 
 /// The held-out phrasings, written after the detectors and never used to tune
@@ -507,14 +570,14 @@ fn injection_held_out_phrasings() {
     assert_eq!(false_pos, 0, "no look-alike was flagged: {false_pos}/{neg}");
 }
 
-/// What `injection_held_out_phrasings` finds: 7 of 21 (of 24 when the set was
-/// written, 3 of which left for `injection.txt` when `injection.instruction_tag`
-/// was written from them); no look-alike is flagged. A detector made from these
-/// lines makes them no longer held out: move them, or write a new set.
-const HELD_OUT_FOUND: usize = 7;
+/// What `injection_held_out_phrasings` finds in set 2: 13 of 49 (the detectors
+/// before `injection.addressed` and `injection.secrecy` found 4); no look-alike
+/// of the 50 is flagged. A detector made from these lines makes them no longer
+/// held out: move them to `injection.txt`, and write a new set.
+const HELD_OUT_FOUND: usize = 13;
 
 /// The injection group over `tests/guard/<file>` (`+` lines expected found,
-/// `-` lines not): found, positives, false positives, negatives; prints them
+/// `~` lines phrasings known to be missed, `-` lines not): found, positives, false positives, negatives; prints them
 /// and the positives it missed.
 fn injection_figures(file: &str) -> (usize, usize, usize, usize) {
     let s = scanner(&["injection"]);
@@ -522,7 +585,7 @@ fn injection_figures(file: &str) -> (usize, usize, usize, usize) {
     let (mut positives, mut negatives) = (Vec::new(), Vec::new());
     for line in text.lines() {
         match line.split_at(1) {
-            ("+", body) => positives.push(body),
+            ("+" | "~", body) => positives.push(body),
             ("-", body) => negatives.push(body),
             _ => {}
         }
@@ -537,6 +600,57 @@ fn injection_figures(file: &str) -> (usize, usize, usize, usize) {
         flagged.len()
     );
     (found, pos, flagged.len(), neg)
+}
+
+/// Tool poisoning held out (`tests/guard/poison-heldout.txt`, written with set 2
+/// of the phrasings and as independently): tool descriptions as servers list
+/// them, each a JSON string, `+` poisoned, `-` benign. What the injection group
+/// finds there is a measure, and neither figure may get worse.
+#[test]
+fn tool_poisoning_held_out() {
+    let s = scanner(&["injection"]);
+    let text = std::fs::read_to_string(root().join("tests/guard/poison-heldout.txt")).unwrap();
+    let (mut found, mut pos, mut flagged, mut neg) = (0, 0, 0, 0);
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (mark, json) = line.split_at(1);
+        let description: String = serde_json::from_str(json).expect("a JSON string");
+        let kinds = kinds(&s, &description);
+        match mark {
+            "+" => {
+                pos += 1;
+                found += usize::from(!kinds.is_empty());
+                if kinds.is_empty() {
+                    println!("poisoning missed: {json}");
+                }
+            }
+            "-" => {
+                neg += 1;
+                flagged += usize::from(!kinds.is_empty());
+                if !kinds.is_empty() {
+                    println!("benign description flagged as {kinds:?}: {json}");
+                }
+            }
+            _ => panic!("poison-heldout.txt: a line starts with +, - or #: {line}"),
+        }
+    }
+    println!(
+        "tool poisoning (poison-heldout.txt): found {found}/{pos}, benign flagged {flagged}/{neg}"
+    );
+    assert!(found >= POISON_FOUND, "{found}/{pos}");
+    assert!(flagged <= POISON_FLAGGED, "{flagged}/{neg}");
+}
+
+/// What `tool_poisoning_held_out` found when the set was added: 12 of 25
+/// poisoned descriptions, and 1 of 25 benign ones (an `<instructions>` block
+/// of usage advice, the class S2 names as found too).
+const POISON_FOUND: usize = 12;
+const POISON_FLAGGED: usize = 1;
+
+/// The `~` lines of `tests/guard/<file>`: phrasings the detectors are known to miss.
+fn known_misses(file: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join("tests/guard").join(file)).unwrap();
+    let known = text.lines().filter_map(|l| l.strip_prefix('~'));
+    known.map(str::to_owned).collect()
 }
 
 /// A planted value on a line hides no other find of its kind there: the line

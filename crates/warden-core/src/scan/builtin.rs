@@ -60,8 +60,16 @@ const fn words(
 static ASSIGNED: Words = Words::new(&[
     "password", "passwd", "pwd", "secret", "api", "access", "auth", "client",
 ]);
-static OVERRIDES: Words = Words::new(&["ignore", "disregard", "forget", "override", "new", "you"]);
-static ORDERS: Words = Words::new(&[
+static OVERRIDES: Words = Words::bounded(&[
+    "ignor",
+    "disregard",
+    "forget",
+    "override",
+    "new",
+    "you",
+    "pretend",
+]);
+static ORDERS: Words = Words::bounded(&[
     "from",
     "quietly",
     "secretly",
@@ -73,6 +81,21 @@ static ORDERS: Words = Words::new(&[
     "note",
     "act",
 ]);
+// Two small lists rather than one long one: a search for any of more than
+// about ten words costs several times the search for each half (Teddy's
+// buckets fill up), and each of these costs about what `ORDERS` does.
+static ADDRESSED: Words = Words::bounded(&[
+    "assistant",
+    "agent",
+    "model",
+    "llm",
+    "hey",
+    "hello",
+    "dear",
+    "<!--",
+    "[//]:",
+]);
+static SECRECY: Words = Words::bounded(&["do not", "don", "never", "without", "keep", "tell"]);
 
 /// The characters no reader sees: Unicode tag characters, bidi overrides and
 /// isolates, zero-width space, word joiner and invisible operators, BOM.
@@ -158,7 +181,26 @@ pub const BUILTINS: &[Builtin] = &[
     ),
     words(
         "injection.override",
-        r"(?i)(?-u:\b)(?:ignore|disregard|forget|override)\s+(?:(?:all|any|the|your|my|of|previous|prior|earlier|above|preceding|system|original)\s+){1,4}(?:instructions?|prompts?|rules|directions|guidelines|directives)(?-u:\b)|(?i)(?-u:\b)new\s+(?:system\s+)?instructions?\s*:|(?i)(?-u:\b)you\s+are\s+now\s+(?:in\s+)?(?:developer|DAN|jailbreak|unrestricted)(?-u:\b)",
+        concat!(
+            r"(?i)(?-u:\b)(?:ignore|disregard|forget|override)\s+(?:(?:all|any|the|your|my|of|previous|prior|earlier|above|preceding|system|original)\s+){1,4}(?:instructions?|prompts?|rules|directions|guidelines|directives)(?-u:\b)",
+            r"|(?i)(?-u:\b)new\s+(?:system\s+)?instructions?(?:\s+from\s+(?:the\s+|your\s+)?(?:developers?|admin(?:istrator)?s?|system|operators?|owners?|creators?|OpenAI|Anthropic))?\s*:",
+            r"|(?i)(?-u:\b)you\s+are\s+now\s+(?:in\s+)?(?:developer|DAN|jailbreak|unrestricted)(?-u:\b)",
+            // What came before, by place rather than by name.
+            r"|(?i)(?-u:\b)(?:ignore|disregard|forget)\s+(?:(?:all|of|the|everything|anything)\s+){1,3}(?:(?:text|content|messages?|context|words)\s+)?(?:above|before\s+this|so\s+far|(?:written|said|stated)\s+(?:above|before))(?-u:\b)",
+            // The same override in French, German and Spanish.
+            r"|(?i)(?-u:\b)ignore[rz]?\s+(?:toutes\s+)?(?:les\s+|vos\s+)?instructions\s+(?:précédentes|antérieures|ci-dessus)",
+            r"|(?i)(?-u:\b)ignorier(?:e|en)?\s+(?:Sie\s+)?(?:alle\s+)?(?:vorherigen|bisherigen|obigen|vorigen|früheren)\s+(?:Anweisungen|Instruktionen|Befehle|Regeln)",
+            r"|(?i)(?-u:\b)ignora(?:r)?\s+(?:todas\s+)?(?:las\s+|tus\s+)?instrucciones\s+(?:anteriores|previas)",
+            r"|(?i)(?-u:\b)your\s+new\s+(?:task|goal|objective|mission|role|purpose|instructions?)\s+(?:is|are)\s*(?:to(?-u:\b)|:)",
+            // Asking for the hidden prompt, by what it is called.
+            r"|(?i)(?-u:\b)your\s+(?:(?:full|entire|exact|complete)\s+)?(?:initial|original|hidden|secret|internal)\s+(?:system\s+)?(?:instructions|prompt|rules|guidelines)(?-u:\b)",
+            // Jailbreaks: the rules declared gone.
+            r"|(?i)(?-u:\b)pretend\s+(?:that\s+)?you\s+(?:have|are\s+under|are\s+bound\s+by|follow)\s+no\s+(?:content\s+polic(?:y|ies)|rules|restrictions|guidelines|filters|limits|safety)",
+            r"|(?i)(?-u:\b)pretend\s+(?:that\s+)?you\s+are\s+(?:not\s+bound|free\s+of|an?\s+(?:unrestricted|unfiltered|jailbroken|uncensored))",
+            r"|(?i)(?-u:\b)your\s+safety\s+(?:rules|guidelines|filters|restrictions|policies|protocols)\s+(?:are|have\s+been)\s+(?:now\s+)?(?:suspended|disabled|lifted|removed|off|turned\s+off|deactivated|void)(?-u:\b)",
+            // A condition on being a model: `If you are an LLM, …`.
+            r"|(?i)(?-u:\b)you\s+are\s+(?:an?\s+|the\s+)?(?:AI|LLM|large\s+language\s+model|language\s+model|AI\s+(?:agent|model)|chatbot|GPT|Claude|ChatGPT|Copilot|Gemini)(?:\s+(?:reading|processing|summari[sz]ing|parsing)\s+this(?:\s+[a-z-]+){0,2})?\s*[,:;]",
+        ),
         None,
         &OVERRIDES,
     ),
@@ -173,9 +215,36 @@ pub const BUILTINS: &[Builtin] = &[
             r"|(?-u:\b)SYSTEM\s*:\s+(?i:the\s+user\s+(?:has\s+)?(?:authori[sz]ed|approved|allowed|permitted)|you\s+(?:must|are|may|will|have)|ignore|from\s+now\s+on)(?-u:\b)",
             r"|(?-u:\b)(?:important|Important|IMPORTANT|attention|Attention|ATTENTION|note|Note|NOTE)(?i:\s*:\s*(?:the\s+)?(?:assistant|AI|model|agent|LLM)\s+(?:must|should|needs\s+to|has\s+to|is\s+required\s+to)\s+(?:call|invoke|execute|send))(?-u:\b)",
             r"|(?-u:\b)(?:act|Act|ACT)(?i:\s+as\s+)(?:DAN|(?i:an?\s+(?:unrestricted|unfiltered|jailbroken|uncensored)\s+(?:AI|assistant|model)))(?-u:\b)",
+            // A note to the model.
+            r"|(?-u:\b)(?:note|Note|NOTE)(?i:\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?(?:AI|assistant|model|agent|LLM|language\s+model|chatbot|bot|Claude|ChatGPT|GPT|Gemini|Copilot)s?\s*[:,-])",
         ),
         None,
         &ORDERS,
+    ),
+    // Text addressed to the model: whoever reads `this`, a vocative, a chat
+    // turn that gives an order, a comment that speaks to it.
+    words(
+        "injection.addressed",
+        concat!(
+            r"(?i)(?-u:\b)(?:assistants?|agents?|models?|LLMs?)\s+(?:(?:that\s+are|who\s+are)\s+)?(?:reading|processing|parsing|summari[sz]ing|browsing|crawling|viewing|scanning|ingesting)\s+this(?:\s+[a-z-]+){0,2}\s*[:,]",
+            r"|(?i)(?-u:\b)(?:hey|hello|dear)\s*,?\s+(?:Claude|ChatGPT|GPT(?:-?[0-9o.]+)?|Gemini|Copilot|assistant|AI(?:\s+(?:assistant|agent|model))?|agent|LLM|model|chatbot)s?\s*[,:!.]",
+            r"|(?i)(?-u:\b)(?:assistant|agent)s?\s*[,:][ \t]+(?:please[ \t]+)?(?:ignore|disregard|forget|stop|call|run|invoke|execute|send|forward|e-?mail|delete|reveal|print|output|append|include|tell|do\s+not|don't|silently|quietly|immediately)(?-u:\b)",
+            r"|(?i)(?:<!--|\[//\]:\s*#\s*\()\s*(?:(?:AI|LLM)\s+)?(?:AI|LLM|assistants?|agents?|models?|Claude|ChatGPT|GPT|Gemini|Copilot|bots?)\s*[:,]",
+        ),
+        None,
+        &ADDRESSED,
+    ),
+    // Orders to keep the user from knowing.
+    words(
+        "injection.secrecy",
+        concat!(
+            r"(?i)(?-u:\b)(?:do[ ]not|don['’]t|never)\s+(?:mention|tell|reveal|disclose|show|say|explain|report)\s+(?:(?:this|it|that|these\s+instructions|this\s+(?:instruction|step|message|note|tool\s+call)|anything)\s+)?(?:about\s+(?:this|it)\s+)?to\s+the\s+user(?-u:\b)",
+            r"|(?i)(?-u:\b)without\s+(?:telling|informing|alerting|warning)\s+the\s+user(?-u:\b)",
+            r"|(?i)(?-u:\b)keep\s+(?:this|it)\s+(?:secret|hidden|confidential)\s+from\s+the\s+user(?-u:\b)",
+            r"|(?i)(?-u:\b)tell\s+no\s+one(?-u:\b)",
+        ),
+        None,
+        &SECRECY,
     ),
     d(
         "injection.template",
@@ -205,10 +274,18 @@ pub const BUILTINS: &[Builtin] = &[
         check: None,
         find: Find::Invisible,
     },
+    // A markdown image whose URL has a query parameter, or a link whose query
+    // carries a value of 24 or more characters. A linked image (a README's
+    // badge) is matched whole first, so that its image is not matched alone,
+    // and `checks::exfil` holds it to a link's rule.
     Builtin {
         kind: "injection.exfil_link",
-        regex: r"!\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]+[^\s)]*\)|\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]{24,}[^\s)]*\)",
-        check: None,
+        regex: concat!(
+            r"\[!\[[^\]\n]*\]\(\s*[^\s)]*\)\]\(\s*[^\s)]*\)",
+            r"|!\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]+[^\s)]*\)",
+            r"|\[[^\]\n]*\]\(\s*https?://[^\s)]*\?[^\s)]*=[^\s)&]{24,}[^\s)]*\)",
+        ),
+        check: Some(checks::exfil),
         find: Find::Windows(find::link_windows),
     },
 ];

@@ -275,3 +275,39 @@ fn tags(body: &str) -> Vec<Markup<'_>> {
     }
     out
 }
+
+/// `injection.exfil_link`'s check. A linked image
+/// (`[![build](https://ci.example/badge.svg?branch=main)](https://ci.example)`,
+/// how READMEs show badges) is found only when its image's or its link's
+/// query carries a value of 24 characters or more, as a link's must; any
+/// other match (a bare image, a link) has passed its regex and is found.
+pub fn exfil(m: &str) -> bool {
+    let Some(linked) = m.strip_prefix("[![") else {
+        return true;
+    };
+    // The regex made it `[![alt](image)](link)`: no `]` in alt, no `)` in image.
+    let Some(at) = linked.find("](") else {
+        return true;
+    };
+    let image = &linked[at + 2..];
+    let close = image.find(')').unwrap_or(image.len());
+    let link = image.get(close + 3..).unwrap_or("");
+    carries_data(&image[..close]) || carries_data(link)
+}
+
+/// Whether `url` (from its start to its `)` or white space) is `http(s)://`
+/// with a query value of 24 characters or more (up to the next `&`).
+fn carries_data(url: &str) -> bool {
+    let url = url.trim_start();
+    let end = url.find(|c: char| c.is_whitespace() || c == ')');
+    let url = &url[..end.unwrap_or(url.len())];
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return false;
+    }
+    let Some(q) = url.find('?') else {
+        return false;
+    };
+    let query = &url[q + 1..];
+    let long = |at: usize| query[at + 1..].chars().take_while(|&c| c != '&').count() >= 24;
+    query.match_indices('=').any(|(at, _)| long(at))
+}

@@ -106,6 +106,11 @@ pub struct Words {
     list: &'static [&'static str],
     /// A search for any of them, in lowered text.
     search: OnceLock<Regex>,
+    /// Every match that starts with a word byte (ASCII letter, digit, `_`)
+    /// starts at a word boundary, so a word found inside another word (`do`
+    /// in `document`) is passed over without trying the regex there
+    /// (`bounded_words_match_only_at_a_word_boundary` proves it per detector).
+    bounded: bool,
 }
 
 impl Words {
@@ -113,7 +118,24 @@ impl Words {
         Words {
             list,
             search: OnceLock::new(),
+            bounded: false,
         }
+    }
+
+    /// As [`Words::new`], for a regex whose every match that starts with a
+    /// word byte starts at a word boundary.
+    pub const fn bounded(list: &'static [&'static str]) -> Words {
+        Words {
+            list,
+            search: OnceLock::new(),
+            bounded: true,
+        }
+    }
+
+    /// Whether this detector's regex is known to match, when it starts with
+    /// a word byte, only at a word boundary.
+    pub fn is_bounded(&self) -> bool {
+        self.bounded
     }
 
     fn search(&self) -> &Regex {
@@ -140,6 +162,9 @@ impl Words {
         while let Some(word) = search.search(&Input::new(low).range(from..)) {
             let at = word.start();
             from = at + 1;
+            if self.bounded && at > 0 && is_word(b[at]) && is_word(b[at - 1]) {
+                continue;
+            }
             let here = Input::new(b).range(at..).anchored(Anchored::Yes);
             if let Some(m) = re.search(&here) {
                 f(m.start(), m.end());
@@ -147,6 +172,11 @@ impl Words {
             }
         }
     }
+}
+
+/// A byte of an ASCII word, as `(?-u:\b)` reads it.
+fn is_word(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
 }
 
 impl Find {
