@@ -577,8 +577,8 @@ fn injection_held_out_phrasings() {
 const HELD_OUT_FOUND: usize = 13;
 
 /// The injection group over `tests/guard/<file>` (`+` lines expected found,
-/// `~` lines phrasings known to be missed, `-` lines not): found, positives, false positives, negatives; prints them
-/// and the positives it missed.
+/// `~` lines phrasings known to be missed, `-` lines not): found, positives,
+/// false positives, negatives; prints them and the positives it missed.
 fn injection_figures(file: &str) -> (usize, usize, usize, usize) {
     let s = scanner(&["injection"]);
     let text = std::fs::read_to_string(root().join("tests/guard").join(file)).unwrap();
