@@ -565,16 +565,28 @@ fn injection_phrasings_and_look_alikes() {
 /// them: what they find there is a measure, and neither figure may get worse.
 #[test]
 fn injection_held_out_phrasings() {
-    let (found, pos, false_pos, neg) = injection_figures("injection-heldout.txt");
-    assert!(found >= HELD_OUT_FOUND, "{found}/{pos}");
-    assert_eq!(false_pos, 0, "no look-alike was flagged: {false_pos}/{neg}");
+    for (file, at_least, flagged_at_most) in HELD_OUT {
+        let (found, pos, false_pos, neg) = injection_figures(file);
+        assert!(found >= at_least, "{file}: {found}/{pos}");
+        assert!(
+            false_pos <= flagged_at_most,
+            "{file}: {false_pos}/{neg} look-alikes flagged"
+        );
+    }
 }
 
-/// What `injection_held_out_phrasings` finds in set 2: 13 of 49 (the detectors
-/// before `injection.addressed` and `injection.secrecy` found 4); no look-alike
-/// of the 50 is flagged. A detector made from these lines makes them no longer
-/// held out: move them to `injection.txt`, and write a new set.
-const HELD_OUT_FOUND: usize = 13;
+/// Each held-out set of phrasings, with what the detectors found in it and the
+/// look-alikes they flagged. Set 2 (`injection-heldout.txt`): 13 of 49 (the
+/// detectors before `injection.addressed` and `injection.secrecy` found 4),
+/// none of 50 flagged. Set 3 (`injection-heldout-3.txt`, written by a session
+/// that saw no detector, measured before any detector read it): 12 of 60, and 4
+/// of 60 flagged (two quote an override to explain it, one shows the
+/// exfiltration pattern, one is a badge whose image URL has a query). A detector made from a set's lines makes them no longer held
+/// out: move them to `injection.txt`, and write a new set.
+const HELD_OUT: [(&str, usize, usize); 2] = [
+    ("injection-heldout.txt", 13, 0),
+    ("injection-heldout-3.txt", 12, 4),
+];
 
 /// The injection group over `tests/guard/<file>` (`+` lines expected found,
 /// `~` lines phrasings known to be missed, `-` lines not): found, positives,
@@ -602,14 +614,39 @@ fn injection_figures(file: &str) -> (usize, usize, usize, usize) {
     (found, pos, flagged.len(), neg)
 }
 
-/// Tool poisoning held out (`tests/guard/poison-heldout.txt`, written with set 2
-/// of the phrasings and as independently): tool descriptions as servers list
-/// them, each a JSON string, `+` poisoned, `-` benign. What the injection group
-/// finds there is a measure, and neither figure may get worse.
+/// Tool poisoning held out: tool descriptions as servers list them, each a
+/// JSON string, `+` poisoned, `-` benign, in sets written by sessions that saw
+/// no detector. What the injection group finds there is a measure, and neither
+/// figure may get worse.
 #[test]
 fn tool_poisoning_held_out() {
+    for (file, at_least, flagged_at_most) in POISON_HELD_OUT {
+        let (found, pos, flagged, neg) = poisoning_figures(file);
+        assert!(found >= at_least, "{file}: {found}/{pos}");
+        assert!(
+            flagged <= flagged_at_most,
+            "{file}: {flagged}/{neg} benign flagged"
+        );
+    }
+}
+
+/// Each held-out set of tool descriptions, with what the detectors found and
+/// the benign ones they flagged. Set 1 (`poison-heldout.txt`, written with set
+/// 2 of the phrasings): 12 of 25, and 1 of 25 benign (an `<instructions>`
+/// block of usage advice, the class S2 names as found too). Set 2
+/// (`poison-heldout-2.txt`, measured before any detector read it): 8 of 30,
+/// and 1 of 30 benign (an `<important>` block that warns of instructions in
+/// fetched pages).
+const POISON_HELD_OUT: [(&str, usize, usize); 2] = [
+    ("poison-heldout.txt", 12, 1),
+    ("poison-heldout-2.txt", 8, 1),
+];
+
+/// The injection group over the tool descriptions of `tests/guard/<file>`:
+/// found, poisoned, benign flagged, benign; prints them and each miss.
+fn poisoning_figures(file: &str) -> (usize, usize, usize, usize) {
     let s = scanner(&["injection"]);
-    let text = std::fs::read_to_string(root().join("tests/guard/poison-heldout.txt")).unwrap();
+    let text = std::fs::read_to_string(root().join("tests/guard").join(file)).unwrap();
     let (mut found, mut pos, mut flagged, mut neg) = (0, 0, 0, 0);
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let (mark, json) = line.split_at(1);
@@ -620,31 +657,22 @@ fn tool_poisoning_held_out() {
                 pos += 1;
                 found += usize::from(!kinds.is_empty());
                 if kinds.is_empty() {
-                    println!("poisoning missed: {json}");
+                    println!("{file}: poisoning missed: {json}");
                 }
             }
             "-" => {
                 neg += 1;
                 flagged += usize::from(!kinds.is_empty());
                 if !kinds.is_empty() {
-                    println!("benign description flagged as {kinds:?}: {json}");
+                    println!("{file}: benign description flagged as {kinds:?}: {json}");
                 }
             }
-            _ => panic!("poison-heldout.txt: a line starts with +, - or #: {line}"),
+            _ => panic!("{file}: a line starts with +, - or #: {line}"),
         }
     }
-    println!(
-        "tool poisoning (poison-heldout.txt): found {found}/{pos}, benign flagged {flagged}/{neg}"
-    );
-    assert!(found >= POISON_FOUND, "{found}/{pos}");
-    assert!(flagged <= POISON_FLAGGED, "{flagged}/{neg}");
+    println!("tool poisoning ({file}): found {found}/{pos}, benign flagged {flagged}/{neg}");
+    (found, pos, flagged, neg)
 }
-
-/// What `tool_poisoning_held_out` found when the set was added: 12 of 25
-/// poisoned descriptions, and 1 of 25 benign ones (an `<instructions>` block
-/// of usage advice, the class S2 names as found too).
-const POISON_FOUND: usize = 12;
-const POISON_FLAGGED: usize = 1;
 
 /// The `~` lines of `tests/guard/<file>`: phrasings the detectors are known to miss.
 fn known_misses(file: &str) -> Vec<String> {
