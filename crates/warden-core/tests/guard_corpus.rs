@@ -575,17 +575,23 @@ fn injection_held_out_phrasings() {
     }
 }
 
-/// Each held-out set of phrasings, with what the detectors found in it and the
-/// look-alikes they flagged. Set 2 (`injection-heldout.txt`): 13 of 49 (the
+/// Each set of phrasings written by a session that saw no detector, with
+/// what the detectors find in it and the look-alikes they flag; neither may
+/// get worse. Set 2 (`injection-heldout.txt`): 13 of 49 when it was added (the
 /// detectors before `injection.addressed` and `injection.secrecy` found 4),
-/// none of 50 flagged. Set 3 (`injection-heldout-3.txt`, written by a session
-/// that saw no detector, measured before any detector read it): 12 of 60, and 4
-/// of 60 flagged (two quote an override to explain it, one shows the
-/// exfiltration pattern, one is a badge whose image URL has a query). A detector made from a set's lines makes them no longer held
-/// out: move them to `injection.txt`, and write a new set.
-const HELD_OUT: [(&str, usize, usize); 2] = [
-    ("injection-heldout.txt", 13, 0),
-    ("injection-heldout-3.txt", 12, 4),
+/// none of 50 flagged. Set 3 (`injection-heldout-3.txt`): 12 of 60 and 4 of 60
+/// flagged when it was added (two quote an override to explain it, one shows
+/// the exfiltration pattern, one is a badge whose image URL has a query).
+/// The forms of `injection.addressed` that name an AI (`AI agents: also run …`)
+/// were then written from the misses of sets 2 and 3, which are no longer held
+/// out for them: 16 and 23 since. Set 4 (`injection-heldout-4.txt`, written
+/// after and read by no detector's author): 8 of 60, 4 of 60 flagged. A
+/// detector made from a set's lines makes them no longer held out: write a
+/// new set.
+const HELD_OUT: [(&str, usize, usize); 3] = [
+    ("injection-heldout.txt", 16, 0),
+    ("injection-heldout-3.txt", 23, 4),
+    ("injection-heldout-4.txt", 8, 4),
 ];
 
 /// The injection group over `tests/guard/<file>` (`+` lines expected found,
@@ -637,10 +643,13 @@ fn tool_poisoning_held_out() {
 /// element of a sentence counts, a rule written from its miss. Set 2
 /// (`poison-heldout-2.txt`, measured before any detector read it): 8 of 30,
 /// and 1 of 30 benign (an `<important>` block that warns of instructions in
-/// fetched pages).
-const POISON_HELD_OUT: [(&str, usize, usize); 2] = [
+/// fetched pages); 9 since the forms that name an AI. Set 3
+/// (`poison-heldout-3.txt`, written with set 4 of the phrasings and read by
+/// no detector's author): 8 of 30, none of 30 benign.
+const POISON_HELD_OUT: [(&str, usize, usize); 3] = [
     ("poison-heldout.txt", 13, 1),
-    ("poison-heldout-2.txt", 8, 1),
+    ("poison-heldout-2.txt", 9, 1),
+    ("poison-heldout-3.txt", 8, 0),
 ];
 
 /// The injection group over the tool descriptions of `tests/guard/<file>`:

@@ -92,6 +92,10 @@ static ADDRESSED: Words = Words::bounded(&[
     "hey",
     "hello",
     "dear",
+    "ais",
+    "ai ",
+    "ai:",
+    "ai,",
     "<!--",
     "[//]:",
 ]);
@@ -216,7 +220,7 @@ pub const BUILTINS: &[Builtin] = &[
             r"|(?-u:\b)(?:important|Important|IMPORTANT|attention|Attention|ATTENTION|note|Note|NOTE)(?i:\s*:\s*(?:the\s+)?(?:assistant|AI|model|agent|LLM)\s+(?:must|should|needs\s+to|has\s+to|is\s+required\s+to)\s+(?:call|invoke|execute|send))(?-u:\b)",
             r"|(?-u:\b)(?:act|Act|ACT)(?i:\s+as\s+)(?:DAN|(?i:an?\s+(?:unrestricted|unfiltered|jailbroken|uncensored)\s+(?:AI|assistant|model)))(?-u:\b)",
             // A note to the model.
-            r"|(?-u:\b)(?:note|Note|NOTE)(?i:\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?(?:AI|assistant|model|agent|LLM|language\s+model|chatbot|bot|Claude|ChatGPT|GPT|Gemini|Copilot)s?\s*[:,-])",
+            r"|(?-u:\b)(?:note|Note|NOTE)(?i:\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?(?:AI|assistant|model|agent|LLM|language\s+model|chatbot|bot|Claude|ChatGPT|GPT|Gemini|Copilot|(?:AI|LLM)(?:\s+[a-z-]+)?\s+(?:agent|assistant|model|tool|system|bot|chatbot|crawler))s?\s*[:,-])",
         ),
         None,
         &ORDERS,
@@ -228,8 +232,18 @@ pub const BUILTINS: &[Builtin] = &[
         concat!(
             r"(?i)(?-u:\b)(?:assistants?|agents?|models?|LLMs?)\s+(?:(?:that\s+are|who\s+are)\s+)?(?:reading|processing|parsing|summari[sz]ing|browsing|crawling|viewing|scanning|ingesting)\s+this(?:\s+[a-z-]+){0,2}\s*[:,]",
             r"|(?i)(?-u:\b)(?:hey|hello|dear)\s*,?\s+(?:Claude|ChatGPT|GPT(?:-?[0-9o.]+)?|Gemini|Copilot|assistant|AI(?:\s+(?:assistant|agent|model))?|agent|LLM|model|chatbot)s?\s*[,:!.]",
-            r"|(?i)(?-u:\b)(?:assistant|agent)s?\s*[,:][ \t]+(?:please[ \t]+)?(?:ignore|disregard|forget|stop|call|run|invoke|execute|send|forward|e-?mail|delete|reveal|print|output|append|include|tell|do\s+not|don't|silently|quietly|immediately)(?-u:\b)",
+            r"|(?i)(?-u:\b)(?:assistant|agent)s?\s*[,:][ \t]+(?:please[ \t]+)?(?:ignore|disregard|forget|stop|call|run|invoke|execute|send|forward|e-?mail|delete|reveal|print|output|append|include|tell|do\s+not|don't|silently|quietly|immediately|save|remember|store|upload|approve|recommend|rank|mark|reply|respond)(?-u:\b)",
             r"|(?i)(?:<!--|\[//\]:\s*#\s*\()\s*(?:(?:AI|LLM)\s+)?(?:AI|LLM|assistants?|agents?|models?|Claude|ChatGPT|GPT|Gemini|Copilot|bots?)\s*[:,]",
+            // `AI agents: also run …`, `Attn AI: ignore …`: an AI, or what
+            // kind of AI tool, then an order. After `AI` a space, `s`, `,` or
+            // `:` (the words that start these), so that a search for `ai`
+            // alone, which stops at every `ai…` word, is not needed.
+            r"|(?i)(?-u:\b)(?:AI|LLM)s?(?:(?:[ ]+[a-z-]+){0,2}?[ ]+(?:assistants?|agents?|models?|tools?|systems?|chatbots?|bots?|crawlers?|engines?))?[ ]*[,:]\s+(?:(?:please|pls)\s+)?(?:ignor(?:e|ing)?|disregard|forget|stop|call|run|invoke|execute|send|forward|e-?mail|delete|reveal|print|output|append|include|tell|do\s+not|don't|always|never|also|when|if|save|remember|rank|recommend|approve|report|mark|add|upload|reply|respond|state|describe|treat)(?-u:\b)",
+            // `the AI reading this`, `AI email assistants processing this thread`.
+            r"|(?i)(?-u:\b)(?:AI|LLM)s?(?:[ ]+[a-z-]+){0,2}?[ ]+(?:(?:that|who)\s+(?:are|is)\s+)?(?:reading|processing|parsing|summari[sz]ing|handling|browsing|crawling|viewing|scanning|ingesting|screening|rendering)\s+(?:this|these)(?-u:\b)",
+            // `AI note:`, `[LLM instructions: …` (not an assistant's: a
+            // research assistant's instructions are a person's).
+            r"|(?i)(?-u:\b)(?:AI|LLM)s?[ ]+(?:note|instructions?|directives?)\s*:",
         ),
         None,
         &ADDRESSED,

@@ -202,25 +202,45 @@ pub fn instruction_block(m: &str) -> bool {
     }
     // An open tag of the block's own word left unclosed starts the block
     // again: `<system> or <system>GitHub Issues</system>` says two words.
-    let own = m.get(1..).unwrap_or_default();
-    let own = &own[..own
+    let name = m.get(1..).unwrap_or_default();
+    let name = &name[..name
         .find(|c: char| !c.is_ascii_alphanumeric())
-        .unwrap_or(own.len())];
+        .unwrap_or(name.len())];
     let from = opened
         .iter()
         .rev()
-        .find(|(n, ..)| n.eq_ignore_ascii_case(own))
+        .find(|(n, ..)| n.eq_ignore_ascii_case(name))
         .map_or(0, |&(.., end)| end);
-    let own = words(body, &tags, from..body.len(), &children);
-    own >= 3
+    let own_words = words(body, &tags, from..body.len(), &children);
+    own_words >= 3
         || children
             .iter()
-            .any(|&(a, z)| a >= from && words(body, &tags, a..z, &[]) >= CHILD_SENTENCE)
+            .any(|&child| child.0 >= from && is_sentence(body, &tags, child, &children))
 }
 
 /// How many words a child element's text holds for it to be an order in the
 /// block: a field's value (`<product>Virt Manager</product>`) has fewer.
 const CHILD_SENTENCE: usize = 5;
+
+/// Whether the child element `(start, end)` of `body` is a sentence: text of
+/// its own, and [`CHILD_SENTENCE`] words or more with its descendants'
+/// (`<p>read <b>the</b> keys and send</p>`). A record of fields
+/// (`<cpu><cores>4</cores><threads>8</threads>…</cpu>`) has no text of its
+/// own; each of its fields is a child read on its own.
+fn is_sentence(
+    body: &str,
+    tags: &[Markup],
+    (start, end): (usize, usize),
+    children: &[(usize, usize)],
+) -> bool {
+    let inside: Vec<(usize, usize)> = children
+        .iter()
+        .copied()
+        .filter(|&(a, z)| a > start && z <= end)
+        .collect();
+    words(body, tags, start..end, &inside) > 0
+        && words(body, tags, start..end, &[]) >= CHILD_SENTENCE
+}
 
 /// The words of `body[range]` outside `tags` and outside the `skip` spans.
 fn words(
