@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Captures what the reference MCP servers answer, as ordinary text for the
 guard corpus (issue 26): every string of every result, one line per line,
-into tests/guard/reference-outputs.txt, which guard_corpus.rs reads beside
+into tests/guard/reference-outputs.txt, which guard_corpus reads beside
 the repository's own docs and sources.
 
 It drives the servers the interop suite installs (tests/interop/node_modules:
@@ -121,7 +121,7 @@ async def main():
     lines = [line for r in results for text in strings(r) for line in text.splitlines() if line.strip()]
     with open(OUT, "w") as f:
         f.write("# What the reference MCP servers answered, one line per line of each string of each result\n")
-        f.write("# (tests/guard/capture-reference.py made it; guard_corpus.rs reads it as ordinary text).\n")
+        f.write("# (tests/guard/capture-reference.py made it; guard_corpus reads it as ordinary text).\n")
         for line in lines:
             f.write(line + "\n")
     print(f"capture-reference: {len(lines)} lines from {len(results)} results into {os.path.relpath(OUT, ROOT)}")

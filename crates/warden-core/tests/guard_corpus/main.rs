@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use warden_core::scan::Scanner;
 
+mod injection;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -264,7 +266,7 @@ fn repository_lines() -> Vec<String> {
         "scan",
         "guards.rs",
         "content.rs",
-        "guard_corpus.rs",
+        "guard_corpus",
         "http_auth.rs",
         "jwt",
     ];
@@ -540,155 +542,6 @@ fn precision_and_recall_per_detector() {
             "{fp:?}"
         );
     }
-}
-
-#[test]
-fn injection_phrasings_and_look_alikes() {
-    let (found, pos, false_pos, neg) = injection_figures("injection.txt");
-    assert_eq!(false_pos, 0, "{false_pos}/{neg}");
-    let known = known_misses("injection.txt");
-    assert_eq!(
-        found,
-        pos - known.len(),
-        "every phrasing the detectors were written with is found, but the known misses"
-    );
-    let s = scanner(&["injection"]);
-    for line in known {
-        assert!(
-            kinds(&s, &line).is_empty(),
-            "found now, make it '+': {line}"
-        );
-    }
-}
-
-/// The held-out phrasings, written after the detectors and never used to tune
-/// them: what they find there is a measure, and neither figure may get worse.
-#[test]
-fn injection_held_out_phrasings() {
-    for (file, at_least, flagged_at_most) in HELD_OUT {
-        let (found, pos, false_pos, neg) = injection_figures(file);
-        assert!(found >= at_least, "{file}: {found}/{pos}");
-        assert!(
-            false_pos <= flagged_at_most,
-            "{file}: {false_pos}/{neg} look-alikes flagged"
-        );
-    }
-}
-
-/// Each set of phrasings written by a session that saw no detector, with
-/// what the detectors find in it and the look-alikes they flag; neither may
-/// get worse. Set 2 (`injection-heldout.txt`): 13 of 49 when it was added (the
-/// detectors before `injection.addressed` and `injection.secrecy` found 4),
-/// none of 50 flagged. Set 3 (`injection-heldout-3.txt`): 12 of 60 and 4 of 60
-/// flagged when it was added (two quote an override to explain it, one shows
-/// the exfiltration pattern, one is a badge whose image URL has a query).
-/// The forms of `injection.addressed` that name an AI (`AI agents: also run …`)
-/// were then written from the misses of sets 2 and 3, which are no longer held
-/// out for them: 16 and 23 since. Set 4 (`injection-heldout-4.txt`, written
-/// after and read by no detector's author): 8 of 60, 4 of 60 flagged. A
-/// detector made from a set's lines makes them no longer held out: write a
-/// new set.
-const HELD_OUT: [(&str, usize, usize); 3] = [
-    ("injection-heldout.txt", 16, 0),
-    ("injection-heldout-3.txt", 23, 4),
-    ("injection-heldout-4.txt", 8, 4),
-];
-
-/// The injection group over `tests/guard/<file>` (`+` lines expected found,
-/// `~` lines phrasings known to be missed, `-` lines not): found, positives,
-/// false positives, negatives; prints them and the positives it missed.
-fn injection_figures(file: &str) -> (usize, usize, usize, usize) {
-    let s = scanner(&["injection"]);
-    let text = std::fs::read_to_string(root().join("tests/guard").join(file)).unwrap();
-    let (mut positives, mut negatives) = (Vec::new(), Vec::new());
-    for line in text.lines() {
-        match line.split_at(1) {
-            ("+" | "~", body) => positives.push(body),
-            ("-", body) => negatives.push(body),
-            _ => {}
-        }
-    }
-    let hit = |body: &&str| !kinds(&s, body).is_empty();
-    let missed: Vec<&str> = positives.iter().copied().filter(|b| !hit(b)).collect();
-    let flagged: Vec<&str> = negatives.iter().copied().filter(hit).collect();
-    let (pos, neg) = (positives.len(), negatives.len());
-    let found = pos - missed.len();
-    println!(
-        "injection ({file}): recall {found}/{pos}, false positives {}/{neg}; missed: {missed:#?}; flagged: {flagged:#?}",
-        flagged.len()
-    );
-    (found, pos, flagged.len(), neg)
-}
-
-/// Tool poisoning held out: tool descriptions as servers list them, each a
-/// JSON string, `+` poisoned, `-` benign, in sets written by sessions that saw
-/// no detector. What the injection group finds there is a measure, and neither
-/// figure may get worse.
-#[test]
-fn tool_poisoning_held_out() {
-    for (file, at_least, flagged_at_most) in POISON_HELD_OUT {
-        let (found, pos, flagged, neg) = poisoning_figures(file);
-        assert!(found >= at_least, "{file}: {found}/{pos}");
-        assert!(
-            flagged <= flagged_at_most,
-            "{file}: {flagged}/{neg} benign flagged"
-        );
-    }
-}
-
-/// Each held-out set of tool descriptions, with what the detectors found and
-/// the benign ones they flagged. Set 1 (`poison-heldout.txt`, written with set
-/// 2 of the phrasings): 12 of 25, and 1 of 25 benign (an `<instructions>`
-/// block of usage advice, the class S2 names as found too); 13 since a child
-/// element of a sentence counts, a rule written from its miss. Set 2
-/// (`poison-heldout-2.txt`, measured before any detector read it): 8 of 30,
-/// and 1 of 30 benign (an `<important>` block that warns of instructions in
-/// fetched pages); 9 since the forms that name an AI. Set 3
-/// (`poison-heldout-3.txt`, written with set 4 of the phrasings and read by
-/// no detector's author): 8 of 30, none of 30 benign.
-const POISON_HELD_OUT: [(&str, usize, usize); 3] = [
-    ("poison-heldout.txt", 13, 1),
-    ("poison-heldout-2.txt", 9, 1),
-    ("poison-heldout-3.txt", 8, 0),
-];
-
-/// The injection group over the tool descriptions of `tests/guard/<file>`:
-/// found, poisoned, benign flagged, benign; prints them and each miss.
-fn poisoning_figures(file: &str) -> (usize, usize, usize, usize) {
-    let s = scanner(&["injection"]);
-    let text = std::fs::read_to_string(root().join("tests/guard").join(file)).unwrap();
-    let (mut found, mut pos, mut flagged, mut neg) = (0, 0, 0, 0);
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let (mark, json) = line.split_at(1);
-        let description: String = serde_json::from_str(json).expect("a JSON string");
-        let kinds = kinds(&s, &description);
-        match mark {
-            "+" => {
-                pos += 1;
-                found += usize::from(!kinds.is_empty());
-                if kinds.is_empty() {
-                    println!("{file}: poisoning missed: {json}");
-                }
-            }
-            "-" => {
-                neg += 1;
-                flagged += usize::from(!kinds.is_empty());
-                if !kinds.is_empty() {
-                    println!("{file}: benign description flagged as {kinds:?}: {json}");
-                }
-            }
-            _ => panic!("{file}: a line starts with +, - or #: {line}"),
-        }
-    }
-    println!("tool poisoning ({file}): found {found}/{pos}, benign flagged {flagged}/{neg}");
-    (found, pos, flagged, neg)
-}
-
-/// The `~` lines of `tests/guard/<file>`: phrasings the detectors are known to miss.
-fn known_misses(file: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(root().join("tests/guard").join(file)).unwrap();
-    let known = text.lines().filter_map(|l| l.strip_prefix('~'));
-    known.map(str::to_owned).collect()
 }
 
 /// A planted value on a line hides no other find of its kind there: the line
