@@ -18,6 +18,7 @@
 //!   case-folds to a word's letter (`ſ`, the Kelvin sign) takes the plain way.
 //! - [`Find::Invisible`]: the invisible characters, found without a regex.
 
+use super::follows::Follows;
 use super::numbers::{Number, Numbers};
 use regex_automata::{meta::Regex, Anchored, Input};
 use std::sync::OnceLock;
@@ -111,6 +112,9 @@ pub struct Words {
     /// in `document`) is passed over without trying the regex there
     /// (`bounded_words_match_only_at_a_word_boundary` proves it per detector).
     bounded: bool,
+    /// What may follow each word in a match of the detector's regex, read
+    /// once ([`Words::prepare`]); a word followed by anything else is passed over.
+    follows: OnceLock<Follows>,
 }
 
 impl Words {
@@ -119,6 +123,7 @@ impl Words {
             list,
             search: OnceLock::new(),
             bounded: false,
+            follows: OnceLock::new(),
         }
     }
 
@@ -129,6 +134,7 @@ impl Words {
             list,
             search: OnceLock::new(),
             bounded: true,
+            follows: OnceLock::new(),
         }
     }
 
@@ -136,6 +142,34 @@ impl Words {
     /// a word byte, only at a word boundary.
     pub fn is_bounded(&self) -> bool {
         self.bounded
+    }
+
+    /// Reads what may follow each word in a match of `pattern`, the regex
+    /// of the one detector these words serve, once per process. `Err` when
+    /// they were read for another regex: a list serves one detector only.
+    pub fn prepare(&self, pattern: &str) -> Result<(), String> {
+        match self
+            .follows
+            .get_or_init(|| Follows::new(pattern, self.list))
+            .of(pattern)
+        {
+            true => Ok(()),
+            false => Err(format!("the words {:?} serve another detector", self.list)),
+        }
+    }
+
+    /// Whether the word found at `at..end` of the lowered text `low` may
+    /// start a match, by the byte of `b` after it.
+    #[inline]
+    fn may_follow(&self, low: &[u8], b: &[u8], at: usize, end: usize) -> bool {
+        let (Some(follows), Some(&next)) = (self.follows.get(), b.get(end)) else {
+            return true;
+        };
+        let word = &low[at..end];
+        match self.list.iter().position(|w| w.as_bytes() == word) {
+            Some(i) => follows.allows(i, next),
+            None => true,
+        }
     }
 
     fn search(&self) -> &Regex {
@@ -163,6 +197,9 @@ impl Words {
             let at = word.start();
             from = at + 1;
             if self.bounded && at > 0 && is_word(b[at]) && is_word(b[at - 1]) {
+                continue;
+            }
+            if !self.may_follow(low, b, at, word.end()) {
                 continue;
             }
             let here = Input::new(b).range(at..).anchored(Anchored::Yes);

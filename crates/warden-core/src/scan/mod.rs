@@ -14,6 +14,7 @@
 pub mod builtin;
 pub mod checks;
 pub mod find;
+pub mod follows;
 pub mod gate;
 pub mod numbers;
 pub mod starts;
@@ -64,6 +65,9 @@ impl Detector {
         check: Option<fn(&str) -> bool>,
     ) -> Result<Detector, String> {
         let search = regex_automata::meta::Regex::new(regex.as_str()).map_err(|e| e.to_string())?;
+        if let Find::Words(words) = find {
+            words.prepare(regex.as_str())?;
+        }
         let min_len = regex_syntax::parse(regex.as_str())
             .map_err(|e| e.to_string())?
             .properties()
